@@ -1,0 +1,33 @@
+"""The ``burstctl`` entry point: wires each topic's commands into one Typer app.
+
+Each module in ``COMMAND_MODULES`` defines ``register(app: typer.Typer) -> None``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+COMMAND_MODULES = [
+    "burstd.cli.config_cmd",
+]
+
+app = typer.Typer(
+    name="burstctl",
+    help="Drive burstd: see the queue pressure, leases, budgets and spend; steer bursting.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Helpers shared by burstctl commands: config loading, JSON output, error exits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from burstd.config import Config, ConfigError, load_config
+
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOption = typer.Option(None, "--config", "-c", help="Config file [env: BURSTD_CONFIG; default /etc/burstd/burstd.toml]")
+JsonFlag = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+def get_config(path: str | None) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        for line in str(exc).splitlines():
+            err_console.print(line, highlight=False, markup=False)
+        raise typer.Exit(2) from None
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")

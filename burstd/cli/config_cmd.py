@@ -1,0 +1,26 @@
+"""``burstctl config check [FILE]``: validate a config and print the effective settings."""
+
+from __future__ import annotations
+
+import typer
+
+from burstd.cli.common import console, get_config, print_json
+from burstd.config import config_path
+
+
+def register(app: typer.Typer) -> None:
+    config_app = typer.Typer(help="Check and show the burstd configuration.", no_args_is_help=True)
+    app.add_typer(config_app, name="config")
+
+    @config_app.command("check")
+    def check(
+        file: str = typer.Argument(None, help="Config file [default: $BURSTD_CONFIG or /etc/burstd/burstd.toml]"),
+        as_json: bool = typer.Option(False, "--json", help="Print the effective config as JSON."),
+    ) -> None:
+        """Validate FILE; print every problem (file: key.path: reason) or the effective config."""
+        cfg = get_config(file)
+        if as_json:
+            print_json(cfg.model_dump(mode="json"))
+            return
+        console.print(f"[green]ok[/]: {config_path(file)}")
+        console.print_json(data=cfg.model_dump(mode="json"))

@@ -1,0 +1,310 @@
+"""burstd's configuration: one TOML file parsed into typed, validated models.
+
+    cfg = load_config("/etc/burstd/burstd.toml")
+
+Every problem is reported with the file, the key path and what is wrong, all at once::
+
+    /etc/burstd/burstd.toml: pools[0].price_per_hour: Input should be greater than or equal to 0
+    /etc/burstd/burstd.toml: slurm.backend: Input should be 'cli', 'rest' or 'pyslurm'
+
+Unknown keys are errors (a typo must never silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_CONFIG_PATH = Path("/etc/burstd/burstd.toml")
+CONFIG_ENV = "BURSTD_CONFIG"
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+Name = Annotated[str, Field(pattern=_NAME, max_length=64)]
+NodePrefix = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$", max_length=40)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Section):
+    id: Name = "burstd"  # tags every cloud resource (burstd:cluster); must be unique per site
+
+
+class SlurmConfig(_Section):
+    backend: Literal["cli", "rest", "pyslurm"] = "cli"
+    bin_dir: str = "/usr/bin"  # where squeue/sinfo/scontrol live
+    conf: str | None = None  # SLURM_CONF for the commands; None = Slurm's default
+    rest_url: str = "http://127.0.0.1:6820"  # or unix:/run/slurmrestd/slurmrestd.sock
+    rest_version: str | None = None  # e.g. "v0.0.38"; None = newest the server offers
+    rest_user: str = "root"
+    rest_token_file: str | None = None  # file holding a JWT; None = run `scontrol token`
+    command_timeout_s: PosFloat = 30.0
+
+
+class DatabaseConfig(_Section):
+    url: str = "sqlite:////var/lib/burstd/burstd.db"
+
+
+class ApiConfig(_Section):
+    socket: str = "/run/burstd/burstd.sock"
+    socket_group: str = "root"  # members may read
+    admin_group: str = "root"  # members may change things
+    tcp_listen: str | None = None  # "127.0.0.1:8787"; off by default
+    token_file: str | None = None  # bearer token for the TCP listener
+
+    @model_validator(mode="after")
+    def _tcp_needs_token(self) -> ApiConfig:
+        if self.tcp_listen and not self.token_file:
+            raise ValueError("tcp_listen needs token_file (the TCP listener always requires a bearer token)")
+        return self
+
+
+class DaemonConfig(_Section):
+    cycle_interval_s: PosFloat = 15.0
+    state_dir: str = "/var/lib/burstd"
+    launch_timeout_s: PosFloat = 300.0  # LAUNCHING longer than this: failed
+    boot_timeout_s: PosFloat = 600.0  # BOOTING (no slurmd registration) longer than this: failed
+    orphan_grace_s: NonNegFloat = 120.0  # untracked tagged instance older than this: terminated
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_address: str = "127.0.0.1"
+    log_format: Literal["json", "text"] = "json"
+
+
+class InstanceType(_Section):
+    name: str
+    cpus: int = Field(ge=1)
+    memory_mb: int = Field(ge=1)
+    gpus: int = Field(default=0, ge=0)
+    gpu_type: str | None = None
+    price_per_hour: NonNegFloat | None = None  # overrides the pool's price for this type
+    weight: int = Field(default=1, ge=1)
+
+
+class AwsPoolConfig(_Section):
+    region: str
+    subnets: list[str] = Field(min_length=1)
+    launch_template: str | None = None  # name or id of an existing template; None = burstd creates one
+    image_id: str | None = None
+    security_groups: list[str] = []
+    instance_profile: str | None = None
+    allocation_strategy: Literal["price-capacity-optimized", "lowest-price", "prioritized", "capacity-optimized"] = (
+        "price-capacity-optimized"
+    )
+    ondemand_fallback: bool = False
+    all_or_nothing: bool = True
+    munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
+    endpoint_url: str | None = None  # for tests (moto) or private endpoints
+
+
+class GcpPoolConfig(_Section):
+    project: str
+    region: str
+    zones: list[str] = Field(min_length=1)
+    instance_template: str | None = None
+    machine_image: str | None = None
+    network: str = "global/networks/default"
+    subnetwork: str | None = None
+    termination_action: Literal["DELETE", "STOP"] = "DELETE"
+    munge_key_secret: str = "burstd-munge-key"  # Secret Manager secret id
+    api_endpoint: str | None = None  # for tests or private endpoints
+
+
+class LocalPoolConfig(_Section):
+    subnet: str = "10.77.0.0/24"
+    bridge: str = "br-slurm"
+    first_host: int = Field(default=101, ge=2, le=254)
+    netns_prefix: str = "sl-"
+    boot_delay_s: NonNegFloat = 0.0
+    conf_server: str | None = None  # "10.77.0.1:6817"; None = from the test bed
+    preempt_rate_per_hour: NonNegFloat = 0.0  # random spot reclaims, for chaos testing
+    notice_s: NonNegFloat = 120.0  # preemption notice lead time
+    metadata_port: int = Field(default=1338, ge=1, le=65535)
+
+
+class PoolConfig(_Section):
+    name: Name
+    provider: Literal["local", "aws", "gcp"]
+    partition: Name  # the Slurm partition of this pool's CLOUD nodes
+    node_prefix: NodePrefix
+    node_count: int = Field(ge=1, le=100_000)
+    instance_types: list[InstanceType] = Field(min_length=1)
+    market: Literal["spot", "on-demand"] = "spot"
+    price_per_hour: NonNegFloat  # per node-hour, at the pool's market
+    ondemand_price_per_hour: NonNegFloat | None = None
+    max_nodes: int | None = Field(default=None, ge=0)
+    features: list[str] = []
+    accounts: list[str] | None = None  # None = every account may use this pool
+    aws: AwsPoolConfig | None = None
+    gcp: GcpPoolConfig | None = None
+    local: LocalPoolConfig | None = None
+
+    @model_validator(mode="after")
+    def _provider_section(self) -> PoolConfig:
+        present = {p for p in ("aws", "gcp") if getattr(self, p) is not None}
+        if self.provider in ("aws", "gcp") and self.provider not in present:
+            raise ValueError(f"provider = {self.provider!r} needs a [pools.{self.provider}] section")
+        if present - {self.provider}:
+            raise ValueError(f"section [pools.{(present - {self.provider}).pop()}] does not match provider")
+        return self
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"{self.node_prefix}{i}" for i in range(1, self.node_count + 1)]
+
+    @property
+    def cpus(self) -> int:
+        return min(t.cpus for t in self.instance_types)
+
+    @property
+    def memory_mb(self) -> int:
+        return min(t.memory_mb for t in self.instance_types)
+
+    @property
+    def gpus(self) -> int:
+        return min(t.gpus for t in self.instance_types)
+
+
+class WaitingPolicy(_Section):
+    """How long a job waits on-prem before it may burst (see docs/policy.md)."""
+
+    kind: Literal["none", "constant", "compute", "burstd"] = "burstd"
+    min_wait_s: NonNegFloat = 300.0
+    # compute-wait: wait = coefficient * node-hours asked for (big jobs wait longer)
+    wait_per_node_hour_s: NonNegFloat = 60.0
+    max_wait_s: NonNegFloat = 6 * 3600.0
+    # burst only when the expected on-prem start is at least this far away
+    min_expected_wait_s: NonNegFloat = 600.0
+
+
+class PolicyConfig(_Section):
+    onprem_partitions: list[Name] = ["batch"]
+    # map an on-prem partition to the pools its jobs may burst to; missing = every pool
+    burst_to: dict[str, list[str]] = {}
+    waiting: WaitingPolicy = WaitingPolicy()
+    min_priority: int = 0
+    burst_reasons: list[str] = ["Resources", "Priority", "ReqNodeNotAvail", "Nodes_required_for_job_are_DOWN"]
+    exclude_accounts: list[str] = []
+    exclude_users: list[str] = []
+    exclude_partitions: list[str] = []
+    opt_out_comment: str = "burst:no"
+    max_preemptions_spot: int = Field(default=2, ge=0)  # then on-demand
+    max_preemptions_total: int = Field(default=4, ge=0)  # then back on-prem only
+    prewarm_nodes: int = Field(default=0, ge=0)
+    paused: bool = False
+
+
+class BudgetConfig(_Section):
+    period: Literal["month", "week", "day"] = "month"
+    site_usd: NonNegFloat | None = None  # None = no site cap
+    burn_rate_usd_per_hour: NonNegFloat | None = None
+    accounts: dict[str, NonNegFloat] = {}  # initial per-account budgets; `burstctl budget set` overrides
+    default_account_usd: NonNegFloat | None = None  # None = accounts without a budget may not burst
+    accrual_interval_s: PosFloat = 60.0
+
+
+class AgentConfig(_Section):
+    provider: Literal["aws", "gcp", "local"] = "aws"
+    metadata_url: str | None = None  # None = the provider's well-known address
+    poll_interval_s: PosFloat = 5.0
+    signal: str = "USR1"
+    lead_time_s: NonNegFloat = 0.0  # signal this long after the notice (0 = at once)
+    daemon_url: str | None = None
+
+
+class Config(_Section):
+    cluster: ClusterConfig = ClusterConfig()
+    slurm: SlurmConfig = SlurmConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    api: ApiConfig = ApiConfig()
+    daemon: DaemonConfig = DaemonConfig()
+    pools: list[PoolConfig] = []
+    policy: PolicyConfig = PolicyConfig()
+    budget: BudgetConfig = BudgetConfig()
+    agent: AgentConfig = AgentConfig()
+
+    @model_validator(mode="after")
+    def _unique(self) -> Config:
+        for what, values in (
+            ("name", [p.name for p in self.pools]),
+            ("node_prefix", [p.node_prefix for p in self.pools]),
+        ):
+            dup = {v for v in values if values.count(v) > 1}
+            if dup:
+                raise ValueError(f"pools: {what} must be unique, repeated: {', '.join(sorted(dup))}")
+        known = {p.name for p in self.pools}
+        for part, pools in self.policy.burst_to.items():
+            unknown = [p for p in pools if p not in known]
+            if unknown:
+                raise ValueError(f"policy.burst_to.{part}: unknown pool(s) {', '.join(unknown)}")
+        return self
+
+    def pool(self, name: str) -> PoolConfig:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(f"no pool named {name!r}; configured: {', '.join(p.name for p in self.pools) or 'none'}")
+
+    def pool_of_node(self, node: str) -> PoolConfig | None:
+        """The pool a Slurm node name belongs to (prefix + index in 1..node_count)."""
+        for p in self.pools:
+            rest = node[len(p.node_prefix):]
+            if node.startswith(p.node_prefix) and rest.isdigit() and 1 <= int(rest) <= p.node_count:
+                return p
+        return None
+
+
+class ConfigError(Exception):
+    """The config file is unreadable or invalid. ``problems`` holds one line per problem."""
+
+    def __init__(self, path: str, problems: list[str]):
+        self.path = path
+        self.problems = problems
+        super().__init__("\n".join(f"{path}: {p}" for p in problems))
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def config_path(explicit: str | os.PathLike | None = None) -> Path:
+    """The config file to read: the flag, else $BURSTD_CONFIG, else /etc/burstd/burstd.toml."""
+    return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+
+
+def parse_config(data: dict, path: str = "<config>") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and re.fullmatch(r"function-\w+.*", p)))
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{_loc(loc)}: {msg}")
+        raise ConfigError(path, problems) from None
+
+
+def load_config(path: str | os.PathLike | None = None) -> Config:
+    p = config_path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
+    try:
+        data = tomllib.loads(raw.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
+    return parse_config(data, str(p))

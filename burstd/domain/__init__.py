@@ -1,0 +1,1 @@
+"""Pure domain types. Nothing in this package performs I/O."""

@@ -1,0 +1,158 @@
+"""What burstd knows about a Slurm cluster: one immutable snapshot a cycle.
+
+Every Slurm backend (cli, rest, pyslurm) and every Slurm version (22.05 .. 26.05) is normalised into
+these types, so nothing above the adapter ever sees a version difference.
+
+Conventions: times are Unix seconds (``None`` when Slurm has none); time limits are minutes (``None``
+when unlimited); memory is MiB; states are Slurm's upper-case names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Base job states that count as "not finished" for burstd.
+ACTIVE_JOB_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "COMPLETING", "REQUEUED"})
+
+
+@dataclass(frozen=True, slots=True)
+class Gres:
+    """One generic resource request or offer, e.g. ``gpu:a100:2``."""
+
+    name: str
+    type: str | None
+    count: int
+
+    def __str__(self) -> str:
+        return ":".join([self.name] + ([self.type] if self.type else []) + [str(self.count)])
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    job_id: int
+    name: str
+    user: str
+    account: str
+    partitions: tuple[str, ...]
+    state: str  # base state: PENDING, RUNNING, ...
+    state_flags: tuple[str, ...] = ()  # e.g. CONFIGURING, POWER_UP_NODE
+    reason: str = "None"
+    qos: str = ""
+    priority: int = 0
+    submit_time: int | None = None
+    eligible_time: int | None = None
+    start_time: int | None = None  # actual start, or the backfill estimate while PENDING
+    end_time: int | None = None
+    time_limit_min: int | None = None  # None = unlimited
+    nodes: str = ""  # hostlist expression of allocated nodes ("" while pending)
+    node_count: int = 1
+    cpus: int = 1
+    memory_mb: int | None = None  # total memory per node asked for, MiB
+    gres: tuple[Gres, ...] = ()  # per node
+    features: str = ""  # constraint expression as given
+    restart_count: int = 0
+    comment: str = ""
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_tasks: str = ""  # "1-9" or "1-3%1" on a pending array meta-record
+    het_job_id: int | None = None
+    het_job_offset: int | None = None
+    hold: bool = False
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state == "PENDING"
+
+    @property
+    def is_running(self) -> bool:
+        return self.state in ("RUNNING", "CONFIGURING", "COMPLETING")
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_JOB_STATES
+
+    @property
+    def gpus(self) -> int:
+        return sum(g.count for g in self.gres if g.name == "gpu")
+
+    @property
+    def display_id(self) -> str:
+        if self.array_job_id and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        if self.array_tasks:
+            return f"{self.job_id}_[{self.array_tasks}]"
+        return str(self.job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    state: str  # base state: IDLE, ALLOCATED, MIXED, DOWN, ...
+    flags: tuple[str, ...] = ()  # CLOUD, POWERED_DOWN, POWERING_UP, DRAIN, NOT_RESPONDING, ...
+    partitions: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    gres: tuple[Gres, ...] = ()
+    address: str = ""
+    hostname: str = ""
+    cpus: int = 0
+    memory_mb: int = 0
+    reason: str = ""
+    boot_time: int | None = None
+    instance_id: str = ""
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
+
+    @property
+    def is_cloud(self) -> bool:
+        return "CLOUD" in self.flags
+
+    @property
+    def is_powered_down(self) -> bool:
+        return "POWERED_DOWN" in self.flags
+
+    @property
+    def is_powering_up(self) -> bool:
+        return "POWERING_UP" in self.flags
+
+    @property
+    def is_drained(self) -> bool:
+        return "DRAIN" in self.flags or self.state == "DRAINED"
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    name: str
+    nodes: str = ""  # hostlist expression
+    state: str = "UP"
+    max_time_min: int | None = None
+    default: bool = False
+    total_cpus: int = 0
+    total_nodes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One consistent view of the cluster, taken once per cycle."""
+
+    taken_at: float
+    jobs: tuple[Job, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    slurm_version: str = ""
+    source: str = ""  # "cli", "rest", "pyslurm", or the files it was read from
+    _node_index: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_node_index", {n.name: n for n in self.nodes})
+
+    def node(self, name: str) -> Node | None:
+        return self._node_index.get(name)
+
+    @property
+    def pending(self) -> list[Job]:
+        return [j for j in self.jobs if j.is_pending]
+
+    @property
+    def running(self) -> list[Job]:
+        return [j for j in self.jobs if j.is_running]

@@ -1,0 +1,29 @@
+"""Cloud providers behind one small interface (``burstd.providers.base.Provider``).
+
+A new cloud touches one folder: ``burstd/providers/<name>/`` and one line in ``make_provider``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from burstd.config import Config, PoolConfig
+    from burstd.providers.base import Provider
+
+
+def make_provider(pool: PoolConfig, config: Config) -> Provider:
+    """Build the provider for one pool. Imports lazily: the aws/gcp extras are optional."""
+    if pool.provider == "local":
+        from burstd.providers.local.provider import LocalProvider
+
+        return LocalProvider(pool, config)
+    if pool.provider == "aws":
+        from burstd.providers.aws.provider import AwsProvider
+
+        return AwsProvider(pool, config)
+    if pool.provider == "gcp":
+        from burstd.providers.gcp.provider import GcpProvider
+
+        return GcpProvider(pool, config)
+    raise ValueError(f"unknown provider {pool.provider!r}")

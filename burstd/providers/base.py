@@ -1,0 +1,88 @@
+"""The provider interface: what the daemon may ask of a cloud, and nothing more.
+
+Contract (the daemon's invariants depend on it):
+
+* ``launch`` is idempotent on ``LaunchRequest.lease_id``: calling it again with the same lease id (after
+  a crash, a timeout, a retry) returns the instance already created and never creates a second one.
+  The lease id also goes onto the instance as the tag/label ``burstd:lease``.
+* ``list_instances`` returns every instance tagged with this cluster's id, whatever its lease, so the
+  daemon can find orphans (invariant 2). One call per cycle.
+* ``terminate`` is idempotent: terminating a gone instance is not an error.
+* Errors are ``ProviderError`` subclasses whose ``kind`` tells the daemon what to do with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+
+class ErrorKind(StrEnum):
+    CAPACITY = "capacity"  # no capacity for this offering now: cool it down, try the next one
+    THROTTLED = "throttled"  # API rate limit: retry with jittered backoff
+    QUOTA = "quota"  # account quota reached: stop launching in this pool, tell the admin
+    CONFIG = "config"  # auth, permissions, bad template: fail loudly, never retry
+    TRANSIENT = "transient"  # network blip, 5xx: retry
+
+
+class ProviderError(Exception):
+    def __init__(self, kind: ErrorKind, message: str, *, code: str = "", offering: Offering | None = None):
+        self.kind = kind
+        self.code = code
+        self.offering = offering
+        super().__init__(f"{kind}: {code + ': ' if code else ''}{message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """One place a node can be bought: instance type x zone x market."""
+
+    instance_type: str
+    zone: str
+    market: str  # "spot" | "on-demand"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    lease_id: str  # idempotency token and tag
+    node_name: str  # the Slurm node name the VM must join as
+    pool: str
+    market: str = "spot"
+    exclude: frozenset[Offering] = frozenset()  # offerings cooled down after capacity errors
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    instance_id: str
+    lease_id: str  # from the tag; "" when the instance carries none
+    node_name: str
+    pool: str
+    state: str  # "pending" | "running" | "stopping" | "terminated" | "preempted"
+    launched_at: float  # Unix seconds, the provider's own launch time (spend starts here)
+    offering: Offering | None = None
+    address: str = ""
+    price_per_hour_micros: int | None = None
+    preempted: bool = False  # reclaimed by the provider (spot), seen server-side
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_gone(self) -> bool:
+        return self.state in ("terminated", "preempted")
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str  # the pool name
+
+    def launch(self, request: LaunchRequest) -> Instance: ...
+
+    def terminate(self, instance_ids: list[str]) -> None: ...
+
+    def list_instances(self) -> list[Instance]: ...
+
+    def prices(self) -> dict[Offering, int]:
+        """Current price per node-hour, micro-dollars, per offering."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,54 @@
+"""The interface every Slurm backend implements. Callers never see which one is in use."""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, runtime_checkable
+
+from burstd.domain.slurm import Snapshot
+
+
+class SlurmError(Exception):
+    """A Slurm command or API call failed; the message carries Slurm's own words."""
+
+
+# Slurm object names that may reach scontrol/REST; everything else is refused before any call.
+NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+HOSTLIST_RE = re.compile(r"^[A-Za-z0-9_.,\[\]-]{1,65536}$")
+PARTITION_RE = NODE_NAME_RE
+
+
+def check_name(kind: str, value: str, pattern: re.Pattern = NODE_NAME_RE) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"invalid {kind} {value!r}: only letters, digits and _ . - are allowed")
+    return value
+
+
+def check_reason(reason: str) -> str:
+    """Reasons are free text for humans, but one line and bounded."""
+    if "\n" in reason or "\r" in reason or "\0" in reason or len(reason) > 200:
+        raise ValueError("a reason must be one line of at most 200 characters")
+    return reason
+
+
+@runtime_checkable
+class SlurmAdapter(Protocol):
+    backend: str
+
+    def snapshot(self) -> Snapshot:
+        """Jobs (pending and running), nodes and partitions, from one pass over Slurm."""
+        ...
+
+    # --- jobs -------------------------------------------------------------------------------
+    def set_partitions(self, job_id: int, partitions: list[str]) -> None: ...
+    def add_partition(self, job_id: int, partition: str) -> None: ...
+    def remove_partition(self, job_id: int, partition: str) -> None: ...
+    def requeue(self, job_id: int) -> None: ...
+    def signal(self, job_id: int, signal: str, *, batch: bool = False) -> None: ...
+
+    # --- nodes ------------------------------------------------------------------------------
+    def drain(self, nodes: list[str], reason: str) -> None: ...
+    def resume(self, nodes: list[str]) -> None: ...
+    def power_down(self, nodes: list[str], *, force: bool = False, reason: str = "") -> None: ...
+    def power_up(self, nodes: list[str]) -> None: ...
+    def set_node_address(self, node: str, address: str, hostname: str | None = None) -> None: ...
