@@ -1,0 +1,1 @@
+"""Persistence: SQLModel tables, Alembic migrations, and the ``Store`` the daemon uses."""
