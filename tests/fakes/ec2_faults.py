@@ -2,7 +2,7 @@
 
 Real boto3 talks HTTP to the proxy; the proxy forwards to moto, and on the way:
 
-* ``exhaust(instance_type, az)``: CreateFleet answers ``InsufficientInstanceCapacity`` (in the fleet's
+* ``exhaust(instance_type, az[, market])``: CreateFleet answers ``InsufficientInstanceCapacity`` (in the fleet's
   ``errorSet``, as EC2 does) for that offering and launches from the remaining overrides, or from none;
 * ``throttle(n, action)``: the next n calls answer HTTP 503 ``RequestLimitExceeded``;
 * ``fail(n, action, code, status)``: the next n calls answer that error (auth, quota...);
@@ -40,7 +40,7 @@ class _Rule:
 
 @dataclass
 class Faults:
-    exhausted: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, az) -> code
+    exhausted: dict[tuple[str, str, str | None], str] = field(default_factory=dict)  # (type, az, market) -> code
     throttles: list[_Rule] = field(default_factory=list)
     failures: list[tuple[_Rule, str, int]] = field(default_factory=list)
     partials: int = 0
@@ -97,9 +97,11 @@ class Ec2FaultProxy:
 
     # -- fault controls ------------------------------------------------------------------------------------
 
-    def exhaust(self, instance_type: str, az: str, code: str = "InsufficientInstanceCapacity") -> None:
+    def exhaust(self, instance_type: str, az: str, code: str = "InsufficientInstanceCapacity",
+                market: str | None = None) -> None:
+        """No capacity for this type in this AZ (for one market, "spot" / "on-demand", or both)."""
         with self._lock:
-            self.faults.exhausted[(instance_type, az)] = code
+            self.faults.exhausted[(instance_type, az, market)] = code
 
     def throttle(self, n: int, action: str | None = None) -> None:
         with self._lock:
@@ -231,7 +233,8 @@ class Ec2FaultProxy:
                 self.faults.partials -= 1
         for (cfg, _), ov in sorted(overrides.items()):
             az = ov.get("AvailabilityZone") or backend.get_subnet(ov["SubnetId"]).availability_zone
-            code = exhausted.get((ov.get("InstanceType", ""), az))
+            itype = ov.get("InstanceType", "")
+            code = exhausted.get((itype, az, lifecycle)) or exhausted.get((itype, az, None))
             if code:
                 spec = "".join(
                     f"<{k[0].lower() + k[1:]}>{escape(v)}</{k[0].lower() + k[1:]}>" for k, v in ov.items()

@@ -134,12 +134,24 @@ def test_spot_exhausted_falls_back_to_on_demand_when_the_pool_allows(aws_env):
     p = make(aws_env, ondemand_fallback=True)
     for t in ("m5.large", "c5.large"):
         for z in zones(p):
-            aws_env.faults.exhaust(t, z)  # the fault proxy exhausts the offering for both markets...
-    aws_env.faults.faults.exhausted = {k: v for k, v in aws_env.faults.faults.exhausted.items() if k[0] != "c5.large"}
+            aws_env.faults.exhaust(t, z, market="spot")
     inst = p.launch(LaunchRequest(lease_id="lease-od", node_name="aws-1", pool="aws"))
-    assert inst.offering.instance_type == "c5.large"
+    assert inst.offering.market == "on-demand"
     markets = [r["TargetCapacitySpecification.DefaultTargetCapacityType"] for r in aws_env.faults.fleet_requests]
-    assert markets == ["spot"]  # c5 spot still had capacity; now exhaust spot entirely
+    assert markets == ["spot", "on-demand"]
+    tokens = [r["ClientToken"] for r in aws_env.faults.fleet_requests]
+    assert tokens[0] != tokens[1]  # a different request never reuses the token (IdempotentParameterMismatch)
+    assert [i["InstanceId"] for i in live(aws_env)] == [inst.instance_id]
+
+
+def test_without_fallback_spot_exhaustion_never_buys_on_demand(aws_env):
+    p = make(aws_env)
+    for t in ("m5.large", "c5.large"):
+        for z in zones(p):
+            aws_env.faults.exhaust(t, z, market="spot")
+    with pytest.raises(ProviderError) as exc:
+        p.launch(LaunchRequest(lease_id="lease-nf", node_name="aws-1", pool="aws"))
+    assert exc.value.kind is ErrorKind.CAPACITY and live(aws_env) == []
 
 
 def test_partial_fulfilment_with_no_instance_is_a_capacity_error(aws_env):
