@@ -145,3 +145,29 @@ def test_cooldowns_expire(store):
     assert set(store.cooldowns(now=250.0)) == {"gcp-b/a2/us-central1-a/spot"}
     assert store.prune_cooldowns(now=250.0) == 1
     assert set(store.cooldowns(now=0.0)) == {"gcp-b/a2/us-central1-a/spot"}
+
+
+def test_ledger_accrual_every_cycle_lands_exactly_in_the_store(store):
+    """The daemon's loop: accrue since the recorded point each cycle, store it; a retry of a written chunk is
+    refused; the stored total equals the lease's cost to the micro-dollar."""
+    from burstd.domain.lease import LeaseState as S
+    from burstd.policy.ledger import Allocation, PricePoint, accrue, lease_cost
+
+    lease = store.create_lease(pool="aws-a", node_name="n1", account="chem", price_per_hour_micros=1_234_567)
+    store.transition(lease.lease_id, S.LAUNCHING, "go")
+    store.transition(lease.lease_id, S.BOOTING, "up", launched_at=T0 + 0.25)
+    prices = [PricePoint(T0 + 2000.5, 2_345_678)]
+    allocs = [Allocation(1, T0 + 100, T0 + 2500, "bio", "ann"), Allocation(2, T0 + 2000, None, "chem", "bob", 3)]
+    for now in [T0 + 61.3, T0 + 122.9, T0 + 1999.99, T0 + 2600.1, T0 + 4000.7]:
+        current = store.lease(lease.lease_id)
+        ivs = accrue(current, now, prices=prices, allocations=allocs)
+        store.add_spend(ivs)
+        with pytest.raises(SpendConflict):
+            store.add_spend(ivs)  # the same chunk again (a crash after commit, then a retry): refused
+    store.transition(lease.lease_id, S.TERMINATING, "idle")
+    done = store.transition(lease.lease_id, S.TERMINATED, "gone", ended_at=T0 + 4100.0)
+    store.add_spend(accrue(done, T0 + 5000, prices=prices, allocations=allocs))
+    assert sum(store.spend("account").values()) == lease_cost(done, T0 + 5000, prices)
+    assert store.lease(lease.lease_id).accrued_until == T0 + 4100.0
+    by_job = store.spend("job")
+    assert set(by_job) == {"1", "2", OVERHEAD} and sum(by_job.values()) == lease_cost(done, T0 + 5000, prices)
