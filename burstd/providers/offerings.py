@@ -25,6 +25,18 @@ from burstd.providers.base import Offering
 Clock = Callable[[], float]
 
 
+def offering_key(o: Offering) -> str:
+    """``type/zone/market``: how an offering is named in the database (``Store.set_cooldown``) and the CLI."""
+    return f"{o.instance_type}/{o.zone}/{o.market}"
+
+
+def parse_offering_key(key: str) -> Offering:
+    parts = key.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"offering key {key!r} is not type/zone/market")
+    return Offering(*parts)
+
+
 @dataclass(frozen=True, slots=True)
 class Cooling:
     offering: Offering
@@ -35,13 +47,28 @@ class Cooling:
 class OfferingCooldown:
     """(instance type, zone, market) -> until. Entries expire by themselves; ``mark`` extends."""
 
-    def __init__(self, ttl_s: float = 600.0, clock: Clock = time.time):
+    def __init__(self, ttl_s: float = 600.0, clock: Clock = time.time,
+                 on_mark: Callable[[Cooling], None] | None = None):
+        """``on_mark`` is called after each mark (outside the lock), e.g. to persist it:
+        ``lambda c: store.set_cooldown(offering_key(c.offering), c.until, c.reason)``."""
         if ttl_s < 0:
             raise ValueError(f"cooldown ttl must be >= 0 seconds, got {ttl_s}")
         self.ttl_s = ttl_s
         self._clock = clock
+        self._on_mark = on_mark
         self._lock = threading.Lock()
         self._until: dict[Offering, Cooling] = {}
+
+    def restore(self, entries: dict[str, tuple[float, str]] | list[Cooling]) -> int:
+        """Load cooldowns saved earlier (``{key: (until, reason)}`` or Cooling objects); returns how many."""
+        items = entries if isinstance(entries, list) else [
+            Cooling(parse_offering_key(k), float(u), r) for k, (u, r) in entries.items()]
+        with self._lock:
+            for c in items:
+                old = self._until.get(c.offering)
+                if old is None or old.until < c.until:
+                    self._until[c.offering] = c
+        return len(items)
 
     def mark(self, offering: Offering, reason: str = "", ttl_s: float | None = None) -> Cooling:
         now = self._clock()
@@ -50,7 +77,10 @@ class OfferingCooldown:
             old = self._until.get(offering)
             if old is None or old.until < entry.until:
                 self._until[offering] = entry
-            return self._until[offering]
+            result = self._until[offering]
+        if self._on_mark is not None:
+            self._on_mark(result)
+        return result
 
     def is_cooling(self, offering: Offering) -> bool:
         with self._lock:

@@ -88,3 +88,18 @@ def test_protection_round_trips_through_a_dict():
     p.record_boot_failure("gcp", "no munge key")
     q = PoolProtection.from_dict(p.to_dict(), threshold=1)
     assert q.state("gcp") == p.state("gcp") and q.is_protected("gcp")
+
+
+def test_cooldowns_persist_through_the_hook_and_restore():
+    from burstd.providers.offerings import offering_key, parse_offering_key
+
+    saved = {}
+    clock = Clock()
+    c = OfferingCooldown(60, clock=clock, on_mark=lambda e: saved.__setitem__(offering_key(e.offering), (e.until, e.reason)))
+    c.mark(A, "ICE")
+    assert saved == {"m5.large/us-east-1a/spot": (1060.0, "ICE")}
+    fresh = OfferingCooldown(60, clock=clock)
+    assert fresh.restore(saved) == 1 and fresh.is_cooling(A)
+    assert parse_offering_key(offering_key(B)) == B
+    with pytest.raises(ValueError, match="type/zone/market"):
+        parse_offering_key("m5.large")
