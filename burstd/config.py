@@ -47,6 +47,9 @@ class SlurmConfig(_Section):
     rest_user: str = "root"
     rest_token_file: str | None = None  # file holding a JWT; None = run `scontrol token`
     command_timeout_s: PosFloat = 30.0
+    # cli backend: how squeue lists jobs. "auto"/"text": squeue -O text (fast; falls back to JSON for a
+    # snapshot whose text does not split cleanly); "json": always squeue --json.
+    job_format: Literal["auto", "text", "json"] = "auto"
 
 
 class DatabaseConfig(_Section):

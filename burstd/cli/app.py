@@ -12,6 +12,7 @@ import typer
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
     "burstd.cli.testbed_cmd",
+    "burstd.cli.snapshot_cmd",
 ]
 
 app = typer.Typer(
