@@ -7,8 +7,8 @@
 
 Settings come from BURSTD_BED_* variables (``BURSTD_BED_<FIELD>`` for any field of burstd/testbed/config.py ``BedConfig``), so several people can run
 separate beds on one machine: e.g. ``BURSTD_BED_NAME=mine BURSTD_BED_SLOT=7``. The hook mode defaults to
-``stub``; a test switches it with ``with slurm_bed.hooks("bare"): ...`` (or "burstd"), or the whole session
-with ``BURSTD_BED_HOOKS``. ``BURSTD_BED_KEEP=1`` leaves the bed up after the session (faster reruns; a later
+``stub``; a test switches it with ``@pytest.mark.bed_hooks("bare")`` or ``with slurm_bed.hooks("bare"): ...``
+(or "burstd"), or the whole session with ``BURSTD_BED_HOOKS``. ``BURSTD_BED_KEEP=1`` leaves the bed up after the session (faster reruns; a later
 session reuses it when the settings match).
 
 The bed's SuspendTime defaults to 10 s here (``BURSTD_BED_SUSPEND_TIME`` overrides) to keep tests short.
@@ -65,6 +65,23 @@ def slurm_bed():
         others = [p for p in sessions.iterdir() if p.name.isdigit() and Path(f"/proc/{p.name}").exists()]
         if not others and not os.environ.get("BURSTD_BED_KEEP"):
             bed.down()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "bed_hooks(mode): run the test with the bed's hooks in this mode "
+                            "(stub | bare | burstd), restored afterwards")
+
+
+@pytest.fixture(autouse=True)
+def _bed_hooks_marker(request):
+    """``@pytest.mark.bed_hooks("burstd")`` switches the live bed's hooks for one test."""
+    marker = request.node.get_closest_marker("bed_hooks")
+    if marker is None:
+        yield
+        return
+    bed = request.getfixturevalue("slurm_bed")
+    with bed.hooks(marker.args[0]):
+        yield
 
 
 @pytest.fixture

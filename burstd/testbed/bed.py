@@ -643,6 +643,11 @@ class Bed:
         proc = _sh(argv, "sinfo", env=self.env, check=False)
         return dict(line.split(None, 1) for line in proc.stdout.splitlines() if " " in line)
 
+    def kill_vm(self, node: str) -> bool:
+        """Pull the plug on a node's namespace VM, whoever made it (a spot reclaim seen from outside):
+        every process in it is killed and the namespace removed. Slurm notices after SlurmdTimeout."""
+        return netns.teardown(self.config.netns_of(node))
+
     @staticmethod
     def wait_for(pred: Callable[[], T], timeout: float, what: str, interval: float = 0.5) -> T:
         """Poll ``pred`` until it returns something truthy; AssertionError naming ``what`` on timeout."""
