@@ -51,6 +51,8 @@ class CliAdapter:
         self._version: tuple[int, int] | None = None
         self.calls: list[list[str]] = []  # every command run (tests count them: cost must not grow with jobs)
         self.text_fallbacks = 0
+        # squeue text record -> Job parsed from it last cycle: unchanged jobs are not parsed again
+        self._text_cache: dict[str, Job] = {}
 
     # ------------------------------------------------------------------ running commands
     def _env(self) -> dict[str, str]:
@@ -100,7 +102,7 @@ class CliAdapter:
 
     def jobs_text(self) -> list[Job]:
         out = self.run("squeue", ["-h", "-a", "-O", parse.squeue_text_format()])
-        return parse.jobs_from_squeue_text(out)
+        return parse.jobs_from_squeue_text(out, self._text_cache)
 
     def jobs_json(self) -> list[Job]:
         doc = parse.load_json(self.run("squeue", ["-a", "--json"]), "squeue --json")
@@ -111,6 +113,7 @@ class CliAdapter:
             try:
                 return self.jobs_text()
             except parse.TextParseError as exc:
+                self._text_cache.clear()
                 self.text_fallbacks += 1
                 log.warning("squeue text output did not parse (%s); using squeue --json for this snapshot", exc)
         return self.jobs_json()
