@@ -165,6 +165,6 @@ def test_record_cache_reuses_unchanged_jobs_and_never_outgrows_the_queue():
     assert second[0] is first[0]  # same record text: the very same (immutable) Job
     assert second[1].job_id == 3 and second[1].reason == "Priority"
     assert set(j.job_id for j in cache.values()) == {1, 3}  # job 2 left the queue and the cache
-    changed = parse.jobs_from_squeue_text(record(JobID="1", Reason="Resources"), cache)
-    assert changed[0] is not first[0] and changed[0].reason == "Resources" and len(cache) == 1
+    changed = parse.jobs_from_squeue_text(record(JobID="1", Reason="BeginTime"), cache)
+    assert changed[0] is not first[0] and changed[0].reason == "BeginTime" and len(cache) == 1
     assert parse.jobs_from_squeue_text("", cache) == [] and cache == {}
