@@ -130,6 +130,9 @@ class LocalPoolConfig(_Section):
     preempt_rate_per_hour: NonNegFloat = 0.0  # random spot reclaims, for chaos testing
     notice_s: NonNegFloat = 120.0  # preemption notice lead time
     metadata_port: int = Field(default=1338, ge=1, le=65535)
+    capacity: int | None = Field(default=None, ge=0)  # live VMs at most; None = max_nodes, else node_count
+    slurmd_path: str = "/usr/sbin/slurmd"
+    records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
 
 
 class PoolConfig(_Section):
@@ -296,7 +299,8 @@ def parse_config(data: dict, path: str = "<config>") -> Config:
         for err in exc.errors():
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and re.fullmatch(r"function-\w+.*", p)))
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{_loc(loc)}: {msg}")
+            # Model-level checks already start with the key they are about.
+            problems.append(f"{_loc(loc)}: {msg}" if loc else msg)
         raise ConfigError(path, problems) from None
 
 
