@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Snapshot benchmark: the cli adapter's snapshot vs the bare ``squeue`` that yields the same fields.
 
-    sudo python bench/bench_snapshot.py                      # own controller-only bed, 2,000 then 20,000 jobs
+    sudo python bench/bench_snapshot.py                      # own test bed, 2,000 then 20,000 jobs
     sudo python bench/bench_snapshot.py --sizes 2000,5000 --repeat 3
-    sudo python bench/bench_snapshot.py --slurm-conf /etc/slurm/slurm.conf   # an existing bed (adds jobs!)
+    sudo python bench/bench_snapshot.py --bed controller     # munged + slurmctld only, no node daemons
+    sudo python bench/bench_snapshot.py --slurm-conf /etc/slurm/slurm.conf   # an existing cluster (adds jobs!)
 
-Without ``--slurm-conf`` it starts its own bed under a temp dir: munged (own socket) and slurmctld (own
-ports, MaxJobCount=50000), nodes defined but no slurmd, since every benchmark job is submitted held
-(``sbatch -H``) and never runs. Jobs are submitted by several sbatch processes in parallel; 1 in 100 has a
+By default it brings up its own project test bed (burstd.testbed, bed name ``snapbench``, slot 43, its
+MaxJobCount is 100,000) and takes it down afterwards. ``--bed controller`` instead starts only munged (own
+socket) and slurmctld (own ports, MaxJobCount=50000) under a temp dir, with nodes defined but no slurmd:
+every benchmark job is submitted held (``sbatch -H``) and never runs, so the snapshot cost is the same. Jobs are submitted by several sbatch processes in parallel; 1 in 100 has a
 name and comment with shell metacharacters and a newline. At each queue size, interleaved, median of
 ``--repeat`` runs:
 
@@ -126,6 +128,28 @@ class ControllerBed:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
+class TestBed:
+    """The project's own test bed (burstd.testbed): slurmctld, on-prem slurmds in namespaces, slurmrestd."""
+
+    def __init__(self) -> None:
+        from burstd.testbed import Bed, BedConfig
+
+        name = os.environ.get("BURSTD_BED_NAME", "snapbench")
+        slot = int(os.environ.get("BURSTD_BED_SLOT", "43"))
+        self.bed = Bed(BedConfig(name=name, slot=slot, max_job_count=100000))
+        self.conf = self.bed.conf_path
+
+    def start(self) -> None:
+        self.bed.up()
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def stop(self) -> None:
+        subprocess.run(["scancel", "--state=PENDING"], env=self.env(), capture_output=True)
+        self.bed.down()
+
+
 def submit_held(env: dict[str, str], first: int, count: int, workers: int) -> float:
     def one(i: int) -> None:
         name, comment = f"bench-{i}", f"bench job {i}"
@@ -191,7 +215,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="2000,20000", help="queue sizes to measure, ascending (default 2000,20000)")
     ap.add_argument("--repeat", type=int, default=5, help="runs per variant and size (median reported)")
-    ap.add_argument("--slurm-conf", help="use this cluster instead of starting a controller-only bed")
+    ap.add_argument("--slurm-conf", help="use this cluster instead of starting a bed")
+    ap.add_argument("--bed", choices=("testbed", "controller"), default="testbed",
+                    help="which bed to start when no --slurm-conf (default: the project's test bed)")
     ap.add_argument("--port", type=int, default=27817, help="slurmctld port of the bench's own bed")
     ap.add_argument("--workers", type=int, default=6, help="parallel sbatch processes")
     args = ap.parse_args()
@@ -206,7 +232,7 @@ def main() -> int:
     else:
         if os.geteuid() != 0:
             ap.error("starting a bed needs root (or pass --slurm-conf)")
-        bed = ControllerBed(args.port)
+        bed = TestBed() if args.bed == "testbed" else ControllerBed(args.port)
         bed.start()
         conf, env = str(bed.conf), bed.env()
     version = subprocess.run(["squeue", "--version"], env=env, capture_output=True, text=True).stdout.strip()
