@@ -62,6 +62,7 @@ class CliAdapter:
         if self.job_format not in ("auto", "text", "json"):
             raise ValueError(f"slurm.job_format must be auto, text or json, not {self.job_format!r}")
         self._version: tuple[int, int] | None = None
+        self.release = ""  # e.g. "22.05.8", from `squeue --version`
         self.calls: list[list[str]] = []  # every command run (tests count them: cost must not grow with jobs)
         self.text_fallbacks = 0
         # squeue text record -> Job parsed from it last cycle: unchanged jobs are not parsed again
@@ -115,7 +116,10 @@ class CliAdapter:
     @property
     def version(self) -> tuple[int, int]:
         if self._version is None:
-            self._version = parse_version(self.run("squeue", ["--version"]))
+            text = self.run("squeue", ["--version"])
+            self._version = parse_version(text)
+            m = re.search(r"\d+\.\d+(\.\d+)?", text)
+            self.release = m.group(0) if m else ""
         return self._version
 
     # ------------------------------------------------------------------ reading
@@ -200,7 +204,7 @@ class CliAdapter:
             jobs=tuple(jobs),
             nodes=tuple(sorted(self._parse_nodes(nodes_out), key=lambda n: n.name)),
             partitions=tuple(self._parse_partitions(parts_out)),
-            slurm_version=f"{version[0]}.{version[1]:02d}",
+            slurm_version=self.release or f"{version[0]}.{version[1]:02d}",
             source="cli",
         )
 

@@ -96,7 +96,7 @@ def test_snapshot_uses_one_squeue_one_sinfo_one_partition_call(fake_slurm):
     squeue = _started(a)[0]
     assert squeue[:4] == ["squeue", "-h", "-a", "-O"] and squeue[4] == parse.squeue_text_format()
     assert len(snap.jobs) == 11 and len(snap.nodes) == 5 and len(snap.partitions) == 2
-    assert snap.source == "cli" and snap.slurm_version == "22.05"
+    assert snap.source == "cli" and snap.slurm_version == "22.05.8"
 
 
 @pytest.mark.parametrize("repeat", [1, 50, 400])
