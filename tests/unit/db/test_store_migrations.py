@@ -98,3 +98,19 @@ def test_installed_package_migrates_without_the_source_tree(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "REQUESTED"
+
+
+def test_processes_opening_an_empty_database_at_once_all_succeed(db_url):
+    """Daemon, hooks and burstctl may start together on a fresh install: the migration runs under a lock."""
+    import os
+
+    code = "import sys; from burstd.db.store import Store; Store.open(sys.argv[1]).set_setting('p' + sys.argv[2], 'x')"
+    procs = [subprocess.Popen([sys.executable, "-c", code, db_url, str(i)], stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}) for i in range(4)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errs
+    store = Store.open(db_url)
+    assert sorted(store.settings()) == ["p0", "p1", "p2", "p3"]
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM alembic_version").scalar() == 1
+    store.close()
