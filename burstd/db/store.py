@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +201,10 @@ def _nonneg_int(value: Any, what: str) -> int:
 
 
 def _budget_micros(usd: Any, what: str) -> int:
+    """USD (str, Decimal, int or float) to micro-dollars. A float is a binary approximation anyway, so it is
+    rounded half-even to the micro-dollar; a string or Decimal finer than a micro-dollar is refused."""
+    if isinstance(usd, bool):
+        raise BudgetError(f"budget for {what} must be an amount in USD, got {usd!r}")
     try:
         value = Decimal(str(usd).strip().removeprefix("$").replace(",", ""))
     except (InvalidOperation, ValueError):
@@ -210,6 +214,8 @@ def _budget_micros(usd: Any, what: str) -> int:
     if value < 0:
         raise BudgetError(f"budget for {what} cannot be negative, got {usd!r}")
     micros = value * MICROS_PER_USD
+    if isinstance(usd, float):
+        micros = micros.to_integral_value(rounding=ROUND_HALF_EVEN)
     if micros != micros.to_integral_value():
         raise BudgetError(f"budget for {what} has more precision than a micro-dollar: {usd!r}")
     if micros >= 2**62:
@@ -389,7 +395,7 @@ class Store:
         self,
         lease_id: str,
         target: LeaseState | str,
-        reason: str,
+        reason: str = "",
         *,
         at: float | None = None,
         expect: LeaseState | str | Iterable[LeaseState | str] | None = None,

@@ -44,6 +44,13 @@ def test_set_budget_overrides_and_is_exact(store):
     assert store.clear_budget("bio") is True and store.clear_budget("bio") is False
 
 
+def test_float_budgets_round_to_the_micro_dollar(store):
+    assert store.set_budget("chem", 0.1 + 0.2).limit_micros == 300_000  # 0.30000000000000004
+    assert store.set_budget("chem", 12.3456785).limit_micros == 12_345_678
+    with pytest.raises(BudgetError):
+        store.set_budget("chem", True)
+
+
 def test_budget_book_merges_config_database_and_period_spend(store):
     cfg = parse_config({"budget": {"period": "week", "site_usd": 900, "burn_rate_usd_per_hour": 12.5,
                                    "accounts": {"chem": 100, "phys": 50}}})

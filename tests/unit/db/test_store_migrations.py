@@ -114,3 +114,25 @@ def test_processes_opening_an_empty_database_at_once_all_succeed(db_url):
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM alembic_version").scalar() == 1
     store.close()
+
+
+def test_hot_queries_use_indexes_on_sqlite(tmp_path):
+    """Live leases by state, the open lease of a node, spend by time: none of them scans a whole table."""
+    from sqlalchemy import select
+
+    from burstd.db import store as st
+
+    store = Store.open(f"sqlite:///{tmp_path}/b.db")
+    queries = {
+        "by state": select(st._lease).where(st._lease.c.state.in_(["READY", "BOOTING"])),
+        "open lease of node": select(st._lease).where(st._lease.c.open_node == "n1"),
+        "leases of node": select(st._lease).where(st._lease.c.node_name == "n1"),
+        "spend by time": select(st._spend).where(st._spend.c.start >= 0.0, st._spend.c.start < 10.0),
+        "events of lease": select(st._event).where(st._event.c.lease_id == "x").order_by(st._event.c.at),
+    }
+    with store.engine.connect() as conn:
+        for name, q in queries.items():
+            sql = str(q.compile(conn, compile_kwargs={"literal_binds": True}))
+            plan = " | ".join(r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+            assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
+    store.close()
