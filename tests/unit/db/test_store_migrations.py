@@ -136,3 +136,27 @@ def test_hot_queries_use_indexes_on_sqlite(tmp_path):
             plan = " | ".join(r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
             assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
     store.close()
+
+
+def test_a_database_at_an_older_revision_is_upgraded_with_its_data(db_url):
+    from alembic import command
+    from alembic.config import Config
+
+    engine = make_engine(db_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    with engine.begin() as conn:
+        assert "lease_allocation" not in inspect(conn).get_table_names()
+    Store(engine).create_lease(pool="p", node_name="n1", lease_id="a" * 32)  # written by the old schema
+    engine.dispose()
+    store = Store.open(db_url)
+    assert store.lease("a" * 32).node_name == "n1"
+    with store.engine.connect() as conn:
+        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0002"
+    from burstd.domain.budget import Allocation
+
+    store.record_allocations("a" * 32, [Allocation(1, 0.0)])
+    store.close()
