@@ -81,6 +81,19 @@ class DaemonConfig(_Section):
     log_format: Literal["json", "text"] = "json"
 
 
+class CloudConfig(_Section):
+    """Behaviour shared by the cloud providers (AWS, GCP): failover, retries, protection."""
+
+    capacity_cooldown_s: NonNegFloat = 600.0  # an offering with a capacity error is skipped this long
+    protect_after_boot_failures: int = Field(default=3, ge=1)  # consecutive boot failures -> pool protected
+    api_attempts: int = Field(default=5, ge=1)  # tries per cloud call on throttling / transient errors
+    retry_base_s: NonNegFloat = 0.5  # first backoff; doubles each try, full jitter
+    retry_max_s: NonNegFloat = 20.0  # backoff ceiling
+    api_timeout_s: PosFloat = 60.0  # per HTTP call
+    operation_timeout_s: PosFloat = 300.0  # waiting on a GCE operation
+    terminate_batch: int = Field(default=500, ge=1, le=1000)  # instances per terminate call
+
+
 class InstanceType(_Section):
     name: str
     cpus: int = Field(ge=1)
@@ -105,6 +118,10 @@ class AwsPoolConfig(_Section):
     all_or_nothing: bool = True
     munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
     endpoint_url: str | None = None  # for tests (moto) or private endpoints
+    conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
+    spot_max_price: PosFloat | None = None  # USD/hour; None = up to the on-demand price (AWS default)
+    root_volume_gb: int | None = Field(default=None, ge=1)  # None = the image's own size
+    launch_template_version: str = "$Latest"  # for a referenced launch_template
 
 
 class GcpPoolConfig(_Section):
@@ -118,6 +135,11 @@ class GcpPoolConfig(_Section):
     termination_action: Literal["DELETE", "STOP"] = "DELETE"
     munge_key_secret: str = "burstd-munge-key"  # Secret Manager secret id
     api_endpoint: str | None = None  # for tests or private endpoints
+    conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
+    image: str = "projects/debian-cloud/global/images/family/debian-12"  # boot disk source image
+    boot_disk_gb: int = Field(default=20, ge=10)
+    service_account: str | None = None  # email; None = the project's default compute service account
+    anonymous_credentials: bool = False  # tests against a fake endpoint only: send no credentials
 
 
 class LocalPoolConfig(_Section):
@@ -235,6 +257,7 @@ class Config(_Section):
     policy: PolicyConfig = PolicyConfig()
     budget: BudgetConfig = BudgetConfig()
     agent: AgentConfig = AgentConfig()
+    cloud: CloudConfig = CloudConfig()
 
     @model_validator(mode="after")
     def _unique(self) -> Config:

@@ -11,6 +11,7 @@ import typer
 
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
+    "burstd.cli.cloud_cmd",
     "burstd.cli.testbed_cmd",
     "burstd.cli.snapshot_cmd",
 ]
