@@ -21,6 +21,7 @@ import random
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
@@ -49,6 +50,10 @@ try:  # NumPy is optional
     import numpy as _np
 except ImportError:  # pragma: no cover
     _np = None
+
+# Single-process saves/loads (no torchrun) are intended; DCP warns about them on every call.
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized",
+                        category=UserWarning)
 
 FAULT_ENV = "BURSTD_TRAIN_FAULT"  # test hook: "before-manifest@STEP" -> os._exit(137) on rank 0 there
 
