@@ -221,3 +221,38 @@ def test_unwritable_checkpoint_location_fails_before_training(tmp_path):
     assert res.returncode != 0
     assert f"checkpoint location {blocker}/ckpt is not writable" in log
     assert "step=1 " not in log
+
+
+def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resumes(tmp_path, reference):
+    """The template run as the batch shell (outside Slurm; `scontrol` is a recording shim): Slurm's
+    --signal=B:USR1 lands on the shell, the training checkpoints, the script requeues the job; the requeued run
+    finishes with the reference weights."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    calls = tmp_path / "scontrol.calls"
+    (shim / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (shim / "scontrol").chmod(0o755)
+    ckpt = tmp_path / "ckpt"
+    env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID="777", SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
+               NPROC="2", PYTHON=sys.executable, TORCHRUN=TORCHRUN,
+               TRAIN_ARGS=f"-m burstd.train.example --steps {STEPS} --seed {SEED} --step-sleep 0.15")
+    script = str(REPO / "sbatch_templates" / "torchrun-single-node.sbatch")
+    log = tmp_path / "job.out"
+    proc = _start(["bash", script], log, env=env)
+    try:
+        _wait_for_step(log, 8, proc)
+        os.kill(proc.pid, signal.SIGUSR1)
+        rc = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            _kill_all(proc)
+    text = log.read_text()
+    assert rc == 0, text[-3000:]
+    assert "requeueing job 777" in text and calls.read_text() == "requeue 777\n"
+    assert len(_complete_steps(ckpt)) == 1
+
+    env["SLURM_RESTART_COUNT"] = "1"
+    res = _run(["bash", script], env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "training finished" in res.stdout and calls.read_text() == "requeue 777\n"
+    _assert_bit_identical(reference, ckpt / "final.pt")
