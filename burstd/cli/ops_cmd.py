@@ -227,11 +227,13 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(data)
             return
+        from burstd.domain.money import format_usd
+
         rows = data.items() if isinstance(data, dict) else [(r.get(by, r.get("key")), r) for r in data]
         t = Table(by, "spend")
         for key, val in rows:
-            amount = val if not isinstance(val, dict) else val.get("usd", val.get("micros", val))
-            t.add_row(str(key), str(amount))
+            amount = format_usd(val) if isinstance(val, int) else str(val)
+            t.add_row(str(key) or "(overhead)", amount)
         console.print(t)
 
     budget_app = typer.Typer(help="Per-account budgets for the current period.", no_args_is_help=True)

@@ -18,6 +18,7 @@ level-triggered reconcile), which is what makes a SIGKILL at any instant harmles
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -332,7 +333,7 @@ def plan_leases(world: World, config: Config) -> list[Action]:
 
     # Slurm is bringing a node up and no lease covers it (a resume call was lost): record one.
     if snap is not None:
-        covered = {lease.node_name for lease in world.leases if lease.state in ACTIVE_STATES}
+        covered = {lease.node_name for lease in world.leases}  # one open lease per node (the store's rule)
         for node in snap.nodes:
             if node.is_cloud and node.is_powering_up and node.name not in covered:
                 pool = config.pool_of_node(node.name)
@@ -524,6 +525,7 @@ class Executor:
 
     def _do_Close(self, a: Close) -> None:
         self._move(a.lease_id, S.TERMINATED, a.reason, ended_at=self.clock())
+        self.again = True  # the node may be waiting (POWERING_UP) for its next lease
 
     def _do_TerminateOrphan(self, a: TerminateOrphan) -> None:
         log.warning("terminating orphan instance", extra=ev(pool=a.pool, instance_id=a.instance_id,
@@ -626,32 +628,34 @@ class Reconciler:
             )
 
     def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None) -> dict:
-        """ResumeProgram: one REQUESTED lease per node without an active one; committed before return."""
+        """ResumeProgram: one REQUESTED lease per node without an open one; committed before return.
+
+        A node whose previous lease is still FAILED/TERMINATING (its old VM being cleaned up) is
+        ``deferred``: the store keeps one open lease per node, and the cycle records the new lease from
+        Slurm's POWERING_UP state as soon as the old one closes.
+        """
         self.check_nodes(nodes)
         jobs = jobs or {}
-        created, existing = [], []
+        created, existing, deferred = [], [], []
         with self._lock:
-            open_by_node: dict[str, Lease] = {}
-            for lease in self.store.leases(states=ACTIVE_STATES):
-                open_by_node[lease.node_name] = lease
             for node in nodes:
-                if node in open_by_node:
-                    existing.append(open_by_node[node].lease_id)
+                current = self.store.lease_for_node(node)
+                if current is not None:
+                    (existing if current.state in ACTIVE_STATES else deferred).append(current.lease_id)
                     continue
                 pool = self.config.pool_of_node(node)
                 job_ids = tuple(jobs.get(node, ()))
-                account = self._account_of(job_ids)
                 lease = self.store.create_lease(
                     pool=pool.name, node_name=node, market=pool.market,
                     price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=job_ids,
-                    account=account, reason="ResumeProgram",
+                    account=self._account_of(job_ids), reason="ResumeProgram",
                 )
                 crash_point("resume.after_commit")
                 log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
         self.wake()
-        return {"created": created, "existing": existing}
+        return {"created": created, "existing": existing, "deferred": deferred}
 
     def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
         self.check_nodes(nodes)
@@ -780,25 +784,37 @@ class Reconciler:
         return out
 
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
+        """The budget guard for this pass: ``burstd.policy.budget.guard_launch`` when the policy package
+        and a budget book are there, else the simple rule in ``burstd.daemon.rules``. Leases approved in
+        this pass count as committed for the next ones."""
         jobs = {j.job_id: j for j in (self.last_snapshot.jobs if self.last_snapshot else ())}
-        book = None
-        book_read = False
-        committed: dict[str, int] = {}
-        for lease in leases:
-            if lease.is_live:
-                c = expected_cost(lease, jobs)
-                committed[lease.account] = committed.get(lease.account, 0) + c
-                committed[""] = committed.get("", 0) + c
+        live = [lease for lease in leases if lease.is_live]
+        state: dict[str, Any] = {}
 
         def refusal(lease: Lease) -> str | None:
-            nonlocal book, book_read
-            if not book_read:
-                book, book_read = self._budget_book(), True
-            need = expected_cost(lease, jobs)
-            why = launch_refusal(lease.account, need, book, committed, self.config)
+            if "book" not in state:
+                state["book"] = self._budget_book()
+            book = state["book"]
+            try:
+                from burstd.policy.budget import guard_launch, launch_seconds
+            except ImportError:
+                guard_launch = None
+            if guard_launch is not None and book is not None:
+                limit_min = max((jobs[j].time_limit_min or 60 for j in lease.job_ids if j in jobs), default=60)
+                verdict = guard_launch(book, live, jobs.values(), account=lease.account,
+                                       price_per_hour_micros=lease.price_per_hour_micros, nodes=1,
+                                       seconds=launch_seconds(limit_min * 60.0, self.config), now=self.clock(),
+                                       config=self.config, prices=self._prices())
+                why = None if verdict.ok else verdict.reason
+            else:
+                committed: dict[str, int] = {}
+                for other in live:
+                    c = expected_cost(other, jobs)
+                    committed[other.account] = committed.get(other.account, 0) + c
+                    committed[""] = committed.get("", 0) + c
+                why = launch_refusal(lease.account, expected_cost(lease, jobs), book, committed, self.config)
             if why is None:
-                committed[lease.account] = committed.get(lease.account, 0) + need
-                committed[""] = committed.get("", 0) + need
+                live.append(dataclasses.replace(lease, state=S.LAUNCHING))
             return why
 
         return refusal

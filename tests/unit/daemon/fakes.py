@@ -35,22 +35,31 @@ class FakeStore:
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
                      reason=""):
+        if self.lease_for_node(node_name) is not None:
+            raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = f"lease-{next(self._ids):04d}"
         now = self.clock()
         lease = Lease(lid, pool, node_name, LeaseState.REQUESTED, market=market,
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
                       job_ids=tuple(job_ids), account=account, reason=reason)
         self._leases[lid] = lease
-        self._events.append({"lease_id": lid, "state": "REQUESTED", "reason": reason, "at": now})
+        self._events.append({"lease_id": lid, "from_state": None, "to_state": "REQUESTED", "reason": reason,
+                             "at": now})
         return lease
 
     def transition(self, lease_id, state, *, reason="", **fields):
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
+        old = lease.state
         lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
         self._leases[lease_id] = lease
-        self._events.append({"lease_id": lease_id, "state": state.value, "reason": reason, "at": self.clock()})
+        self._events.append({"lease_id": lease_id, "from_state": old.value, "to_state": state.value,
+                             "reason": reason, "at": self.clock()})
         return lease
+
+    def lease_for_node(self, node):
+        return next((x for x in self._leases.values() if x.node_name == node
+                     and x.state not in (LeaseState.TERMINATED, LeaseState.REFUSED)), None)
 
     def lease(self, lease_id):
         return self._leases[lease_id]

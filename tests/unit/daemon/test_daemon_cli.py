@@ -84,4 +84,4 @@ def test_status_leases_pause_through_the_api(live):
     r = CliRunner().invoke(app, ["drain", "onprem1", "-c", path])
     assert r.exit_code != 0 and "unknown node" in r.output
     r = CliRunner().invoke(app, ["events", "--json", "-c", path])
-    assert [e["state"] for e in json.loads(r.output)] == ["REQUESTED", "LAUNCHING", "BOOTING"]
+    assert [e["to_state"] for e in json.loads(r.output)] == ["REQUESTED", "LAUNCHING", "BOOTING"]

@@ -66,9 +66,28 @@ def test_repeated_resume_for_a_node_keeps_one_lease(env):
     _, store, _, provider, rec = env
     first = rec.request_resume(["cloud1", "cloud2"])
     again = rec.request_resume(["cloud1"])
-    assert len(first["created"]) == 2 and again == {"created": [], "existing": [first["created"][0]]}
+    assert len(first["created"]) == 2 and again == {"created": [], "existing": [first["created"][0]], "deferred": []}
     rec.cycle()
     assert len(provider.live()) == 2
+
+
+def test_resume_while_old_vm_terminates_is_deferred_then_recorded_from_slurm(env):
+    clock, store, adapter, provider, rec = env
+    rec.request_resume(["cloud1"])
+    rec.cycle()
+    old = store.leases()[0]
+    store.transition(old.lease_id, S.TERMINATING, reason="test: suspend in progress")
+    adapter.set_node("cloud1", "IDLE", "POWERING_UP")  # Slurm resumes the node again at once
+    out = rec.request_resume(["cloud1"], {"cloud1": (4,)})
+    assert out["deferred"] == [old.lease_id] and out["created"] == []
+    provider.instances.clear()  # the old VM is gone
+    clock.advance(5)
+    rec.cycle()
+    rec.cycle()
+    assert store.lease(old.lease_id).state == S.TERMINATED
+    new = store.lease_for_node("cloud1")
+    assert new is not None and new.lease_id != old.lease_id and new.state == S.BOOTING
+    assert [i.lease_id for i in provider.live()] == [new.lease_id]
 
 
 def test_unknown_node_is_refused_and_nothing_recorded(env):
@@ -132,7 +151,7 @@ def test_boot_timeout_fails_powers_down_requeues_and_cleans_up(env):
     assert states(store) == {"cloud1": S.TERMINATED}
     assert provider.live() == []
     assert ("power_down", ("cloud1",), True) in adapter.calls and ("requeue", 9) in adapter.calls
-    assert any(e["state"] == "FAILED" and "did not register" in e["reason"] for e in store.events())
+    assert any(e["to_state"] == "FAILED" and "did not register" in e["reason"] for e in store.events())
 
 
 def test_vanished_instance_fails_lease_and_requeues_job(env):
