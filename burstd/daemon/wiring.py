@@ -26,13 +26,14 @@ def make_slurm_adapter(config: Config):
 
 
 def make_provider(pool: PoolConfig, config: Config) -> Provider:
+    """The pool's provider: the local one through ``LocalProvider.from_config`` (it needs the cluster id and
+    state dir from the whole config), clouds through ``burstd.providers.make_provider``."""
+    if pool.provider == "local":
+        from burstd.providers.local.provider import LocalProvider
+
+        return LocalProvider.from_config(config, pool.name)
     providers = importlib.import_module("burstd.providers")
-    factory = getattr(providers, "make_provider", None)
-    if factory is not None:
-        return factory(pool, config)
-    module = importlib.import_module(f"burstd.providers.{pool.provider}")
-    cls_name = {"local": "LocalProvider", "aws": "AwsProvider", "gcp": "GcpProvider"}[pool.provider]
-    return getattr(module, cls_name)(pool, config)
+    return providers.make_provider(pool, config)
 
 
 def make_providers(config: Config) -> dict[str, Provider]:
