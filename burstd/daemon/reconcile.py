@@ -297,7 +297,9 @@ def plan_leases(world: World, config: Config) -> list[Action]:
         requeue = tuple(dict.fromkeys(lease.job_ids + jobs_on_node(snap, lease.node_name)))
 
         if st == S.LAUNCHING:
-            if inst is not None:
+            # The launch returned but its result was not recorded (crash): adopt a running instance. A
+            # pending one may be a half-made launch: calling launch again (same token) completes or returns it.
+            if inst is not None and inst.state == "running":
                 out.append(Adopt(lease.lease_id, inst.instance_id, inst.launched_at))
             elif age > d.launch_timeout_s:
                 out.append(Fail(lease.lease_id, f"launch timed out after {age:.0f}s", requeue=requeue))

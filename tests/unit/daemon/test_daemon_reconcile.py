@@ -255,6 +255,7 @@ def _inst(lid="L1", node="cloud1", launched=0.0, state="running"):
 
 @pytest.mark.parametrize("lease, node, instances, expected", [
     (_lease(S.LAUNCHING), None, [_inst()], Adopt),
+    (_lease(S.LAUNCHING), None, [_inst(state="pending")], Launch),  # maybe half-made: launch again
     (_lease(S.LAUNCHING), None, [], Launch),
     (_lease(S.LAUNCHING, since=NOW - 1), None, [], None),  # just launched: the listing predates it
     (_lease(S.LAUNCHING, since=NOW - 500), None, [], Fail),  # past launch_timeout_s
