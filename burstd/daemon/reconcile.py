@@ -325,7 +325,7 @@ def plan_leases(world: World, config: Config) -> list[Action]:
         elif st == S.TERMINATING:
             if listed and inst is None:
                 out.append(Close(lease.lease_id, "instance gone"))
-            elif inst is not None:
+            elif inst is not None and not fresh:  # a fresh one was just asked; the listing predates it
                 out.append(Terminate(lease.lease_id, "terminate again (instance still listed)", _ids(inst, lease)))
         elif st == S.FAILED:
             if listed and inst is None:
