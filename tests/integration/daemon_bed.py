@@ -11,7 +11,6 @@ from pathlib import Path
 from burstd.config import load_config
 from burstd.daemon.client import ApiClient
 from burstd.daemon.runner import DaemonProcess, config_with
-from burstd.providers.local import netns
 
 
 def bed_daemon_config(bed, directory: Path, **tables) -> Path:
@@ -45,6 +44,8 @@ def leases(config_path: Path, all_: bool = True) -> list[dict]:
 
 
 def cloud_namespaces(bed) -> set[str]:
+    from burstd.providers.local import netns
+
     names = {f"{bed.netns_prefix}{node}" for node in bed.cloud_nodes}
     return netns.list_netns() & names
 
