@@ -60,6 +60,7 @@ class ApiConfig(_Section):
     socket: str = "/run/burstd/burstd.sock"
     socket_group: str = "root"  # members may read
     admin_group: str = "root"  # members may change things
+    hook_users: list[str] = ["root", "slurm"]  # may call the hook and notice endpoints (SlurmUser, agent)
     tcp_listen: str | None = None  # "127.0.0.1:8787"; off by default
     token_file: str | None = None  # bearer token for the TCP listener
 
@@ -79,6 +80,9 @@ class DaemonConfig(_Section):
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     metrics_address: str = "127.0.0.1"
     log_format: Literal["json", "text"] = "json"
+    # "auto": burstd.policy.decide when it is importable, else the first rule (burstd.daemon.rules)
+    decider: Literal["auto", "policy", "first-rule"] = "auto"
+    hook_timeout_s: PosFloat = 2.0  # the hooks give up on the daemon after this long
 
 
 class CloudConfig(_Section):

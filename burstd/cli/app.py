@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "burstd.cli.cloud_cmd",
     "burstd.cli.testbed_cmd",
     "burstd.cli.snapshot_cmd",
+    "burstd.cli.ops_cmd",
 ]
 
 app = typer.Typer(
