@@ -1,7 +1,7 @@
 """Telling the burstd daemon about a notice (best effort: the daemon also reads the drain reason).
 
-    POST /v1/agent/notice   {"node": "cloud1", "kind": "interruption", "action": "terminate",
-                             "deadline": "2026-11-22T00:12:00Z", "source": "aws"}
+    POST /v1/notices   {"node": "cloud1", "kind": "spot-interruption", "deadline": 1795306320.0,
+                        "detail": "burstd-preempt: terminate at 2026-11-22T00:12:00Z (aws)"}
 
 ``daemon_url`` is ``unix:/run/burstd/burstd.sock`` (the control API's socket, on the head node or on the
 local bed) or ``http(s)://HOST:PORT`` (the optional TCP listener, with ``daemon_token_file``).
@@ -14,11 +14,12 @@ from pathlib import Path
 
 import httpx
 
-from burstd.domain.preemption import Notice
+from burstd.domain.preemption import Notice, preemption_reason
 
 log = logging.getLogger("burstd.agent")
 
-NOTICE_PATH = "/v1/agent/notice"
+NOTICE_PATH = "/v1/notices"
+KINDS = {"interruption": "spot-interruption", "rebalance": "rebalance"}
 
 
 def _client(daemon_url: str, token_file: str | None, timeout_s: float) -> tuple[httpx.Client, str]:
@@ -31,6 +32,16 @@ def _client(daemon_url: str, token_file: str | None, timeout_s: float) -> tuple[
     return httpx.Client(timeout=timeout_s, headers=headers, trust_env=False), daemon_url.rstrip("/")
 
 
+def notice_body(node: str, notice: Notice) -> dict:
+    """The daemon's ``NoticeCall`` (burstd/daemon/api.py)."""
+    return {
+        "node": node,
+        "kind": KINDS[notice.kind],
+        "deadline": notice.deadline if notice.kind == "interruption" else None,
+        "detail": preemption_reason(notice),
+    }
+
+
 def report_notice(
     daemon_url: str | None, node: str, notice: Notice, *, token_file: str | None = None, timeout_s: float = 3.0
 ) -> bool:
@@ -40,7 +51,7 @@ def report_notice(
     try:
         client, base = _client(daemon_url, token_file, timeout_s)
         with client:
-            r = client.post(base + NOTICE_PATH, json={"node": node, **notice.as_dict()})
+            r = client.post(base + NOTICE_PATH, json=notice_body(node, notice))
         if r.status_code >= 300:
             log.error("daemon refused notice node=%s status=%s body=%s", node, r.status_code, r.text[:200])
             return False
