@@ -65,8 +65,8 @@ def announce_preemption(
 ) -> float:
     """Make the VM's metadata announce a spot interruption ``notice_s`` seconds from now.
 
-    Returns the deadline (Unix seconds). Announcing again keeps the earlier deadline (a cloud never
-    postpones a reclaim). Reclaiming the VM at the deadline is the caller's job.
+    Returns the deadline (Unix seconds). Announcing again changes nothing and returns the first
+    deadline (a notice, once given, stands). Reclaiming the VM at the deadline is the caller's job.
     """
     if action not in ("terminate", "stop", "hibernate"):
         raise ValueError(f"unknown spot action {action!r}: terminate, stop or hibernate")
@@ -75,7 +75,7 @@ def announce_preemption(
     now = time.time() if now is None else now
     deadline = float(int(now + notice_s))  # IMDS times have whole seconds
     current = read_notice(state_dir)
-    if current is not None and current[1] <= deadline:
+    if current is not None:
         return current[1]
     _write_atomic(Path(state_dir) / NOTICE_FILE, {"action": action, "time": iso(deadline), "deadline": deadline})
     return deadline

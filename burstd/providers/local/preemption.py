@@ -1,0 +1,204 @@
+"""Spot preemption for the local provider: per-VM metadata endpoint and agent, notices, reclaim at deadline.
+
+    extra = start_vm_services(netns="sl-cloud1", node="cloud1", address="10.77.0.101",
+                              instance_id="ns-sl-cloud1", records_dir=records, agent_argv=[...])
+    deadline = preempt(records, "sl-cloud1", notice_s=30)   # announce now, reclaim in 30 s
+
+What a local "VM" gets at launch (``start_vm_services``, called by the LocalProvider after the namespace
+exists): 169.254.169.254 on its loopback, a metadata server (``burstd.providers.local.metadata``, IMDSv2
+shapes) listening inside the namespace, and ``burstd-agent --provider local`` watching it. Both live in the
+namespace, so destroying the VM stops them.
+
+A preemption (``preempt``: ``burstctl preempt NODE``, or at random at ``preempt_rate_per_hour`` through
+``RandomPreemptions``) writes the notice into the VM's metadata state directory and starts a detached
+reclaimer (``python -m burstd.providers.local.preemption reclaim ...``) that destroys the VM at the
+deadline and keeps its record with state ``preempted``, so the provider lists it as reclaimed. The
+reclaimer is its own process: a daemon restart does not cancel a reclaim, as a real cloud would not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import burstd
+from burstd.providers.local.metadata import (
+    LINK_LOCAL,
+    Identity,
+    add_link_local_alias,
+    announce_preemption,
+    clear_notices,
+    read_notice,
+    server_argv,
+)
+
+log = logging.getLogger("burstd.providers.local")
+
+SANE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PREEMPTED = "preempted"
+
+
+def metadata_dir(records_dir: str | os.PathLike, netns: str) -> Path:
+    """Where a VM's metadata state (the announced notice) lives."""
+    return Path(records_dir) / f"{netns}.imds"
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A clean environment for what runs in a VM: burstd importable (also from a source checkout), no
+    Slurm job variables leaking in from a hook's environment (the agent must not look like a job)."""
+    root = str(Path(burstd.__file__).resolve().parent.parent)
+    env = {"PATH": SANE_PATH, "LANG": "C.UTF-8", "PYTHONPATH": root, "PYTHONUNBUFFERED": "1"}
+    if os.environ.get("SLURM_CONF"):
+        env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+    env.update(extra or {})
+    return env
+
+
+def _spawn(argv: list[str], log_path: Path, env: dict[str, str]) -> int:
+    """Start a detached process (own session, no stdin), appending its output to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:
+        p = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            close_fds=True,
+        )
+    return p.pid
+
+
+def agent_argv(
+    node: str,
+    *,
+    metadata_port: int,
+    poll_interval_s: float | None = None,
+    config: str | None = None,
+    daemon_url: str | None = None,
+    python: str = sys.executable,
+) -> list[str]:
+    """burstd-agent as the local provider runs it inside a VM."""
+    argv = [python, "-m", "burstd.agent.main", "--provider", "local", "--node", node,
+            "--metadata-url", f"http://{LINK_LOCAL}:{metadata_port}"]
+    if config:
+        argv += ["--config", config]
+    if poll_interval_s is not None:
+        argv += ["--poll-interval", str(poll_interval_s)]
+    if daemon_url:
+        argv += ["--daemon-url", daemon_url]
+    return argv
+
+
+def start_vm_services(
+    *,
+    netns: str,
+    node: str,
+    address: str,
+    instance_id: str,
+    records_dir: str | os.PathLike,
+    metadata_port: int = 1338,
+    tags: dict[str, str] | None = None,
+    agent: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Start the metadata endpoint (and, with ``agent`` = an argv from ``agent_argv``, the agent) in ``netns``.
+
+    Returns entries for the VM record's ``extra`` (metadata URL and state dir). Idempotent enough for a
+    relaunch: a second metadata server on the same port exits at once (address in use).
+    """
+    from burstd.providers.local.netns import enter_argv  # the bed's namespace primitives
+
+    state = metadata_dir(records_dir, netns)
+    state.mkdir(parents=True, exist_ok=True)
+    clear_notices(state)  # a relaunched VM starts without its predecessor's notice (and its reclaimer stands down)
+    add_link_local_alias(netns)
+    ident = Identity(instance_id=instance_id, node=node, address=address, tags=dict(tags or {}))
+    enter = enter_argv(netns)
+    full_env = _env(env)
+    _spawn(enter + server_argv(None, state, ident, listen=f"0.0.0.0:{metadata_port}"), state / "metadata.log", full_env)
+    if agent:
+        _spawn(enter + agent, state / "agent.log", full_env)
+    return {"metadata_url": f"http://{LINK_LOCAL}:{metadata_port}", "metadata_dir": str(state)}
+
+
+def reclaimer_argv(records_dir: str | os.PathLike, netns: str, deadline: float, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "burstd.providers.local.preemption", "reclaim", "--records-dir", str(records_dir),
+            "--netns", netns, "--at", f"{deadline:.3f}"]
+
+
+def preempt(
+    records_dir: str | os.PathLike, netns: str, notice_s: float, *, reclaim: bool = True, now: float | None = None
+) -> float:
+    """Announce a spot interruption on a local VM and (``reclaim``) destroy it at the deadline.
+
+    Returns the deadline. Announcing an already-preempted VM again changes nothing (same deadline, no
+    second reclaimer).
+    """
+    state = metadata_dir(records_dir, netns)
+    before = read_notice(state)
+    deadline = announce_preemption(state, notice_s, now=now)
+    if reclaim and before is None:
+        _spawn(reclaimer_argv(records_dir, netns, deadline), state / "reclaim.log", _env())
+    log.warning("preemption announced netns=%s deadline=%.0f notice_s=%s", netns, deadline, notice_s)
+    return deadline
+
+
+def reclaim_at(records_dir: str | os.PathLike, netns: str, deadline: float, *, sleep=time.sleep, clock=time.time) -> bool:
+    """Sleep until ``deadline``, then destroy the VM keeping its record as ``preempted``.
+
+    Stands down (returns False) when the notice is gone by then: the VM was terminated and launched anew.
+    """
+    while (left := deadline - clock()) > 0:
+        sleep(min(left, 1.0))
+    notice = read_notice(metadata_dir(records_dir, netns))
+    if notice is None or notice[1] != deadline:
+        log.info("reclaim of %s stands down: its notice is gone (VM relaunched or terminated)", netns)
+        return False
+    from burstd.providers.local.netns import destroy  # the bed's namespace primitives
+
+    return destroy(netns, Path(records_dir), keep_record_as=PREEMPTED)
+
+
+class RandomPreemptions:
+    """Spot reclaims at random, ``rate_per_hour`` per running VM (a Poisson process per VM).
+
+    Call ``roll(vms)`` every cycle with the running VMs' namespaces; each is preempted with probability
+    ``1 - exp(-rate * elapsed)``, elapsed being the time since the previous roll.
+    """
+
+    def __init__(self, rate_per_hour: float, *, rng: random.Random | None = None, clock=time.time):
+        self.rate_per_hour = rate_per_hour
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self._last: float | None = None
+
+    def roll(self, vms: Iterable[str]) -> list[str]:
+        now = self.clock()
+        last, self._last = self._last, now
+        if self.rate_per_hour <= 0 or last is None or now <= last:
+            return []
+        p = 1.0 - math.exp(-self.rate_per_hour * (now - last) / 3600.0)
+        return [vm for vm in vms if self.rng.random() < p]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m burstd.providers.local.preemption")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("reclaim", help="destroy a local VM at its preemption deadline")
+    r.add_argument("--records-dir", required=True)
+    r.add_argument("--netns", required=True)
+    r.add_argument("--at", type=float, required=True, help="Unix time")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    existed = reclaim_at(a.records_dir, a.netns, a.at)
+    log.warning("reclaimed netns=%s existed=%s", a.netns, existed)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
