@@ -46,6 +46,15 @@ SANE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PREEMPTED = "preempted"
 
 
+def records_dir_of(cfg, pool) -> Path:
+    """The local provider's VM records directory for a pool (where each VM's metadata state also lives)."""
+    return Path(cfg.daemon.state_dir) / "local" / pool.name
+
+
+def vm_alive(records_dir: str | os.PathLike, netns: str) -> bool:
+    return (Path("/run/netns") / netns).exists()
+
+
 def metadata_dir(records_dir: str | os.PathLike, netns: str) -> Path:
     """Where a VM's metadata state (the announced notice) lives."""
     return Path(records_dir) / f"{netns}.imds"
