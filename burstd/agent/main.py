@@ -104,7 +104,7 @@ def run(agent: AgentConfig, slurm: SlurmConfig, *, once: bool = False, stop: thr
     handler = NoticeHandler(
         node,
         drain=_slurm_drain(slurm),
-        report=report,
+        report=report if agent.daemon_url else None,
         signum=signal.Signals["SIG" + agent.signal],
         lead_time_s=agent.lead_time_s,
         on_rebalance=agent.on_rebalance,
@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s burstd-agent %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per poll request is noise
     try:
         agent, slurm = build_config(args)
     except ConfigError as exc:

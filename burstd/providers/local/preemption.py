@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -103,6 +104,9 @@ def agent_argv(
     return argv
 
 
+_NETNS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
 def start_vm_services(
     *,
     netns: str,
@@ -120,14 +124,14 @@ def start_vm_services(
     Returns entries for the VM record's ``extra`` (metadata URL and state dir). Idempotent enough for a
     relaunch: a second metadata server on the same port exits at once (address in use).
     """
-    from burstd.providers.local.netns import enter_argv  # the bed's namespace primitives
-
+    if not _NETNS_RE.fullmatch(netns):
+        raise ValueError(f"invalid namespace name {netns!r}")
     state = metadata_dir(records_dir, netns)
     state.mkdir(parents=True, exist_ok=True)
     clear_notices(state)  # a relaunched VM starts without its predecessor's notice (and its reclaimer stands down)
     add_link_local_alias(netns)
     ident = Identity(instance_id=instance_id, node=node, address=address, tags=dict(tags or {}))
-    enter = enter_argv(netns)
+    enter = ["nsenter", f"--net=/run/netns/{netns}", "--"]  # not `ip netns exec` (TESTBED.md gotcha 2)
     full_env = _env(env)
     _spawn(enter + server_argv(None, state, ident, listen=f"0.0.0.0:{metadata_port}"), state / "metadata.log", full_env)
     if agent:
