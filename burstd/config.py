@@ -310,7 +310,8 @@ def parse_config(data: dict, path: str = "<config>") -> Config:
         for err in exc.errors():
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and re.fullmatch(r"function-\w+.*", p)))
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{_loc(loc)}: {msg}")
+            # Model-level checks already start with the key they are about.
+            problems.append(f"{_loc(loc)}: {msg}" if loc else msg)
         raise ConfigError(path, problems) from None
 
 
