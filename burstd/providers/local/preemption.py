@@ -90,6 +90,8 @@ def agent_argv(
     poll_interval_s: float | None = None,
     config: str | None = None,
     daemon_url: str | None = None,
+    signal: str | None = None,
+    slurm_bin_dir: str | None = None,
     python: str = sys.executable,
 ) -> list[str]:
     """burstd-agent as the local provider runs it inside a VM."""
@@ -101,7 +103,40 @@ def agent_argv(
         argv += ["--poll-interval", str(poll_interval_s)]
     if daemon_url:
         argv += ["--daemon-url", daemon_url]
+    if signal:
+        argv += ["--signal", signal]
+    if slurm_bin_dir:
+        argv += ["--slurm-bin-dir", slurm_bin_dir]
     return argv
+
+
+def vm_services_plan(config, pool, node: str) -> tuple[list[str], dict[str, str], int]:
+    """(agent argv, extra environment, metadata port) for a VM of ``pool``, from the burstd config.
+
+    The agent reports to this daemon's control socket (unless ``agent.daemon_url`` says otherwise) and
+    drains through the same slurm.conf and scontrol as the daemon.
+    """
+    port = pool.local.metadata_port if pool.local else 1338
+    argv = agent_argv(
+        node,
+        metadata_port=port,
+        poll_interval_s=config.agent.poll_interval_s,
+        daemon_url=config.agent.daemon_url or f"unix:{config.api.socket}",
+        signal=config.agent.signal,
+        slurm_bin_dir=config.slurm.bin_dir,
+    )
+    env = {"SLURM_CONF": config.slurm.conf} if config.slurm.conf else {}
+    return argv, env, port
+
+
+def start_vm_services_for(
+    config, pool, *, netns: str, node: str, address: str, instance_id: str, records_dir: str | os.PathLike,
+    tags: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """``start_vm_services`` with everything taken from the burstd config (the LocalProvider's one call)."""
+    argv, env, port = vm_services_plan(config, pool, node)
+    return start_vm_services(netns=netns, node=node, address=address, instance_id=instance_id,
+                             records_dir=records_dir, metadata_port=port, tags=tags, agent=argv, env=env)
 
 
 _NETNS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

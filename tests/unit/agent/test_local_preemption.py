@@ -55,3 +55,24 @@ def test_agent_argv_watches_the_vm_link_local_metadata():
     assert argv[1:3] == ["-m", "burstd.agent.main"]
     assert argv[argv.index("--metadata-url") + 1] == "http://169.254.169.254:1338"
     assert argv[argv.index("--node") + 1] == "cloud1"
+
+
+def test_vm_services_plan_wires_the_agent_to_this_daemon_and_slurm():
+    from burstd.config import parse_config
+    from burstd.providers.local.preemption import vm_services_plan
+
+    cfg = parse_config({
+        "slurm": {"conf": "/var/lib/bed/slurm.conf", "bin_dir": "/opt/slurm/bin"},
+        "api": {"socket": "/run/bed/burstd.sock"},
+        "agent": {"poll_interval_s": 1.5, "signal": "USR2"},
+        "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
+                   "node_count": 2, "price_per_hour": 0.1, "instance_types": [{"name": "n", "cpus": 2, "memory_mb": 1}],
+                   "local": {"metadata_port": 1400}}],
+    })
+    argv, env, port = vm_services_plan(cfg, cfg.pools[0], "cloud2")
+    opt = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1, 2)}
+    assert port == 1400 and opt["--metadata-url"] == "http://169.254.169.254:1400"
+    assert opt["--daemon-url"] == "unix:/run/bed/burstd.sock"
+    assert opt["--poll-interval"] == "1.5" and opt["--signal"] == "USR2" and opt["--node"] == "cloud2"
+    assert opt["--slurm-bin-dir"] == "/opt/slurm/bin"
+    assert env == {"SLURM_CONF": "/var/lib/bed/slurm.conf"}
