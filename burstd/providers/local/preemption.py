@@ -49,7 +49,8 @@ PREEMPTED = "preempted"
 
 def records_dir_of(cfg, pool) -> Path:
     """The local provider's VM records directory for a pool (where each VM's metadata state also lives)."""
-    return Path(cfg.daemon.state_dir) / "local" / pool.name
+    explicit = getattr(pool.local, "records_dir", None) if pool.local else None
+    return Path(explicit or Path(cfg.daemon.state_dir) / "local" / pool.name)
 
 
 def vm_alive(records_dir: str | os.PathLike, netns: str) -> bool:
@@ -203,13 +204,83 @@ def reclaim_at(records_dir: str | os.PathLike, netns: str, deadline: float, *, s
     """
     while (left := deadline - clock()) > 0:
         sleep(min(left, 1.0))
-    notice = read_notice(metadata_dir(records_dir, netns))
-    if notice is None or notice[1] != deadline:
-        log.info("reclaim of %s stands down: its notice is gone (VM relaunched or terminated)", netns)
-        return False
-    from burstd.providers.local.netns import destroy  # the bed's namespace primitives
+    import fcntl
 
-    return destroy(netns, Path(records_dir), keep_record_as=PREEMPTED)
+    records_dir = Path(records_dir)
+    records_dir.mkdir(parents=True, exist_ok=True)
+    with open(records_dir / ".lock", "w") as lock:  # the LocalProvider's lock: never mid-launch/terminate
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        notice = read_notice(metadata_dir(records_dir, netns))
+        if notice is None or notice[1] != deadline:
+            log.info("reclaim of %s stands down: its notice is gone (VM relaunched or terminated)", netns)
+            return False
+        from burstd.providers.local import netns as vms  # the bed's namespace primitives
+
+        return vms.destroy(netns, records_dir, keep_record_as=PREEMPTED)
+
+
+def chaos_argv(records_dir: str | os.PathLike, netns: str, rate_per_hour: float, notice_s: float,
+               python: str = sys.executable) -> list[str]:
+    return [python, "-m", "burstd.providers.local.preemption", "chaos", "--records-dir", str(records_dir),
+            "--netns", netns, "--rate", str(rate_per_hour), "--notice", str(notice_s)]
+
+
+def chaos(records_dir: str | os.PathLike, netns: str, rate_per_hour: float, notice_s: float, *,
+          rng: random.Random | None = None, sleep=time.sleep, alive=None, reclaim: bool = True) -> float | None:
+    """Preempt ``netns`` after an exponentially distributed time (mean 1/rate); stop when the VM is gone.
+
+    Returns the deadline announced, or None when the VM went away (or was preempted) first.
+    """
+    rng = rng or random.Random()
+    alive = alive or (lambda: vm_alive(records_dir, netns))
+    if rate_per_hour <= 0:
+        return None
+    left = rng.expovariate(rate_per_hour / 3600.0)
+    while left > 0:
+        if not alive() or read_notice(metadata_dir(records_dir, netns)) is not None:
+            return None
+        step = min(left, 1.0)
+        sleep(step)
+        left -= step
+    if not alive():
+        return None
+    return preempt(records_dir, netns, notice_s, reclaim=reclaim)
+
+
+class PreemptionHook:
+    """The LocalProvider's ``VmHook``: each VM gets its metadata endpoint and agent, and (with
+    ``preempt_rate_per_hour`` > 0) a chaos process that preempts it at random.
+
+        LocalProvider.from_config(cfg, "local", hooks=[PreemptionHook(cfg, cfg.pool("local"))])
+    """
+
+    def __init__(self, config, pool):
+        self.config = config
+        self.pool = pool
+        self.records_dir = records_dir_of(config, pool)
+
+    def vm_started(self, vm) -> dict[str, str]:
+        extra = start_vm_services_for(
+            self.config, self.pool, netns=vm.netns, node=vm.node_name, address=vm.ip,
+            instance_id=vm.instance_id, records_dir=self.records_dir, tags=dict(vm.tags),
+        )
+        local = self.pool.local
+        if local is not None and local.preempt_rate_per_hour > 0:
+            pid = _spawn(chaos_argv(self.records_dir, vm.netns, local.preempt_rate_per_hour, local.notice_s),
+                         metadata_dir(self.records_dir, vm.netns) / "chaos.log", _env())
+            extra["chaos_pid"] = str(pid)
+        return extra
+
+    def vm_stopping(self, vm) -> None:
+        clear_notices(metadata_dir(self.records_dir, vm.netns))  # a pending reclaimer stands down
+        pid = int(vm.extra.get("chaos_pid", 0) or 0)
+        if pid:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"burstd.providers.local.preemption" in cmdline and b"chaos" in cmdline:
+                    os.kill(pid, 15)
+            except (OSError, ProcessLookupError):
+                pass
 
 
 class RandomPreemptions:
@@ -241,8 +312,17 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--records-dir", required=True)
     r.add_argument("--netns", required=True)
     r.add_argument("--at", type=float, required=True, help="Unix time")
+    c = sub.add_parser("chaos", help="preempt a local VM at a random time (Poisson, RATE per hour)")
+    c.add_argument("--records-dir", required=True)
+    c.add_argument("--netns", required=True)
+    c.add_argument("--rate", type=float, required=True)
+    c.add_argument("--notice", type=float, required=True)
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if a.cmd == "chaos":
+        deadline = chaos(a.records_dir, a.netns, a.rate, a.notice)
+        log.warning("chaos netns=%s deadline=%s", a.netns, deadline)
+        return 0
     existed = reclaim_at(a.records_dir, a.netns, a.at)
     log.warning("reclaimed netns=%s existed=%s", a.netns, existed)
     return 0

@@ -76,3 +76,15 @@ def test_vm_services_plan_wires_the_agent_to_this_daemon_and_slurm():
     assert opt["--poll-interval"] == "1.5" and opt["--signal"] == "USR2" and opt["--node"] == "cloud2"
     assert opt["--slurm-bin-dir"] == "/opt/slurm/bin"
     assert env == {"SLURM_CONF": "/var/lib/bed/slurm.conf"}
+
+
+def test_chaos_preempts_after_a_random_time_unless_the_vm_goes_first(tmp_path):
+    from burstd.providers.local.preemption import chaos
+
+    slept = []
+    d = chaos(tmp_path, "sl-x", 3600.0, 30, rng=random.Random(3), sleep=slept.append, alive=lambda: True,
+              reclaim=False)
+    assert d is not None and read_notice(metadata_dir(tmp_path, "sl-x"))[1] == d
+    assert 0 < sum(slept) < 60  # mean 1 s at 3600/h
+    gone = chaos(tmp_path, "sl-y", 3600.0, 30, rng=random.Random(3), sleep=slept.append, alive=lambda: False)
+    assert gone is None and read_notice(metadata_dir(tmp_path, "sl-y")) is None
