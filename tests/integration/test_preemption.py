@@ -50,6 +50,8 @@ def _bed_config(bed, out: Path) -> Path:
     text = re.sub(r"(?m)^\[daemon\]\n", "[daemon]\ncycle_interval_s = 2.0\nlog_format = \"text\"\n", text, count=1)
     if "[agent]" not in text:
         text += "\n[agent]\npoll_interval_s = 1.0\n"
+    if "[budget]" not in text:
+        text += "\n[budget]\ndefault_account_usd = 1000.0\n"  # jobs without an account may burst
     out.write_text(text)
     return out
 
