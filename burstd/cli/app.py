@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "burstd.cli.testbed_cmd",
     "burstd.cli.snapshot_cmd",
     "burstd.cli.ops_cmd",
+    "burstd.cli.preempt_cmd",
 ]
 
 app = typer.Typer(
