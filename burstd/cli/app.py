@@ -14,6 +14,8 @@ COMMAND_MODULES = [
     "burstd.cli.cloud_cmd",
     "burstd.cli.testbed_cmd",
     "burstd.cli.snapshot_cmd",
+    "burstd.cli.ops_cmd",
+    "burstd.cli.preempt_cmd",
 ]
 
 app = typer.Typer(

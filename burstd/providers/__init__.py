@@ -19,9 +19,11 @@ def make_provider(pool: PoolConfig, config: Config, *, cooldown: OfferingCooldow
     ``cooldown``: the capacity cooldown cache shared by the cloud pools (one per daemon); a private one if None.
     """
     if pool.provider == "local":
+        from burstd.providers.local.preemption import PreemptionHook
         from burstd.providers.local.provider import LocalProvider
 
-        return LocalProvider(pool, config)
+        # each VM gets its metadata endpoint and burstd-agent (and random preemptions when configured)
+        return LocalProvider.from_config(config, pool.name, hooks=[PreemptionHook(config, pool)])
     if pool.provider == "aws":
         from burstd.providers.aws.provider import AwsProvider
 
