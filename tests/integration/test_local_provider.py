@@ -22,7 +22,8 @@ def _config(bed: Bed, state_dir, **local):
         "daemon": {"state_dir": str(state_dir)},
         "pools": [{
             "name": "local", "provider": "local", "partition": bed.cloud_partition,
-            "node_prefix": bed.config.cloud_prefix, "node_count": bed.config.cloud_count, "price_per_hour": 0.25,
+            "node_prefix": bed.config.cloud_prefix, "node_count": bed.config.cloud_count,
+            "price_per_hour": 0.25,
             "instance_types": [{"name": "ns.small", "cpus": 2, "memory_mb": 1000}],
             "local": {"subnet": bed.subnet, "bridge": bed.bridge, "first_host": bed.config.cloud_first_host,
                       "netns_prefix": bed.netns_prefix, "conf_server": bed.config.conf_server, **local},
@@ -57,7 +58,8 @@ def test_launch_boots_a_vm_that_joins_slurm_and_survives_a_provider_restart(slur
                            and "IDLE" in slurm_bed.node(node).get("State", ""), 30, f"{node} to register")
         slurmd = next(p for p in netns.netns_pids(ns)
                       if open(f"/proc/{p}/comm").read().strip() == "slurmd")
-        host = subprocess.run(["nsenter", "-t", str(slurmd), "--uts", "hostname"], capture_output=True, text=True)
+        host = subprocess.run(["nsenter", "-t", str(slurmd), "--uts", "hostname"], capture_output=True,
+                              text=True)
         assert host.stdout.strip() == node
 
         again = provider.launch(req)  # idempotent on the lease id: same VM, no second one
