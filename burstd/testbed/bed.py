@@ -646,6 +646,25 @@ class Bed:
         proc = _sh(argv, "sinfo", env=self.env, check=False)
         return dict(line.split(None, 1) for line in proc.stdout.splitlines() if " " in line)
 
+    def reset_cloud_nodes(self, timeout: float = 90) -> list[str]:
+        """Force every cloud node that is not powered down back to powered-down (jobs on them are requeued),
+        and wait until Slurm says so. For test clean-up; returns the nodes it had to reset."""
+        reset = []
+        for node in self.cloud_nodes:
+            state = self.node(node).get("State", "")
+            if "POWERED_DOWN" in state and "POWERING_DOWN" not in state:
+                continue
+            self.run(["scontrol", "update", f"nodename={node}", "state=POWER_DOWN_FORCE", "reason=bed reset"],
+                     check=False)
+            reset.append(node)
+
+        def settled() -> bool:
+            states = [self.node(n).get("State", "") for n in reset]
+            return all("POWERED_DOWN" in st and "POWERING_DOWN" not in st for st in states)
+
+        self.wait_for(settled, timeout, f"cloud nodes {', '.join(reset)} to power down")
+        return reset
+
     def kill_vm(self, node: str) -> bool:
         """Pull the plug on a node's namespace VM, whoever made it (a spot reclaim seen from outside):
         every process in it is killed and the namespace removed. Slurm notices after SlurmdTimeout."""
