@@ -78,6 +78,21 @@ def register(app: typer.Typer) -> None:
             return
         console.print(f"bed {bed.name} is down (removed {len(result['namespaces'])} namespaces)")
 
+    @tb.command("hooks")
+    def hooks(mode: str = typer.Argument(..., help="stub | bare | burstd"), name: str = NameOpt,
+              state_dir: str = StateOpt) -> None:
+        """Switch the power-saving hooks of a running bed (the scripts are rewritten in place)."""
+        from burstd.testbed.bed import BedError
+
+        bed = _load(name, state_dir)
+        if not bed.is_up():
+            fail(f"bed {bed.name} is not up")
+        try:
+            bed.set_hooks(mode)
+        except BedError as exc:
+            fail(str(exc), 2)
+        console.print(f"bed {bed.name}: hooks {mode}")
+
     @tb.command("status")
     def status(name: str = NameOpt, state_dir: str = StateOpt,
                as_json: bool = typer.Option(False, "--json")) -> None:

@@ -27,33 +27,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
-from burstd.domain.budget import SpendInterval
+from burstd.domain.budget import Allocation, PricePoint, SpendInterval
 from burstd.domain.lease import Lease
 
 HOUR = 3600
-
-
-@dataclass(frozen=True, slots=True)
-class PricePoint:
-    """From ``at`` on, the node costs ``price_per_hour_micros`` (until the next point)."""
-
-    at: float
-    price_per_hour_micros: int
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """A job held the node over [start, end) (``end=None``: still running). From Slurm's job records."""
-
-    job_id: int
-    start: float
-    end: float | None = None
-    account: str = ""
-    user: str | None = None
-    weight: int = 1  # its share of the node when several jobs share it (CPUs, GPUs...)
+__all__ = ["Allocation", "PricePoint", "LedgerError", "accrue", "lease_cost", "split_largest_remainder"]
 
 
 class LedgerError(ValueError):

@@ -151,8 +151,10 @@ def _alive(pid: int | None, comm: str) -> bool:
     if not pid:
         return False
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip() == comm[:15]
-    except OSError:
+        if Path(f"/proc/{pid}/comm").read_text().strip() != comm[:15]:
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
         return False
 
 
@@ -345,6 +347,7 @@ class Bed:
                 self._save()
             else:
                 self._check_conflicts()
+                self._clear_leftovers()
                 self._prepare_state_dir()
                 netns.ensure_bridge(self.bridge, self.config.bridge_address)
                 self._start_ctld()
@@ -394,6 +397,17 @@ class Bed:
                         ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False)):
                     raise BedError(f"subnet {cfg.network} overlaps {a['local']}/{a['prefixlen']} on "
                                    f"{link['ifname']}; give bed {cfg.name!r} another --slot or --subnet")
+
+    def _clear_leftovers(self) -> None:
+        """A bed that was not brought down (crash, reboot of the daemons): start from a clean slate."""
+        self._teardown()
+        for key in ("ctld_state", "spool", "run", "vms", "burstd_dir"):
+            shutil.rmtree(self.paths[key], ignore_errors=True)
+        log = self.paths["log"]
+        if log.is_dir() and any(log.iterdir()):
+            old = log.with_name("log.prev")
+            shutil.rmtree(old, ignore_errors=True)
+            log.rename(old)
 
     def _prepare_state_dir(self) -> None:
         p = self.paths
@@ -519,24 +533,30 @@ class Bed:
         """Stop everything this bed started and remove its namespaces, veths, bridge and state."""
         if os.geteuid() != 0:
             raise BedError("the test bed needs root")
-        stopped: dict[str, Any] = {"slurmrestd": False, "slurmctld": False, "namespaces": []}
         with _global_lock():
-            stopped["slurmrestd"] = _stop(_pid_of(self.paths["rest_pid"]), "slurmrestd")
-            stopped["slurmctld"] = _stop(_pid_of(self.paths["ctld_pid"]), "slurmctld", timeout=15)
-            for ns in sorted(self.vm_namespaces()):
-                netns.teardown(ns)
-                stopped["namespaces"].append(ns)
-            for port in netns.bridge_ports(self.bridge):  # a veth left over from a half-made VM
-                netns._run(["ip", "link", "del", port], f"delete {port}", check=False)
-            netns.delete_bridge(self.bridge)
+            stopped = self._teardown()
             if self.state_dir.is_dir() and self.state_dir.resolve() != Path("/"):
                 for child in self.state_dir.iterdir():
-                    if keep_logs and child.name == "log":
+                    if keep_logs and child.name in ("log", "log.prev"):
                         continue
                     if child.is_dir() and not child.is_symlink():
                         shutil.rmtree(child, ignore_errors=True)
                     else:
                         child.unlink(missing_ok=True)
+        return stopped
+
+    def _teardown(self) -> dict[str, Any]:
+        stopped: dict[str, Any] = {"slurmrestd": False, "slurmctld": False, "namespaces": []}
+        stopped["slurmrestd"] = _stop(_pid_of(self.paths["rest_pid"]), "slurmrestd")
+        stopped["slurmctld"] = _stop(_pid_of(self.paths["ctld_pid"]), "slurmctld", timeout=15)
+        for ns in sorted(self.vm_namespaces()):
+            netns.teardown(ns)
+            stopped["namespaces"].append(ns)
+        for port in netns.bridge_ports(self.bridge):  # a veth left over from a half-made VM
+            netns._run(["ip", "link", "del", port], f"delete {port}", check=False)
+        netns.delete_bridge(self.bridge)
+        for rec in netns.list_vms(self.vms_dir):
+            netns.remove_record(self.vms_dir, rec.netns)
         return stopped
 
     # ------------------------------------------------------------------ status
@@ -622,6 +642,11 @@ class Bed:
         argv = ["sinfo", "-h", "-N", "-o", "%N %T"] + (["-p", partition] if partition else [])
         proc = _sh(argv, "sinfo", env=self.env, check=False)
         return dict(line.split(None, 1) for line in proc.stdout.splitlines() if " " in line)
+
+    def kill_vm(self, node: str) -> bool:
+        """Pull the plug on a node's namespace VM, whoever made it (a spot reclaim seen from outside):
+        every process in it is killed and the namespace removed. Slurm notices after SlurmdTimeout."""
+        return netns.teardown(self.config.netns_of(node))
 
     @staticmethod
     def wait_for(pred: Callable[[], T], timeout: float, what: str, interval: float = 0.5) -> T:

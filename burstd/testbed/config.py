@@ -20,19 +20,12 @@ STATE_ROOT = Path("/var/lib/burstd-testbed")
 HookMode = Literal["stub", "bare", "burstd"]
 HOOK_MODES: tuple[str, ...] = ("stub", "bare", "burstd")
 
-# Environment variables read by BedConfig.from_env (the pytest fixture and `burstctl testbed` use them).
-ENV = {
-    "name": "BURSTD_BED_NAME",
-    "slot": "BURSTD_BED_SLOT",
-    "subnet": "BURSTD_BED_SUBNET",
-    "ctld_port": "BURSTD_BED_CTLD_PORT",
-    "rest_port": "BURSTD_BED_REST_PORT",
-    "state_dir": "BURSTD_BED_STATE_DIR",
-    "hooks": "BURSTD_BED_HOOKS",
-    "cloud_nodes": "BURSTD_BED_CLOUD_NODES",
-    "onprem_nodes": "BURSTD_BED_ONPREM_NODES",
-    "suspend_time": "BURSTD_BED_SUSPEND_TIME",
-    "burstd_config": "BURSTD_BED_BURSTD_CONFIG",
+# BedConfig.from_env reads BURSTD_BED_<FIELD> for every field (e.g. BURSTD_BED_ONPREM_CPUS=8,
+# BURSTD_BED_EXTRA_CONF="Line1\nLine2"), plus these short aliases:
+ENV_PREFIX = "BURSTD_BED_"
+ENV_ALIASES = {
+    "BURSTD_BED_CLOUD_NODES": "cloud_count",
+    "BURSTD_BED_ONPREM_NODES": "onprem_count",
 }
 
 
@@ -156,18 +149,19 @@ class BedConfig(BaseModel):
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> BedConfig:
-        """Settings from BURSTD_BED_* variables (see ``ENV``), then ``overrides``."""
+        """Settings from ``BURSTD_BED_<FIELD>`` variables (and ``ENV_ALIASES``), then ``overrides``.
+
+        A named bed without an explicit slot gets one derived from its name, so two names rarely clash.
+        """
         env = os.environ if environ is None else environ
         data: dict = {}
-        name = env.get(ENV["name"])
-        if name:
-            data["name"] = name
-        for key, var in ENV.items():
-            if key == "name" or not env.get(var):
-                continue
-            value = env[var]
-            field = {"hooks": "hooks", "cloud_nodes": "cloud_count", "onprem_nodes": "onprem_count"}.get(key, key)
-            data[field] = value
+        for var, field in ENV_ALIASES.items():
+            if env.get(var):
+                data[field] = env[var]
+        for field in cls.model_fields:
+            value = env.get(ENV_PREFIX + field.upper())
+            if value:
+                data[field] = tuple(value.split("\n")) if field == "extra_conf" else value
         data.update({k: v for k, v in overrides.items() if v is not None})
         if data.get("name", DEFAULT_NAME) != DEFAULT_NAME and "slot" not in data:
             data["slot"] = _slot_from_name(data["name"])

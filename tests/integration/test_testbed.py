@@ -77,24 +77,25 @@ def _new_log(bed: Bed, offset: int) -> str:
         return fh.read()
 
 
+@pytest.mark.bed_hooks("bare")
 def test_bare_hooks_burst_a_job_onto_a_namespace_vm_and_power_it_down_after(slurm_bed, bed_user):
-    with slurm_bed.hooks("bare"):
-        job = slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-o", "out-%j.txt"], "#!/bin/sh\nhostname\n",
-                               user=bed_user)
-        node = slurm_bed.wait_for(lambda: slurm_bed.job(job).get("NodeList", "(null)").replace("(null)", ""), 30,
-                                  f"job {job} to get a cloud node")
-        assert node in slurm_bed.cloud_nodes
-        ns = slurm_bed.config.netns_of(node)
-        slurm_bed.wait_for(lambda: netns.netns_exists(ns), 15, f"namespace {ns} from the resume hook")
-        assert slurm_bed.wait_for(lambda: _done(slurm_bed, job), 90, f"job {job} to finish") == "COMPLETED"
-        assert _output(slurm_bed, job, bed_user).strip() == node  # ran inside the VM: its own hostname
-        assert slurm_bed.node(node).get("NodeAddr") == slurm_bed.config.node_address(node).split("/")[0]  # cloud_reg_addrs
-        # SuspendTime (10 s in tests) after the job, the suspend hook removes the VM and Slurm powers it down
-        slurm_bed.wait_for(lambda: not netns.netns_exists(ns), 60, f"namespace {ns} removed by the suspend hook")
-        slurm_bed.wait_for(lambda: "POWERED_DOWN" in slurm_bed.node(node).get("State", ""), 40,
-                           f"{node} powered down")
-        assert not netns.netns_pids(ns)
-        assert netns.read_record(slurm_bed.vms_dir, ns) is None
+    assert "node_up()" in (slurm_bed.state_dir / "hooks" / "resume").read_text()
+    job = slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-o", "out-%j.txt"], "#!/bin/sh\nhostname\n",
+                           user=bed_user)
+    node = slurm_bed.wait_for(lambda: slurm_bed.job(job).get("NodeList", "(null)").replace("(null)", ""), 30,
+                              f"job {job} to get a cloud node")
+    assert node in slurm_bed.cloud_nodes
+    ns = slurm_bed.config.netns_of(node)
+    slurm_bed.wait_for(lambda: netns.netns_exists(ns), 15, f"namespace {ns} from the resume hook")
+    assert slurm_bed.wait_for(lambda: _done(slurm_bed, job), 90, f"job {job} to finish") == "COMPLETED"
+    assert _output(slurm_bed, job, bed_user).strip() == node  # ran inside the VM: its own hostname
+    assert slurm_bed.node(node).get("NodeAddr") == slurm_bed.config.node_address(node).split("/")[0]  # cloud_reg_addrs
+    # SuspendTime (10 s in tests) after the job, the suspend hook removes the VM and Slurm powers it down
+    slurm_bed.wait_for(lambda: not netns.netns_exists(ns), 60, f"namespace {ns} removed by the suspend hook")
+    slurm_bed.wait_for(lambda: "POWERED_DOWN" in slurm_bed.node(node).get("State", ""), 40,
+                       f"{node} powered down")
+    assert not netns.netns_pids(ns)
+    assert netns.read_record(slurm_bed.vms_dir, ns) is None
 
 
 def test_up_again_is_a_no_op_and_other_settings_are_refused(slurm_bed):

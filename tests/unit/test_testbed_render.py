@@ -114,3 +114,4 @@ def test_vm_names_are_validated_and_veths_fit_ifnamsiz():
                                          conf_server="10.0.0.1:6817"))
     assert argv[:2] == ["nsenter", "--net=/run/netns/sl-c1"] and "unshare" in argv and argv[-4:] == [
         "-N", "c1", "--conf-server", "10.0.0.1:6817"]
+

@@ -51,8 +51,13 @@ def instance_id_for(lease_id: str) -> str:
 
 
 class LocalProvider:
-    def __init__(self, pool: PoolConfig, *, cluster_id: str, state_dir: str | Path,
-                 hooks: Sequence[VmHook] = ()):
+    def __init__(self, pool: PoolConfig, config: Config | None = None, *, cluster_id: str | None = None,
+                 state_dir: str | Path | None = None, hooks: Sequence[VmHook] = ()):
+        """``LocalProvider(pool, config)`` like the other providers, or with ``cluster_id``/``state_dir``."""
+        cluster_id = cluster_id or (config.cluster.id if config else None)
+        state_dir = state_dir or (config.daemon.state_dir if config else None)
+        if cluster_id is None or state_dir is None:
+            raise ValueError("LocalProvider needs a config, or cluster_id and state_dir")
         if pool.provider != "local":
             raise ValueError(f"pool {pool.name!r} has provider {pool.provider!r}, not 'local'")
         self.pool = pool
@@ -68,8 +73,7 @@ class LocalProvider:
 
     @classmethod
     def from_config(cls, config: Config, pool_name: str, hooks: Sequence[VmHook] = ()) -> LocalProvider:
-        return cls(config.pool(pool_name), cluster_id=config.cluster.id, state_dir=config.daemon.state_dir,
-                   hooks=hooks)
+        return cls(config.pool(pool_name), config, hooks=hooks)
 
     # ------------------------------------------------------------------ helpers
 
