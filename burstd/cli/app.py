@@ -11,6 +11,11 @@ import typer
 
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
+    "burstd.cli.cloud_cmd",
+    "burstd.cli.testbed_cmd",
+    "burstd.cli.snapshot_cmd",
+    "burstd.cli.ops_cmd",
+    "burstd.cli.preempt_cmd",
 ]
 
 app = typer.Typer(

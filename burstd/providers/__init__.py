@@ -15,9 +15,11 @@ if TYPE_CHECKING:
 def make_provider(pool: PoolConfig, config: Config) -> Provider:
     """Build the provider for one pool. Imports lazily: the aws/gcp extras are optional."""
     if pool.provider == "local":
+        from burstd.providers.local.preemption import PreemptionHook
         from burstd.providers.local.provider import LocalProvider
 
-        return LocalProvider(pool, config)
+        # each VM gets its metadata endpoint and burstd-agent (and random preemptions when configured)
+        return LocalProvider.from_config(config, pool.name, hooks=[PreemptionHook(config, pool)])
     if pool.provider == "aws":
         from burstd.providers.aws.provider import AwsProvider
 
