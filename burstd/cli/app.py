@@ -11,6 +11,7 @@ import typer
 
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
+    "burstd.cli.policy_cmd",
 ]
 
 app = typer.Typer(

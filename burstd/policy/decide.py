@@ -35,7 +35,7 @@ from burstd.config import Config, PoolConfig
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions, Explanation, MakeEligible, Prewarm, Release, RevokeEligible
 from burstd.domain.lease import Lease
-from burstd.domain.money import cost_micros, format_usd, usd_to_micros
+from burstd.domain.money import format_usd, usd_to_micros
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.policy import waiting
 from burstd.policy.budget import (
@@ -45,6 +45,7 @@ from burstd.policy.budget import (
     burn_cap,
     check_launch,
     committed_spend,
+    cost_micros,
     launch_seconds,
     site_limit,
     validate_book,
@@ -159,19 +160,39 @@ def array_throttle(spec: str) -> int | None:
     return None
 
 
+_SUMMARY_CACHE: list = [None, None, None]  # (nodes tuple, onprem set, result): one entry, identity-checked
+
+
+def node_summary(nodes: tuple[Node, ...], onprem: frozenset[str]) -> tuple[int, int, tuple[Node, ...]]:
+    """Usable on-prem CPUs and GPUs, and the cloud nodes. Cached for the very same ``nodes`` tuple (the
+    simulator passes one tuple every cycle); the result depends only on its arguments."""
+    c = _SUMMARY_CACHE
+    if c[0] is nodes and c[1] == onprem:
+        return c[2]
+    total_cpu = total_gpu = 0
+    cloud = []
+    for n in nodes:
+        if "CLOUD" in n.flags:
+            cloud.append(n)
+            continue
+        if onprem and not (set(n.partitions) & onprem):
+            continue
+        if n.state in ("DOWN", "DRAINED", "FUTURE") or n.is_drained:
+            continue
+        total_cpu += n.cpus
+        if n.gres:
+            total_gpu += sum(g.count for g in n.gres if g.name == "gpu")
+    result = (total_cpu, total_gpu, tuple(cloud))
+    c[0], c[1], c[2] = nodes, onprem, result
+    return result
+
+
 class OnPremModel:
     """Expected on-prem start from running jobs' end times (fluid model, per CPU and GPU track)."""
 
     def __init__(self, snapshot: Snapshot, cloud_partitions: frozenset[str], onprem: frozenset[str], now: float):
         self.now = now
-        total_cpu = total_gpu = 0
-        for n in snapshot.nodes:
-            if n.is_cloud or (onprem and not (set(n.partitions) & onprem)):
-                continue
-            if n.state in ("DOWN", "DRAINED", "FUTURE") or n.is_drained:
-                continue
-            total_cpu += n.cpus
-            total_gpu += sum(g.count for g in n.gres if g.name == "gpu")
+        total_cpu, total_gpu, _ = node_summary(snapshot.nodes, onprem)
         used_cpu = used_gpu = 0
         ends_cpu: list[tuple[float, int]] = []
         ends_gpu: list[tuple[float, int]] = []
@@ -274,8 +295,13 @@ def decide(
     now: float | None = None,
     *,
     stats: DecideStats | None = None,
+    explain: bool = True,
 ) -> Decisions:
-    """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing)."""
+    """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing).
+
+    ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
+    """
+    explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     validate_book(budgets)
     quotes = normalize_prices(prices)
@@ -315,7 +341,8 @@ def decide(
     pending.sort(key=lambda j: (-j.priority, j.submit_time or 0, j.job_id))
 
     def explain(job: Job, burst: bool, pool: str | None, reason: str) -> None:
-        out.explanations[job.job_id] = Explanation(job.job_id, burst, pool, reason)
+        if explain_on:
+            out.explanations[job.job_id] = Explanation(job.job_id, burst, pool, reason)
 
     for job in pending:
         if stats is not None:
@@ -328,7 +355,8 @@ def decide(
         def no(why: str, figures: str = "") -> None:
             for p in has_cloud:
                 out.revoke.append(RevokeEligible(job.job_id, p))
-            explain(job, False, None, f"{figures}stays on-prem: {why}" if figures else f"stays on-prem: {why}")
+            if explain_on:
+                explain(job, False, None, f"{figures}stays on-prem: {why}")
 
         nodes = max(job.node_count, 1)
         tasks = array_task_count(job.array_tasks) if job.array_tasks else 1
@@ -390,19 +418,20 @@ def decide(
             expected = model.expected_start_in(track, own, ahead[track], stats)
         since = job.eligible_time if job.eligible_time is not None else job.submit_time
         waited = max(now - float(since if since is not None else now), 0.0)
-        figures = f"waited {waiting.format_duration(waited)}, expected on-prem start " + (
-            "never (too big for on-prem)" if expected == INF else f"in {waiting.format_duration(expected)}") + ", "
+        figures = (f"waited {waiting.format_duration(waited)}, expected on-prem start " + (
+            "never (too big for on-prem)" if expected == INF else f"in {waiting.format_duration(expected)}")
+            + ", ") if explain_on else ""
 
         floor = max([pol.min_wait_s_by_partition.get(p, 0.0) for p in home] + [pol.min_wait_s_by_qos.get(job.qos, 0.0)])
         node_hours = nodes * tasks * limit_s / 3600.0
         if expected == INF:
-            wv = waiting.WaitVerdict(waited >= floor, floor, f"minimum wait {waiting.format_duration(floor)}")
+            wv = waiting.WaitVerdict(waited >= floor, floor, "floor")
         else:
             wv = waiting.verdict(w, waited_s=waited, expected_wait_s=expected, node_hours=node_hours,
                                  time_limit_s=limit_s, floor_s=floor, keep=eligible_now)
         if not wv.ready:
             queue_here()
-            no(wv.why, figures)
+            no(wv.why if explain_on else "", figures)
             continue
 
         # candidate pools and markets
@@ -493,11 +522,12 @@ def decide(
         if chosen.partition not in has_cloud:
             out.eligible.append(MakeEligible(job.job_id, chosen.pool, chosen.partition, chosen.market, cost))
             newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
-        left = "" if verdict_left is None else (
-            f"account {job.account} has {format_usd(max(verdict_left, 0))} left this {period}, ")
-        mkt = "" if chosen.market == "spot" else " on-demand"
-        explain(job, True, chosen.pool, f"{figures}{left}pool {chosen.pool} at "
-                f"{format_usd(chosen.price_micros)}/node-h{mkt}: burst")
+        if explain_on:
+            left = "" if verdict_left is None else (
+                f"account {job.account} has {format_usd(max(verdict_left, 0))} left this {period}, ")
+            mkt = "" if chosen.market == "spot" else " on-demand"
+            explain(job, True, chosen.pool, f"{figures}{left}pool {chosen.pool} at "
+                    f"{format_usd(chosen.price_micros)}/node-h{mkt}: burst")
 
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
@@ -509,8 +539,9 @@ def _prewarm_and_release(snapshot: Snapshot, live: list[Lease], budgets: BudgetB
     pol = config.policy
     by_node = {lease.node_name: lease for lease in live}
     site_out = s_limit is not None and s_limit - budgets.site_spent_micros - commit.site <= 0
-    for node in snapshot.nodes:
-        if not node.is_cloud or node.is_powered_down or node.is_powering_up or node.state != "IDLE":
+    cloud_nodes = node_summary(snapshot.nodes, frozenset(pol.onprem_partitions))[2]
+    for node in cloud_nodes:
+        if node.is_powered_down or node.is_powering_up or node.state != "IDLE":
             continue
         if "POWERING_DOWN" in node.flags or "POWER_DOWN" in node.flags:
             continue

@@ -28,7 +28,19 @@ INFINITY = float("inf")
 class WaitVerdict:
     ready: bool  # the waiting policy lets the job burst now
     required_wait_s: float  # how long the job must have waited (size-based part)
-    why: str  # short phrase for the explanation when not ready ("" when ready)
+    kind: str = ""  # policy kind, for the sentence
+    sooner_than_s: float | None = None  # set when the expected on-prem start is too soon to burst
+
+    @property
+    def why(self) -> str:
+        """Short phrase for the explanation when not ready ("" when ready); built only when asked."""
+        if self.ready:
+            return ""
+        if self.sooner_than_s is not None:
+            return f"expected on-prem start is sooner than the {_dur(self.sooner_than_s)} worth bursting for"
+        if self.kind == "floor":
+            return f"minimum wait {_dur(self.required_wait_s)}"
+        return f"waiting policy {self.kind} wants {_dur(self.required_wait_s)} on-prem first"
 
 
 def required_wait_s(w: WaitingPolicy, node_hours: float, floor_s: float = 0.0) -> float:
@@ -60,20 +72,14 @@ def verdict(
     need = required_wait_s(w, node_hours, floor_s)
     scale = w.keep_fraction if keep else 1.0
     if w.kind != "burstd":
-        if waited_s >= need * scale:
-            return WaitVerdict(True, need, "")
-        return WaitVerdict(False, need, f"waiting policy {w.kind} wants {_dur(need)} on-prem first")
+        return WaitVerdict(waited_s >= need * scale, need, w.kind)
     # burstd: queue-aware compute-wait
     remaining_floor = max(w.min_expected_wait_s, w.wait_to_runtime_ratio * time_limit_s) * scale
     if expected_wait_s < remaining_floor:
-        return WaitVerdict(
-            False, need, f"expected on-prem start is sooner than the {_dur(remaining_floor)} worth bursting for"
-        )
+        return WaitVerdict(False, need, "burstd", remaining_floor)
     if expected_wait_s >= w.burst_now_expected_wait_s * scale and waited_s >= floor_s * scale:
-        return WaitVerdict(True, need, "")
-    if waited_s >= need * scale:
-        return WaitVerdict(True, need, "")
-    return WaitVerdict(False, need, f"waiting policy burstd wants {_dur(need)} on-prem first")
+        return WaitVerdict(True, need, "burstd")
+    return WaitVerdict(waited_s >= need * scale, need, "burstd")
 
 
 def _dur(seconds: float) -> str:
