@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, MetaData, String, Text
+from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, MetaData, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 NAMING = {
@@ -108,6 +108,23 @@ class SpendIntervalRow(Base, table=True):
     end: float = Field(sa_column=Column(Float, nullable=False))
     price_per_hour_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
     cost_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+class AllocationRow(Base, table=True):
+    """A job's stay on a lease's node [start, end), as Slurm reported it: who the ledger charges (revision 0002).
+    A job requeued onto the same node again gets a second row (another start)."""
+
+    __tablename__ = "lease_allocation"
+    __table_args__ = (UniqueConstraint("lease_id", "job_id", "start"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    lease_id: str = Field(sa_column=Column(String(32), ForeignKey("lease.id"), nullable=False))
+    job_id: int = Field(sa_column=Column(BigInteger, nullable=False))
+    start: float = Field(sa_column=Column(Float, nullable=False))
+    end: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    account: str = Field(default="", sa_column=Column(String(64), nullable=False))
+    user: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    weight: int = Field(default=1, sa_column=Column(BigInteger, nullable=False))
 
 
 class SettingRow(Base, table=True):

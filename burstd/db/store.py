@@ -8,7 +8,10 @@
                              instance_id="i-0abc", launched_at=1764201600.0, expect=LeaseState.LAUNCHING)
     store.leases(states=LIVE_STATES) / store.lease(lease_id) / store.lease_for_node("aws-a-3") / store.events(lease_id)
     store.set_budget("chem", "500") / store.budget_book("month", now, config) -> BudgetBook
-    store.add_spend(intervals) / store.spend(by="account", since=..., until=...)
+    store.record_allocations(lease_id, [Allocation(job_id, start, end, account, user)])   # each cycle
+    store.add_spend(accrue(store.lease(lease_id), now, prices=store.price_points(lease_id),
+                           allocations=store.allocations(lease_id)))                      # ledger.accrue
+    store.spend(by="account", since=..., until=...)
     store.get_setting("paused") / store.set_setting("paused", "1")
 
 Rules the Store keeps (and nothing more: when to move a lease is the daemon's business):
@@ -37,8 +40,9 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Engine, and_, create_engine, event, func, insert, or_, select, update
@@ -47,8 +51,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
 
 from burstd.config import _NAME as _ACCOUNT_RE  # the config file's rule for names
-from burstd.db.models import BudgetRow, CooldownRow, LeaseEventRow, LeaseRow, SettingRow, SpendIntervalRow
-from burstd.domain.budget import PERIODS, SITE, AccountBudget, BudgetBook, SpendInterval, period_bounds
+from burstd.db.models import AllocationRow, BudgetRow, CooldownRow, LeaseEventRow, LeaseRow, SettingRow, SpendIntervalRow
+from burstd.domain.budget import (
+    PERIODS,
+    SITE,
+    AccountBudget,
+    Allocation,
+    BudgetBook,
+    PricePoint,
+    SpendInterval,
+    period_bounds,
+)
 from burstd.domain.lease import FINAL_STATES, Lease, LeaseEvent, LeaseState, check_transition
 from burstd.domain.money import MICROS_PER_USD
 
@@ -62,6 +75,7 @@ _budget = BudgetRow.__table__
 _spend = SpendIntervalRow.__table__
 _setting = SettingRow.__table__
 _cooldown = CooldownRow.__table__
+_alloc = AllocationRow.__table__
 
 #: Lease columns a transition or update may set (besides state, reason and timestamps of the move).
 LEASE_FIELDS = frozenset(
@@ -201,6 +215,10 @@ def _nonneg_int(value: Any, what: str) -> int:
 
 
 def _budget_micros(usd: Any, what: str) -> int:
+    """USD (str, Decimal, int or float) to micro-dollars. A float is a binary approximation anyway, so it is
+    rounded half-even to the micro-dollar; a string or Decimal finer than a micro-dollar is refused."""
+    if isinstance(usd, bool):
+        raise BudgetError(f"budget for {what} must be an amount in USD, got {usd!r}")
     try:
         value = Decimal(str(usd).strip().removeprefix("$").replace(",", ""))
     except (InvalidOperation, ValueError):
@@ -210,6 +228,8 @@ def _budget_micros(usd: Any, what: str) -> int:
     if value < 0:
         raise BudgetError(f"budget for {what} cannot be negative, got {usd!r}")
     micros = value * MICROS_PER_USD
+    if isinstance(usd, float):
+        micros = micros.to_integral_value(rounding=ROUND_HALF_EVEN)
     if micros != micros.to_integral_value():
         raise BudgetError(f"budget for {what} has more precision than a micro-dollar: {usd!r}")
     if micros >= 2**62:
@@ -383,13 +403,13 @@ class Store:
             if held is not None and held.lease_id != lease_id:
                 raise NodeBusy(node_name, held) from None
             raise StoreError(f"lease {lease_id} for node {node_name} could not be created (id already used?)") from None
-        return self.lease(lease_id)
+        return _row_to_lease(SimpleNamespace(**row))
 
     def transition(
         self,
         lease_id: str,
         target: LeaseState | str,
-        reason: str,
+        reason: str = "",
         *,
         at: float | None = None,
         expect: LeaseState | str | Iterable[LeaseState | str] | None = None,
@@ -440,8 +460,8 @@ class Store:
                     extra=_jsonable({**values, **(extra or {})}),
                 )
             )
-            new = conn.execute(select(_lease).where(_lease.c.id == lease_id)).one()
-        return _row_to_lease(new)
+            new = dict(cur._mapping, **{k: v for k, v in sets.items() if k != "version"})
+        return _row_to_lease(SimpleNamespace(**new))
 
     def update(
         self,
@@ -565,6 +585,49 @@ class Store:
         with self._read() as conn:
             rows = conn.execute(q).all()
         return [_row_to_event(r) for r in reversed(rows)]
+
+    # ---- what the ledger needs: who held the node, at what price -------------------------------------------
+
+    def record_allocations(self, lease_id: str, allocations: Iterable[Allocation]) -> int:
+        """Remember which jobs held the lease's node (from each cycle's Slurm snapshot), so spend can be
+        attributed after the jobs are gone and across daemon restarts. Keyed by (lease, job, start): seeing
+        a job again updates its end, account, user and weight. Returns the number of rows written."""
+        rows = []
+        for a in allocations:
+            if isinstance(a.weight, bool) or not isinstance(a.weight, int) or a.weight < 1:
+                raise ValueError(f"job {a.job_id}: allocation weight must be a positive integer, got {a.weight!r}")
+            start = float(a.start)
+            end = None if a.end is None else float(a.end)
+            if not math.isfinite(start) or (end is not None and not math.isfinite(end)):
+                raise ValueError(f"job {a.job_id}: allocation times must be finite, got {a.start!r}..{a.end!r}")
+            rows.append(dict(lease_id=lease_id, job_id=int(a.job_id), start=start, end=end, account=a.account,
+                             user=a.user, weight=a.weight))
+        if not rows:
+            return 0
+        with self._write() as conn:
+            self._state_in(conn, lease_id)
+            for r in rows:
+                self._upsert(conn, _alloc, ["lease_id", "job_id", "start"], r)
+        return len(rows)
+
+    def allocations(self, lease_id: str) -> list[Allocation]:
+        q = select(_alloc).where(_alloc.c.lease_id == lease_id).order_by(_alloc.c.start, _alloc.c.job_id)
+        with self._read() as conn:
+            rows = conn.execute(q).all()
+        return [Allocation(int(r.job_id), r.start, r.end, r.account, r.user, int(r.weight)) for r in rows]
+
+    def price_points(self, lease_id: str) -> list[PricePoint]:
+        """The lease's price history, from its event log: the price at creation, then every change recorded
+        with ``update(lease_id, reason, price_per_hour_micros=..., at=...)`` (or a transition that set it)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                select(_event.c.at, _event.c.extra).where(_event.c.lease_id == lease_id).order_by(_event.c.id)
+            ).all()
+        return [
+            PricePoint(r.at, int(r.extra["price_per_hour_micros"]))
+            for r in rows
+            if r.extra and r.extra.get("price_per_hour_micros") is not None
+        ]
 
     # ---- budgets -----------------------------------------------------------------------------------------
 

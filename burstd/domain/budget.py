@@ -62,6 +62,26 @@ class SpendInterval:
         return self.job_id is None
 
 
+@dataclass(frozen=True, slots=True)
+class PricePoint:
+    """From ``at`` on, a lease's node costs ``price_per_hour_micros`` (until the next point)."""
+
+    at: float
+    price_per_hour_micros: int
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A job held a lease's node over [start, end) (``end=None``: still running), as Slurm reported it."""
+
+    job_id: int
+    start: float
+    end: float | None = None
+    account: str = ""
+    user: str | None = None
+    weight: int = 1  # its share of the node when several jobs share it (CPUs, GPUs...)
+
+
 PERIODS = ("month", "week", "day")
 
 

@@ -16,6 +16,7 @@ import re
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from burstd.config import SlurmConfig
@@ -30,6 +31,18 @@ ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
 
 # Environment variables that change what squeue/sinfo print; never inherited.
 _SCRUB_PREFIXES = ("SQUEUE_", "SINFO_", "SCONTROL_", "SLURM_", "SCANCEL_")
+
+
+@dataclass
+class _Running:
+    cmd: str
+    args: list[str]
+    proc: subprocess.Popen
+    deadline: float
+
+
+def _job_key(job: Job) -> int:
+    return job.job_id
 
 
 def parse_version(text: str) -> tuple[int, int]:
@@ -49,8 +62,11 @@ class CliAdapter:
         if self.job_format not in ("auto", "text", "json"):
             raise ValueError(f"slurm.job_format must be auto, text or json, not {self.job_format!r}")
         self._version: tuple[int, int] | None = None
+        self.release = ""  # e.g. "22.05.8", from `squeue --version`
         self.calls: list[list[str]] = []  # every command run (tests count them: cost must not grow with jobs)
         self.text_fallbacks = 0
+        # squeue text record -> Job parsed from it last cycle: unchanged jobs are not parsed again
+        self._text_cache: dict[str, Job] = {}
 
     # ------------------------------------------------------------------ running commands
     def _env(self) -> dict[str, str]:
@@ -65,83 +81,130 @@ class CliAdapter:
     def _binary(self, name: str) -> str:
         return str(Path(self.config.bin_dir) / name)
 
-    def run(self, cmd: str, args: Sequence[str]) -> str:
+    def start(self, cmd: str, args: Sequence[str]) -> _Running:
+        """Start one Slurm command (argument list, no shell); ``finish`` collects its output."""
         argv = [self._binary(cmd), *args]
         self.calls.append(argv)
         try:
-            proc = subprocess.run(
-                argv,
-                env=self._env(),
-                capture_output=True,
-                timeout=self.config.command_timeout_s,
-                check=False,
-            )
+            proc = subprocess.Popen(argv, env=self._env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise SlurmError(f"{argv[0]} not found (check slurm.bin_dir = {self.config.bin_dir!r})") from None
+        except PermissionError:
+            raise SlurmError(f"{argv[0]} is not executable (check slurm.bin_dir = {self.config.bin_dir!r})") from None
+        return _Running(cmd, list(args), proc, time.monotonic() + self.config.command_timeout_s)
+
+    def finish(self, running: _Running) -> str:
+        proc = running.proc
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.0, running.deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
             raise SlurmError(
-                f"{cmd} did not answer within {self.config.command_timeout_s:g} s (slurm.command_timeout_s)"
+                f"{running.cmd} did not answer within {self.config.command_timeout_s:g} s (slurm.command_timeout_s)"
             ) from None
-        out = proc.stdout.decode("utf-8", errors="surrogateescape")
+        out = stdout.decode("utf-8", errors="surrogateescape")
         if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", errors="replace").strip() or out.strip()
-            raise SlurmError(f"{cmd} {' '.join(args)[:200]} failed (exit {proc.returncode}): {err}")
+            err = stderr.decode("utf-8", errors="replace").strip() or out.strip()
+            raise SlurmError(f"{running.cmd} {' '.join(running.args)[:200]} failed (exit {proc.returncode}): {err}")
         return out
+
+    def run(self, cmd: str, args: Sequence[str]) -> str:
+        return self.finish(self.start(cmd, args))
 
     @property
     def version(self) -> tuple[int, int]:
         if self._version is None:
-            self._version = parse_version(self.run("squeue", ["--version"]))
+            text = self.run("squeue", ["--version"])
+            self._version = parse_version(text)
+            m = re.search(r"\d+\.\d+(\.\d+)?", text)
+            self.release = m.group(0) if m else ""
         return self._version
 
     # ------------------------------------------------------------------ reading
     def use_text_jobs(self) -> bool:
         return self.job_format != "json"
 
-    def jobs_text(self) -> list[Job]:
-        out = self.run("squeue", ["-h", "-a", "-O", parse.squeue_text_format()])
-        return parse.jobs_from_squeue_text(out)
+    def _jobs_text_cmd(self) -> tuple[str, list[str]]:
+        return "squeue", ["-h", "-a", "-O", parse.squeue_text_format()]
 
-    def jobs_json(self) -> list[Job]:
-        doc = parse.load_json(self.run("squeue", ["-a", "--json"]), "squeue --json")
+    def _jobs_json_cmd(self) -> tuple[str, list[str]]:
+        return "squeue", ["-a", "--json"]
+
+    def _nodes_cmd(self) -> tuple[str, list[str]]:
+        if self.version >= (23, 2):  # sinfo --json is grouped from 23.02 on and has no addresses
+            return "scontrol", ["show", "nodes", "--json"]
+        return "sinfo", ["--json"]
+
+    def _partitions_cmd(self) -> tuple[str, list[str]]:
+        if self.version >= (23, 2):
+            return "scontrol", ["show", "partitions", "--json"]
+        return "scontrol", ["show", "partitions", "-o"]
+
+    def _parse_jobs_text(self, out: str) -> list[Job]:
+        return parse.jobs_from_squeue_text(out, self._text_cache)
+
+    def _parse_jobs_json(self, out: str) -> list[Job]:
+        doc = parse.load_json(out, "squeue --json")
         return [j for j in parse.jobs_from_doc(doc) if j.is_active]  # 22.05 ignores squeue's state filter
 
-    def jobs(self) -> list[Job]:
-        if self.use_text_jobs():
+    def _parse_nodes(self, out: str) -> list[Node]:
+        cmd, args = self._nodes_cmd()
+        return parse.nodes_from_doc(parse.load_json(out, " ".join([cmd, *args])))
+
+    def _parse_partitions(self, out: str) -> list[Partition]:
+        if self.version >= (23, 2):
+            return parse.partitions_from_doc(parse.load_json(out, "scontrol show partitions --json"))
+        return parse.partitions_from_scontrol_text(out)
+
+    def _jobs_from(self, out: str | None) -> list[Job]:
+        """Text output (or None in json mode) -> jobs; a record that does not split means JSON this time."""
+        if out is not None:
             try:
-                return self.jobs_text()
+                return self._parse_jobs_text(out)
             except parse.TextParseError as exc:
+                self._text_cache.clear()
                 self.text_fallbacks += 1
                 log.warning("squeue text output did not parse (%s); using squeue --json for this snapshot", exc)
-        return self.jobs_json()
+        return self._parse_jobs_json(self.run(*self._jobs_json_cmd()))
+
+    def jobs(self) -> list[Job]:
+        return self._jobs_from(self.run(*self._jobs_text_cmd()) if self.use_text_jobs() else None)
 
     def nodes(self) -> list[Node]:
-        if self.version >= (23, 2):
-            doc = parse.load_json(self.run("scontrol", ["show", "nodes", "--json"]), "scontrol show nodes --json")
-        else:
-            doc = parse.load_json(self.run("sinfo", ["--json"]), "sinfo --json")
-        return parse.nodes_from_doc(doc)
+        return self._parse_nodes(self.run(*self._nodes_cmd()))
 
     def partitions(self) -> list[Partition]:
-        if self.version >= (23, 2):
-            doc = parse.load_json(
-                self.run("scontrol", ["show", "partitions", "--json"]), "scontrol show partitions --json"
-            )
-            return parse.partitions_from_doc(doc)
-        return parse.partitions_from_scontrol_text(self.run("scontrol", ["show", "partitions", "-o"]))
+        return self._parse_partitions(self.run(*self._partitions_cmd()))
 
     def snapshot(self) -> Snapshot:
+        """One squeue, one node listing and one partition listing, run side by side; then parse."""
         taken = time.time()
         version = self.version
-        jobs = self.jobs()
-        nodes = self.nodes()
-        partitions = self.partitions()
+        job_cmd = self._jobs_text_cmd() if self.use_text_jobs() else self._jobs_json_cmd()
+        started = []
+        try:
+            for cmd in (job_cmd, self._nodes_cmd(), self._partitions_cmd()):
+                started.append(self.start(*cmd))
+            outputs = [self.finish(r) for r in started]
+        finally:
+            for r in started:
+                if r.proc.poll() is None:
+                    r.proc.kill()
+                    r.proc.communicate()
+        jobs_out, nodes_out, parts_out = outputs
+        if self.use_text_jobs():
+            jobs = self._jobs_from(jobs_out)
+        else:
+            jobs = self._parse_jobs_json(jobs_out)
+        jobs.sort(key=_job_key)
         return Snapshot(
             taken_at=taken,
-            jobs=tuple(sorted(jobs, key=lambda j: j.job_id)),
-            nodes=tuple(sorted(nodes, key=lambda n: n.name)),
-            partitions=tuple(partitions),
-            slurm_version=f"{version[0]}.{version[1]:02d}",
+            jobs=tuple(jobs),
+            nodes=tuple(sorted(self._parse_nodes(nodes_out), key=lambda n: n.name)),
+            partitions=tuple(self._parse_partitions(parts_out)),
+            slurm_version=self.release or f"{version[0]}.{version[1]:02d}",
             source="cli",
         )
 
@@ -150,11 +213,12 @@ class CliAdapter:
         self.run("scontrol", list(args))
 
     def _job_partitions(self, job_id: int) -> list[str]:
-        out = self.run("squeue", ["-h", "-j", str(_job_id(job_id)), "-O", "Partition:0"])
-        line = out.strip()
-        if not line:
-            raise SlurmError(f"job {job_id} is not in the queue")
-        return [p for p in line.split(",") if p]
+        out = self.run("squeue", ["-h", "-j", str(_job_id(job_id)), "-O", "JobID:0|,Partition:0"])
+        for line in out.splitlines():  # an array or het job id also lists its tasks/components
+            jid, _, parts = line.strip().partition("|")
+            if jid == str(job_id):
+                return [p for p in parts.split(",") if p]
+        raise SlurmError(f"job {job_id} is not in the queue")
 
     def set_partitions(self, job_id: int, partitions: list[str]) -> None:
         if not partitions:

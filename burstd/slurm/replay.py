@@ -57,7 +57,8 @@ def snapshot_from_files(paths: Iterable[str | Path], *, active_only: bool = True
             extra_jobs.extend(doc["_jobs_text"])
         else:
             docs.append((str(p), doc))
-    snap = parse.snapshot_from_docs(docs, taken_at=time.time(), source=",".join(map(str, paths)), active_only=False)
+    snap = parse.snapshot_from_docs(docs, taken_at=time.time(), source=",".join(p.name for p in paths),
+                                   active_only=False)
     jobs = {j.job_id: j for j in snap.jobs}
     jobs.update({j.job_id: j for j in extra_jobs})
     job_list = sorted(jobs.values(), key=lambda j: j.job_id)

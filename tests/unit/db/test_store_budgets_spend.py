@@ -44,6 +44,13 @@ def test_set_budget_overrides_and_is_exact(store):
     assert store.clear_budget("bio") is True and store.clear_budget("bio") is False
 
 
+def test_float_budgets_round_to_the_micro_dollar(store):
+    assert store.set_budget("chem", 0.1 + 0.2).limit_micros == 300_000  # 0.30000000000000004
+    assert store.set_budget("chem", 12.3456785).limit_micros == 12_345_678
+    with pytest.raises(BudgetError):
+        store.set_budget("chem", True)
+
+
 def test_budget_book_merges_config_database_and_period_spend(store):
     cfg = parse_config({"budget": {"period": "week", "site_usd": 900, "burn_rate_usd_per_hour": 12.5,
                                    "accounts": {"chem": 100, "phys": 50}}})
@@ -147,27 +154,75 @@ def test_cooldowns_expire(store):
     assert set(store.cooldowns(now=0.0)) == {"gcp-b/a2/us-central1-a/spot"}
 
 
-def test_ledger_accrual_every_cycle_lands_exactly_in_the_store(store):
-    """The daemon's loop: accrue since the recorded point each cycle, store it; a retry of a written chunk is
-    refused; the stored total equals the lease's cost to the micro-dollar."""
-    from burstd.domain.lease import LeaseState as S
-    from burstd.policy.ledger import Allocation, PricePoint, accrue, lease_cost
+def test_allocations_are_remembered_and_updated(store):
+    from burstd.domain.budget import Allocation
 
-    lease = store.create_lease(pool="aws-a", node_name="n1", account="chem", price_per_hour_micros=1_234_567)
-    store.transition(lease.lease_id, S.LAUNCHING, "go")
-    store.transition(lease.lease_id, S.BOOTING, "up", launched_at=T0 + 0.25)
-    prices = [PricePoint(T0 + 2000.5, 2_345_678)]
-    allocs = [Allocation(1, T0 + 100, T0 + 2500, "bio", "ann"), Allocation(2, T0 + 2000, None, "chem", "bob", 3)]
-    for now in [T0 + 61.3, T0 + 122.9, T0 + 1999.99, T0 + 2600.1, T0 + 4000.7]:
-        current = store.lease(lease.lease_id)
-        ivs = accrue(current, now, prices=prices, allocations=allocs)
+    lease = store.create_lease(pool="aws-a", node_name="n1", account="chem")
+    store.record_allocations(lease.lease_id, [Allocation(7, T0, None, "bio", "ann", 4)])
+    store.record_allocations(lease.lease_id, [Allocation(7, T0, T0 + 600, "bio", "ann", 4),  # it ended
+                                              Allocation(8, T0 + 10, None, "chem", "bob")])
+    store.record_allocations(lease.lease_id, [Allocation(7, T0 + 900, None, "bio", "ann", 4)])  # requeued here
+    assert store.allocations(lease.lease_id) == [
+        Allocation(7, T0, T0 + 600, "bio", "ann", 4),
+        Allocation(8, T0 + 10, None, "chem", "bob", 1),
+        Allocation(7, T0 + 900, None, "bio", "ann", 4),
+    ]
+    with pytest.raises(LeaseNotFound):
+        store.record_allocations("nope", [Allocation(1, T0)])
+    with pytest.raises(ValueError, match="weight"):
+        store.record_allocations(lease.lease_id, [Allocation(9, T0, weight=0)])
+    assert len(store.allocations(lease.lease_id)) == 3
+
+
+def test_price_history_comes_from_the_event_log(store):
+    from burstd.domain.budget import PricePoint
+
+    lease = store.create_lease(pool="aws-a", node_name="n1", price_per_hour_micros=100, at=T0)
+    store.transition(lease.lease_id, "LAUNCHING", "go", at=T0 + 1)
+    store.update(lease.lease_id, "spot price changed", price_per_hour_micros=250, at=T0 + 50)
+    store.note(lease.lease_id, "unrelated", at=T0 + 60)
+    store.transition(lease.lease_id, "BOOTING", "up", at=T0 + 70, price_per_hour_micros=300, launched_at=T0 + 65)
+    assert store.price_points(lease.lease_id) == [PricePoint(T0, 100), PricePoint(T0 + 50, 250),
+                                                  PricePoint(T0 + 70, 300)]
+
+
+def test_ledger_accrual_every_cycle_lands_exactly_in_the_store(store):
+    """The daemon's loop: record who is on the node, accrue since the recorded point, store it; a retry of a
+    written chunk is refused; the stored total equals the lease's cost to the micro-dollar."""
+    from burstd.domain.budget import Allocation
+    from burstd.domain.lease import LeaseState as S
+    from burstd.policy.ledger import accrue, lease_cost
+
+    lease = store.create_lease(pool="aws-a", node_name="n1", account="chem", price_per_hour_micros=1_234_567, at=T0)
+    store.transition(lease.lease_id, S.LAUNCHING, "go", at=T0)
+    store.transition(lease.lease_id, S.BOOTING, "up", launched_at=T0 + 0.25, at=T0 + 5)
+    seen = {  # what each cycle's snapshot shows running on the node
+        T0 + 61.3: [],
+        T0 + 122.9: [Allocation(1, T0 + 100, None, "bio", "ann")],
+        T0 + 1999.99: [Allocation(1, T0 + 100, None, "bio", "ann")],
+        T0 + 2600.1: [Allocation(1, T0 + 100, T0 + 2500, "bio", "ann"), Allocation(2, T0 + 2000, None, "chem", "bob", 3)],
+        T0 + 4000.7: [Allocation(2, T0 + 2000, T0 + 3900, "chem", "bob", 3)],
+    }
+    for now, allocs in seen.items():
+        if now > T0 + 2000.5 and store.lease(lease.lease_id).price_per_hour_micros != 2_345_678:
+            store.update(lease.lease_id, "spot price changed", price_per_hour_micros=2_345_678, at=T0 + 2000.5)
+        store.record_allocations(lease.lease_id, allocs)
+        ivs = accrue(store.lease(lease.lease_id), now, prices=store.price_points(lease.lease_id),
+                     allocations=store.allocations(lease.lease_id))
         store.add_spend(ivs)
         with pytest.raises(SpendConflict):
             store.add_spend(ivs)  # the same chunk again (a crash after commit, then a retry): refused
-    store.transition(lease.lease_id, S.TERMINATING, "idle")
-    done = store.transition(lease.lease_id, S.TERMINATED, "gone", ended_at=T0 + 4100.0)
-    store.add_spend(accrue(done, T0 + 5000, prices=prices, allocations=allocs))
-    assert sum(store.spend("account").values()) == lease_cost(done, T0 + 5000, prices)
+    store.transition(lease.lease_id, S.TERMINATING, "idle", at=T0 + 4050)
+    done = store.transition(lease.lease_id, S.TERMINATED, "gone", ended_at=T0 + 4100.0, at=T0 + 4101)
+    prices = store.price_points(lease.lease_id)
+    store.add_spend(accrue(done, T0 + 5000, prices=prices, allocations=store.allocations(lease.lease_id)))
+    total = lease_cost(done, T0 + 5000, prices)
+    assert sum(store.spend("account").values()) == total
     assert store.lease(lease.lease_id).accrued_until == T0 + 4100.0
     by_job = store.spend("job")
-    assert set(by_job) == {"1", "2", OVERHEAD} and sum(by_job.values()) == lease_cost(done, T0 + 5000, prices)
+    assert set(by_job) == {"1", "2", OVERHEAD} and sum(by_job.values()) == total
+    # the price change is in force from its time: nothing before T0+2000.5 is charged at the new price
+    assert all((iv.price_per_hour_micros == 2_345_678) == (iv.start >= T0 + 2000.5)
+               for iv in store.spend_intervals(lease.lease_id))
+    # an allocation seen late (first seen at 122.9 though it began at 100) is still charged from its start
+    assert min(iv.start for iv in store.spend_intervals(lease.lease_id) if iv.job_id == 1) == T0 + 100

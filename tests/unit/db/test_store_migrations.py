@@ -98,3 +98,65 @@ def test_installed_package_migrates_without_the_source_tree(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "REQUESTED"
+
+
+def test_processes_opening_an_empty_database_at_once_all_succeed(db_url):
+    """Daemon, hooks and burstctl may start together on a fresh install: the migration runs under a lock."""
+    import os
+
+    code = "import sys; from burstd.db.store import Store; Store.open(sys.argv[1]).set_setting('p' + sys.argv[2], 'x')"
+    procs = [subprocess.Popen([sys.executable, "-c", code, db_url, str(i)], stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}) for i in range(4)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errs
+    store = Store.open(db_url)
+    assert sorted(store.settings()) == ["p0", "p1", "p2", "p3"]
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM alembic_version").scalar() == 1
+    store.close()
+
+
+def test_hot_queries_use_indexes_on_sqlite(tmp_path):
+    """Live leases by state, the open lease of a node, spend by time: none of them scans a whole table."""
+    from sqlalchemy import select
+
+    from burstd.db import store as st
+
+    store = Store.open(f"sqlite:///{tmp_path}/b.db")
+    queries = {
+        "by state": select(st._lease).where(st._lease.c.state.in_(["READY", "BOOTING"])),
+        "open lease of node": select(st._lease).where(st._lease.c.open_node == "n1"),
+        "leases of node": select(st._lease).where(st._lease.c.node_name == "n1"),
+        "spend by time": select(st._spend).where(st._spend.c.start >= 0.0, st._spend.c.start < 10.0),
+        "events of lease": select(st._event).where(st._event.c.lease_id == "x").order_by(st._event.c.at),
+    }
+    with store.engine.connect() as conn:
+        for name, q in queries.items():
+            sql = str(q.compile(conn, compile_kwargs={"literal_binds": True}))
+            plan = " | ".join(r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+            assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
+    store.close()
+
+
+def test_a_database_at_an_older_revision_is_upgraded_with_its_data(db_url):
+    from alembic import command
+    from alembic.config import Config
+
+    engine = make_engine(db_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    with engine.begin() as conn:
+        assert "lease_allocation" not in inspect(conn).get_table_names()
+    Store(engine).create_lease(pool="p", node_name="n1", lease_id="a" * 32)  # written by the old schema
+    engine.dispose()
+    store = Store.open(db_url)
+    assert store.lease("a" * 32).node_name == "n1"
+    with store.engine.connect() as conn:
+        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0002"
+    from burstd.domain.budget import Allocation
+
+    store.record_allocations("a" * 32, [Allocation(1, 0.0)])
+    store.close()

@@ -155,3 +155,16 @@ def test_held_and_null_fields_in_text():
     )
     assert job.hold and job.account == "" and job.qos == "" and job.comment == "" and job.memory_mb is None
     assert job.start_time is None and job.end_time is None and job.time_limit_min is None and job.features == ""
+
+
+def test_record_cache_reuses_unchanged_jobs_and_never_outgrows_the_queue():
+    cache: dict = {}
+    first = parse.jobs_from_squeue_text(record(JobID="1") + record(JobID="2"), cache)
+    assert len(cache) == 2
+    second = parse.jobs_from_squeue_text(record(JobID="1") + record(JobID="3", Reason="Priority"), cache)
+    assert second[0] is first[0]  # same record text: the very same (immutable) Job
+    assert second[1].job_id == 3 and second[1].reason == "Priority"
+    assert set(j.job_id for j in cache.values()) == {1, 3}  # job 2 left the queue and the cache
+    changed = parse.jobs_from_squeue_text(record(JobID="1", Reason="BeginTime"), cache)
+    assert changed[0] is not first[0] and changed[0].reason == "BeginTime" and len(cache) == 1
+    assert parse.jobs_from_squeue_text("", cache) == [] and cache == {}
