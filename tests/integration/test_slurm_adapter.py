@@ -137,11 +137,12 @@ def test_requeue_a_running_job(slurm_bed, bed_user, cleanup, cli):
 def test_signal_reaches_the_batch_shell(slurm_bed, bed_user, cleanup, cli):
     wd = slurm_bed.workdir(bed_user)
     marker = Path(wd) / f"sig-{uuid.uuid4().hex}.txt"
-    script = (f"#!/bin/bash\ntrap 'echo got USR1 > {marker}; exit 0' USR1\n"
+    ready = Path(str(marker) + ".ready")
+    script = (f"#!/bin/bash\ntrap 'echo got USR1 > {marker}; exit 0' USR1\ntouch {ready}\n"
               "for i in $(seq 300); do sleep 1; done\n")
     job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-o", "/dev/null", "-J", "sig"], script, user=bed_user)
     cleanup.append(job)
-    slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", 60, "the job to run")
+    slurm_bed.wait_for(ready.exists, 60, "the batch shell to set its trap")  # RUNNING comes before the trap
     cli.signal(job, "USR1", batch=True)
     assert slurm_bed.wait_for(lambda: marker.exists() and marker.read_text(), 30, "the trap") == "got USR1\n"
 
