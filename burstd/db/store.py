@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Engine, and_, create_engine, event, func, insert, or_, select, update
@@ -402,7 +403,7 @@ class Store:
             if held is not None and held.lease_id != lease_id:
                 raise NodeBusy(node_name, held) from None
             raise StoreError(f"lease {lease_id} for node {node_name} could not be created (id already used?)") from None
-        return self.lease(lease_id)
+        return _row_to_lease(SimpleNamespace(**row))
 
     def transition(
         self,
@@ -459,8 +460,8 @@ class Store:
                     extra=_jsonable({**values, **(extra or {})}),
                 )
             )
-            new = conn.execute(select(_lease).where(_lease.c.id == lease_id)).one()
-        return _row_to_lease(new)
+            new = dict(cur._mapping, **{k: v for k, v in sets.items() if k != "version"})
+        return _row_to_lease(SimpleNamespace(**new))
 
     def update(
         self,
