@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "burstd.cli.snapshot_cmd",
     "burstd.cli.ops_cmd",
     "burstd.cli.preempt_cmd",
+    "burstd.cli.policy_cmd",
 ]
 
 app = typer.Typer(

@@ -40,13 +40,13 @@ def live_lease_ids_from_store(config: Config) -> set[str]:
 
 
 def _providers(config: Config, pool: str | None):
-    from burstd.providers.cloud import cloud_provider
+    from burstd.providers import make_provider
 
     pools = [p for p in config.pools if p.provider in ("aws", "gcp") and pool in (None, p.name)]
     if pool and not pools:
         fail(f"no aws/gcp pool named {pool!r} in the config")
     try:
-        return [cloud_provider(p, config) for p in pools]
+        return [make_provider(p, config) for p in pools]
     except ProviderError as exc:
         fail(str(exc))
 

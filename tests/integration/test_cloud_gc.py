@@ -11,7 +11,7 @@ from burstd.cli.app import app
 from burstd.cli.cloud_cmd import run_gc
 from burstd.config import parse_config
 from burstd.providers.base import LaunchRequest
-from burstd.providers.cloud import cloud_providers
+from burstd.providers import make_provider
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401
 
@@ -36,7 +36,7 @@ def site_config(aws_env, gce_env, grace=0.0):
 
 
 def launch_some(cfg):
-    providers = cloud_providers(cfg)
+    providers = {p.name: make_provider(p, cfg) for p in cfg.pools}
     for pool, p in providers.items():
         for i in (1, 2, 3):
             p.launch(LaunchRequest(lease_id=f"{pool}-lease-{i}", node_name=f"{pool}-{i}", pool=pool))

@@ -147,6 +147,46 @@ def test_a_launch_interrupted_after_its_record_is_completed_by_the_retry(slurm_b
         provider.terminate([i.instance_id for i in provider.list_instances()])
 
 
+class _ServiceHook:
+    """A per-VM service like the metadata endpoint: a process started inside the VM's namespace."""
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.started, self.stopped = fail, [], []
+
+    def vm_started(self, vm):
+        subprocess.run(["setsid", "-f", *netns.enter_argv(vm.netns), "sleep", "600"], check=True)
+        self.started.append(vm.netns)
+        if self.fail:
+            raise RuntimeError("service did not come up")
+        return {"service_url": f"http://{vm.ip}:1338"}
+
+    def vm_stopping(self, vm):
+        self.stopped.append(vm.netns)
+
+
+def test_vm_hooks_start_services_inside_the_vm_and_a_failed_one_takes_the_vm_back(slurm_bed, tmp_path):
+    cfg = _config(slurm_bed, tmp_path, boot_delay_s=600)
+    node = slurm_bed.cloud_nodes[0]
+    hook = _ServiceHook()
+    provider = LocalProvider.from_config(cfg, "local", hooks=[hook])
+    inst = provider.launch(_req(node))
+    ns = provider.netns_of(node)
+    try:
+        assert hook.started == [ns] and inst.extra["service_url"] == f"http://{inst.address}:1338"
+        assert LocalProvider.from_config(cfg, "local").list_instances()[0].extra["service_url"]  # on disk
+        service = netns.netns_pids(ns)
+        assert service
+    finally:
+        provider.terminate([inst.instance_id])
+    assert hook.stopped == [ns] and all(not _alive(p) for p in service)
+
+    failing = LocalProvider.from_config(cfg, "local", hooks=[_ServiceHook(fail=True)])
+    with pytest.raises(ProviderError) as err:
+        failing.launch(_req(node))
+    assert err.value.kind is ErrorKind.TRANSIENT and err.value.code == "VmHookFailed"
+    assert not netns.netns_exists(ns) and failing.list_instances() == []
+
+
 @pytest.mark.slow
 def test_testbed_down_removes_the_providers_vms(slurm_bed, tmp_path):
     other = Bed(BedConfig(name="bedprov", slot=slurm_bed.config.slot + 71, onprem_count=1, cloud_count=2))

@@ -34,7 +34,7 @@ for _needed in (REPO / "tests" / "bed.py", TEMPLATE, REPO / "burstd" / "daemon" 
     if not _needed.exists():
         pytest.skip(f"needs {_needed.relative_to(REPO)} (bed, daemon, train)", allow_module_level=True)
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-STEPS = 60
+STEPS = 150
 CKPT_EVERY = 10
 STEP_SLEEP = 0.5
 NOTICE_S = 40
@@ -47,11 +47,12 @@ SEED = 11
 def _bed_config(bed, out: Path) -> Path:
     """The bed's burstd config with a short cycle and a quick agent, for a test that waits on them."""
     text = Path(bed.burstd_config).read_text()
+    text = re.sub(r'(?m)^url = "sqlite:[^"]*"$', f'url = "sqlite:///{out.parent}/burstd.db"', text, count=1)
     text = re.sub(r"(?m)^\[daemon\]\n", "[daemon]\ncycle_interval_s = 2.0\nlog_format = \"text\"\n", text, count=1)
     if "[agent]" not in text:
         text += "\n[agent]\npoll_interval_s = 1.0\n"
     if "[budget]" not in text:
-        text += "\n[budget]\ndefault_account_usd = 1000.0\n"  # jobs without an account may burst
+        text += "\n[budget]\ndefault_account_usd = 100000.0\n"  # jobs without an account may burst
     out.write_text(text)
     return out
 
@@ -103,7 +104,7 @@ def _submit(bed, partition: str, ckpt: Path, log: Path, name: str) -> int:
                       f"--step-sleep {STEP_SLEEP}",
     }
     export = "ALL," + ",".join(f"{k}={v}" for k, v in exports.items())
-    opts = ["-p", partition, "-N", "2", "--cpus-per-task=2", f"--job-name={name}", f"--output={log}",
+    opts = ["-p", partition, "-N", "2", "--cpus-per-task=2", "--time=20", f"--job-name={name}", f"--output={log}",
             f"--export={export}"]
     return bed.sbatch(opts, TEMPLATE.read_text())
 

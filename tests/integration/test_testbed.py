@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -119,6 +123,14 @@ def test_a_second_bed_runs_beside_the_first_and_goes_away_cleanly(slurm_bed, bed
         assert second.wait_for(lambda: _done(second, job), 60, f"bedtwo job {job}") == "COMPLETED"
         assert _output(second, job, bed_user).strip() == second.onprem_nodes[0]
         assert slurm_bed.ping() and slurm_bed.ctld_pid() == first_pid
+        # a crash of the bed's daemons (no down): the next up starts from a clean slate
+        stale = second.ctld_pid()
+        os.kill(stale, signal.SIGKILL)
+        os.kill(second.rest_pid(), signal.SIGKILL)
+        second.wait_for(lambda: second.ctld_pid() is None, 10, "the killed slurmctld to be gone")
+        second.up(install=False)
+        assert second.ctld_pid() not in (None, stale) and second.job(job) == {}  # old jobs are gone
+        assert second.node_states(second.onprem_partition) == {second.onprem_nodes[0]: "idle"}
     finally:
         second.down()
     assert not second.vm_namespaces() and not netns.link_exists(second.bridge)
@@ -126,3 +138,16 @@ def test_a_second_bed_runs_beside_the_first_and_goes_away_cleanly(slurm_bed, bed
     second.down()  # idempotent
     assert slurm_bed.ping() and slurm_bed.ctld_pid() == first_pid
     assert all(netns.netns_exists(slurm_bed.config.netns_of(n)) for n in slurm_bed.onprem_nodes)
+
+
+def test_burstctl_testbed_status_json_says_up_or_down(slurm_bed):
+    def status(name):
+        return subprocess.run([sys.executable, "-m", "burstd.cli.app", "testbed", "status", "--name", name,
+                               "--json"], capture_output=True, text=True, timeout=60)
+
+    up = status(slurm_bed.name)
+    data = json.loads(up.stdout)
+    assert up.returncode == 0 and data["up"] and data["slurmctld"]["port"] == slurm_bed.ctld_port
+    assert set(data["nodes"]) == set(slurm_bed.onprem_nodes + slurm_bed.cloud_nodes)
+    down = status("neverup")
+    assert down.returncode == 3 and json.loads(down.stdout)["up"] is False

@@ -23,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import ipaddress
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +34,8 @@ from burstd.config import Config, LocalPoolConfig, PoolConfig
 from burstd.domain.money import usd_to_micros
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.local import netns
+
+log = logging.getLogger(__name__)
 
 ZONE = "local"
 TAG_CLUSTER, TAG_LEASE, TAG_NODE, TAG_POOL = "burstd:cluster", "burstd:lease", "burstd:node", "burstd:pool"
@@ -184,19 +187,32 @@ class LocalProvider:
                 rec = netns.create(spec, self.records_dir)
             except (netns.NetnsError, ValueError) as exc:
                 raise ProviderError(ErrorKind.TRANSIENT, str(exc), code="LaunchFailed") from exc
-            for hook in self.hooks:
-                rec.extra.update(hook.vm_started(rec) or {})
+            try:
+                for hook in self.hooks:
+                    rec.extra.update(hook.vm_started(rec) or {})
+            except Exception as exc:  # a VM without its services is no VM: take it back, let the daemon retry
+                self._stop_hooks(rec)
+                netns.destroy(rec.netns, self.records_dir)
+                raise ProviderError(ErrorKind.TRANSIENT, f"VM {rec.netns}: per-VM service failed to start: {exc}",
+                                    code="VmHookFailed") from exc
             if self.hooks:
                 netns.write_record(self.records_dir, rec)
             return self._instance(rec, netns.pids_by_netns())
+
+    def _stop_hooks(self, rec: netns.VmRecord) -> None:
+        """Tell every hook the VM is going; one failing hook never keeps a VM alive."""
+        for hook in self.hooks:
+            try:
+                hook.vm_stopping(rec)
+            except Exception:  # noqa: BLE001 - the VM is torn down regardless
+                log.warning("VM %s: %s.vm_stopping failed", rec.netns, type(hook).__name__, exc_info=True)
 
     def terminate(self, instance_ids: list[str]) -> None:
         wanted = set(instance_ids)
         with self._locked():
             for rec in self._records():
                 if rec.instance_id in wanted:
-                    for hook in self.hooks:
-                        hook.vm_stopping(rec)
+                    self._stop_hooks(rec)
                     netns.destroy(rec.netns, self.records_dir)
 
     def preempt(self, instance_id: str) -> bool:
@@ -204,8 +220,7 @@ class LocalProvider:
         with self._locked():
             for rec in self._records():
                 if rec.instance_id == instance_id and rec.state != "preempted":
-                    for hook in self.hooks:
-                        hook.vm_stopping(rec)
+                    self._stop_hooks(rec)
                     netns.destroy(rec.netns, self.records_dir, keep_record_as="preempted")
                     return True
         return False
