@@ -419,9 +419,11 @@ class Store:
         """Move a lease to ``target`` (checked against the state machine) and record the event, atomically.
 
         ``expect``: the state(s) the caller believes the lease is in; anything else raises ``StaleLease``.
-        ``fields``: lease columns to set in the same write (``LEASE_FIELDS``). READY sets ``ready_at`` and
-        TERMINATED/FAILED/REFUSED set ``ended_at`` to ``at`` unless given; ``launched_at`` (the provider's
-        launch time, where spend starts) is the caller's to give.
+        ``fields``: lease columns to set in the same write (``LEASE_FIELDS``). Unless given: READY sets
+        ``ready_at``; FAILED, REFUSED and TERMINATED set ``ended_at`` (where spend stops) to ``at``, except
+        FAILED -> TERMINATED (nothing to terminate), which keeps the failure time; FAILED -> TERMINATING clears
+        it (the instance found lives until TERMINATED). ``launched_at`` (the provider's launch time, where
+        spend starts) is the caller's to give; pass the provider's termination time as ``ended_at`` when known.
         """
         target = LeaseState(target)
         values = _check_fields(fields)
@@ -439,8 +441,13 @@ class Store:
             check_transition(current, target)
             if target == LeaseState.READY and "ready_at" not in values and cur.ready_at is None:
                 values["ready_at"] = at
-            if target in (LeaseState.TERMINATED, LeaseState.FAILED, LeaseState.REFUSED) and "ended_at" not in values:
-                values["ended_at"] = at
+            if "ended_at" not in values:
+                if target in (LeaseState.FAILED, LeaseState.REFUSED):
+                    values["ended_at"] = at
+                elif target == LeaseState.TERMINATED and (cur.ended_at is None or current != LeaseState.FAILED):
+                    values["ended_at"] = at  # FAILED -> TERMINATED (no instance found) keeps the failure time
+                elif target == LeaseState.TERMINATING and current == LeaseState.FAILED:
+                    values["ended_at"] = None  # an instance of the failed lease lives until it is terminated
             sets = dict(values, state=target.value, state_since=at, reason=reason, version=_lease.c.version + 1)
             if target in FINAL_STATES:
                 sets["open_node"] = None
