@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "burstd.cli.ops_cmd",
     "burstd.cli.preempt_cmd",
     "burstd.cli.policy_cmd",
+    "burstd.cli.spend_cmd",
 ]
 
 app = typer.Typer(
