@@ -621,7 +621,7 @@ class Reconciler:
         self.on_wake: Callable[[], None] = lambda: None
         from burstd.daemon.spend import SpendAccrual
 
-        self.spend = SpendAccrual(store)
+        self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
         try:
             from burstd.policy.prices import price_table
 

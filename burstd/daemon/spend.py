@@ -43,24 +43,42 @@ def running_jobs_by_node(snapshot: Snapshot) -> dict[str, list]:
 
 
 class SpendAccrual:
-    def __init__(self, store):
+    """``interval_s``: open leases are accrued at most this often (``[budget] accrual_interval_s``); a lease
+    that closed is accrued to its end at the next run. Allocations are written only when they change."""
+
+    def __init__(self, store, interval_s: float = 0.0):
         self.store = store
+        self.interval_s = interval_s
         self.last_run: float | None = None  # None: look at every closed lease once
+        self.last_accrual: float | None = None
+        self._open: dict[str, dict[tuple[int, float], Allocation]] = {}  # lease -> its allocations without end
+
+    def _known_open(self, lease_id: str) -> dict[tuple[int, float], Allocation]:
+        if lease_id not in self._open:  # first sight (or after a restart): what the store has
+            self._open[lease_id] = {(a.job_id, a.start): a for a in self.store.allocations(lease_id)
+                                    if a.end is None}
+        return self._open[lease_id]
 
     def record_allocations(self, snapshot: Snapshot, leases, now: float) -> None:
         on_node = running_jobs_by_node(snapshot)
+        live_ids = set()
         for lease in leases:
             if lease.launched_at is None:
                 continue
-            jobs = on_node.get(lease.node_name, [])
-            seen = {job.job_id for job in jobs}
-            rows = [Allocation(job.job_id, float(job.start_time or now), None, job.account, job.user or None,
-                               max(1, int(job.cpus or 1))) for job in jobs]
-            for a in self.store.allocations(lease.lease_id):
-                if a.end is None and a.job_id not in seen:
-                    rows.append(dataclasses.replace(a, end=max(a.start, now)))
+            live_ids.add(lease.lease_id)
+            known = self._known_open(lease.lease_id)
+            current = {}
+            for job in on_node.get(lease.node_name, []):
+                a = Allocation(job.job_id, float(job.start_time or now), None, job.account, job.user or None,
+                               max(1, int(job.cpus or 1)))
+                current[(a.job_id, a.start)] = a
+            rows = [a for k, a in current.items() if k not in known]
+            rows += [dataclasses.replace(a, end=max(a.start, now)) for k, a in known.items() if k not in current]
             if rows:
                 self.store.record_allocations(lease.lease_id, rows)
+            self._open[lease.lease_id] = current
+        for lease_id in set(self._open) - live_ids:
+            del self._open[lease_id]
 
     def accrue(self, lease, now: float) -> int:
         from burstd.policy.ledger import accrue
@@ -82,7 +100,10 @@ class SpendAccrual:
                           extra=ev(error=str(exc), error_class=type(exc).__name__))
         since = None if self.last_run is None else self.last_run - 60.0
         closed = self.store.leases(states=FINAL_STATES, since=since)
-        for lease in [*open_leases, *closed]:
+        due = self.last_accrual is None or now - self.last_accrual >= self.interval_s
+        if due:
+            self.last_accrual = now
+        for lease in [*(open_leases if due else ()), *closed]:
             if lease.launched_at is None:
                 continue
             done = lease.ended_at is not None and (lease.accrued_until or float("-inf")) >= lease.ended_at

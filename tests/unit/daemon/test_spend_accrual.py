@@ -58,3 +58,21 @@ def test_a_lease_closed_while_the_daemon_was_down_is_accrued_after_restart(tmp_p
     fresh.run(_snap(), T0 + 6000)  # nothing twice
     assert sum(store.spend(by="lease").values()) == 700_000
     store.close()
+
+
+def test_open_leases_accrue_once_per_interval_closed_ones_at_once(tmp_path):
+    store = Store.open(f"sqlite:///{tmp_path}/b.db")
+    lease = _lease(store)
+    acc = SpendAccrual(store, interval_s=60)
+    acc.run(_snap(), T0 + 100)
+    assert store.lease(lease.lease_id).accrued_until == T0 + 100
+    acc.run(_snap(), T0 + 130)  # within the interval: nothing new
+    assert store.lease(lease.lease_id).accrued_until == T0 + 100
+    acc.run(_snap(), T0 + 160)
+    assert store.lease(lease.lease_id).accrued_until == T0 + 160
+    store.transition(lease.lease_id, S.TERMINATING, "done", at=T0 + 165)
+    store.transition(lease.lease_id, S.TERMINATED, "gone", at=T0 + 170)
+    acc.run(_snap(), T0 + 175)  # closed: accrued to its end now, not at the next interval
+    assert store.lease(lease.lease_id).accrued_until == T0 + 170
+    assert sum(store.spend(by="lease").values()) == 170_000
+    store.close()
