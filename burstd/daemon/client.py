@@ -25,6 +25,9 @@ class ApiError(Exception):
 
 
 def _down(socket_path: str, exc: BaseException) -> ApiError:
+    if isinstance(exc, PermissionError) or "Permission denied" in str(exc):
+        return ApiError(f"cannot open {socket_path}: Permission denied; the control socket is for members of "
+                        f"the group in api.socket_group (ask an admin to add you)")
     return ApiError(f"burstd is not answering on {socket_path} ({exc.__class__.__name__}: {exc}); "
                     f"is the daemon running? (systemctl status burstd)")
 
@@ -52,12 +55,12 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = s
 
 
-def post_unix_json(socket_path: str, path: str, payload: Any, timeout: float = 2.0) -> Any:
-    """POST JSON over the unix socket; the reply's JSON, or ApiError (daemon down, refused, timeout)."""
+def unix_request(socket_path: str, method: str, path: str, payload: Any = None, timeout: float = 2.0) -> Any:
+    """One HTTP call over the unix socket; the reply's JSON, or ApiError (daemon down, refused, timeout)."""
     conn = _UnixConnection(socket_path, timeout)
     try:
-        body = json.dumps(payload).encode()
-        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        body = None if payload is None else json.dumps(payload).encode()
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
         resp = conn.getresponse()
         data = resp.read()
     except (OSError, http.client.HTTPException) as exc:
@@ -67,6 +70,11 @@ def post_unix_json(socket_path: str, path: str, payload: Any, timeout: float = 2
     if resp.status >= 400:
         raise ApiError(f"burstd refused ({resp.status}): {_detail(data)}", resp.status)
     return json.loads(data) if data else None
+
+
+def post_unix_json(socket_path: str, path: str, payload: Any, timeout: float = 2.0) -> Any:
+    """POST JSON over the unix socket (the hooks' call)."""
+    return unix_request(socket_path, "POST", path, payload, timeout)
 
 
 class ApiClient:
