@@ -159,6 +159,7 @@ class HookJob(BaseModel):
 class HookCall(BaseModel):
     hostlist: str = Field(description="Slurm hostlist expression, e.g. cloud[1-3]")
     jobs: list[HookJob] = Field(default_factory=list, description="from SLURM_RESUME_FILE")
+    t0: float | None = Field(default=None, description="when the hook process started (Unix time), for latency")
 
 
 class NoticeCall(BaseModel):
@@ -217,7 +218,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                 except HostlistError as exc:
                     rec.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
-            out = rec.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()})
+            out = rec.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0)
         else:
             rec.add_intent(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}
