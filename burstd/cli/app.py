@@ -12,6 +12,7 @@ import typer
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
     "burstd.cli.ops_cmd",
+    "burstd.cli.demo_cmd",
 ]
 
 app = typer.Typer(
