@@ -137,7 +137,7 @@ def bench_sbatch_to_running(bed, work: Path, rounds: int, user: str) -> dict:
         stuck = [n for n, s in states.items() if "DOWN" in s and "POWERED_DOWN" in s and "POWERING_DOWN" not in s]
         if stuck:  # a node Slurm gave up on (ResumeTimeout): make it usable again, as an admin would
             bed.run(["scontrol", "update", f"nodename={','.join(stuck)}", "state=RESUME"], check=False)
-        return all(s == {"IDLE", "CLOUD", "POWERED_DOWN"} for s in states.values())
+        return all(s - {"NOT_RESPONDING"} == {"IDLE", "CLOUD", "POWERED_DOWN"} for s in states.values())
 
     for r in range(rounds):
         for mode in (("burstd", "bare") if r % 2 == 0 else ("bare", "burstd")):
