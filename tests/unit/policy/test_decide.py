@@ -172,9 +172,10 @@ def test_every_pending_job_considered_gets_an_explanation():
 
 def test_array_record_costs_every_task():
     arr = pending(1, array_tasks="0-99")  # 100 one-hour tasks at $1 = $100+ > $50
-    d = one(busy_cluster(arr), bk=book({"chem": 50.0}))
+    cfg = config(policy={"waiting": {"kind": "none"}})
+    d = one(busy_cluster(arr), cfg, bk=book({"chem": 50.0}))
     assert d.eligible == [] and "the job needs $110.00" in d.explanations[1].reason
-    d = one(busy_cluster(arr), bk=book({"chem": 500.0}))  # throttle-free array of 100 on a 20-node pool: fits
+    d = one(busy_cluster(arr), cfg, bk=book({"chem": 500.0}))  # throttle-free array of 100 on a 20-node pool: fits
     assert d.eligible[0].expected_cost_micros == 110_000_000
 
 
