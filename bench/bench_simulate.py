@@ -20,7 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from burstd.simulate.report import plot_frontier, simulate_trace  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+import os  # noqa: E402
+
+_HERE = Path(__file__).resolve()
+SHARED = Path(os.environ["BURSTD_SHARED"]) if os.environ.get("BURSTD_SHARED") else next(
+    (p / "shared" for p in (_HERE.parents[1], _HERE.parents[2], _HERE.parents[3]) if (p / "shared").is_dir()),
+    _HERE.parents[2] / "shared")
 TRACES = {
     "sdsc-blue": "traces/swf/SDSC-BLUE-2000-4.2-cln.swf.gz",
     "philly": "traces/gpu/philly_trace_rfold.csv.gz",

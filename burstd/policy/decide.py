@@ -349,7 +349,7 @@ def _effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boo
 def decide(
     snapshot: Snapshot,
     leases: Sequence[Lease],
-    budgets: BudgetBook,
+    budgets: BudgetBook | None,
     prices: PriceInput,
     config: Config,
     now: float | None = None,
@@ -363,6 +363,8 @@ def decide(
     """
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
+    if budgets is None:  # no store budgets: the config's [budget] section decides
+        budgets = BudgetBook(now, now)
     validate_book(budgets)
     quotes = normalize_prices(prices)
     pol = config.policy

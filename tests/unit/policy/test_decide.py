@@ -192,3 +192,10 @@ def test_nan_price_or_interruption_rate_is_a_clear_error():
         one(busy_cluster(pending(1)), prices=[PriceQuote("aws-cpu", "spot", 1_000_000, interruption_rate=math.nan)])
     with pytest.raises(PriceError, match="pool aws-cpu"):
         one(busy_cluster(pending(1)), prices=[PriceQuote("aws-cpu", "spot", -5)])
+
+
+def test_without_a_budget_book_the_config_budgets_decide():
+    cfg = config(budget={"accounts": {"chem": 100.0}})
+    d = decide(busy_cluster(pending(1), pending(2, account="bio")), [], None, None, cfg)
+    assert [e.job_id for e in d.eligible] == [1]
+    assert "account chem has $100.00 left" in d.explanations[1].reason
