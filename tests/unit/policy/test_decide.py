@@ -199,3 +199,11 @@ def test_without_a_budget_book_the_config_budgets_decide():
     d = decide(busy_cluster(pending(1), pending(2, account="bio")), [], None, None, cfg)
     assert [e.job_id for e in d.eligible] == [1]
     assert "account chem has $100.00 left" in d.explanations[1].reason
+
+
+def test_prewarm_only_with_new_demand_and_within_cap_and_site_budget():
+    cfg = config(pools=[pool(max_nodes=3)], policy={"prewarm_nodes": 5})
+    d = one(busy_cluster(pending(1)), cfg)
+    assert [(p.pool, p.count) for p in d.prewarm] == [("aws-cpu", 2)]  # 3-node cap, 1 taken by the job
+    assert one(busy_cluster(pending(1, comment="burst:no")), cfg).prewarm == []
+    assert one(busy_cluster(pending(1)), cfg, bk=book(site=1.2)).prewarm == []  # idle nodes would overspend
