@@ -75,6 +75,8 @@ def burst_cluster(slurm_bed, tmp_path_factory):
                                "the burstd control socket")
             assert daemon.poll() is None, (d / "burstd.log").read_text()[-3000:]
             yield slurm_bed, cfg_path, cfg, d
+            # nothing may outlive the story: idle cloud nodes power down and burstd terminates their VMs
+            slurm_bed.wait_for(lambda: not _cloud_vms(slurm_bed), 180, "every cloud VM to be torn down by burstd")
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:
@@ -83,9 +85,21 @@ def burst_cluster(slurm_bed, tmp_path_factory):
                 daemon.kill()
                 daemon.wait()
             log.close()
-    # nothing of ours may outlive the test: every cloud VM is gone once the bed suspends them
-    slurm_bed.wait_for(lambda: not [n for n in slurm_bed.vm_namespaces() if "cloud" in n], 120,
-                       "cloud VMs to be torn down")
+            _terminate_leftovers(cfg)
+
+
+def _cloud_vms(bed) -> list[str]:
+    return sorted(n for n in bed.vm_namespaces() if any(n.endswith(c) for c in bed.cloud_nodes))
+
+
+def _terminate_leftovers(cfg) -> None:
+    """After a failure: leave no VM behind for the next test (the leak itself was already reported)."""
+    from burstd.providers.local.provider import LocalProvider
+
+    for pool in cfg.pools:
+        if pool.provider == "local":
+            provider = LocalProvider.from_config(cfg, pool.name)
+            provider.terminate([i.instance_id for i in provider.list_instances() if not i.is_gone])
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -154,6 +168,16 @@ def _nodes(bed, job: int) -> list[str]:
     return bed.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
 
 
+def _instance_of(cfg, node: str) -> str | None:
+    """The live VM (instance id) behind a cloud node right now."""
+    from burstd.providers.local.provider import LocalProvider
+
+    pool = cfg.pool_of_node(node)
+    live = [i for i in LocalProvider.from_config(cfg, pool.name).list_instances()
+            if i.node_name == node and not i.is_gone]
+    return live[0].instance_id if live else None
+
+
 def _run_reference(bed, d: Path) -> tuple[int, Path, Path]:
     ckpt, log = d / "ref-ckpt", d / "ref.log"
     ckpt.mkdir()
@@ -183,6 +207,7 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
         bed.wait_for(lambda: log.exists() and (_steps_by_run(log) or [[]])[-1] and
                      max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 3, 240, "training to be well under way")
         victim = first_nodes[-1]
+        victim_instance = _instance_of(cfg, victim)
 
         # the notice, through the victim VM's metadata endpoint
         out = subprocess.run([sys.executable, "-m", "burstd.cli.app", "preempt", victim, "--notice", str(NOTICE_S),
@@ -205,10 +230,12 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
         assert notice_at - 1 <= ckpts[stop_step] < deadline, "checkpoint not durable before the deadline"
         assert last_step_run1 - stop_step <= 1, f"lost {last_step_run1 - stop_step} steps"
 
-        # the requeued job resumes elsewhere from that checkpoint and finishes
+        # the requeued job resumes elsewhere (fresh VMs: the preempted one is gone) from that checkpoint
+        bed.wait_for(lambda: len(_steps_by_run(log)) >= 2 and _steps_by_run(log)[1], 300, "the second run to train")
+        second = {n: _instance_of(cfg, n) for n in _nodes(bed, job)}
+        assert victim_instance not in second.values(), f"run 2 on the preempted VM {victim_instance}: {second}"
         state = bed.wait_for(lambda: _job_done(bed, job), 600, "the requeued job to finish")
         assert state == "COMPLETED", log.read_text()[-4000:]
-        assert victim not in _nodes(bed, job)
         runs = _steps_by_run(log)
         assert len(runs) >= 2 and min(runs[1]) == stop_step + 1, f"run 2 did not resume at {stop_step + 1}"
         assert max(runs[-1]) == STEPS
@@ -236,10 +263,8 @@ def test_node_killed_without_notice_resumes_from_last_periodic_checkpoint(burst_
         bed.wait_for(lambda: 2 * CKPT_EVERY in _complete_checkpoints(ckpt), 240, "two periodic checkpoints")
         bed.wait_for(lambda: max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 4, 60, "steps past the checkpoint")
         victim = first_nodes[-1]
-        pool = cfg.pool_of_node(victim)
-        provider = LocalProvider.from_config(cfg, pool.name)
-        [inst] = [i for i in provider.list_instances() if i.node_name == victim and not i.is_gone]
-        assert provider.preempt(inst.instance_id)  # the VM and everything in it die at once: no notice
+        provider = LocalProvider.from_config(cfg, cfg.pool_of_node(victim).name)
+        assert provider.preempt(_instance_of(cfg, victim))  # the VM and all in it die at once: no notice
         killed_at_step = max(_steps_by_run(log)[0])
         periodic = max(s for s in _complete_checkpoints(ckpt) if s <= killed_at_step)
         assert periodic % CKPT_EVERY == 0
