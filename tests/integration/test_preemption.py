@@ -76,7 +76,7 @@ def burst_cluster(slurm_bed, tmp_path_factory):
             assert daemon.poll() is None, (d / "burstd.log").read_text()[-3000:]
             yield slurm_bed, cfg_path, cfg, d
             # nothing may outlive the story: idle cloud nodes power down and burstd terminates their VMs
-            slurm_bed.wait_for(lambda: not _cloud_vms(slurm_bed), 180, "every cloud VM to be torn down by burstd")
+            slurm_bed.wait_for(lambda: not _cloud_vms(slurm_bed), 300, "every cloud VM to be torn down by burstd")
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:
@@ -89,7 +89,8 @@ def burst_cluster(slurm_bed, tmp_path_factory):
 
 
 def _cloud_vms(bed) -> list[str]:
-    return sorted(n for n in bed.vm_namespaces() if any(n.endswith(c) for c in bed.cloud_nodes))
+    cloud = {f"{bed.netns_prefix}{c}" for c in bed.cloud_nodes}
+    return sorted(n for n in bed.vm_namespaces() if n in cloud)
 
 
 def _terminate_leftovers(cfg) -> None:
@@ -264,7 +265,16 @@ def test_node_killed_without_notice_resumes_from_last_periodic_checkpoint(burst_
         bed.wait_for(lambda: max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 4, 60, "steps past the checkpoint")
         victim = first_nodes[-1]
         provider = LocalProvider.from_config(cfg, cfg.pool_of_node(victim).name)
-        assert provider.preempt(_instance_of(cfg, victim))  # the VM and all in it die at once: no notice
+        instance = _instance_of(cfg, victim)
+        # a hard crash: SIGKILL to everything in the VM first (destroying it alone would send SIGTERM, which
+        # burstd.train already turns into a checkpoint), then the VM is gone
+        pids = subprocess.run(["ip", "netns", "pids", provider.netns_of(victim)], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert provider.preempt(instance)
         killed_at_step = max(_steps_by_run(log)[0])
         periodic = max(s for s in _complete_checkpoints(ckpt) if s <= killed_at_step)
         assert periodic % CKPT_EVERY == 0
