@@ -11,7 +11,12 @@ import typer
 
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
+    "burstd.cli.cloud_cmd",
+    "burstd.cli.testbed_cmd",
+    "burstd.cli.snapshot_cmd",
+    "burstd.cli.ops_cmd",
     "burstd.cli.preempt_cmd",
+    "burstd.cli.policy_cmd",
 ]
 
 app = typer.Typer(

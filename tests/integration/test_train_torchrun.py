@@ -1,0 +1,258 @@
+"""burstd.train under real torchrun (2 processes, CPU, gloo): preempt, checkpoint, resume, same weights.
+
+The story each test tells: train N steps without interruption (the reference); train again, interrupt it in some
+way (SIGUSR1 to the workers, SIGUSR1 to torchrun, a crash between shard write and manifest, SIGKILL with no notice);
+run the same command again until it finishes; the final weights and optimizer state equal the reference bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+STEPS = 24
+SEED = 7
+REQUEUE = 85
+
+
+def _cmd(ckpt: Path, out: Path, *extra: str, nproc: int = 2, signals_to_handle: bool = False) -> list[str]:
+    cmd = [TORCHRUN, "--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0"]
+    if signals_to_handle:
+        cmd += ["--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "--shutdown-timeout", "60"]
+    return cmd + ["-m", "burstd.train.example", "--steps", str(STEPS), "--seed", str(SEED),
+                  "--ckpt-dir", str(ckpt), "--out", str(out), *extra]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.pop("BURSTD_TRAIN_FAULT", None)
+    env.update(extra)
+    return env
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=REPO, env=env or _env(), capture_output=True, text=True, timeout=timeout)
+
+
+def _start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=REPO, env=env or _env(), stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def _wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if re.search(rf"rank=\d step={step} ", log.read_text()):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"training exited early ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    raise AssertionError(f"step {step} not reached in {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+def _kill_all(proc: subprocess.Popen) -> None:
+    """SIGKILL torchrun and its workers (they run in sessions of their own, so killpg alone misses them)."""
+    workers = _children(proc.pid)
+    for pid in [proc.pid, *workers]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.05)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 120) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_all(proc)
+        raise
+
+
+def _complete_steps(ckpt: Path) -> list[int]:
+    return sorted(int(p.name[5:]) for p in ckpt.glob("step-?????????") if (p / "burstd-checkpoint.json").exists())
+
+
+def _assert_bit_identical(a_path: Path, b_path: Path) -> None:
+    a, b = torch.load(a_path), torch.load(b_path)
+    assert a["model"].keys() == b["model"].keys()
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), f"model tensor {key} differs"
+    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
+    assert sa.keys() == sb.keys()
+    for pid in sa:
+        for key in sa[pid]:
+            assert torch.equal(torch.as_tensor(sa[pid][key]), torch.as_tensor(sb[pid][key])), f"optim {pid}.{key}"
+    assert a["scheduler"] == b["scheduler"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("reference")
+    out = d / "final.pt"
+    res = _run(_cmd(d / "ckpt", out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out
+
+
+def _signal_lines(text: str) -> list[tuple[int, float]]:
+    return [(int(r), float(t)) for r, t in re.findall(r"rank=(\d+) signal=\d+ received_at=([\d.]+)", text)]
+
+
+def _steps_done_before(text: str, when: float) -> int:
+    done = [int(s) for s, t in re.findall(r"rank=\d+ step=(\d+) t=([\d.]+)", text) if float(t) <= when]
+    return max(done, default=0)
+
+
+@pytest.mark.parametrize("target", ["workers", "torchrun"])
+def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical(tmp_path, reference, target):
+    ckpt, out, log = tmp_path / "ckpt", tmp_path / "final.pt", tmp_path / "run1.log"
+    proc = _start(_cmd(ckpt, out, "--step-sleep", "0.15", signals_to_handle=(target == "torchrun")), log)
+    try:
+        _wait_for_step(log, 8, proc)
+        if target == "workers":  # what the node agent does: signal the training processes themselves
+            workers = _children(proc.pid)
+            assert len(workers) == 2, workers
+            for pid in workers[:1]:  # one rank is enough: the ranks agree on the stop step
+                os.kill(pid, signal.SIGUSR1)
+        else:  # sbatch --signal=B:USR1 forwarded to torchrun, which forwards it with --signals-to-handle
+            os.kill(proc.pid, signal.SIGUSR1)
+        rc = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            _kill_all(proc)
+    text = log.read_text()
+    assert rc != 0, "torchrun reports the workers' requeue exit as a failure"
+    assert f"exitcode  : {REQUEUE}" in text or f"exit code {REQUEUE}" in text or "code 85" in text, text[-3000:]
+    signals = _signal_lines(text)
+    assert signals, text[-3000:]
+    first_signal = min(t for _r, t in signals)
+    done_at_signal = _steps_done_before(text, first_signal)
+    saved = _complete_steps(ckpt)
+    assert len(saved) == 1, saved
+    assert done_at_signal <= saved[0] <= done_at_signal + 1, (done_at_signal, saved)
+    assert not out.exists()
+
+    res = _run(_cmd(ckpt, out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"resumed from {ckpt}/step-{saved[0]:09d}" in res.stdout + res.stderr
+    _assert_bit_identical(reference, out)
+
+
+def test_torn_checkpoint_is_skipped_and_training_resumes_from_previous_complete_one(tmp_path, reference):
+    ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
+    # rank 0 dies (os._exit) after every shard of step 8 is on disk but before the manifest
+    res = _run(_cmd(ckpt, out, "--ckpt-every", "4"), env=_env(BURSTD_TRAIN_FAULT="before-manifest@8"))
+    assert res.returncode != 0
+    assert _complete_steps(ckpt) == [4]
+    assert (ckpt / "step-000000008.partial").is_dir()
+
+    res = _run(_cmd(ckpt, out, "--ckpt-every", "4"))
+    log = res.stdout + res.stderr
+    assert res.returncode == 0, log
+    assert "step-000000008.partial" in log and "torn" in log
+    assert f"resumed from {ckpt}/step-000000004" in log
+    _assert_bit_identical(reference, out)
+
+
+def test_kill_without_notice_resumes_from_last_periodic_checkpoint(tmp_path, reference):
+    ckpt, out, log = tmp_path / "ckpt", tmp_path / "final.pt", tmp_path / "run1.log"
+    proc = _start(_cmd(ckpt, out, "--ckpt-every", "5", "--keep", "2", "--step-sleep", "0.1"), log)
+    try:
+        _wait_for_step(log, 13, proc)
+        _kill_all(proc)  # the VM vanishes: no signal, no goodbye
+    finally:
+        if proc.poll() is None:
+            _kill_all(proc)
+    assert _complete_steps(ckpt) == [5, 10]  # retention keeps 2
+    res = _run(_cmd(ckpt, out, "--ckpt-every", "5", "--keep", "2"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"resumed from {ckpt}/step-000000010" in res.stdout + res.stderr
+    assert _complete_steps(ckpt) == [15, 20]
+    _assert_bit_identical(reference, out)
+
+
+def test_checkpoint_from_a_different_model_shape_is_a_clear_error(tmp_path):
+    ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
+    res = _run(_cmd(ckpt, out, "--ckpt-every", "4"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = _run(_cmd(ckpt, tmp_path / "other.pt", "--size", "32"))
+    log = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "does not fit the model" in log and "has shape (64, 16) in the checkpoint but (32, 16) here" in log
+    assert "step=1 " not in log  # never a silent restart from step 0
+    assert not (tmp_path / "other.pt").exists()
+
+
+def test_unwritable_checkpoint_location_fails_before_training(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the checkpoint folder's parent should be")
+    res = _run(_cmd(blocker / "ckpt", tmp_path / "final.pt"))
+    log = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert f"checkpoint location {blocker}/ckpt is not writable" in log
+    assert "step=1 " not in log
+
+
+def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resumes(tmp_path, reference):
+    """The template run as the batch shell (outside Slurm; `scontrol` is a recording shim): Slurm's
+    --signal=B:USR1 lands on the shell, the training checkpoints, the script requeues the job; the requeued run
+    finishes with the reference weights."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    calls = tmp_path / "scontrol.calls"
+    (shim / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (shim / "scontrol").chmod(0o755)
+    ckpt = tmp_path / "ckpt"
+    env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID="777", SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
+               NPROC="2", PYTHON=sys.executable, TORCHRUN=TORCHRUN,
+               TRAIN_ARGS=f"-m burstd.train.example --steps {STEPS} --seed {SEED} --step-sleep 0.15")
+    script = str(REPO / "sbatch_templates" / "torchrun-single-node.sbatch")
+    log = tmp_path / "job.out"
+    proc = _start(["bash", script], log, env=env)
+    try:
+        _wait_for_step(log, 8, proc)
+        os.kill(proc.pid, signal.SIGUSR1)
+        rc = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            _kill_all(proc)
+    text = log.read_text()
+    assert rc == 0, text[-3000:]
+    assert "requeueing job 777" in text and calls.read_text() == "requeue 777\n"
+    assert len(_complete_steps(ckpt)) == 1
+
+    env["SLURM_RESTART_COUNT"] = "1"
+    res = _run(["bash", script], env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "training finished" in res.stdout and calls.read_text() == "requeue 777\n"
+    _assert_bit_identical(reference, ckpt / "final.pt")
