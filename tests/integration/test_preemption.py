@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,63 +45,26 @@ SEED = 11
 # --------------------------------------------------------------------------------------------- fixtures
 
 
-def _bed_config(bed, out: Path) -> Path:
-    """The bed's burstd config with a short cycle and a quick agent, for a test that waits on them."""
-    text = Path(bed.burstd_config).read_text()
-    text = re.sub(r'(?m)^url = "sqlite:[^"]*"$', f'url = "sqlite:///{out.parent}/burstd.db"', text, count=1)
-    text = re.sub(r"(?m)^\[daemon\]\n", "[daemon]\ncycle_interval_s = 2.0\nlog_format = \"text\"\n", text, count=1)
-    if "[agent]" not in text:
-        text += "\n[agent]\npoll_interval_s = 1.0\n"
-    if "[budget]" not in text:
-        text += "\n[budget]\ndefault_account_usd = 100000.0\n"  # jobs without an account may burst
-    out.write_text(text)
-    return out
-
-
 @pytest.fixture(scope="module")
-def burst_cluster(slurm_bed, tmp_path_factory):
-    """The bed, its hooks in burstd mode, and a burstd daemon (local provider with agents) running on it."""
+def burst_cluster(slurm_bed):
+    """The bed, its hooks in burstd mode, and a burstd daemon (local provider: agents in the VMs) running."""
     from burstd.config import load_config
+    from tests.integration.daemon_bed import bed_daemon_config, running_daemon, world_readable_dir
 
-    d = tmp_path_factory.mktemp("preempt")
-    cfg_path = _bed_config(slurm_bed, d / "burstd.toml")
+    d = world_readable_dir("burstd-preempt-")
+    cfg_path = bed_daemon_config(slurm_bed, d, agent={"poll_interval_s": 1.0},
+                                 budget={"default_account_usd": 100000})
     cfg = load_config(cfg_path)
-    env = dict(os.environ, PYTHONPATH=str(REPO), BURSTD_CONFIG=str(cfg_path), **slurm_bed.env)
-    log = open(d / "burstd.log", "ab")
-    with slurm_bed.hooks("burstd"):
-        daemon = subprocess.Popen([sys.executable, "-m", "burstd.daemon.main", "-c", str(cfg_path), "--foreground"],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-        try:
-            slurm_bed.wait_for(lambda: Path(cfg.api.socket).exists() or daemon.poll() is not None, 30,
-                               "the burstd control socket")
-            assert daemon.poll() is None, (d / "burstd.log").read_text()[-3000:]
-            yield slurm_bed, cfg_path, cfg, d
-            # nothing may outlive the story: idle cloud nodes power down and burstd terminates their VMs
-            slurm_bed.wait_for(lambda: not _cloud_vms(slurm_bed), 300, "every cloud VM to be torn down by burstd")
-        finally:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.wait(30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.wait()
-            log.close()
-            _terminate_leftovers(cfg)
+    with running_daemon(slurm_bed, cfg_path, d / "burstd.log"):
+        yield slurm_bed, cfg_path, cfg, d
+        # nothing may outlive the story: idle cloud nodes power down and burstd terminates their VMs
+        slurm_bed.wait_for(lambda: not _cloud_vms(slurm_bed), 300, "every cloud VM to be torn down by burstd")
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def _cloud_vms(bed) -> list[str]:
     cloud = {f"{bed.netns_prefix}{c}" for c in bed.cloud_nodes}
     return sorted(n for n in bed.vm_namespaces() if n in cloud)
-
-
-def _terminate_leftovers(cfg) -> None:
-    """After a failure: leave no VM behind for the next test (the leak itself was already reported)."""
-    from burstd.providers.local.provider import LocalProvider
-
-    for pool in cfg.pools:
-        if pool.provider == "local":
-            provider = LocalProvider.from_config(cfg, pool.name)
-            provider.terminate([i.instance_id for i in provider.list_instances() if not i.is_gone])
 
 
 # --------------------------------------------------------------------------------------------- helpers
