@@ -210,6 +210,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(data)
             return
+        if data.get("sentence"):
+            console.print(data["sentence"], highlight=False)
+            return
         verdict = "[green]bursts[/]" if data.get("burst") else "[yellow]stays on-prem[/]"
         console.print(f"job {job_id}: {verdict}" + (f" to {data['pool']}" if data.get("pool") else "")
                       + f": {data.get('reason', '')}")

@@ -159,6 +159,7 @@ class HookJob(BaseModel):
 class HookCall(BaseModel):
     hostlist: str = Field(description="Slurm hostlist expression, e.g. cloud[1-3]")
     jobs: list[HookJob] = Field(default_factory=list, description="from SLURM_RESUME_FILE")
+    t0: float | None = Field(default=None, description="when the hook process started (Unix time), for latency")
 
 
 class NoticeCall(BaseModel):
@@ -218,7 +219,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                 except HostlistError as exc:
                     rec.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
-            out = rec.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()})
+            out = rec.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0)
         else:
             rec.add_intent(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}
@@ -311,15 +312,25 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int, who: str = read) -> dict:
+        """Why a job bursts or not, from the last cycle's snapshot and decisions."""
+        snap = rec.last_snapshot
+        if snap is None:
+            raise HTTPException(503, "no Slurm snapshot yet: the first cycle has not run")
+        try:
+            from burstd.policy.explain import explain_job
+        except ImportError:
+            explain_job = None
+        if explain_job is not None and rec.last_decisions is not None:
+            result = explain_job(job_id, snap, decisions=rec.last_decisions,
+                                 leases=rec.store.leases(states=OPEN_STATES), config=config, now=rec.clock())
+            return dataclasses.asdict(result)
         d = rec.last_decisions
         if d is not None and job_id in d.explanations:
             return dataclasses.asdict(d.explanations[job_id])
-        snap = rec.last_snapshot
-        job = next((j for j in snap.jobs if j.job_id == job_id), None) if snap else None
+        job = next((j for j in snap.jobs if j.job_id == job_id), None)
         if job is None:
             raise HTTPException(404, f"job {job_id} is not in the last Slurm snapshot")
-        clouds = {p.partition for p in config.pools}
-        on = set(job.partitions) & clouds
+        on = set(job.partitions) & {p.partition for p in config.pools}
         return {"job_id": job_id, "burst": bool(on), "pool": None,
                 "reason": (f"already burst-eligible ({', '.join(sorted(on))})" if on else
                            f"job is {job.state}; the last cycle made no decision about it")}

@@ -423,6 +423,7 @@ class Executor:
         self.clock = clock
         self.again = False  # something changed that the next cycle should look at right away
         self.report: CycleReport | None = None
+        self.hook_started: dict[str, float] = {}
 
     def apply(self, actions: Iterable[Action]) -> None:
         for action in actions:
@@ -459,6 +460,14 @@ class Executor:
             return
         provider = self.providers[lease.pool]
         crash_point("launch.before_provider")
+        now = self.clock()
+        hook_t0 = self.hook_started.pop(lease.lease_id, None)
+        if hook_t0 is not None:
+            self.metrics.resume_to_launch.observe(max(now - hook_t0, 0.0))
+        log.info("provider launch call", extra=ev(lease_id=lease.lease_id, node=lease.node_name, pool=lease.pool,
+                                                  since_request_s=round(now - lease.created_at, 4),
+                                                  since_hook_s=None if hook_t0 is None else round(now - hook_t0, 4),
+                                                  job_id=lease.job_ids[0] if lease.job_ids else None))
         try:
             inst = provider.launch(LaunchRequest(lease.lease_id, lease.node_name, lease.pool, lease.market))
         except ProviderError as exc:
@@ -614,6 +623,7 @@ class Reconciler:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self._intents: list[Intent] = []
+        self.hook_started: dict[str, float] = {}  # lease id -> when its ResumeProgram started (in memory only)
         self._lock = threading.Lock()  # lease creation and the intent queue
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
@@ -638,7 +648,8 @@ class Reconciler:
                 f"({', '.join(f'{p.node_prefix}[1-{p.node_count}]' for p in self.config.pools) or 'no pools'})"
             )
 
-    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None) -> dict:
+    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
+                       hook_t0: float | None = None) -> dict:
         """ResumeProgram: one REQUESTED lease per node without an open one; committed before return.
 
         A node whose previous lease is still FAILED/TERMINATING (its old VM being cleaned up) is
@@ -662,6 +673,8 @@ class Reconciler:
                     account=self._account_of(job_ids), reason="ResumeProgram",
                 )
                 crash_point("resume.after_commit")
+                if hook_t0 is not None:
+                    self.hook_started[lease.lease_id] = hook_t0
                 log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
@@ -703,6 +716,7 @@ class Reconciler:
         ex = Executor(self.store, self.adapter, self.providers, self.config, self.metrics, self.last_snapshot,
                       self.clock)
         ex.report = report
+        ex.hook_started = self.hook_started
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads

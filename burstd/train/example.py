@@ -14,20 +14,26 @@ every step of every run (DDP's bucket rebuild after the first step can change it
 
 from __future__ import annotations
 
-import argparse
-import logging
-import os
-import random
-import sys
-import time
+from burstd.train.signals import install_handlers
 
-import numpy as np
-import torch
-import torch.distributed as dist
-from torch import nn
+# Catch the preemption signal from the first moment, before the seconds spent importing torch: a signal that
+# arrives before any handler is installed would kill the process without a checkpoint.
+EARLY_FLAG = install_handlers() if __name__ == "__main__" else None
 
-from burstd.train.preemptible import Preemptible
-from burstd.train.store import CheckpointError
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+
+from burstd.train.preemptible import Preemptible  # noqa: E402
+from burstd.train.store import CheckpointError  # noqa: E402
 
 
 class SyntheticData:
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = Preemptible(args.ckpt_dir, model, optimizer, stateful={"scheduler": scheduler, "data": data},
                           every=args.ckpt_every, keep=args.keep, async_save=args.async_save,
-                          sync_every=args.sync_every)
+                          sync_every=args.sync_every, flag=EARLY_FLAG)
         start = job.resume()
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
