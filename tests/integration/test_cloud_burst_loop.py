@@ -145,3 +145,47 @@ def test_jobs_burst_onto_a_cloud_pool_land_past_a_capacity_error_run_and_everyth
     for blob in (log_text, db, rendered.encode()):
         for secret in (key, base64.b64encode(key), FAKE_SECRET_KEY.encode(), FAKE_ACCESS_KEY.encode()):
             assert secret not in blob
+
+
+def created_per_lease(provider: str, aws_env, gce_env) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    if provider == "aws":
+        for r in aws_env.client(direct=True).describe_instances()["Reservations"]:
+            for i in r["Instances"]:
+                lease = {t["Key"]: t["Value"] for t in i.get("Tags", [])}.get("burstd:lease", "")
+                counts[lease] = counts.get(lease, 0) + 1
+    else:
+        for i in gce_env.fake.created:
+            lease = i["labels"].get("burstd-lease", "")
+            counts[lease] = counts.get(lease, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("point", ["launch.after_provider", "terminate.before_provider"])
+@pytest.mark.parametrize("provider", ["aws", "gcp"])
+def test_daemon_killed_at_a_cloud_call_restarts_without_duplicate_or_orphan(
+        slurm_bed, bed_user, tmp_path, aws_env, gce_env, provider, point):
+    from burstd.daemon.faults import CRASH_EXIT
+
+    cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env)
+    with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
+        daemon.stop()
+        daemon.start(crash_at=point)
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
+                                  "-o", "out-%j.txt"], "#!/bin/sh\nhostname\nsleep 20\n", user=bed_user)
+                for _ in range(JOBS)]  # on-prem stays busy long enough for the overflow to burst
+        assert daemon.wait_exit(240) == CRASH_EXIT, daemon.log_tail()
+        daemon.start()  # restart, no crash point
+
+        def done():
+            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
+            return all(s == "COMPLETED" for s in states.values()) and states
+
+        wait_for(done, 300, "every job COMPLETED after the restart")
+        rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] == "TERMINATED" for x in r) and r,
+                        180, "every lease TERMINATED")
+        counts = created_per_lease(provider, aws_env, gce_env)
+        assert counts and all(n == 1 for n in counts.values()), counts  # no duplicate VM for any lease
+        assert set(counts) <= {r["lease_id"] for r in rows}
+        wait_for(lambda: not [i for i in cloud.list_instances() if not i.is_gone], 60, "no instance left")
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left")
