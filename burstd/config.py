@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal as _signal
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_CONFIG_PATH = Path("/etc/burstd/burstd.toml")
 CONFIG_ENV = "BURSTD_CONFIG"
@@ -47,6 +48,9 @@ class SlurmConfig(_Section):
     rest_user: str = "root"
     rest_token_file: str | None = None  # file holding a JWT; None = run `scontrol token`
     command_timeout_s: PosFloat = 30.0
+    # cli backend: how squeue lists jobs. "auto"/"text": squeue -O text (fast; falls back to JSON for a
+    # snapshot whose text does not split cleanly); "json": always squeue --json.
+    job_format: Literal["auto", "text", "json"] = "auto"
 
 
 class DatabaseConfig(_Section):
@@ -57,6 +61,7 @@ class ApiConfig(_Section):
     socket: str = "/run/burstd/burstd.sock"
     socket_group: str = "root"  # members may read
     admin_group: str = "root"  # members may change things
+    hook_users: list[str] = ["root", "slurm"]  # may call the hook and notice endpoints (SlurmUser, agent)
     tcp_listen: str | None = None  # "127.0.0.1:8787"; off by default
     token_file: str | None = None  # bearer token for the TCP listener
 
@@ -76,6 +81,22 @@ class DaemonConfig(_Section):
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     metrics_address: str = "127.0.0.1"
     log_format: Literal["json", "text"] = "json"
+    # "auto": burstd.policy.decide when it is importable, else the first rule (burstd.daemon.rules)
+    decider: Literal["auto", "policy", "first-rule"] = "auto"
+    hook_timeout_s: PosFloat = 2.0  # the hooks give up on the daemon after this long
+
+
+class CloudConfig(_Section):
+    """Behaviour shared by the cloud providers (AWS, GCP): failover, retries, protection."""
+
+    capacity_cooldown_s: NonNegFloat = 600.0  # an offering with a capacity error is skipped this long
+    protect_after_boot_failures: int = Field(default=3, ge=1)  # consecutive boot failures -> pool protected
+    api_attempts: int = Field(default=5, ge=1)  # tries per cloud call on throttling / transient errors
+    retry_base_s: NonNegFloat = 0.5  # first backoff; doubles each try, full jitter
+    retry_max_s: NonNegFloat = 20.0  # backoff ceiling
+    api_timeout_s: PosFloat = 60.0  # per HTTP call
+    operation_timeout_s: PosFloat = 300.0  # waiting on a GCE operation
+    terminate_batch: int = Field(default=500, ge=1, le=1000)  # instances per terminate call
 
 
 class InstanceType(_Section):
@@ -102,6 +123,10 @@ class AwsPoolConfig(_Section):
     all_or_nothing: bool = True
     munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
     endpoint_url: str | None = None  # for tests (moto) or private endpoints
+    conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
+    spot_max_price: PosFloat | None = None  # USD/hour; None = up to the on-demand price (AWS default)
+    root_volume_gb: int | None = Field(default=None, ge=1)  # None = the image's own size
+    launch_template_version: str = "$Latest"  # for a referenced launch_template
 
 
 class GcpPoolConfig(_Section):
@@ -115,6 +140,11 @@ class GcpPoolConfig(_Section):
     termination_action: Literal["DELETE", "STOP"] = "DELETE"
     munge_key_secret: str = "burstd-munge-key"  # Secret Manager secret id
     api_endpoint: str | None = None  # for tests or private endpoints
+    conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
+    image: str = "projects/debian-cloud/global/images/family/debian-12"  # boot disk source image
+    boot_disk_gb: int = Field(default=20, ge=10)
+    service_account: str | None = None  # email; None = the project's default compute service account
+    anonymous_credentials: bool = False  # tests against a fake endpoint only: send no credentials
 
 
 class LocalPoolConfig(_Section):
@@ -127,6 +157,10 @@ class LocalPoolConfig(_Section):
     preempt_rate_per_hour: NonNegFloat = 0.0  # random spot reclaims, for chaos testing
     notice_s: NonNegFloat = 120.0  # preemption notice lead time
     metadata_port: int = Field(default=1338, ge=1, le=65535)
+    vm_agent: bool = True  # each VM runs its metadata endpoint and burstd-agent (preemption notices)
+    capacity: int | None = Field(default=None, ge=0)  # live VMs at most; None = max_nodes, else node_count
+    slurmd_path: str = "/usr/sbin/slurmd"
+    records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
 
 
 class PoolConfig(_Section):
@@ -182,6 +216,15 @@ class WaitingPolicy(_Section):
     max_wait_s: NonNegFloat = 6 * 3600.0
     # burst only when the expected on-prem start is at least this far away
     min_expected_wait_s: NonNegFloat = 600.0
+    # burstd kind (see docs/policy.md): stay when the expected remaining on-prem wait is under
+    # min_expected_wait_s (or wait_to_runtime_ratio x time limit); burst at once when it is at least
+    # burstd_wait_per_node_hour_s x node-hours; else burst after the compute-wait above
+    burstd_wait_per_node_hour_s: NonNegFloat = 3600.0
+    burstd_min_wait_s: NonNegFloat = 120.0
+    wait_to_runtime_ratio: NonNegFloat = 0.0
+    # an already-eligible job keeps its cloud partition until its expected wait drops below
+    # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
+    keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
 
 
 class PolicyConfig(_Section):
@@ -199,6 +242,20 @@ class PolicyConfig(_Section):
     max_preemptions_total: int = Field(default=4, ge=0)  # then back on-prem only
     prewarm_nodes: int = Field(default=0, ge=0)
     paused: bool = False
+    # min wait (s) on-prem before bursting, per partition / per QOS (the larger applies, on top of `waiting`)
+    min_wait_s_by_partition: dict[str, NonNegFloat] = {}
+    min_wait_s_by_qos: dict[str, NonNegFloat] = {}
+    exclude_qos: list[str] = []
+    # cloud node caps per account (live leases + nodes of eligible jobs); None = no cap
+    max_nodes_per_account: dict[str, Annotated[int, Field(ge=0)]] = {}
+    default_max_nodes_per_account: int | None = Field(default=None, ge=0)
+    # cost model: seconds billed per node before the job starts (boot) and the checkpoint interval that
+    # bounds the work a spot preemption loses (for the spot vs on-demand choice)
+    boot_overhead_s: NonNegFloat = 300.0
+    checkpoint_interval_s: PosFloat = 3600.0
+    # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
+    idle_commit_s: NonNegFloat = 600.0
+    # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts
 
 
 class BudgetConfig(_Section):
@@ -216,7 +273,23 @@ class AgentConfig(_Section):
     poll_interval_s: PosFloat = 5.0
     signal: str = "USR1"
     lead_time_s: NonNegFloat = 0.0  # signal this long after the notice (0 = at once)
-    daemon_url: str | None = None
+    daemon_url: str | None = None  # "unix:/run/burstd/burstd.sock" or "https://head:8787"; None = don't report
+    daemon_token_file: str | None = None  # bearer token for a TCP daemon_url
+    node_name: str | None = None  # the Slurm node name; None = the short hostname
+    http_timeout_s: PosFloat = 2.0  # per metadata request
+    http_retries: int = Field(default=3, ge=0, le=20)  # per poll, on connection errors and 5xx
+    token_ttl_s: int = Field(default=21600, ge=1, le=21600)  # IMDSv2 session token lifetime
+    gcp_notice_s: NonNegFloat = 30.0  # GCP announces preemption this long before it acts
+    gcp_wait_s: PosFloat = 60.0  # long-poll length of instance/preempted?wait_for_change=true
+    on_rebalance: Literal["drain", "report", "ignore"] = "drain"  # AWS rebalance recommendation
+
+    @field_validator("signal")
+    @classmethod
+    def _known_signal(cls, value: str) -> str:
+        name = value.upper().removeprefix("SIG")
+        if not hasattr(_signal, f"SIG{name}") or name in ("KILL", "STOP"):
+            raise ValueError(f"unknown or uncatchable signal {value!r} (e.g. USR1, TERM)")
+        return name
 
 
 class Config(_Section):
@@ -229,6 +302,7 @@ class Config(_Section):
     policy: PolicyConfig = PolicyConfig()
     budget: BudgetConfig = BudgetConfig()
     agent: AgentConfig = AgentConfig()
+    cloud: CloudConfig = CloudConfig()
 
     @model_validator(mode="after")
     def _unique(self) -> Config:
@@ -293,7 +367,8 @@ def parse_config(data: dict, path: str = "<config>") -> Config:
         for err in exc.errors():
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and re.fullmatch(r"function-\w+.*", p)))
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{_loc(loc)}: {msg}")
+            # Model-level checks already start with the key they are about.
+            problems.append(f"{_loc(loc)}: {msg}" if loc else msg)
         raise ConfigError(path, problems) from None
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.bed", "tests.pg"]
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("BURSTD_SHARED", REPO.parent / "shared"))
 FIXTURES = SHARED / "fixtures" / "slurm"

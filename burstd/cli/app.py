@@ -11,6 +11,14 @@ import typer
 
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
+    "burstd.cli.cloud_cmd",
+    "burstd.cli.testbed_cmd",
+    "burstd.cli.snapshot_cmd",
+    "burstd.cli.ops_cmd",
+    "burstd.cli.demo_cmd",
+    "burstd.cli.preempt_cmd",
+    "burstd.cli.policy_cmd",
+    "burstd.cli.spend_cmd",
 ]
 
 app = typer.Typer(

@@ -27,8 +27,7 @@ def get_config(path: str | None) -> Config:
     try:
         return load_config(path)
     except ConfigError as exc:
-        for line in str(exc).splitlines():
-            err_console.print(line, highlight=False, markup=False)
+        sys.stderr.write(f"{exc}\n")  # one unwrapped line per problem: easy to grep
         raise typer.Exit(2) from None
 
 

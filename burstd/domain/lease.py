@@ -10,7 +10,7 @@ their events; the daemon decides when to move them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -82,7 +82,24 @@ class Lease:
     job_ids: tuple[int, ...] = ()  # jobs that asked for / hold the node
     account: str = ""  # account the lease is charged to (the requesting job's), "" = site overhead
     reason: str = ""
+    offering: str | None = None  # the capacity offering that launched it (e.g. "m5.large/us-east-1a")
+    attempt: int = 0  # launch attempts made so far (the daemon counts; the token stays the lease id)
+    accrued_until: float | None = None  # spend recorded up to here (None = nothing recorded yet)
 
     @property
     def is_live(self) -> bool:
         return self.state in LIVE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseEvent:
+    """One line of a lease's event log: a transition (``from_state != to_state``), a field update or a note
+    (``from_state == to_state``), or the creation (``from_state is None``)."""
+
+    lease_id: str
+    at: float
+    from_state: LeaseState | None
+    to_state: LeaseState
+    reason: str = ""
+    extra: dict = field(default_factory=dict)
+    event_id: int = 0

@@ -1,0 +1,156 @@
+"""``burstd-agent``: watch the cloud's metadata service and act on a spot preemption notice.
+
+    burstd-agent --config /etc/burstd/burstd.toml                 # the [agent] section
+    burstd-agent --provider local --metadata-url http://169.254.169.254:1338 --node cloud1 \\
+                 --daemon-url unix:/run/burstd/burstd.sock          # flags override the file
+
+Runs until SIGTERM/SIGINT. ``--once`` polls a single time (for scripts and tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+from burstd.agent.actions import NoticeHandler
+from burstd.agent.report import report_notice
+from burstd.agent.watchers import WatchError, make_watcher
+from burstd.config import AgentConfig, Config, ConfigError, SlurmConfig, load_config
+from burstd.domain.preemption import Notice
+
+log = logging.getLogger("burstd.agent")
+
+
+def _slurm_drain(cfg: SlurmConfig) -> Callable[[list[str], str], None]:
+    """The Slurm adapter's ``drain``; a plain ``scontrol update`` until the adapter package is present."""
+    try:
+        from burstd.slurm import make_adapter  # type: ignore[attr-defined]
+    except ImportError:
+        make_adapter = None
+    if make_adapter is not None:
+        return make_adapter(cfg).drain
+
+    from burstd.slurm.base import SlurmError, check_name, check_reason
+
+    def drain(nodes: list[str], reason: str) -> None:
+        for n in nodes:
+            check_name("node name", n)
+        check_reason(reason)
+        argv = [f"{cfg.bin_dir}/scontrol", "update", f"nodename={','.join(nodes)}", "state=DRAIN", f"reason={reason}"]
+        env = None
+        if cfg.conf:
+            env = dict(os.environ, SLURM_CONF=cfg.conf)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=cfg.command_timeout_s, env=env)
+        if r.returncode != 0:
+            raise SlurmError(f"scontrol update nodename={','.join(nodes)} state=DRAIN: {r.stderr.strip()}")
+
+    return drain
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="burstd-agent", description="Act on the cloud's spot preemption notices.")
+    ap.add_argument("--config", "-c", help="burstd config file (its [agent] and [slurm] sections); default: none")
+    ap.add_argument("--provider", choices=["aws", "gcp", "local"])
+    ap.add_argument("--metadata-url")
+    ap.add_argument("--node", help="Slurm node name (default: the short hostname)")
+    ap.add_argument("--poll-interval", type=float, dest="poll_interval_s")
+    ap.add_argument("--signal", help="signal for the training processes (default USR1)")
+    ap.add_argument("--lead-time", type=float, dest="lead_time_s")
+    ap.add_argument("--daemon-url")
+    ap.add_argument("--slurm-bin-dir", help="where scontrol lives")
+    ap.add_argument("--slurm-conf", help="slurm.conf for scontrol (default: [slurm] conf, else $SLURM_CONF)")
+    ap.add_argument("--once", action="store_true", help="poll once and exit")
+    ap.add_argument("--log-level", default="INFO")
+    return ap
+
+
+def build_config(args: argparse.Namespace) -> tuple[AgentConfig, SlurmConfig]:
+    base = load_config(args.config) if args.config else Config()
+    overrides = {
+        k: v
+        for k, v in {
+            "provider": args.provider,
+            "metadata_url": args.metadata_url,
+            "node_name": args.node,
+            "poll_interval_s": args.poll_interval_s,
+            "signal": args.signal,
+            "lead_time_s": args.lead_time_s,
+            "daemon_url": args.daemon_url,
+        }.items()
+        if v is not None
+    }
+    agent = AgentConfig.model_validate({**base.agent.model_dump(), **overrides})
+    slurm_over: dict[str, str] = {}
+    if args.slurm_bin_dir:
+        slurm_over["bin_dir"] = args.slurm_bin_dir
+    # the Slurm adapter scrubs SLURM_* from the environment of its commands, so name the file explicitly
+    conf = args.slurm_conf or base.slurm.conf or os.environ.get("SLURM_CONF")
+    if conf:
+        slurm_over["conf"] = conf
+    slurm = SlurmConfig.model_validate({**base.slurm.model_dump(), **slurm_over})
+    return agent, slurm
+
+
+def run(agent: AgentConfig, slurm: SlurmConfig, *, once: bool = False, stop: threading.Event | None = None) -> int:
+    stop = stop or threading.Event()
+    node = agent.node_name or socket.gethostname().split(".")[0]
+    watcher = make_watcher(agent)
+
+    def report(n: Notice) -> bool:
+        return report_notice(agent.daemon_url, node, n, token_file=agent.daemon_token_file)
+
+    handler = NoticeHandler(
+        node,
+        drain=_slurm_drain(slurm),
+        report=report if agent.daemon_url else None,
+        signum=signal.Signals["SIG" + agent.signal],
+        lead_time_s=agent.lead_time_s,
+        on_rebalance=agent.on_rebalance,
+    )
+    log.info("watching node=%s provider=%s url=%s every=%ss", node, agent.provider, watcher.base_url,
+             agent.poll_interval_s)
+    try:
+        while not stop.is_set():
+            try:
+                handler.handle(watcher.poll())
+            except WatchError as exc:
+                log.error("%s", exc)
+            if once:
+                break
+            stop.wait(agent.poll_interval_s)
+    finally:
+        watcher.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.INFO),
+        format="%(asctime)s burstd-agent %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per poll request is noise
+    try:
+        agent, slurm = build_config(args)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except ValueError as exc:  # pydantic ValidationError of a flag
+        print(f"burstd-agent: invalid option: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda *_: stop.set())
+    return run(agent, slurm, once=args.once, stop=stop)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""``burstctl testbed up|down|status``: a real Slurm cluster on this machine (docs/testbed.md)."""
+
+from __future__ import annotations
+
+import typer
+
+from burstd.cli.common import console, fail, print_json
+
+
+def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
+            suspend_time, burstd_config):
+    from burstd.testbed.config import BedConfig
+
+    try:
+        return BedConfig.from_env(
+            name=name, slot=slot, subnet=subnet, ctld_port=ctld_port, rest_port=rest_port,
+            state_dir=state_dir, hooks=hooks, cloud_count=cloud_nodes, onprem_count=onprem_nodes,
+            suspend_time=suspend_time,
+            burstd_config=burstd_config,
+        )
+    except ValueError as exc:
+        fail(f"bad test bed settings: {exc}", 2)
+
+
+NameOpt = typer.Option(None, "--name", help="Bed name [env BURSTD_BED_NAME; default burstd].")
+StateOpt = typer.Option(None, "--state-dir", help="State dir [default /var/lib/burstd-testbed/NAME].")
+
+
+def register(app: typer.Typer) -> None:
+    tb = typer.Typer(help="A real Slurm test bed on this machine (root): up, down, status.",
+                     no_args_is_help=True)
+    app.add_typer(tb, name="testbed")
+
+    @tb.command("up")
+    def up(
+        name: str = NameOpt,
+        slot: int = typer.Option(None, "--slot", help="Picks subnet 10.(77+N).0.0/24 and ports 6817+100N..."),
+        subnet: str = typer.Option(None, "--subnet"),
+        ctld_port: int = typer.Option(None, "--ctld-port"),
+        rest_port: int = typer.Option(None, "--rest-port"),
+        state_dir: str = StateOpt,
+        hooks: str = typer.Option(None, "--hooks", help="Power-saving hooks: stub (log), bare, burstd."),
+        cloud_nodes: int = typer.Option(None, "--cloud-nodes", help="CLOUD nodes in the cloud partition."),
+        onprem_nodes: int = typer.Option(None, "--onprem-nodes"),
+        suspend_time: int = typer.Option(None, "--suspend-time", help="SuspendTime in seconds."),
+        burstd_config: str = typer.Option(None, "--burstd-config", help="BURSTD_CONFIG for burstd hooks."),
+        no_install: bool = typer.Option(False, "--no-install", help="Fail instead of installing Slurm."),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Bring the bed up (idempotent). Installs Slurm first when it is missing."""
+        from burstd.testbed.bed import Bed, BedError
+
+        cfg = _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
+                      suspend_time, burstd_config)
+        bed = Bed(cfg)
+        try:
+            bed.up(install=not no_install)
+        except BedError as exc:
+            fail(str(exc))
+        st = bed.status()
+        if as_json:
+            print_json(st)
+            return
+        console.print(f"[green]bed {bed.name} is up[/]: SLURM_CONF={bed.conf_path}  rest {bed.rest_url}  "
+                      f"hooks {st['hooks']}")
+        console.print(f"  export SLURM_CONF={bed.conf_path}", highlight=False)
+
+    @tb.command("down")
+    def down(name: str = NameOpt, state_dir: str = StateOpt,
+             as_json: bool = typer.Option(False, "--json")) -> None:
+        """Stop everything the bed started; remove its namespaces, bridge and state (logs are kept)."""
+        from burstd.testbed.bed import Bed, BedError
+
+        bed = _load(name, state_dir)
+        try:
+            result = bed.down()
+        except BedError as exc:
+            fail(str(exc))
+        if as_json:
+            print_json({"name": bed.name, **result})
+            return
+        console.print(f"bed {bed.name} is down (removed {len(result['namespaces'])} namespaces)")
+
+    @tb.command("hooks")
+    def hooks(mode: str = typer.Argument(..., help="stub | bare | burstd"), name: str = NameOpt,
+              state_dir: str = StateOpt) -> None:
+        """Switch the power-saving hooks of a running bed (the scripts are rewritten in place)."""
+        from burstd.testbed.bed import BedError
+
+        bed = _load(name, state_dir)
+        if not bed.is_up():
+            fail(f"bed {bed.name} is not up")
+        try:
+            bed.set_hooks(mode)
+        except BedError as exc:
+            fail(str(exc), 2)
+        console.print(f"bed {bed.name}: hooks {mode}")
+
+    @tb.command("status")
+    def status(name: str = NameOpt, state_dir: str = StateOpt,
+               as_json: bool = typer.Option(False, "--json")) -> None:
+        """Show whether the bed is up, its daemons, nodes and namespace VMs. Exit 3 when it is down."""
+        bed = _load(name, state_dir)
+        st = bed.status()
+        if as_json:
+            print_json(st)
+        else:
+            from rich.table import Table
+
+            console.print(f"bed [bold]{st['name']}[/]: {'[green]up' if st['up'] else '[red]down'}[/]  "
+                          f"state {st['state_dir']}  hooks {st['hooks']}")
+            console.print(f"  slurmctld pid {st['slurmctld']['pid']} on {st['slurmctld']['addr']}:"
+                          f"{st['slurmctld']['port']}  slurmrestd pid {st['slurmrestd']['pid']} "
+                          f"{st['slurmrestd']['url']}", highlight=False)
+            table = Table("node", "partitions", "state", "address", "reason")
+            for node, info in st["nodes"].items():
+                table.add_row(node, ",".join(info["partitions"]), info["state"], info["address"],
+                              info["reason"])
+            if st["nodes"]:
+                console.print(table)
+            console.print(f"  namespaces: {', '.join(st['namespaces']) or 'none'}")
+        if not st["up"]:
+            raise typer.Exit(3)
+
+
+def _load(name: str | None, state_dir: str | None):
+    import os
+
+    from burstd.testbed.bed import Bed
+
+    return Bed.load(name or os.environ.get("BURSTD_BED_NAME") or "burstd", state_dir)

@@ -1,0 +1,56 @@
+"""Deterministic crash points for the crash test (invariant 6).
+
+``crash_point("launch.before_provider")`` does nothing unless ``BURSTD_CRASH_AT`` names that point:
+``BURSTD_CRASH_AT=launch.before_provider:3`` makes the process ``os._exit(CRASH_EXIT)`` (no cleanup,
+no flush: as close to SIGKILL as Python gets) the 3rd time the point is reached. Several points may be
+given, comma-separated. Unset in production; the check is one dict lookup.
+"""
+
+from __future__ import annotations
+
+import os
+
+CRASH_ENV = "BURSTD_CRASH_AT"
+CRASH_EXIT = 86
+
+#: Every point the daemon passes; the crash test iterates over these.
+POINTS = (
+    "resume.after_commit",  # the hook's REQUESTED lease is committed, before the reply
+    "launch.before_launching",  # before REQUESTED -> LAUNCHING is committed
+    "launch.before_provider",  # LAUNCHING committed, provider.launch not called
+    "launch.after_provider",  # the provider made the VM; BOOTING not recorded
+    "launch.after_booting",  # BOOTING recorded
+    "ready.before",  # before BOOTING -> READY
+    "terminate.before_provider",  # TERMINATING committed, provider.terminate not called
+    "terminate.after_provider",  # provider terminated; TERMINATED not recorded
+    "orphan.before_terminate",
+    "cycle.after_snapshot",
+)
+
+
+def _parse(spec: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, n = part.partition(":")
+        out[name] = int(n or 1)
+    return out
+
+
+_targets = _parse(os.environ.get(CRASH_ENV, ""))
+_hits: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    if not _targets or name not in _targets:
+        return
+    _hits[name] = _hits.get(name, 0) + 1
+    if _hits[name] >= _targets[name]:
+        os.write(2, f'{{"event":"crash point reached","point":"{name}","hit":{_hits[name]}}}\n'.encode())
+        os._exit(CRASH_EXIT)
+
+
+def reload_from_env() -> None:
+    """Re-read ``BURSTD_CRASH_AT`` (tests that set it after import)."""
+    global _targets
+    _targets = _parse(os.environ.get(CRASH_ENV, ""))
+    _hits.clear()

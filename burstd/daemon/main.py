@@ -1,0 +1,132 @@
+"""``burstd``: the daemon entry point (parse, wire, run).
+
+    burstd --config /etc/burstd/burstd.toml --foreground
+
+Under systemd (``Type=notify``) it sends ``READY=1`` once the control socket is listening and the first
+cycle ran, ``WATCHDOG=1`` after every cycle (and from a heartbeat while cycles are healthy), and
+``STOPPING=1`` on SIGTERM. Without ``--foreground`` it detaches (double fork) and logs to
+``<state_dir>/burstd.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+
+from burstd.config import ConfigError, load_config
+from burstd.daemon.logging import ev, get_logger, setup_logging
+
+log = get_logger("main")
+
+
+def _notifier():
+    try:
+        import sdnotify
+
+        return sdnotify.SystemdNotifier()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _detach(log_path: str) -> None:
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="burstd", description="burst a Slurm queue onto cloud VMs")
+    ap.add_argument("--config", "-c", default=None, help="config file [env BURSTD_CONFIG; /etc/burstd/burstd.toml]")
+    ap.add_argument("--foreground", "-f", action="store_true", help="stay attached (systemd, tests)")
+    ap.add_argument("--once", action="store_true", help="run one reconcile cycle and exit")
+    args = ap.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    os.makedirs(config.daemon.state_dir, exist_ok=True)
+    if not args.foreground and not args.once:
+        _detach(os.path.join(config.daemon.state_dir, "burstd.log"))
+    setup_logging(config.daemon.log_format)
+
+    from burstd.daemon.api import ApiServer, create_app
+    from burstd.daemon.metrics import Metrics
+    from burstd.daemon.reconcile import Reconciler
+    from burstd.daemon.service import LoopService
+    from burstd.daemon.wiring import make_decider, make_providers, make_slurm_adapter, open_store
+
+    started = time.time()
+    store = open_store(config)
+    adapter = make_slurm_adapter(config)
+    providers = make_providers(config)
+    decider, decider_name = make_decider(config)
+    metrics = Metrics()
+    rec = Reconciler(config, store, adapter, providers, decider, metrics, decider_name=decider_name)
+    if args.once:
+        report = rec.cycle()
+        print(report.as_dict())
+        return 0
+
+    notifier = _notifier()
+    last_cycle = [time.monotonic()]
+
+    def on_cycle() -> None:
+        last_cycle[0] = time.monotonic()
+        if notifier:
+            notifier.notify("WATCHDOG=1")
+
+    loop = LoopService(rec, config.daemon.cycle_interval_s, on_cycle=on_cycle)
+    server = ApiServer(create_app(rec, config, started_at=started), config)
+    server.start()
+    if not server.wait_started():
+        log.error("control API did not start", extra=ev(socket=config.api.socket))
+        return 1
+    if config.daemon.metrics_port:
+        metrics.serve(config.daemon.metrics_port, config.daemon.metrics_address)
+    loop.start()
+
+    stop = threading.Event()
+
+    def on_signal(signum, _frame) -> None:
+        log.info("stopping", extra=ev(signal=signal.Signals(signum).name))
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("burstd started", extra=ev(socket=config.api.socket, pools=[p.name for p in config.pools],
+                                        decider=decider_name, pid=os.getpid(),
+                                        interval_s=config.daemon.cycle_interval_s))
+    if notifier:
+        notifier.notify(f"READY=1\nSTATUS=reconciling {len(config.pools)} pool(s)\nMAINPID={os.getpid()}")
+    # heartbeat: ping the watchdog while cycles keep happening; a stuck loop stops the pings
+    stale_after = max(3 * config.daemon.cycle_interval_s, 30.0)
+    while not stop.wait(5.0):
+        if notifier and time.monotonic() - last_cycle[0] < stale_after:
+            notifier.notify("WATCHDOG=1")
+    if notifier:
+        notifier.notify("STOPPING=1")
+    loop.stop()
+    server.stop()
+    for p in providers.values():
+        try:
+            p.close()
+        except Exception:  # noqa: BLE001
+            pass
+    log.info("burstd stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""burstd's tables (SQLModel). Only ``burstd.db.store`` and the Alembic migrations import this module.
+
+Conventions: times are Unix seconds (float, UTC); money is integer micro-dollars in BIGINT columns;
+lease ids are uuid4 hex strings. Every schema change here needs an Alembic revision in
+``burstd/db/migrations/versions/`` (``tests/unit/db/test_migrations.py`` fails until the two agree).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, MetaData, String, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(SQLModel):
+    """Our own metadata, so other SQLModel tables (if any) never leak into the migrations."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class LeaseRow(Base, table=True):
+    __tablename__ = "lease"
+    __table_args__ = (
+        Index("ix_lease_state", "state"),
+        Index("ix_lease_node_name_created_at", "node_name", "created_at"),
+    )
+
+    id: str = Field(sa_column=Column(String(32), primary_key=True))
+    pool: str = Field(sa_column=Column(String(64), nullable=False))
+    node_name: str = Field(sa_column=Column(String(128), nullable=False))
+    # node_name while the lease is open (not TERMINATED/REFUSED), NULL after: a unique column, so the
+    # database itself refuses a second open lease for one Slurm node (NULLs never collide).
+    open_node: str | None = Field(default=None, sa_column=Column(String(128), nullable=True, unique=True))
+    state: str = Field(sa_column=Column(String(16), nullable=False))
+    market: str = Field(default="spot", sa_column=Column(String(16), nullable=False))
+    instance_id: str | None = Field(default=None, sa_column=Column(String(256), nullable=True))
+    offering: str | None = Field(default=None, sa_column=Column(String(256), nullable=True))
+    price_per_hour_micros: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    account: str = Field(default="", sa_column=Column(String(64), nullable=False))
+    job_ids: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    launched_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    ready_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    ended_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    state_since: float = Field(sa_column=Column(Float, nullable=False))
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    attempt: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    accrued_until: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    # bumped on every write: a cheap change counter for readers that poll
+    version: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+
+
+class LeaseEventRow(Base, table=True):
+    """The admin-readable log: one row per transition (and per field update or note) of a lease."""
+
+    __tablename__ = "lease_event"
+    __table_args__ = (
+        Index("ix_lease_event_lease_id_at", "lease_id", "at"),
+        Index("ix_lease_event_at", "at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    lease_id: str = Field(sa_column=Column(String(32), ForeignKey("lease.id"), nullable=False))
+    at: float = Field(sa_column=Column(Float, nullable=False))
+    from_state: str | None = Field(default=None, sa_column=Column(String(16), nullable=True))
+    to_state: str = Field(sa_column=Column(String(16), nullable=False))
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    extra: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class BudgetRow(Base, table=True):
+    """A spending limit for one account (or the site, account = ``burstd.domain.budget.SITE``) per period."""
+
+    __tablename__ = "budget"
+
+    account: str = Field(sa_column=Column(String(64), primary_key=True))
+    period: str = Field(sa_column=Column(String(8), primary_key=True))
+    limit_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class SpendIntervalRow(Base, table=True):
+    """The spend ledger: a lease's cost split into intervals, each charged to a job or to overhead."""
+
+    __tablename__ = "spend_interval"
+    __table_args__ = (
+        Index("ix_spend_interval_start", "start"),
+        Index("ix_spend_interval_account_start", "account", "start"),
+        Index("ix_spend_interval_lease_id", "lease_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    lease_id: str = Field(sa_column=Column(String(32), ForeignKey("lease.id"), nullable=False))
+    pool: str = Field(sa_column=Column(String(64), nullable=False))
+    account: str = Field(sa_column=Column(String(64), nullable=False))
+    user: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    job_id: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))  # NULL = overhead
+    start: float = Field(sa_column=Column(Float, nullable=False))
+    end: float = Field(sa_column=Column(Float, nullable=False))
+    price_per_hour_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
+    cost_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+class AllocationRow(Base, table=True):
+    """A job's stay on a lease's node [start, end), as Slurm reported it: who the ledger charges (revision 0002).
+    A job requeued onto the same node again gets a second row (another start)."""
+
+    __tablename__ = "lease_allocation"
+    __table_args__ = (UniqueConstraint("lease_id", "job_id", "start"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    lease_id: str = Field(sa_column=Column(String(32), ForeignKey("lease.id"), nullable=False))
+    job_id: int = Field(sa_column=Column(BigInteger, nullable=False))
+    start: float = Field(sa_column=Column(Float, nullable=False))
+    end: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    account: str = Field(default="", sa_column=Column(String(64), nullable=False))
+    user: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    weight: int = Field(default=1, sa_column=Column(BigInteger, nullable=False))
+
+
+class SettingRow(Base, table=True):
+    __tablename__ = "setting"
+
+    key: str = Field(sa_column=Column(String(64), primary_key=True))
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class CooldownRow(Base, table=True):
+    """A capacity offering (pool/instance type/zone/market) not to be tried again before ``until``."""
+
+    __tablename__ = "cooldown"
+
+    offering: str = Field(sa_column=Column(String(256), primary_key=True))
+    until: float = Field(sa_column=Column(Float, nullable=False))
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+metadata = Base.metadata

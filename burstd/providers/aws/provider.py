@@ -1,0 +1,379 @@
+"""The AWS provider: one burstd pool on EC2.
+
+    provider = AwsProvider(pool_config, cluster_id="site1", cloud=config.cloud, cooldown=shared_cooldown)
+    inst = provider.launch(LaunchRequest(lease_id="L1", node_name="aws-1", pool="aws"))
+
+``launch`` asks for one node with an EC2 Fleet of type ``instant`` over every offering (instance type x subnet)
+not cooling down; the fleet picks by its allocation strategy. Per-offering capacity errors in the fleet's answer
+cool those offerings down (shared ``OfferingCooldown``), so the next launch goes elsewhere at once. Idempotency:
+an instance already tagged ``burstd:lease=<lease id>`` is returned as is, and the fleet carries a ``ClientToken``
+derived from the lease id, so a crash between the call and its answer never makes a second VM.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from burstd.config import CloudConfig, PoolConfig
+from burstd.domain.money import usd_to_micros
+from burstd.providers.aws.errors import classify, kind_of_code
+from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
+from burstd.providers.bootstrap import render_startup_script
+from burstd.providers.offerings import OfferingCooldown
+from burstd.providers.retry import RetryPolicy, call_with_retry
+
+log = logging.getLogger("burstd.providers.aws")
+
+TAG_CLUSTER = "burstd:cluster"
+TAG_POOL = "burstd:pool"
+TAG_NODE = "burstd:node"
+TAG_LEASE = "burstd:lease"
+#: State reasons that mean the provider took the instance back (spot reclaim).
+PREEMPT_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
+_STATE = {"pending": "pending", "running": "running", "stopping": "stopping", "stopped": "stopping",
+          "shutting-down": "stopping", "terminated": "terminated"}
+
+
+def client_token(lease_id: str, market: str, overrides: list[dict[str, Any]]) -> str:
+    """The fleet's ClientToken: the lease id plus a digest of what is asked (<= 64 chars, as EC2 requires).
+
+    The same lease asking for the same thing gets the same token (EC2 returns the first answer); a changed
+    request (another market, offerings cooled down) gets a new one instead of IdempotentParameterMismatch.
+    The tag lookup before every launch covers that case.
+    """
+    digest = hashlib.sha256(json.dumps([market, overrides], sort_keys=True).encode()).hexdigest()[:12]
+    return f"{lease_id[:50]}-{digest}"
+
+
+def instance_tags(cluster_id: str, pool: str, request: LaunchRequest) -> list[dict[str, str]]:
+    return [
+        {"Key": "Name", "Value": request.node_name},
+        {"Key": TAG_CLUSTER, "Value": cluster_id},
+        {"Key": TAG_POOL, "Value": pool},
+        {"Key": TAG_NODE, "Value": request.node_name},
+        {"Key": TAG_LEASE, "Value": request.lease_id},
+    ]
+
+
+def build_fleet_request(
+    *,
+    cluster_id: str,
+    request: LaunchRequest,
+    market: str,
+    offerings: list[tuple[Offering, str]],  # (offering, subnet id)
+    launch_template: dict[str, str],
+    allocation_strategy: str,
+    max_price: float | None = None,
+) -> dict[str, Any]:
+    """The CreateFleet body for one node (pure; golden-tested)."""
+    overrides: list[dict[str, Any]] = []
+    for priority, (offering, subnet) in enumerate(offerings):
+        o: dict[str, Any] = {"InstanceType": offering.instance_type, "SubnetId": subnet}
+        if allocation_strategy == "prioritized":
+            o["Priority"] = float(priority)
+        if market == "spot" and max_price is not None:
+            o["MaxPrice"] = f"{max_price:.5f}"
+        overrides.append(o)
+    tags = instance_tags(cluster_id, request.pool, request)
+    body: dict[str, Any] = {
+        "ClientToken": client_token(request.lease_id, market, overrides),
+        "Type": "instant",
+        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": market},
+        "LaunchTemplateConfigs": [{"LaunchTemplateSpecification": dict(launch_template), "Overrides": overrides}],
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tags},
+            {"ResourceType": "volume", "Tags": tags},
+            {"ResourceType": "fleet", "Tags": tags},
+        ],
+    }
+    if market == "spot":
+        strategy = "lowest-price" if allocation_strategy == "prioritized" else allocation_strategy
+        body["SpotOptions"] = {"AllocationStrategy": strategy, "InstanceInterruptionBehavior": "terminate"}
+    else:
+        od = "prioritized" if allocation_strategy == "prioritized" else "lowest-price"
+        body["OnDemandOptions"] = {"AllocationStrategy": od}
+    return body
+
+
+class AwsProvider:
+    def __init__(
+        self,
+        pool: PoolConfig,
+        cluster_id: str,
+        cloud: CloudConfig | None = None,
+        cooldown: OfferingCooldown | None = None,
+        *,
+        session: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        if pool.aws is None:
+            raise ProviderError(ErrorKind.CONFIG, f"pool {pool.name}: provider aws needs a [pools.aws] section")
+        import boto3
+        from botocore.config import Config as BotoConfig
+
+        self.name = pool.name
+        self.pool = pool
+        self.aws = pool.aws
+        self.cluster_id = cluster_id
+        self.cloud = cloud or CloudConfig()
+        self.cooldown = cooldown if cooldown is not None else OfferingCooldown(self.cloud.capacity_cooldown_s)
+        self.retry = RetryPolicy(self.cloud.api_attempts, self.cloud.retry_base_s, self.cloud.retry_max_s)
+        self._sleep = sleep
+        if self.aws.launch_template is None and self.aws.image_id is None:
+            raise ProviderError(ErrorKind.CONFIG, f"pool {pool.name}: aws needs launch_template or image_id")
+        botocfg = BotoConfig(
+            region_name=self.aws.region,
+            retries={"total_max_attempts": 1},  # we retry ourselves, with the policy from the config
+            connect_timeout=min(10.0, self.cloud.api_timeout_s),
+            read_timeout=self.cloud.api_timeout_s,
+        )
+        session = session or boto3.session.Session()
+        self.ec2 = session.client("ec2", endpoint_url=self.aws.endpoint_url, config=botocfg)
+        self._subnet_zone: dict[str, str] | None = None
+        self._template: dict[str, str] | None = None
+
+    # -- helpers -------------------------------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        return call_with_retry(fn, classify, self.retry, f"aws pool {self.name}: {what}", sleep=self._sleep)
+
+    def subnet_zones(self) -> dict[str, str]:
+        if self._subnet_zone is None:
+            resp = self._call("DescribeSubnets", lambda: self.ec2.describe_subnets(SubnetIds=list(self.aws.subnets)))
+            zones = {s["SubnetId"]: s["AvailabilityZone"] for s in resp["Subnets"]}
+            missing = [s for s in self.aws.subnets if s not in zones]
+            if missing:
+                raise ProviderError(ErrorKind.CONFIG, f"pool {self.name}: unknown subnet(s) {', '.join(missing)}")
+            self._subnet_zone = zones
+        return self._subnet_zone
+
+    def offerings(self, market: str) -> list[tuple[Offering, str]]:
+        """Every (offering, subnet) of the pool, in config order (types first, then subnets)."""
+        zones = self.subnet_zones()
+        return [
+            (Offering(t.name, zones[s], market), s) for t in self.pool.instance_types for s in self.aws.subnets
+        ]
+
+    def user_data(self) -> str:
+        settings = {"BURSTD_CLOUD": "aws", "BURSTD_MUNGE_SECRET": self.aws.munge_key_secret,
+                    "BURSTD_REGION": self.aws.region, "BURSTD_CLUSTER": self.cluster_id}
+        if self.aws.conf_server:
+            settings["BURSTD_CONF_SERVER"] = self.aws.conf_server
+        return render_startup_script(settings)
+
+    def launch_template_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "ImageId": self.aws.image_id,
+            "UserData": base64.b64encode(self.user_data().encode()).decode(),
+            # IMDSv2 only; tags readable from IMDS so the node learns its name without a describe call.
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled",
+                                "HttpPutResponseHopLimit": 1, "InstanceMetadataTags": "enabled"},
+        }
+        if self.aws.instance_profile:
+            key = "Arn" if self.aws.instance_profile.startswith("arn:") else "Name"
+            data["IamInstanceProfile"] = {key: self.aws.instance_profile}
+        if self.aws.security_groups:
+            data["SecurityGroupIds"] = list(self.aws.security_groups)
+        if self.aws.root_volume_gb:
+            data["BlockDeviceMappings"] = [{"DeviceName": "/dev/xvda", "Ebs": {
+                "VolumeSize": self.aws.root_volume_gb, "VolumeType": "gp3", "DeleteOnTermination": True}}]
+        return data
+
+    def launch_template(self) -> dict[str, str]:
+        """The template to launch from: the configured one, or burstd's own (created once, named by content)."""
+        if self._template is not None:
+            return self._template
+        if self.aws.launch_template:
+            key = "LaunchTemplateId" if self.aws.launch_template.startswith("lt-") else "LaunchTemplateName"
+            self._template = {key: self.aws.launch_template, "Version": self.aws.launch_template_version}
+            return self._template
+        data = self.launch_template_data()
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+        name = f"burstd-{self.cluster_id}-{self.name}-{digest}"[:128]
+        try:
+            self._call("DescribeLaunchTemplates", lambda: self.ec2.describe_launch_templates(LaunchTemplateNames=[name]))
+        except ProviderError as exc:
+            if not exc.code.startswith("InvalidLaunchTemplateName.NotFound"):
+                raise
+            tags = [{"Key": TAG_CLUSTER, "Value": self.cluster_id}, {"Key": TAG_POOL, "Value": self.name}]
+            try:
+                self._call("CreateLaunchTemplate", lambda: self.ec2.create_launch_template(
+                    LaunchTemplateName=name, LaunchTemplateData=data,
+                    TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+                ))
+                log.info("aws pool %s: created launch template %s", self.name, name)
+            except ProviderError as exc2:
+                if "AlreadyExists" not in exc2.code:
+                    raise
+        self._template = {"LaunchTemplateName": name, "Version": "$Latest"}
+        return self._template
+
+    def _describe(self, **kwargs: Any) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            out = []
+            for page in self.ec2.get_paginator("describe_instances").paginate(**kwargs):
+                for res in page["Reservations"]:
+                    out.extend(res["Instances"])
+            return out
+
+        return self._call("DescribeInstances", run)
+
+    def _to_instance(self, raw: dict[str, Any]) -> Instance:
+        tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+        reason = (raw.get("StateReason") or {}).get("Code", "")
+        preempted = raw.get("InstanceLifecycle") == "spot" and reason.startswith(PREEMPT_REASONS)
+        state = _STATE.get(raw["State"]["Name"], raw["State"]["Name"])
+        if preempted and state in ("terminated", "stopping"):
+            state = "preempted"
+        market = "spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand"
+        extra = {"state_reason": reason} if reason else {}
+        return Instance(
+            instance_id=raw["InstanceId"],
+            lease_id=tags.get(TAG_LEASE, ""),
+            node_name=tags.get(TAG_NODE, ""),
+            pool=tags.get(TAG_POOL, self.name),
+            state=state,
+            launched_at=raw["LaunchTime"].timestamp(),
+            offering=Offering(raw["InstanceType"], raw.get("Placement", {}).get("AvailabilityZone", ""), market),
+            address=raw.get("PrivateIpAddress", ""),
+            preempted=preempted,
+            extra=extra,
+        )
+
+    def _tag_filters(self) -> list[dict[str, Any]]:
+        return [{"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cluster_id]},
+                {"Name": f"tag:{TAG_POOL}", "Values": [self.name]}]
+
+    def find_by_lease(self, lease_id: str) -> Instance | None:
+        raws = self._describe(Filters=self._tag_filters() + [
+            {"Name": f"tag:{TAG_LEASE}", "Values": [lease_id]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ])
+        found = sorted((self._to_instance(r) for r in raws), key=lambda i: (i.launched_at, i.instance_id))
+        return found[0] if found else None
+
+    # -- Provider ------------------------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        existing = self.find_by_lease(request.lease_id)
+        if existing is not None:
+            log.info("aws pool %s: lease %s already has instance %s", self.name, request.lease_id,
+                     existing.instance_id)
+            return existing
+        markets = [request.market]
+        if request.market == "spot" and self.aws.ondemand_fallback:
+            markets.append("on-demand")
+        template = self.launch_template()
+        failures: list[str] = []
+        for market in markets:
+            choices = [(o, s) for o, s in self.offerings(market)
+                       if o not in request.exclude and not self.cooldown.is_cooling(o)]
+            if not choices:
+                failures.append(f"{market}: every offering is cooling down or excluded")
+                continue
+            body = build_fleet_request(
+                cluster_id=self.cluster_id, request=request, market=market, offerings=choices,
+                launch_template=template, allocation_strategy=self.aws.allocation_strategy,
+                max_price=self.aws.spot_max_price,
+            )
+            resp = self._call("CreateFleet", lambda body=body: self.ec2.create_fleet(**body))
+            by_key = {(o.instance_type, s): o for o, s in choices}
+            hard: ProviderError | None = None
+            for err in resp.get("Errors", []):
+                ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+                offering = by_key.get((ov.get("InstanceType"), ov.get("SubnetId")))
+                code = err.get("ErrorCode", "Unknown")
+                kind = kind_of_code(code)
+                if kind is ErrorKind.CAPACITY and offering is not None:
+                    self.cooldown.mark(offering, reason=code)
+                    log.warning("aws pool %s: %s on %s/%s (%s): cooling down", self.name, code,
+                                offering.instance_type, offering.zone, market)
+                elif kind is ErrorKind.CAPACITY:
+                    for o, _ in choices:  # the fleet did not say which: cool every offering it was offered
+                        self.cooldown.mark(o, reason=code)
+                elif hard is None or kind in (ErrorKind.CONFIG, ErrorKind.QUOTA):
+                    hard = ProviderError(kind, err.get("ErrorMessage", ""), code=code, offering=offering)
+                failures.append(f"{market} {ov.get('InstanceType', '?')}/{ov.get('SubnetId', '?')}: {code}")
+            ids = [i for group in resp.get("Instances", []) for i in group.get("InstanceIds", [])]
+            if ids:
+                keep, extra = ids[0], ids[1:]
+                if extra:  # never more than one VM per lease
+                    log.warning("aws pool %s: fleet gave %d instances for one node; terminating %s",
+                                self.name, len(ids), extra)
+                    self.terminate(extra)
+                raws = self._describe(InstanceIds=[keep])
+                inst = self._to_instance(raws[0])
+                log.info("aws pool %s: lease %s -> %s (%s %s %s)", self.name, request.lease_id, keep,
+                         inst.offering.instance_type if inst.offering else "?", inst.offering.zone if
+                         inst.offering else "?", market)
+                return inst
+            if hard is not None and hard.kind is not ErrorKind.CAPACITY:
+                raise hard
+        raise ProviderError(
+            ErrorKind.CAPACITY,
+            f"aws pool {self.name}: no capacity for lease {request.lease_id}: " + "; ".join(failures or ["no offering"]),
+            code="NoCapacity",
+        )
+
+    def terminate(self, instance_ids: list[str]) -> None:
+        ids = list(dict.fromkeys(instance_ids))
+        for start in range(0, len(ids), self.cloud.terminate_batch):
+            batch = ids[start:start + self.cloud.terminate_batch]
+            try:
+                self._call("TerminateInstances", lambda b=batch: self.ec2.terminate_instances(InstanceIds=b))
+            except ProviderError as exc:
+                if not exc.code.startswith(("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")):
+                    raise
+                # One gone id fails the whole call: go one by one, gone ones are fine (idempotent).
+                for iid in batch:
+                    try:
+                        self._call("TerminateInstances", lambda i=iid: self.ec2.terminate_instances(InstanceIds=[i]))
+                    except ProviderError as one:
+                        if not one.code.startswith("InvalidInstanceID"):
+                            raise
+            log.info("aws pool %s: terminate asked for %s", self.name, ", ".join(batch))
+
+    def list_instances(self) -> list[Instance]:
+        return [self._to_instance(r) for r in self._describe(Filters=self._tag_filters())]
+
+    def prices(self) -> dict[Offering, int]:
+        out: dict[Offering, int] = {}
+        ondemand = self.pool.ondemand_price_per_hour
+        zones = sorted(set(self.subnet_zones().values()))
+        for t in self.pool.instance_types:
+            od = t.price_per_hour if t.price_per_hour is not None and self.pool.market == "on-demand" else ondemand
+            if od is not None:
+                for z in zones:
+                    out[Offering(t.name, z, "on-demand")] = usd_to_micros(od)
+
+        def history() -> list[dict[str, Any]]:
+            rows = []
+            pages = self.ec2.get_paginator("describe_spot_price_history").paginate(
+                InstanceTypes=[t.name for t in self.pool.instance_types],
+                ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+                StartTime=time.time(),
+            )
+            for page in pages:
+                rows.extend(page["SpotPriceHistory"])
+            return rows
+
+        latest: dict[Offering, tuple[float, str]] = {}
+        for row in self._call("DescribeSpotPriceHistory", history):
+            if row["AvailabilityZone"] not in zones:
+                continue
+            key = Offering(row["InstanceType"], row["AvailabilityZone"], "spot")
+            ts = row["Timestamp"].timestamp()
+            if key not in latest or ts > latest[key][0]:
+                latest[key] = (ts, row["SpotPrice"])
+        for key, (_, price) in latest.items():
+            out[key] = usd_to_micros(price)
+        return out
+
+    def close(self) -> None:
+        self.ec2.close()

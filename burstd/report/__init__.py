@@ -1,0 +1,1 @@
+"""Reports for admins: spend over time (PNG / self-contained HTML)."""

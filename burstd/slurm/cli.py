@@ -1,0 +1,308 @@
+"""The ``cli`` backend: squeue / sinfo / scontrol / scancel as argument lists (never a shell).
+
+Cost per snapshot, whatever the queue size: one ``squeue`` call, one node listing (``sinfo --json`` on
+22.05, ``scontrol show nodes --json`` from 23.02 on, where sinfo's JSON is grouped and has no addresses)
+and one cheap partition listing. Jobs come from the text path by default (``squeue -O`` with ASCII
+separators, see ``parse.jobs_from_squeue_text``), which is several times cheaper than 22.05's
+``squeue --json`` (~130 us a job, and it ignores filters); any record that does not split cleanly makes
+that one snapshot use ``squeue --json`` instead, so odd job names never cost correctness.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from burstd.config import SlurmConfig
+from burstd.domain.slurm import Job, Node, Partition, Snapshot
+from burstd.slurm import parse
+from burstd.slurm.base import HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
+
+log = logging.getLogger(__name__)
+
+SIGNAL_RE = re.compile(r"^(SIG)?[A-Z0-9]{1,10}$")
+ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
+
+# Environment variables that change what squeue/sinfo print; never inherited.
+_SCRUB_PREFIXES = ("SQUEUE_", "SINFO_", "SCONTROL_", "SLURM_", "SCANCEL_")
+
+
+@dataclass
+class _Running:
+    cmd: str
+    args: list[str]
+    proc: subprocess.Popen
+    deadline: float
+
+
+def _job_key(job: Job) -> int:
+    return job.job_id
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``slurm-wlm 22.05.8`` / ``slurm 24.11.5`` -> (22, 5)."""
+    m = re.search(r"(\d+)\.(\d+)", text)
+    if not m:
+        raise SlurmError(f"cannot read the Slurm version from {text.strip()!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+class CliAdapter:
+    backend = "cli"
+
+    def __init__(self, config: SlurmConfig | None = None, *, job_format: str | None = None) -> None:
+        self.config = config or SlurmConfig()
+        self.job_format = job_format or getattr(self.config, "job_format", "auto")
+        if self.job_format not in ("auto", "text", "json"):
+            raise ValueError(f"slurm.job_format must be auto, text or json, not {self.job_format!r}")
+        self._version: tuple[int, int] | None = None
+        self.release = ""  # e.g. "22.05.8", from `squeue --version`
+        self.calls: list[list[str]] = []  # every command run (tests count them: cost must not grow with jobs)
+        self.text_fallbacks = 0
+        # squeue text record -> Job parsed from it last cycle: unchanged jobs are not parsed again
+        self._text_cache: dict[str, Job] = {}
+
+    # ------------------------------------------------------------------ running commands
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES)}
+        if self.config.conf:
+            env["SLURM_CONF"] = self.config.conf
+        env["SLURM_TIME_FORMAT"] = "%s"  # Unix seconds in every text timestamp
+        env["SLURM_BITSTR_LEN"] = "1000000"  # never truncate array task strings
+        env["LC_ALL"] = "C"
+        return env
+
+    def _binary(self, name: str) -> str:
+        return str(Path(self.config.bin_dir) / name)
+
+    def start(self, cmd: str, args: Sequence[str]) -> _Running:
+        """Start one Slurm command (argument list, no shell); ``finish`` collects its output."""
+        argv = [self._binary(cmd), *args]
+        self.calls.append(argv)
+        try:
+            proc = subprocess.Popen(argv, env=self._env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} not found (check slurm.bin_dir = {self.config.bin_dir!r})") from None
+        except PermissionError:
+            raise SlurmError(f"{argv[0]} is not executable (check slurm.bin_dir = {self.config.bin_dir!r})") from None
+        return _Running(cmd, list(args), proc, time.monotonic() + self.config.command_timeout_s)
+
+    def finish(self, running: _Running) -> str:
+        proc = running.proc
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.0, running.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise SlurmError(
+                f"{running.cmd} did not answer within {self.config.command_timeout_s:g} s (slurm.command_timeout_s)"
+            ) from None
+        out = stdout.decode("utf-8", errors="surrogateescape")
+        if proc.returncode != 0:
+            err = stderr.decode("utf-8", errors="replace").strip() or out.strip()
+            raise SlurmError(f"{running.cmd} {' '.join(running.args)[:200]} failed (exit {proc.returncode}): {err}")
+        return out
+
+    def run(self, cmd: str, args: Sequence[str]) -> str:
+        return self.finish(self.start(cmd, args))
+
+    @property
+    def version(self) -> tuple[int, int]:
+        if self._version is None:
+            text = self.run("squeue", ["--version"])
+            self._version = parse_version(text)
+            m = re.search(r"\d+\.\d+(\.\d+)?", text)
+            self.release = m.group(0) if m else ""
+        return self._version
+
+    # ------------------------------------------------------------------ reading
+    def use_text_jobs(self) -> bool:
+        return self.job_format != "json"
+
+    def _jobs_text_cmd(self) -> tuple[str, list[str]]:
+        return "squeue", ["-h", "-a", "-O", parse.squeue_text_format()]
+
+    def _jobs_json_cmd(self) -> tuple[str, list[str]]:
+        return "squeue", ["-a", "--json"]
+
+    def _nodes_cmd(self) -> tuple[str, list[str]]:
+        if self.version >= (23, 2):  # sinfo --json is grouped from 23.02 on and has no addresses
+            return "scontrol", ["show", "nodes", "--json"]
+        return "sinfo", ["--json"]
+
+    def _partitions_cmd(self) -> tuple[str, list[str]]:
+        if self.version >= (23, 2):
+            return "scontrol", ["show", "partitions", "--json"]
+        return "scontrol", ["show", "partitions", "-o"]
+
+    def _parse_jobs_text(self, out: str) -> list[Job]:
+        return parse.jobs_from_squeue_text(out, self._text_cache)
+
+    def _parse_jobs_json(self, out: str) -> list[Job]:
+        doc = parse.load_json(out, "squeue --json")
+        return [j for j in parse.jobs_from_doc(doc) if j.is_active]  # 22.05 ignores squeue's state filter
+
+    def _parse_nodes(self, out: str) -> list[Node]:
+        cmd, args = self._nodes_cmd()
+        return parse.nodes_from_doc(parse.load_json(out, " ".join([cmd, *args])))
+
+    def _parse_partitions(self, out: str) -> list[Partition]:
+        if self.version >= (23, 2):
+            return parse.partitions_from_doc(parse.load_json(out, "scontrol show partitions --json"))
+        return parse.partitions_from_scontrol_text(out)
+
+    def _jobs_from(self, out: str | None) -> list[Job]:
+        """Text output (or None in json mode) -> jobs; a record that does not split means JSON this time."""
+        if out is not None:
+            try:
+                return self._parse_jobs_text(out)
+            except parse.TextParseError as exc:
+                self._text_cache.clear()
+                self.text_fallbacks += 1
+                log.warning("squeue text output did not parse (%s); using squeue --json for this snapshot", exc)
+        return self._parse_jobs_json(self.run(*self._jobs_json_cmd()))
+
+    def jobs(self) -> list[Job]:
+        return self._jobs_from(self.run(*self._jobs_text_cmd()) if self.use_text_jobs() else None)
+
+    def nodes(self) -> list[Node]:
+        return self._parse_nodes(self.run(*self._nodes_cmd()))
+
+    def partitions(self) -> list[Partition]:
+        return self._parse_partitions(self.run(*self._partitions_cmd()))
+
+    def snapshot(self) -> Snapshot:
+        """One squeue, one node listing and one partition listing, run side by side; then parse."""
+        taken = time.time()
+        version = self.version
+        job_cmd = self._jobs_text_cmd() if self.use_text_jobs() else self._jobs_json_cmd()
+        started = []
+        try:
+            for cmd in (job_cmd, self._nodes_cmd(), self._partitions_cmd()):
+                started.append(self.start(*cmd))
+            outputs = [self.finish(r) for r in started]
+        finally:
+            for r in started:
+                if r.proc.poll() is None:
+                    r.proc.kill()
+                    r.proc.communicate()
+        jobs_out, nodes_out, parts_out = outputs
+        if self.use_text_jobs():
+            jobs = self._jobs_from(jobs_out)
+        else:
+            jobs = self._parse_jobs_json(jobs_out)
+        jobs.sort(key=_job_key)
+        return Snapshot(
+            taken_at=taken,
+            jobs=tuple(jobs),
+            nodes=tuple(sorted(self._parse_nodes(nodes_out), key=lambda n: n.name)),
+            partitions=tuple(self._parse_partitions(parts_out)),
+            slurm_version=self.release or f"{version[0]}.{version[1]:02d}",
+            source="cli",
+        )
+
+    # ------------------------------------------------------------------ job actions
+    def _scontrol(self, *args: str) -> None:
+        self.run("scontrol", list(args))
+
+    def _job_partitions(self, job_id: int) -> list[str]:
+        out = self.run("squeue", ["-h", "-j", str(_job_id(job_id)), "-O", "JobID:0|,Partition:0"])
+        for line in out.splitlines():  # an array or het job id also lists its tasks/components
+            jid, _, parts = line.strip().partition("|")
+            if jid == str(job_id):
+                return [p for p in parts.split(",") if p]
+        raise SlurmError(f"job {job_id} is not in the queue")
+
+    def set_partitions(self, job_id: int, partitions: list[str]) -> None:
+        if not partitions:
+            raise ValueError("a job needs at least one partition")
+        names = [check_name("partition", p, PARTITION_RE) for p in partitions]
+        self._scontrol("update", f"jobid={_job_id(job_id)}", f"partition={','.join(dict.fromkeys(names))}")
+
+    def add_partition(self, job_id: int, partition: str) -> None:
+        check_name("partition", partition, PARTITION_RE)
+        current = self._job_partitions(job_id)
+        if partition not in current:
+            self.set_partitions(job_id, current + [partition])
+
+    def remove_partition(self, job_id: int, partition: str) -> None:
+        check_name("partition", partition, PARTITION_RE)
+        current = self._job_partitions(job_id)
+        if partition in current:
+            rest = [p for p in current if p != partition]
+            if not rest:
+                raise SlurmError(f"job {job_id}: cannot remove its only partition {partition!r}")
+            self.set_partitions(job_id, rest)
+
+    def requeue(self, job_id: int) -> None:
+        self._scontrol("requeue", str(_job_id(job_id)))
+
+    def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
+        sig = _signal(signal)
+        args = [f"--signal={sig}"]
+        if batch:
+            args.append("--batch")
+        elif full:
+            args.append("--full")
+        self.run("scancel", [*args, str(_job_id(job_id))])
+
+    # ------------------------------------------------------------------ node actions
+    def _update_nodes(self, nodes: list[str], *settings: str) -> None:
+        self._scontrol("update", f"nodename={_hostlist(nodes)}", *settings)
+
+    def drain(self, nodes: list[str], reason: str) -> None:
+        if not reason.strip():
+            raise ValueError("draining a node needs a reason")
+        self._update_nodes(nodes, "state=DRAIN", f"reason={check_reason(reason)}")
+
+    def resume(self, nodes: list[str]) -> None:
+        self._update_nodes(nodes, "state=RESUME")
+
+    def power_down(self, nodes: list[str], *, force: bool = False, reason: str = "") -> None:
+        settings = ["state=POWER_DOWN_FORCE" if force else "state=POWER_DOWN_ASAP"]
+        if reason:
+            settings.append(f"reason={check_reason(reason)}")
+        self._update_nodes(nodes, *settings)
+
+    def power_up(self, nodes: list[str]) -> None:
+        self._update_nodes(nodes, "state=POWER_UP")
+
+    def set_node_address(self, node: str, address: str, hostname: str | None = None) -> None:
+        check_name("node", node)
+        if not ADDRESS_RE.fullmatch(address):
+            raise ValueError(f"invalid node address {address!r}")
+        settings = [f"nodeaddr={address}"]
+        if hostname is not None:
+            settings.append(f"nodehostname={check_name('hostname', hostname)}")
+        self._scontrol("update", f"nodename={node}", *settings)
+
+
+# ---------------------------------------------------------------------- argument checks
+def _job_id(job_id: int) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
+        raise ValueError(f"invalid job id {job_id!r}")
+    return job_id
+
+
+def _signal(signal: str) -> str:
+    if not isinstance(signal, str) or not SIGNAL_RE.fullmatch(signal.upper()):
+        raise ValueError(f"invalid signal {signal!r}")
+    return signal.upper()
+
+
+def _hostlist(nodes: list[str] | str) -> str:
+    if isinstance(nodes, str):
+        nodes = [nodes]
+    if not nodes:
+        raise ValueError("no nodes given")
+    for n in nodes:
+        if not HOSTLIST_RE.fullmatch(n) or n.startswith("-"):
+            raise ValueError(f"invalid node name or hostlist {n!r}")
+    return ",".join(nodes)

@@ -1,0 +1,702 @@
+"""Normalise what any Slurm version says (22.05 .. 26.05; CLI JSON, slurmrestd JSON, text) into domain types.
+
+Pure functions: bytes/dicts/strings in, ``burstd.domain.slurm`` objects out. No subprocess, no HTTP.
+
+Version differences handled here (see ../shared/fixtures/slurm/README.md):
+
+* numbers: 22.05 plain ints (``null`` for NO_VAL/INFINITE) vs ``{"set","infinite","number"}`` objects;
+* job_state: 22.05 one string (which may be a flag such as ``CONFIGURING``) vs a list, base state first;
+* node state: 22.05 ``"idle"`` + ``state_flags`` vs one upper-case list;
+* features: comma strings (22.05) vs lists; ``gres:gpu:1`` (22.05) vs ``gres/gpu:1``;
+* sinfo: per-node records (22.05) vs grouped partition x state records (23.02+);
+* partitions: flat (v0.0.38 REST), nested (v0.0.40+), or ``scontrol show partitions -o`` text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields as dataclass_fields
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from burstd.domain.slurm import Gres, Job, Node, Partition, Snapshot
+from burstd.slurm.base import SlurmError
+from burstd.slurm.hostlist import HostlistError, expand
+
+# 32-bit NO_VAL / INFINITE and friends, which 22.05 sometimes prints as plain numbers.
+_SENTINELS = {0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFF, 0xFFFE, -1}
+
+# Job "states" older Slurm prints instead of the base state when a flag is set (job_state_string()).
+_JOB_FLAG_TO_BASE = {
+    "CONFIGURING": "RUNNING",
+    "POWER_UP_NODE": "RUNNING",
+    "RESIZING": "RUNNING",
+    "SIGNALING": "RUNNING",
+    "STOPPED": "RUNNING",
+    "UPDATE_DB": "RUNNING",
+    "COMPLETING": "COMPLETING",
+    "STAGE_OUT": "COMPLETING",
+    "REQUEUED": "PENDING",
+    "REQUEUE_FED": "PENDING",
+    "REQUEUE_HOLD": "PENDING",
+    "SPECIAL_EXIT": "PENDING",
+    "RESV_DEL_HOLD": "PENDING",
+    "REVOKED": "REVOKED",
+}
+
+_JOB_BASE_SHORT = {
+    "PD": "PENDING", "R": "RUNNING", "CF": "CONFIGURING", "CG": "COMPLETING", "CD": "COMPLETED",
+    "F": "FAILED", "TO": "TIMEOUT", "CA": "CANCELLED", "S": "SUSPENDED", "PR": "PREEMPTED",
+    "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "BF": "BOOT_FAIL", "DL": "DEADLINE",
+}
+
+
+# --------------------------------------------------------------------------- scalars
+def num(value: Any, *, zero_is_none: bool = False) -> int | None:
+    """An int from any Slurm number form; ``None`` for unset, infinite, NO_VAL or null."""
+    if isinstance(value, Mapping):
+        if not value.get("set", False) or value.get("infinite", False):
+            return None
+        value = value.get("number")
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value or value in ("N/A", "(null)", "UNLIMITED", "INFINITE", "NONE"):
+            return None
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return None
+    if n in _SENTINELS:
+        return None
+    if zero_is_none and n == 0:
+        return None
+    return n
+
+
+# Times past this are Slurm's "never" (e.g. the end of a job with no time limit): None.
+_LATEST_TIME = 4_102_444_800  # 2100-01-01
+
+
+def time_or_none(value: Any) -> int | None:
+    t = num(value, zero_is_none=True)
+    return t if t is not None and 0 < t < _LATEST_TIME else None
+
+
+def user_name(name: Any, uid: Any) -> str:
+    """v0.0.36 job records carry only user_id: look the name up locally, else keep the number."""
+    if name:
+        return str(name)
+    n = num(uid)
+    if n is None:
+        return ""
+    try:
+        import pwd
+
+        return pwd.getpwuid(n).pw_name
+    except (KeyError, OverflowError):
+        return str(n)
+
+
+def is_infinite(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return bool(value.get("infinite"))
+    return value is None or value in (0xFFFFFFFF, -1, "UNLIMITED", "INFINITE")
+
+
+def text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def str_list(value: Any) -> tuple[str, ...]:
+    """Features/partitions: a list (new) or a comma string (22.05)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(s for s in (p.strip() for p in value.split(",")) if s and s != "(null)")
+    return tuple(str(v) for v in value if str(v))
+
+
+def parse_gres(spec: Any) -> tuple[Gres, ...]:
+    """``gres/gpu:a100:1``, ``gres:gpu:1``, ``gpu:a100:2(S:0-1)``, ``gpu`` -> Gres tuples (``N/A`` -> ())."""
+    out: list[Gres] = []
+    for item in str_list(spec):
+        item = re.sub(r"\(.*?\)", "", item).strip()
+        if not item or item in ("N/A", "(null)"):
+            continue
+        for prefix in ("gres/", "gres:"):
+            if item.startswith(prefix):
+                item = item[len(prefix) :]
+        parts = item.split(":")
+        count = 1
+        if len(parts) > 1 and re.fullmatch(r"\d+[KMGTP]?", parts[-1]):
+            raw = parts.pop()
+            mult = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+            count = int(raw[:-1]) * mult[raw[-1]] if raw[-1] in mult else int(raw)
+        name = parts[0]
+        gtype = ":".join(parts[1:]) or None
+        out.append(Gres(name=name, type=gtype, count=count))
+    return tuple(out)
+
+
+def parse_time_limit(value: str) -> int | None:
+    """Slurm's text time limit (``30:00``, ``2:00:00``, ``1-00:00:00``, ``UNLIMITED``) -> minutes."""
+    value = value.strip()
+    if value in ("", "UNLIMITED", "INFINITE", "N/A", "NOT_SET"):
+        return None
+    days = 0
+    if "-" in value:
+        d, value = value.split("-", 1)
+        days = int(d)
+    parts = [int(p) for p in value.split(":")]
+    if len(parts) == 3:
+        h, m, s = parts
+    elif len(parts) == 2:
+        h, m, s = (0, *parts) if days == 0 else (*parts, 0)
+    else:
+        h, m, s = (0, parts[0], 0) if days == 0 else (parts[0], 0, 0)
+    return days * 1440 + h * 60 + m + (1 if s else 0)
+
+
+def parse_memory_mb(value: str) -> int | None:
+    """``300M``, ``2G``, ``500`` (MiB) -> MiB; ``0``/``N/A`` -> None."""
+    value = value.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", value)
+    if not m:
+        return None
+    n, unit = float(m.group(1)), m.group(2) or "M"
+    mb = n * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}[unit]
+    return int(mb) or None
+
+
+def split_job_state(state: Any) -> tuple[str, tuple[str, ...]]:
+    if isinstance(state, (list, tuple)):
+        names = [str(s).upper() for s in state if s]
+        if not names:
+            return "UNKNOWN", ()
+        return names[0], tuple(names[1:])
+    name = str(state or "UNKNOWN").upper()
+    name = _JOB_BASE_SHORT.get(name, name)
+    if name in _JOB_FLAG_TO_BASE and name not in ("COMPLETING", "REVOKED"):
+        return _JOB_FLAG_TO_BASE[name], (name,)
+    if name == "COMPLETING":
+        return "COMPLETING", ("COMPLETING",)
+    return name, ()
+
+
+def split_node_state(state: Any, flags: Any = None) -> tuple[str, tuple[str, ...]]:
+    """22.05: ``"idle"`` + ``state_flags``; 23.02+: ``["IDLE","CLOUD",...]``; text: ``IDLE+CLOUD+POWERED_DOWN``."""
+    if isinstance(state, str):
+        parts = [p for p in state.upper().split("+") if p]
+        base = parts[0] if parts else "UNKNOWN"
+        extra = list(parts[1:]) + [str(f).upper() for f in (flags or [])]
+    else:
+        parts = [str(s).upper() for s in (state or [])]
+        base = parts[0] if parts else "UNKNOWN"
+        extra = parts[1:] + [str(f).upper() for f in (flags or [])]
+    seen: dict[str, None] = {}
+    for f in extra:
+        seen.setdefault(f, None)
+    return base, tuple(seen)
+
+
+# --------------------------------------------------------------------------- jobs
+def _memory_per_node(rec: Mapping[str, Any], cpus: int, node_count: int) -> int | None:
+    per_node = num(rec.get("memory_per_node"), zero_is_none=True)
+    if per_node is not None:
+        return per_node
+    per_cpu = num(rec.get("memory_per_cpu"), zero_is_none=True)
+    if per_cpu is not None:
+        return per_cpu * max(1, cpus // max(1, node_count))
+    return None
+
+
+def _hold(rec: Mapping[str, Any], reason: str, priority: int) -> bool:
+    if isinstance(rec.get("hold"), bool):
+        return rec["hold"]
+    return reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0
+
+
+def job_from_json(rec: Mapping[str, Any]) -> Job:
+    """One job record from squeue/scontrol --json or slurmrestd /jobs (any data-parser version)."""
+    try:
+        job_id = int(rec["job_id"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SlurmError(f"job record without a usable job_id: {exc}") from None
+    state, flags = split_job_state(rec.get("job_state"))
+    reason = text(rec.get("state_reason")) or "None"
+    priority = num(rec.get("priority")) or 0
+    cpus = num(rec.get("cpus")) or 1
+    node_count = num(rec.get("node_count")) or 1
+    array_job_id = num(rec.get("array_job_id"), zero_is_none=True)
+    array_tasks = text(rec.get("array_task_string"))
+    array_task_id = num(rec.get("array_task_id"))
+    if array_tasks:
+        array_task_id = None
+    het_job_id = num(rec.get("het_job_id"), zero_is_none=True)
+    gres = parse_gres(rec.get("tres_per_node")) or parse_gres(rec.get("tres_per_job"))
+    return Job(
+        job_id=job_id,
+        name=text(rec.get("name")),
+        user=user_name(rec.get("user_name"), rec.get("user_id")),
+        account=text(rec.get("account")),
+        partitions=str_list(rec.get("partition")),
+        state=state,
+        state_flags=flags,
+        reason=reason,
+        qos=text(rec.get("qos")),
+        priority=priority,
+        submit_time=time_or_none(rec.get("submit_time")),
+        eligible_time=time_or_none(rec.get("eligible_time")),
+        start_time=time_or_none(rec.get("start_time")),
+        end_time=time_or_none(rec.get("end_time")),
+        time_limit_min=num(rec.get("time_limit"), zero_is_none=False),
+        nodes=text(rec.get("nodes")),
+        node_count=node_count,
+        cpus=cpus,
+        memory_mb=_memory_per_node(rec, cpus, node_count),
+        gres=gres,
+        features=text(rec.get("features")),
+        restart_count=num(rec.get("restart_cnt")) or 0,
+        comment=text(rec.get("comment")),
+        array_job_id=array_job_id if (array_tasks or array_task_id is not None) else None,
+        array_task_id=array_task_id,
+        array_tasks=array_tasks,
+        het_job_id=het_job_id,
+        het_job_offset=num(rec.get("het_job_offset")) if het_job_id is not None else None,
+        hold=_hold(rec, reason, priority),
+    )
+
+
+# --------------------------------------------------------------------------- nodes
+def node_from_json(rec: Mapping[str, Any]) -> Node:
+    """One node record from 22.05 sinfo --json, scontrol show nodes --json, or slurmrestd /nodes."""
+    state, flags = split_node_state(rec.get("state"), rec.get("state_flags"))
+    return Node(
+        name=text(rec.get("name")),
+        state=state,
+        flags=flags,
+        partitions=str_list(rec.get("partitions")),
+        features=str_list(rec.get("active_features") or rec.get("features")),
+        gres=parse_gres(rec.get("gres")),
+        address=text(rec.get("address")),
+        hostname=text(rec.get("hostname")),
+        cpus=num(rec.get("cpus")) or 0,
+        memory_mb=num(rec.get("real_memory")) or 0,
+        reason=text(rec.get("reason")),
+        boot_time=time_or_none(rec.get("boot_time")),
+        instance_id=text(rec.get("instance_id")),
+    )
+
+
+def nodes_from_sinfo_groups(groups: Iterable[Mapping[str, Any]]) -> list[Node]:
+    """23.02+ ``sinfo --json``: one record per partition x state group; merge into one Node per name."""
+    by_name: dict[str, Node] = {}
+    for g in groups:
+        names = (g.get("nodes") or {}).get("nodes") or []
+        if isinstance(names, str):
+            names = expand(names)
+        state, flags = split_node_state((g.get("node") or {}).get("state"))
+        part = text((g.get("partition") or {}).get("name"))
+        feats = (g.get("features") or {}).get("active") or (g.get("features") or {}).get("total")
+        reason = g.get("reason") or {}
+        for name in names:
+            old = by_name.get(name)
+            parts = (old.partitions if old else ()) + ((part,) if part and (not old or part not in old.partitions) else ())
+            by_name[name] = Node(
+                name=name,
+                state=state,
+                flags=flags,
+                partitions=parts,
+                features=str_list(feats),
+                gres=parse_gres((g.get("gres") or {}).get("total")),
+                address="",
+                hostname="",
+                cpus=num((g.get("cpus") or {}).get("maximum")) or 0,
+                memory_mb=num((g.get("memory") or {}).get("maximum")) or 0,
+                reason=text(reason.get("description") if isinstance(reason, Mapping) else reason),
+            )
+    return list(by_name.values())
+
+
+# --------------------------------------------------------------------------- partitions
+def partition_from_json(rec: Mapping[str, Any]) -> Partition:
+    name = text(rec.get("name"))
+    nodes = rec.get("nodes")
+    if isinstance(nodes, Mapping):  # v0.0.40+
+        state = text(((rec.get("partition") or {}).get("state") or ["UP"])[0])
+        max_time = (rec.get("maximums") or {}).get("time")
+        flags = [str(f).upper() for f in rec.get("flags") or []]
+        return Partition(
+            name=name,
+            nodes=text(nodes.get("configured")),
+            state=state.upper(),
+            max_time_min=num(max_time),
+            default="DEFAULT" in flags,
+            total_cpus=num((rec.get("cpus") or {}).get("total")) or 0,
+            total_nodes=num(nodes.get("total")) or 0,
+        )
+    # v0.0.36..38 (22.05 REST): flat
+    flags = [str(f).upper() for f in rec.get("flags") or []]
+    max_time = rec.get("max_time_limit", rec.get("max_time"))
+    return Partition(
+        name=name,
+        nodes=text(nodes),
+        state=text(rec.get("state") or "UP").upper(),
+        max_time_min=num(max_time),
+        default="DEFAULT" in flags,
+        total_cpus=num(rec.get("total_cpus")) or 0,
+        total_nodes=num(rec.get("total_nodes")) or 0,
+    )
+
+
+def parse_kv_line(line: str) -> dict[str, str]:
+    """``scontrol show ... -o`` one-liner -> {key: value}. Values never contain spaces for partitions."""
+    out: dict[str, str] = {}
+    for token in line.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def partitions_from_scontrol_text(output: str) -> list[Partition]:
+    parts: list[Partition] = []
+    for line in output.splitlines():
+        kv = parse_kv_line(line)
+        if "PartitionName" not in kv:
+            continue
+        nodes = kv.get("Nodes", "")
+        parts.append(
+            Partition(
+                name=kv["PartitionName"],
+                nodes="" if nodes == "(null)" else nodes,
+                state=kv.get("State", "UP").upper(),
+                max_time_min=parse_time_limit(kv.get("MaxTime", "UNLIMITED")),
+                default=kv.get("Default", "NO").upper() == "YES",
+                total_cpus=num(kv.get("TotalCPUs")) or 0,
+                total_nodes=num(kv.get("TotalNodes")) or 0,
+            )
+        )
+    return parts
+
+
+def partitions_from_nodes(nodes: Iterable[Node]) -> list[Partition]:
+    """When no partition listing is at hand: names, members and sizes from the nodes themselves."""
+    members: dict[str, list[Node]] = {}
+    for n in nodes:
+        for p in n.partitions:
+            members.setdefault(p, []).append(n)
+    from burstd.slurm.hostlist import compress
+
+    return [
+        Partition(name=p, nodes=compress(n.name for n in ns), total_nodes=len(ns), total_cpus=sum(n.cpus for n in ns))
+        for p, ns in members.items()
+    ]
+
+
+# --------------------------------------------------------------------------- documents
+def slurm_version(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("meta") or {}
+    sl = meta.get("slurm") or meta.get("Slurm") or {}
+    if sl.get("release"):
+        return str(sl["release"])
+    v = sl.get("version") or {}
+    if v:
+        return ".".join(str(v.get(k, "")) for k in ("major", "minor", "micro"))
+    return ""
+
+
+def data_parser(doc: Mapping[str, Any]) -> str:
+    plugin = (doc.get("meta") or {}).get("plugin") or {}
+    return text(plugin.get("data_parser") or plugin.get("type"))
+
+
+def load_json(raw: bytes | str, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SlurmError(f"{what}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise SlurmError(f"{what}: expected a JSON object")
+    errors = [e for e in doc.get("errors") or [] if e]
+    if errors:
+        raise SlurmError(f"{what}: Slurm reported errors: {errors}")
+    return doc
+
+
+def is_job_state_listing(doc: Mapping[str, Any]) -> bool:
+    """slurmrestd ``/jobs/state`` (v0.0.42+): only ``{"job_id": "19+0", "state": [...]}`` per job."""
+    recs = doc.get("jobs") or []
+    return bool(recs) and all("job_state" not in r and "state" in r for r in recs)
+
+
+def job_states_from_doc(doc: Mapping[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """``/jobs/state`` -> {"19+0": ("PENDING", ()), ...}; ids stay strings (het/array forms)."""
+    return {text(r.get("job_id")): split_job_state(r.get("state")) for r in doc.get("jobs") or []}
+
+
+def jobs_from_doc(doc: Mapping[str, Any]) -> list[Job]:
+    if is_job_state_listing(doc):
+        return []  # a state listing carries no job details; see job_states_from_doc
+    return [job_from_json(r) for r in doc.get("jobs") or []]
+
+
+def nodes_from_doc(doc: Mapping[str, Any]) -> list[Node]:
+    if "sinfo" in doc:
+        return nodes_from_sinfo_groups(doc["sinfo"] or [])
+    # slurmrestd /resources/{id} also has "nodes", but as allocation records keyed "node": not node records
+    return [node_from_json(r) for r in doc.get("nodes") or [] if isinstance(r, Mapping) and r.get("name")]
+
+
+def partitions_from_doc(doc: Mapping[str, Any]) -> list[Partition]:
+    if "partitions" in doc:
+        return [partition_from_json(r) for r in doc["partitions"] or []]
+    if "sinfo" in doc:
+        seen: dict[str, Partition] = {}
+        for g in doc["sinfo"] or []:
+            p = g.get("partition")
+            if p and p.get("name") and p["name"] not in seen:
+                seen[p["name"]] = partition_from_json(p)
+        return list(seen.values())
+    return []
+
+
+def snapshot_from_docs(
+    docs: Iterable[tuple[str, Mapping[str, Any]]], *, taken_at: float, source: str, active_only: bool = True
+) -> Snapshot:
+    """Merge any mix of saved squeue/sinfo/scontrol/slurmrestd documents into one Snapshot.
+
+    Jobs come from every document with ``jobs`` (de-duplicated by id, last one wins); nodes from per-node
+    documents if there are any, else from grouped sinfo; partitions from partition listings, else sinfo's
+    embedded partitions, else derived from the nodes.
+    """
+    jobs: dict[int, Job] = {}
+    node_recs: dict[str, Node] = {}
+    group_nodes: dict[str, Node] = {}
+    parts: dict[str, Partition] = {}
+    version = ""
+    for what, doc in docs:
+        try:
+            version = version or slurm_version(doc)
+            for j in jobs_from_doc(doc):
+                jobs[j.job_id] = j
+            target = group_nodes if "sinfo" in doc else node_recs
+            for n in nodes_from_doc(doc):
+                target[n.name] = n
+            for p in partitions_from_doc(doc):
+                if "partitions" in doc or p.name not in parts:
+                    parts[p.name] = p
+        except (SlurmError, HostlistError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SlurmError(f"{what}: cannot read Slurm data: {exc}") from None
+    nodes = {**group_nodes, **node_recs}
+    # grouped sinfo has no addresses; a per-node record (if any) wins, keep sinfo's partitions otherwise
+    if not parts and nodes:
+        parts = {p.name: p for p in partitions_from_nodes(nodes.values())}
+    job_list = sorted(jobs.values(), key=lambda j: j.job_id)
+    if active_only:
+        job_list = [j for j in job_list if j.is_active]
+    return Snapshot(
+        taken_at=taken_at,
+        jobs=tuple(job_list),
+        nodes=tuple(sorted(nodes.values(), key=lambda n: n.name)),
+        partitions=tuple(parts.values()),
+        slurm_version=version,
+        source=source,
+    )
+
+
+def snapshot_as_dict(snap: Snapshot) -> dict[str, Any]:
+    """A Snapshot as plain JSON-able data (what ``burstctl snapshot --json`` prints)."""
+    from dataclasses import asdict
+
+    return {
+        "taken_at": snap.taken_at,
+        "slurm_version": snap.slurm_version,
+        "source": snap.source,
+        "jobs": [asdict(j) for j in snap.jobs],
+        "nodes": [asdict(n) for n in snap.nodes],
+        "partitions": [asdict(p) for p in snap.partitions],
+    }
+
+
+# --------------------------------------------------------------------------- squeue text (-O) path
+# The fields the text path asks squeue for, in order. Every name exists in squeue -O from 22.05 on.
+SQUEUE_TEXT_FIELDS: tuple[str, ...] = (
+    "JobID", "ArrayJobID", "ArrayTaskID", "HetJobID", "HetJobOffset", "UserName", "Account", "Partition",
+    "QOS", "PriorityLong", "SubmitTime", "EligibleTime", "StartTime", "EndTime", "TimeLimit", "NodeList",
+    "NumNodes", "NumCPUs", "MinMemory", "tres-alloc", "tres-per-node", "tres-per-job", "Feature", "State",
+    "Reason", "RestartCnt", "Comment", "Name",
+)
+FIELD_SEP = "\x1f"  # ASCII unit separator between fields
+RECORD_END = "\x1e"  # ASCII record separator, printed just before squeue's newline
+
+
+def squeue_text_format() -> str:
+    """The ``squeue -O`` argument: ``JobID:0<US>,...,Name:0<RS>`` (``:0`` = never truncate)."""
+    *head, last = SQUEUE_TEXT_FIELDS
+    return ",".join([f"{f}:0{FIELD_SEP}" for f in head] + [f"{last}:0{RECORD_END}"])
+
+
+_NULLS = frozenset(("(null)", "N/A"))
+_NOT_NUMBERS = frozenset(("N/A", "", "NONE", "Unknown", "UNLIMITED"))
+# _job_from_text_values builds Job positionally (measurably faster than keywords); guard the order.
+_JOB_ORDER = ("job_id", "name", "user", "account", "partitions", "state", "state_flags", "reason", "qos",
+              "priority", "submit_time", "eligible_time", "start_time", "end_time", "time_limit_min", "nodes",
+              "node_count", "cpus", "memory_mb", "gres", "features", "restart_count", "comment", "array_job_id",
+              "array_task_id", "array_tasks", "het_job_id", "het_job_offset", "hold")
+if tuple(f.name for f in dataclass_fields(Job))[: len(_JOB_ORDER)] != _JOB_ORDER:  # pragma: no cover
+    raise ImportError("burstd.domain.slurm.Job fields changed order; update parse._job_from_text_values")
+(_I_ID, _I_AJID, _I_ATID, _I_HID, _I_HOFF, _I_USER, _I_ACCT, _I_PART, _I_QOS, _I_PRIO, _I_SUBMIT, _I_ELIG,
+ _I_START, _I_END, _I_LIMIT, _I_NODES, _I_NNODES, _I_NCPUS, _I_MINMEM, _I_TRES, _I_TPN, _I_TPJ, _I_FEAT,
+ _I_STATE, _I_REASON, _I_RESTART, _I_COMMENT, _I_NAME) = range(len(SQUEUE_TEXT_FIELDS))
+
+
+def _tres_mem_mb(tres: str) -> int | None:
+    for item in tres.split(","):
+        key, _, val = item.partition("=")
+        if key == "mem":
+            return parse_memory_mb(val)
+    return None
+
+
+def _tnum(s: str) -> int | None:
+    """A text number: digits -> int, Slurm's "no value" words -> None, anything else -> ValueError."""
+    if s.isdigit():
+        return int(s)
+    if s in _NOT_NUMBERS:
+        return None
+    raise ValueError(f"not a number: {s!r}")
+
+
+def _ttime(s: str) -> int | None:
+    t = _tnum(s)
+    return t if t and t < _LATEST_TIME else None
+
+
+_state_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
+_limit_cache: dict[str, int | None] = {}
+_gres_cache: dict[str, tuple[Gres, ...]] = {}
+_parts_cache: dict[str, tuple[str, ...]] = {}
+
+
+def _cached(cache: dict, key: str, fn):
+    try:
+        return cache[key]
+    except KeyError:
+        if len(cache) > 4096:
+            cache.clear()
+        value = cache[key] = fn(key)
+        return value
+
+
+def _job_from_text_values(v: list[str]) -> Job:
+    state, flags = _cached(_state_cache, v[_I_STATE], split_job_state)
+    reason = v[_I_REASON] or "None"
+    priority = _tnum(v[_I_PRIO]) or 0
+    cpus = _tnum(v[_I_NCPUS]) or 1
+    node_count = _tnum(v[_I_NNODES]) or 1
+    task = v[_I_ATID]
+    if task.isdigit():
+        array_task_id, array_tasks = int(task), ""
+    else:
+        array_task_id, array_tasks = None, ("" if task in _NOT_NUMBERS else task)
+    array_job_id = int(v[_I_AJID]) if (array_tasks or array_task_id is not None) else None
+    het_job_id = _tnum(v[_I_HID]) or None
+    mem = None
+    minmem = v[_I_MINMEM]
+    if minmem != "0" and parse_memory_mb(minmem) is not None:  # "0" = nothing asked; tres holds the job total
+        total = _tres_mem_mb(v[_I_TRES])
+        mem = total // node_count if total else parse_memory_mb(minmem)
+    tpn, tpj = v[_I_TPN], v[_I_TPJ]
+    gres = _cached(_gres_cache, tpn, parse_gres) if tpn not in _NULLS else ()
+    if not gres and tpj not in _NULLS:
+        gres = _cached(_gres_cache, tpj, parse_gres)
+    account, qos, comment, feature, nodes = v[_I_ACCT], v[_I_QOS], v[_I_COMMENT], v[_I_FEAT], v[_I_NODES]
+    return Job(
+        int(v[_I_ID]),  # job_id
+        v[_I_NAME],  # name
+        v[_I_USER],  # user
+        "" if account in _NULLS else account,
+        _cached(_parts_cache, v[_I_PART], str_list),
+        state,
+        flags,
+        reason,
+        "" if qos in _NULLS else qos,
+        priority,
+        _ttime(v[_I_SUBMIT]),
+        _ttime(v[_I_ELIG]),
+        _ttime(v[_I_START]),
+        _ttime(v[_I_END]),
+        _cached(_limit_cache, v[_I_LIMIT], parse_time_limit),
+        "" if nodes in _NULLS else nodes,
+        node_count,
+        cpus,
+        mem,
+        gres,
+        "" if feature in _NULLS else feature,
+        _tnum(v[_I_RESTART]) or 0,
+        "" if comment in _NULLS else comment,
+        array_job_id,
+        array_task_id,
+        array_tasks,
+        het_job_id,
+        (_tnum(v[_I_HOFF]) if het_job_id is not None else None),
+        reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
+    )
+
+
+class TextParseError(ValueError):
+    """A squeue text record that does not split cleanly (a field held a separator): use JSON instead."""
+
+
+def jobs_from_squeue_text(output: str, cache: dict[str, Job] | None = None) -> list[Job]:
+    """Parse the output of ``squeue -h -O <squeue_text_format()>`` with SLURM_TIME_FORMAT=%s.
+
+    Free text (names, comments, accounts) may hold anything, newlines included: records end with
+    ``RS + newline`` and fields are split on ``US``. A record whose field count or numbers do not add up
+    raises TextParseError, so the caller can fall back to the JSON path; nothing is guessed.
+
+    ``cache`` maps a record's exact text to the Job parsed from it last time (Jobs are immutable). Pass
+    the same dict every cycle: records that did not change are not parsed again, and the dict is
+    rebuilt to hold only this output's records, so it never outgrows the queue.
+    """
+    if not output:
+        if cache is not None:
+            cache.clear()
+        return []
+    terminator = RECORD_END + "\n"
+    if not output.endswith(terminator):
+        raise TextParseError("squeue output does not end with a record terminator")
+    previous = cache if cache is not None else {}
+    records = output[: -len(terminator)].split(terminator)
+    get = previous.get
+    jobs: list[Job | None] = [get(rec) for rec in records]
+    n = len(SQUEUE_TEXT_FIELDS)
+    misses = 0
+    for i, job in enumerate(jobs):
+        if job is not None:
+            continue
+        misses += 1
+        rec = records[i]
+        values = rec.split(FIELD_SEP)
+        if len(values) != n:
+            raise TextParseError(f"squeue record with {len(values)} fields, expected {n}: {rec[:80]!r}")
+        try:
+            jobs[i] = _job_from_text_values(values)
+        except (ValueError, KeyError, IndexError) as exc:
+            raise TextParseError(f"squeue record does not parse ({exc}): {rec[:80]!r}") from None
+    if cache is not None and (misses or len(cache) != len(records)):
+        cache.clear()
+        cache.update(zip(records, jobs))
+    return jobs  # type: ignore[return-value]

@@ -1,0 +1,679 @@
+"""A real Slurm 22.05 cluster on one machine: munge, slurmctld, on-prem nodes and CLOUD nodes as namespaces.
+
+    bed = Bed(BedConfig(name="burstd", hooks="bare"))
+    bed.up()                                   # idempotent; installs Slurm first if it is missing
+    job = bed.sbatch(["-p", "cloud"], "#!/bin/sh\\nhostname\\n", user="burstuser")
+    bed.wait_for(lambda: bed.job(job).get("JobState") == "COMPLETED", 120, f"job {job} to complete")
+    bed.down()                                 # idempotent; stops only what the bed started
+
+Everything a bed owns lives in its state dir (default /var/lib/burstd-testbed/<name>): slurm.conf, the JWT
+key, slurmctld's state, slurmd spools, pid files, logs, hook scripts and ``bed.json`` (the resolved settings
+and the pids it started). /etc/slurm is never touched. See docs/testbed.md.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import ipaddress
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from burstd.providers.local import netns
+from burstd.testbed import render
+from burstd.testbed.config import HOOK_MODES, STATE_ROOT, BedConfig
+
+T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-deps.sh"
+TEST_USERS = ("burstuser", "burstuser2")  # a normal user, and a second uid for permission tests
+REST_VERSIONS = "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"
+REQUIRED_BINARIES = ("slurmctld", "slurmd", "slurmrestd", "scontrol", "sbatch", "sinfo", "squeue", "munged",
+                     "nsenter", "unshare", "ip")
+
+
+class BedError(RuntimeError):
+    """The bed cannot be brought up or down; the message says what to do."""
+
+
+# ------------------------------------------------------------------------------------------ machine set-up
+
+
+def missing_software() -> list[str]:
+    missing = [b for b in REQUIRED_BINARIES if shutil.which(b, path=netns.SANE_PATH) is None]
+    if not glob.glob("/usr/lib/*/slurm-wlm/auth_jwt.so") and not glob.glob("/usr/lib/slurm-wlm/auth_jwt.so"):
+        missing.append("auth_jwt.so (slurm-wlm-jwt-plugin)")
+    return missing
+
+
+def ensure_installed(install: bool = True) -> None:
+    missing = missing_software()
+    if not missing:
+        return
+    if install and INSTALL_SCRIPT.is_file():
+        subprocess.run(["bash", str(INSTALL_SCRIPT)], check=True, env={"PATH": netns.SANE_PATH, "LANG": "C"})
+        missing = missing_software()
+        if not missing:
+            return
+    raise BedError(f"missing: {', '.join(missing)}. As root on Debian 12 run: bash {INSTALL_SCRIPT}")
+
+
+def _user_exists(user: str) -> bool:
+    try:
+        pwd.getpwnam(user)
+        return True
+    except KeyError:
+        return False
+
+
+def ensure_users(rest_user: str) -> None:
+    """slurmrestd's unprivileged user and the test users (the install script makes them too)."""
+    if not _user_exists(rest_user):
+        _sh(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", rest_user],
+            f"create user {rest_user}")
+    for user in TEST_USERS:
+        if not _user_exists(user):
+            _sh(["useradd", "--create-home", "--shell", "/bin/bash", user], f"create user {user}")
+
+
+def munge_ok() -> bool:
+    try:
+        enc = subprocess.run(["munge", "-n"], capture_output=True, timeout=5, env={"PATH": netns.SANE_PATH})
+        if enc.returncode != 0:
+            return False
+        dec = subprocess.run(["unmunge"], input=enc.stdout, capture_output=True, timeout=5,
+                             env={"PATH": netns.SANE_PATH})
+        return dec.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def ensure_munge() -> None:
+    """munge is shared by every bed: start it if it is not running, never stop it."""
+    if munge_ok():
+        return
+    if not Path("/etc/munge/munge.key").exists():
+        _sh(["mungekey", "-c", "-k", "/etc/munge/munge.key"], "create munge key")
+        _sh(["chown", "munge:munge", "/etc/munge/munge.key"], "chown munge key")
+        os.chmod("/etc/munge/munge.key", 0o400)
+    Path("/run/munge").mkdir(exist_ok=True)
+    shutil.chown("/run/munge", "munge", "munge")
+    _sh(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "start munged")
+    _wait(munge_ok, 10, "munged to answer")
+
+
+def _sh(argv: list[str], what: str, env: dict[str, str] | None = None, timeout: float = 60,
+        check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                              env=env or {"PATH": netns.SANE_PATH, "LANG": "C"})
+    except subprocess.TimeoutExpired:
+        raise BedError(f"{what}: `{' '.join(argv)}` timed out after {timeout:.0f} s") from None
+    if check and proc.returncode != 0:
+        raise BedError(f"{what}: `{' '.join(argv)}` failed (exit {proc.returncode}): "
+                       f"{(proc.stderr or proc.stdout).strip()}")
+    return proc
+
+
+def _wait(pred: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise BedError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def _pid_of(pidfile: Path) -> int | None:
+    try:
+        return int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int | None, comm: str) -> bool:
+    """Is ``pid`` a live process named ``comm`` (never trust a pid file alone: pids are reused)."""
+    if not pid:
+        return False
+    try:
+        if Path(f"/proc/{pid}/comm").read_text().strip() != comm[:15]:
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _stop(pid: int | None, comm: str, timeout: float = 10) -> bool:
+    if not _alive(pid, comm):
+        return False
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid, comm):
+        time.sleep(0.1)
+    if _alive(pid, comm):
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    try:  # reap it if we are its parent (slurmrestd started by this process)
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return True
+
+
+def _port_free(port: int, host: str = "0.0.0.0") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+@contextmanager
+def _global_lock() -> Iterator[None]:
+    STATE_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(STATE_ROOT / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def parse_kv(line: str) -> dict[str, str]:
+    """``scontrol show ... -o`` output line -> {Key: value} (values may contain spaces)."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"(\S+?)=(.*?)(?=\s+\S+?=|\s*$)", line.strip())}
+
+
+def other_beds() -> list[dict]:
+    out = []
+    for path in sorted(STATE_ROOT.glob("*/bed.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the bed
+
+
+class Bed:
+    """One test bed: from settings (``Bed(BedConfig(...))``) or as it was brought up (``Bed.load``)."""
+
+    def __init__(self, config: BedConfig | None = None):
+        self.config = (config or BedConfig()).resolved()
+        self.paths = render.paths(self.config)
+
+    @classmethod
+    def load(cls, name: str = "burstd", state_dir: str | None = None) -> Bed:
+        """The bed as it was brought up (settings from its bed.json); default settings if it never was."""
+        path = Path(state_dir) if state_dir else STATE_ROOT / name
+        try:
+            saved = json.loads((path / "bed.json").read_text())
+            return cls(BedConfig.model_validate(saved["config"]))
+        except FileNotFoundError:
+            return cls(BedConfig(name=name, state_dir=state_dir))
+
+    # ------------------------------------------------------------------ properties the tests use
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def state_dir(self) -> Path:
+        return self.config.state_path
+
+    @property
+    def conf_path(self) -> Path:
+        return self.paths["conf"]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"SLURM_CONF": str(self.conf_path), "PATH": netns.SANE_PATH, "LANG": "C"}
+
+    @property
+    def ctld_addr(self) -> str:
+        return self.config.ctld_addr
+
+    @property
+    def ctld_port(self) -> int:
+        return self.config.ctld_port_
+
+    @property
+    def rest_port(self) -> int:
+        return self.config.rest_port_
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    @property
+    def onprem_partition(self) -> str:
+        return self.config.onprem_partition
+
+    @property
+    def cloud_partition(self) -> str:
+        return self.config.cloud_partition
+
+    @property
+    def onprem_nodes(self) -> list[str]:
+        return self.config.onprem_nodes
+
+    @property
+    def cloud_nodes(self) -> list[str]:
+        return self.config.cloud_nodes
+
+    @property
+    def subnet(self) -> str:
+        return str(self.config.network)
+
+    @property
+    def bridge(self) -> str:
+        return self.config.bridge_
+
+    @property
+    def netns_prefix(self) -> str:
+        return self.config.netns_prefix_
+
+    @property
+    def hooks_log(self) -> Path:
+        return self.paths["hooks_log"]
+
+    @property
+    def vms_dir(self) -> Path:
+        return self.paths["vms"]
+
+    @property
+    def burstd_config(self) -> Path:
+        return Path(self.config.burstd_config or self.paths["burstd_config"])
+
+    @property
+    def hook_mode(self) -> str:
+        try:
+            return json.loads(self.paths["bed_json"].read_text()).get("hooks", self.config.hooks)
+        except (OSError, ValueError):
+            return self.config.hooks
+
+    # ------------------------------------------------------------------ liveness
+
+    def ctld_pid(self) -> int | None:
+        pid = _pid_of(self.paths["ctld_pid"])
+        return pid if _alive(pid, "slurmctld") else None
+
+    def rest_pid(self) -> int | None:
+        pid = _pid_of(self.paths["rest_pid"])
+        return pid if _alive(pid, "slurmrestd") else None
+
+    def ping(self) -> bool:
+        if not self.conf_path.exists():
+            return False
+        proc = _sh(["scontrol", "ping"], "ping", env=self.env, timeout=15, check=False)
+        return proc.returncode == 0 and "UP" in proc.stdout
+
+    def is_up(self) -> bool:
+        return self.ctld_pid() is not None and self.ping()
+
+    # ------------------------------------------------------------------ up
+
+    def up(self, install: bool = True) -> Bed:
+        if os.geteuid() != 0:
+            raise BedError("the test bed needs root (network namespaces, slurmd)")
+        ensure_installed(install)
+        with _global_lock():
+            ensure_users(self.config.rest_user)
+            ensure_munge()
+            if self.ctld_pid() is not None:
+                self._check_same_settings()
+                self._write_hooks()
+                self._save()
+            else:
+                self._check_conflicts()
+                self._clear_leftovers()
+                self._prepare_state_dir()
+                netns.ensure_bridge(self.bridge, self.config.bridge_address)
+                self._start_ctld()
+            self._start_onprem_nodes()
+            self._start_rest()
+            self._save()
+        _wait(self._onprem_ready, 60, f"on-prem nodes {', '.join(self.onprem_nodes)} to be idle "
+              f"(see {self.paths['log']}/slurmd-*.log)", 0.3)
+        _wait(self._rest_ready, 30, f"slurmrestd on {self.rest_url} (see {self.paths['rest_log']})", 0.3)
+        return self
+
+    def _check_same_settings(self) -> None:
+        try:
+            saved = BedConfig.model_validate(json.loads(self.paths["bed_json"].read_text())["config"])
+        except (OSError, ValueError, KeyError):
+            return
+        ignore = {"hooks", "python", "burstd_config"}
+        new = self.config.model_dump(exclude=ignore)
+        old = saved.model_dump(exclude=ignore)
+        diff = [f"{k}: {old[k]!r} -> {new[k]!r}" for k in new if new[k] != old.get(k)]
+        if diff:
+            raise BedError(f"bed {self.name!r} is already up with other settings ({'; '.join(diff)}); "
+                           f"run `burstctl testbed down --name {self.name}` first")
+
+    def _check_conflicts(self) -> None:
+        cfg = self.config
+        mine = {"name": cfg.name}
+        for other in other_beds():
+            oc = other.get("config", {})
+            if oc.get("name") == mine["name"]:
+                continue
+            if not _alive(other.get("ctld_pid"), "slurmctld"):
+                continue
+            for key in ("subnet", "ctld_port", "rest_port", "bridge", "netns_prefix", "state_dir"):
+                if oc.get(key) == getattr(cfg, key):
+                    raise BedError(f"bed {oc.get('name')!r} (up) already uses {key} = {oc.get(key)!r}; "
+                                   f"give bed {cfg.name!r} another --slot or --{key.replace('_', '-')}")
+        for port, host in ((cfg.ctld_port_, "0.0.0.0"), (cfg.rest_port_, "127.0.0.1")):
+            if not _port_free(port, host):
+                raise BedError(f"port {port} is in use; give bed {cfg.name!r} another --slot or port")
+        proc = _sh(["ip", "-j", "-4", "addr"], "list addresses")
+        for link in json.loads(proc.stdout or "[]"):
+            if link.get("ifname") == self.bridge:
+                continue
+            for a in link.get("addr_info", []):
+                if a.get("local") and cfg.network.overlaps(
+                        ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False)):
+                    raise BedError(f"subnet {cfg.network} overlaps {a['local']}/{a['prefixlen']} on "
+                                   f"{link['ifname']}; give bed {cfg.name!r} another --slot or --subnet")
+
+    def _clear_leftovers(self) -> None:
+        """A bed that was not brought down (crash, reboot of the daemons): start from a clean slate."""
+        self._teardown()
+        for key in ("ctld_state", "spool", "run", "vms", "burstd_dir"):
+            shutil.rmtree(self.paths[key], ignore_errors=True)
+        log = self.paths["log"]
+        if log.is_dir() and any(log.iterdir()):
+            old = log.with_name("log.prev")
+            shutil.rmtree(old, ignore_errors=True)
+            log.rename(old)
+
+    def _prepare_state_dir(self) -> None:
+        p = self.paths
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o755)  # slurmrestd (unprivileged) reads slurm.conf
+        for key in ("ctld_state", "spool", "run", "log", "hooks", "vms", "work", "burstd_dir"):
+            p[key].mkdir(parents=True, exist_ok=True)
+        for node in self.onprem_nodes + self.cloud_nodes:
+            (p["spool"] / node).mkdir(exist_ok=True)
+        for user in TEST_USERS:
+            d = p["work"] / user
+            d.mkdir(exist_ok=True)
+            shutil.chown(d, user, user)
+            os.chmod(d, 0o755)
+        if not p["jwt_key"].exists():
+            fd = os.open(p["jwt_key"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(32))
+        self._atomic_write(p["conf"], render.slurm_conf(self.config), 0o644)
+        self._atomic_write(p["burstd_config"], render.burstd_toml(self.config), 0o644)
+        self._write_hooks()
+        p["hooks_log"].touch()
+
+    @staticmethod
+    def _atomic_write(path: Path, text: str, mode: int) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+
+    def _write_hooks(self, mode: str | None = None) -> None:
+        mode = mode or self.config.hooks
+        if mode not in HOOK_MODES:
+            raise BedError(f"unknown hook mode {mode!r}; one of {', '.join(HOOK_MODES)}")
+        self.paths["hooks"].mkdir(parents=True, exist_ok=True)
+        for hook in render.HOOK_NAMES:
+            self._atomic_write(self.paths["hooks"] / hook, render.hook_script(self.config, hook, mode), 0o755)
+        self._hook_mode = mode
+
+    def set_hooks(self, mode: str) -> None:
+        """Switch the power-saving hooks of a running bed (stub | bare | burstd); takes effect at once."""
+        self._write_hooks(mode)
+        self._save()
+
+    @contextmanager
+    def hooks(self, mode: str) -> Iterator[Bed]:
+        """``with bed.hooks("bare"): ...`` and the previous mode comes back afterwards."""
+        before = self.hook_mode
+        self.set_hooks(mode)
+        try:
+            yield self
+        finally:
+            self.set_hooks(before)
+
+    def _start_ctld(self) -> None:
+        proc = _sh(["slurmctld", "-f", str(self.conf_path)], "start slurmctld", env=self.env, check=False)
+        if proc.returncode != 0:
+            raise BedError(f"slurmctld did not start (exit {proc.returncode}): {proc.stderr.strip()}; "
+                           f"see {self.paths['log']}/slurmctld.log")
+        _wait(self.ping, 30, f"slurmctld to answer (see {self.paths['log']}/slurmctld.log)", 0.3)
+
+    def _start_onprem_nodes(self) -> None:
+        for node in self.onprem_nodes:
+            spec = render.vm_spec(self.config, node, boot_flag=False)
+            rec = netns.read_record(self.vms_dir, spec.netns)
+            alive = rec is not None and rec.alive and netns.netns_pids(spec.netns)
+            if not alive:
+                netns.create(spec, self.vms_dir) if rec is None else self._recreate(spec)
+
+    def _recreate(self, spec: netns.VmSpec) -> None:
+        netns.destroy(spec.netns, self.vms_dir)
+        netns.create(spec, self.vms_dir)
+
+    def _start_rest(self) -> None:
+        if self.rest_pid() is not None:
+            return
+        env = dict(self.env, SLURM_JWT="daemon")
+        with open(self.paths["rest_log"], "ab") as log:
+            proc = subprocess.Popen(
+                ["slurmrestd", "-a", "rest_auth/jwt", "-s", REST_VERSIONS, "-u", self.config.rest_user,
+                 f"127.0.0.1:{self.rest_port}"],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                cwd=str(self.state_dir),
+            )
+        self.paths["rest_pid"].write_text(f"{proc.pid}\n")
+
+    def _onprem_ready(self) -> bool:
+        states = self.node_states(self.onprem_partition)
+        ready = ("idle", "mixed", "allocated", "completing")
+        return bool(states) and all(s.rstrip("*~#%!$@^-+").lower() in ready and not s.endswith("*")
+                                    for s in states.values())
+
+    def _rest_ready(self) -> bool:
+        import httpx
+
+        try:
+            r = httpx.get(f"{self.rest_url}/slurm/v0.0.38/ping", timeout=5,
+                          headers={"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": self.jwt()})
+            return r.status_code == 200
+        except (httpx.HTTPError, BedError):
+            return False
+
+    def _save(self) -> None:
+        data = {
+            "config": self.config.model_dump(mode="json"),
+            "hooks": getattr(self, "_hook_mode", self.hook_mode),
+            "ctld_pid": self.ctld_pid(),
+            "rest_pid": self.rest_pid(),
+            "updated_at": time.time(),
+        }
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._atomic_write(self.paths["bed_json"], json.dumps(data, indent=2) + "\n", 0o644)
+
+    # ------------------------------------------------------------------ down
+
+    def vm_namespaces(self) -> set[str]:
+        """Every namespace of this bed: on its bridge, recorded by it, or named with its prefix."""
+        found = netns.netns_on_bridge(self.bridge) if netns.link_exists(self.bridge) else set()
+        found |= {r.netns for r in netns.list_vms(self.vms_dir)}
+        found |= {n for n in netns.list_netns() if n.startswith(self.netns_prefix)}
+        return found & netns.list_netns()
+
+    def down(self, keep_logs: bool = True) -> dict[str, Any]:
+        """Stop everything this bed started and remove its namespaces, veths, bridge and state."""
+        if os.geteuid() != 0:
+            raise BedError("the test bed needs root")
+        with _global_lock():
+            stopped = self._teardown()
+            if self.state_dir.is_dir() and self.state_dir.resolve() != Path("/"):
+                for child in self.state_dir.iterdir():
+                    if keep_logs and child.name in ("log", "log.prev"):
+                        continue
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink(missing_ok=True)
+        return stopped
+
+    def _teardown(self) -> dict[str, Any]:
+        stopped: dict[str, Any] = {"slurmrestd": False, "slurmctld": False, "namespaces": []}
+        stopped["slurmrestd"] = _stop(_pid_of(self.paths["rest_pid"]), "slurmrestd")
+        stopped["slurmctld"] = _stop(_pid_of(self.paths["ctld_pid"]), "slurmctld", timeout=15)
+        for ns in sorted(self.vm_namespaces()):
+            netns.teardown(ns)
+            stopped["namespaces"].append(ns)
+        for port in netns.bridge_ports(self.bridge):  # a veth left over from a half-made VM
+            netns._run(["ip", "link", "del", port], f"delete {port}", check=False)
+        netns.delete_bridge(self.bridge)
+        for rec in netns.list_vms(self.vms_dir):
+            netns.remove_record(self.vms_dir, rec.netns)
+        return stopped
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> dict[str, Any]:
+        ctld = self.ctld_pid()
+        up = ctld is not None and self.ping()
+        nodes = {}
+        if up:
+            proc = _sh(["sinfo", "-h", "-N", "-o", "%N|%P|%T|%o|%E"], "sinfo", env=self.env, check=False)
+            for line in proc.stdout.splitlines():
+                name, part, state, addr, reason = (line.split("|") + [""] * 5)[:5]
+                entry = nodes.setdefault(name, {"partitions": [], "state": state, "address": addr,
+                                                "reason": reason})
+                entry["partitions"].append(part.rstrip("*"))
+        vms = [{"netns": r.netns, "node": r.node_name, "address": r.address, "state": r.state,
+                "alive": r.alive, "tags": r.tags} for r in netns.list_vms(self.vms_dir)]
+        return {
+            "name": self.name,
+            "up": up,
+            "state_dir": str(self.state_dir),
+            "conf": str(self.conf_path),
+            "hooks": self.hook_mode,
+            "slurmctld": {"pid": ctld, "addr": self.ctld_addr, "port": self.ctld_port},
+            "slurmrestd": {"pid": self.rest_pid(), "url": self.rest_url},
+            "subnet": self.subnet,
+            "bridge": self.bridge,
+            "bridge_exists": netns.link_exists(self.bridge),
+            "netns_prefix": self.netns_prefix,
+            "partitions": {"onprem": self.onprem_partition, "cloud": self.cloud_partition},
+            "nodes": nodes,
+            "vms": vms,
+            "namespaces": sorted(self.vm_namespaces()),
+            "burstd_config": str(self.burstd_config),
+        }
+
+    # ------------------------------------------------------------------ helpers for tests and the demo
+
+    def run(self, argv: Sequence[str], user: str | None = None, check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Run a command with the bed's SLURM_CONF (as ``user`` through runuser when given)."""
+        full = list(argv) if user in (None, "root") else ["runuser", "-u", user, "--", *argv]
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, env=self.env,
+                              input=input)
+        if check and proc.returncode != 0:
+            raise BedError(f"`{' '.join(full)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def workdir(self, user: str | None = None) -> Path:
+        d = self.paths["work"] / (user or "root")
+        if not d.is_dir():
+            d.mkdir(parents=True, exist_ok=True)
+            if user and user != "root":
+                shutil.chown(d, user, user)
+        return d
+
+    def sbatch(self, opts: Sequence[str], script: str, user: str | None = None) -> int:
+        """Submit ``script`` with ``sbatch --parsable opts`` from the user's work dir; returns the job id."""
+        wd = self.workdir(user)
+        path = wd / f"job-{time.time_ns()}.sh"
+        path.write_text(script)
+        os.chmod(path, 0o755)
+        if user and user != "root":
+            shutil.chown(path, user, user)
+        proc = self.run(["sbatch", "--parsable", f"--chdir={wd}", *opts, str(path)], user=user)
+        return int(proc.stdout.strip().split(";")[0])
+
+    def jwt(self, user: str = "root", lifespan: int = 3600) -> str:
+        proc = _sh(["scontrol", "token", f"username={user}", f"lifespan={lifespan}"], "get a JWT",
+                   env=self.env)
+        m = re.search(r"SLURM_JWT=(\S+)", proc.stdout)
+        if not m:
+            raise BedError(f"scontrol token printed no token: {proc.stdout.strip()}")
+        return m.group(1)
+
+    def job(self, job_id: int | str) -> dict[str, str]:
+        proc = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
+        return parse_kv(proc.stdout.splitlines()[0]) if proc.returncode == 0 and proc.stdout.strip() else {}
+
+    def node(self, name: str) -> dict[str, str]:
+        proc = self.run(["scontrol", "show", "node", "-o", name], check=False)
+        return parse_kv(proc.stdout.splitlines()[0]) if proc.returncode == 0 and proc.stdout.strip() else {}
+
+    def node_states(self, partition: str | None = None) -> dict[str, str]:
+        argv = ["sinfo", "-h", "-N", "-o", "%N %T"] + (["-p", partition] if partition else [])
+        proc = _sh(argv, "sinfo", env=self.env, check=False)
+        return dict(line.split(None, 1) for line in proc.stdout.splitlines() if " " in line)
+
+    def reset_cloud_nodes(self, timeout: float = 90) -> list[str]:
+        """Force every cloud node that is not powered down back to powered-down (jobs on them are requeued),
+        and wait until Slurm says so. For test clean-up; returns the nodes it had to reset."""
+        reset = []
+        for node in self.cloud_nodes:
+            state = self.node(node).get("State", "")
+            if "POWERED_DOWN" in state and "POWERING_DOWN" not in state:
+                continue
+            self.run(["scontrol", "update", f"nodename={node}", "state=POWER_DOWN_FORCE", "reason=bed reset"],
+                     check=False)
+            reset.append(node)
+
+        def settled() -> bool:
+            states = [self.node(n).get("State", "") for n in reset]
+            return all("POWERED_DOWN" in st and "POWERING_DOWN" not in st for st in states)
+
+        self.wait_for(settled, timeout, f"cloud nodes {', '.join(reset)} to power down")
+        return reset
+
+    def kill_vm(self, node: str) -> bool:
+        """Pull the plug on a node's namespace VM, whoever made it (a spot reclaim seen from outside):
+        every process in it is killed and the namespace removed. Slurm notices after SlurmdTimeout."""
+        return netns.teardown(self.config.netns_of(node))
+
+    @staticmethod
+    def wait_for(pred: Callable[[], T], timeout: float, what: str, interval: float = 0.5) -> T:
+        """Poll ``pred`` until it returns something truthy; AssertionError naming ``what`` on timeout."""
+        try:
+            return _wait(pred, timeout, what, interval)
+        except BedError as exc:
+            raise AssertionError(str(exc)) from None

@@ -1,0 +1,124 @@
+#!/bin/bash
+# burstd node bootstrap: the start-up script of every burstd cloud node (AWS user data, GCE startup-script).
+#
+# 1. find this node's Slurm name (AWS: instance tag burstd:node via IMDSv2; GCE: metadata attribute burstd-node)
+# 2. fetch the munge key from the cloud's secret store with the instance's own role
+#    (AWS Secrets Manager, or SSM SecureString when BURSTD_MUNGE_SECRET starts with "ssm:"; GCP Secret Manager)
+# 3. install it as /etc/munge/munge.key, 0400 munge:munge, and (re)start munge
+# 4. start slurmd configless (--conf-server) under the node name, then burstd-agent
+#
+# Idempotent: running it again converges on the same state. Logs to the journal (tag burstd-bootstrap) and to
+# stderr; any failure stops the script with a message naming the step. The key never reaches a log, an argument
+# list, or any file but munge.key. The header above the marker line sets (burstd renders it):
+#   BURSTD_CLOUD=aws|gcp  BURSTD_MUNGE_SECRET=...  BURSTD_CONF_SERVER=host[:port]  BURSTD_REGION / BURSTD_PROJECT
+set -euo pipefail
+set +x  # never trace: a trace could print the key
+
+: "${BURSTD_CLOUD:?BURSTD_CLOUD is not set (aws or gcp)}"
+: "${BURSTD_MUNGE_SECRET:?BURSTD_MUNGE_SECRET is not set}"
+: "${BURSTD_CONF_SERVER:?BURSTD_CONF_SERVER is not set (slurmctld host[:port])}"
+BURSTD_ROOT="${BURSTD_ROOT:-}"                      # tests: install under this prefix
+AWS_IMDS="${BURSTD_IMDS_URL:-http://169.254.169.254}"
+GCE_MD="${BURSTD_GCE_METADATA_URL:-http://metadata.google.internal}"
+SECRETS_API="${BURSTD_SECRETMANAGER_URL:-https://secretmanager.googleapis.com}"
+MUNGE_KEY="${BURSTD_ROOT}/etc/munge/munge.key"
+STATE_DIR="${BURSTD_ROOT}/var/lib/burstd-node"
+
+log() {
+    echo "burstd-bootstrap: $*" >&2
+    if command -v logger >/dev/null 2>&1; then logger -t burstd-bootstrap -- "$*" || true; fi
+}
+die() { log "FAILED: $*"; exit 1; }
+trap 'die "line $LINENO: command exited with status $?"' ERR
+
+imds_token() {
+    curl -sf --retry 5 --retry-connrefused -X PUT "$AWS_IMDS/latest/api/token" \
+        -H "X-aws-ec2-metadata-token-ttl-seconds: 300"
+}
+imds_get() {  # path
+    curl -sf --retry 5 --retry-connrefused -H "X-aws-ec2-metadata-token: $(imds_token)" "$AWS_IMDS/latest/$1"
+}
+gce_get() {  # path under computeMetadata/v1
+    curl -sf --retry 5 --retry-connrefused -H "Metadata-Flavor: Google" "$GCE_MD/computeMetadata/v1/$1"
+}
+
+node_name() {
+    case "$BURSTD_CLOUD" in
+        aws) imds_get "meta-data/tags/instance/burstd:node" ;;
+        gcp) gce_get "instance/attributes/burstd-node" ;;
+        *) die "unknown BURSTD_CLOUD '$BURSTD_CLOUD'" ;;
+    esac
+}
+
+# Writes the key (raw bytes) to stdout; callers redirect it straight into a 0600 temp file.
+fetch_key() {
+    case "$BURSTD_CLOUD" in
+        aws)
+            local region
+            region="${BURSTD_REGION:-$(imds_get meta-data/placement/region)}"
+            if [[ "$BURSTD_MUNGE_SECRET" == ssm:* ]]; then
+                aws ssm get-parameter --region "$region" --with-decryption --name "${BURSTD_MUNGE_SECRET#ssm:}" \
+                    --query Parameter.Value --output text | base64 -d
+            else
+                aws secretsmanager get-secret-value --region "$region" --secret-id "$BURSTD_MUNGE_SECRET" \
+                    --query SecretString --output text | base64 -d
+            fi
+            ;;
+        gcp)
+            local project token_json
+            project="${BURSTD_PROJECT:-$(gce_get project/project-id)}"
+            token_json="$(gce_get instance/service-accounts/default/token)"
+            # The bearer token goes to curl through a header file on stdin, never in argv.
+            python3 -c 'import json,sys; print("Authorization: Bearer " + json.load(sys.stdin)["access_token"])' \
+                <<<"$token_json" |
+                curl -sf --retry 5 -H @- \
+                    "$SECRETS_API/v1/projects/$project/secrets/$BURSTD_MUNGE_SECRET/versions/latest:access" |
+                python3 -c 'import base64,json,sys; sys.stdout.buffer.write(base64.b64decode(base64.b64decode(json.load(sys.stdin)["payload"]["data"])))'
+            ;;
+    esac
+}
+
+install_key() {
+    local dir tmp
+    dir="$(dirname "$MUNGE_KEY")"
+    install -d -m 0700 "$dir"
+    tmp="$(mktemp "$dir/.munge.key.XXXXXX")"
+    fetch_key >"$tmp" || { rm -f "$tmp"; die "could not fetch the munge key from $BURSTD_CLOUD secret '$BURSTD_MUNGE_SECRET'"; }
+    [[ -s "$tmp" ]] || { rm -f "$tmp"; die "the munge key secret '$BURSTD_MUNGE_SECRET' is empty"; }
+    chmod 0400 "$tmp"
+    if [[ -z "$BURSTD_ROOT" ]]; then chown munge:munge "$tmp" "$dir"; fi
+    mv -f "$tmp" "$MUNGE_KEY"
+    log "munge key installed at $MUNGE_KEY (0400 munge:munge)"
+}
+
+main() {
+    local node
+    node="$(node_name)" || die "could not read the node name from the $BURSTD_CLOUD metadata"
+    [[ "$node" =~ ^[a-z][a-z0-9-]{0,62}$ ]] || die "node name '$node' from metadata is not a valid Slurm node name"
+    log "bootstrapping Slurm node $node (cloud $BURSTD_CLOUD, conf server $BURSTD_CONF_SERVER)"
+    install -d -m 0755 "$STATE_DIR"
+    echo "$node" >"$STATE_DIR/node-name"
+
+    install_key
+    systemctl restart munge || die "munge did not start"
+
+    # slurmd configless under the node's Slurm name; a drop-in makes it survive reboots and stay idempotent.
+    install -d -m 0755 "${BURSTD_ROOT}/etc/systemd/system/slurmd.service.d"
+    cat >"${BURSTD_ROOT}/etc/systemd/system/slurmd.service.d/burstd.conf" <<UNIT
+[Service]
+ExecStart=
+ExecStart=/usr/sbin/slurmd -D --conf-server ${BURSTD_CONF_SERVER} -N ${node}
+UNIT
+    systemctl daemon-reload
+    systemctl enable --now slurmd || die "slurmd did not start"
+    systemctl restart slurmd || die "slurmd did not restart"
+
+    if systemctl cat burstd-agent.service >/dev/null 2>&1; then
+        systemctl enable --now burstd-agent || die "burstd-agent did not start"
+    else
+        log "burstd-agent.service is not installed on this image: preemption notices will only be seen server-side"
+    fi
+    log "node $node bootstrapped"
+}
+
+main "$@"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command: installs everything on a fresh Debian 12 machine (as root), then runs the whole suite
+# (unit, integration on a real Slurm bed, PostgreSQL, moto, torchrun). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/setup-venv.sh
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+# pytest exits 5 when a selection collected no test; treat that as a failure of the selection, not success.
+exit $rc

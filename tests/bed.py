@@ -1,0 +1,97 @@
+"""pytest plugin: the live Slurm test bed, once per session (``pytest_plugins = ["tests.bed"]``).
+
+    @pytest.mark.bed
+    def test_something(slurm_bed):
+        job = slurm_bed.sbatch(["-p", "onprem"], "#!/bin/sh\\nhostname\\n", user="burstuser")
+        slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "COMPLETED", 60, "job to complete")
+
+Settings come from ``BURSTD_BED_<FIELD>`` variables (any field of ``burstd.testbed.config.BedConfig``), so
+several people can run separate beds on one machine: e.g. ``BURSTD_BED_NAME=mine BURSTD_BED_SLOT=7``. The hook
+mode defaults to ``stub``; a test switches it with ``@pytest.mark.bed_hooks("bare")`` or
+``with slurm_bed.hooks("bare"): ...`` (or "burstd"), or the whole session with ``BURSTD_BED_HOOKS``.
+``BURSTD_BED_KEEP=1`` leaves the bed up after the session (faster reruns; a later session reuses it when the
+settings match).
+
+The bed's SuspendTime defaults to 10 s here (``BURSTD_BED_SUSPEND_TIME`` overrides) to keep tests short.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+TEST_USER = "burstuser"
+OTHER_USER = "burstuser2"
+
+
+def bed_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the Slurm test bed needs root (network namespaces, slurmd)"
+    from burstd.testbed.bed import missing_software
+
+    missing = missing_software()
+    if missing and not os.environ.get("BURSTD_BED_INSTALL"):
+        return (f"Slurm test bed software missing ({', '.join(missing)}); "
+                "run scripts/install-deps.sh as root (or set BURSTD_BED_INSTALL=1 to let the fixture run it)")
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) is missing"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_bed():
+    """A running :class:`burstd.testbed.Bed` (skips with the reason when this machine cannot run one)."""
+    reason = bed_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from burstd.testbed import Bed, BedConfig
+
+    defaults = {"suspend_time": 10, "suspend_timeout": 10}
+    env_overrides = {k: v for k, v in defaults.items()
+                     if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
+    bed = Bed(BedConfig.from_env(**env_overrides))
+    bed.up(install=bool(os.environ.get("BURSTD_BED_INSTALL")))
+    # several pytest sessions may share one bed: the last one out brings it down
+    sessions = bed.state_dir / "sessions"
+    sessions.mkdir(exist_ok=True)
+    mine = sessions / str(os.getpid())
+    mine.touch()
+    try:
+        yield bed
+    finally:
+        mine.unlink(missing_ok=True)
+        others = [p for p in sessions.iterdir() if p.name.isdigit() and Path(f"/proc/{p.name}").exists()]
+        if not others and not os.environ.get("BURSTD_BED_KEEP"):
+            bed.down()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "bed_hooks(mode): run the test with the bed's hooks in this mode "
+                            "(stub | bare | burstd), restored afterwards")
+
+
+@pytest.fixture(autouse=True)
+def _bed_hooks_marker(request):
+    """``@pytest.mark.bed_hooks("burstd")`` switches the live bed's hooks for one test."""
+    marker = request.node.get_closest_marker("bed_hooks")
+    if marker is None:
+        yield
+        return
+    bed = request.getfixturevalue("slurm_bed")
+    with bed.hooks(marker.args[0]):
+        yield
+
+
+@pytest.fixture
+def bed_user() -> str:
+    """The normal (non-root) user jobs are submitted as."""
+    return TEST_USER
+
+
+@pytest.fixture
+def other_user() -> str:
+    """A second non-root uid, for permission tests."""
+    return OTHER_USER

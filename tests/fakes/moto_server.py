@@ -1,0 +1,74 @@
+"""pytest fixtures: a real moto server on a free 127.0.0.1 port, with the fault proxy in front.
+
+    def test_x(aws_env):  # aws_env.url is the proxy; aws_env.faults the controls; aws_env.session boto3
+        ...
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+
+from tests.fakes.ec2_faults import Ec2FaultProxy
+
+# Distinctive fake credentials: the secret scan looks for them in logs and request bodies.
+FAKE_ACCESS_KEY = "AKIABURSTDFAKE000001"
+FAKE_SECRET_KEY = "burstdFakeSecretKey/DoNotLog+0123456789abcd"
+REGION = "us-east-1"
+
+
+@dataclass
+class AwsEnv:
+    moto_url: str
+    url: str  # the fault proxy: give this to boto3
+    faults: Ec2FaultProxy
+
+    def session(self):
+        import boto3
+
+        return boto3.session.Session(
+            aws_access_key_id=FAKE_ACCESS_KEY, aws_secret_access_key=FAKE_SECRET_KEY, region_name=REGION
+        )
+
+    def client(self, service: str = "ec2", direct: bool = False):
+        return self.session().client(service, endpoint_url=self.moto_url if direct else self.url)
+
+    def reset(self) -> None:
+        req = urllib.request.Request(f"{self.moto_url}/moto-api/reset", data=b"", method="POST")
+        urllib.request.urlopen(req, timeout=30).read()
+        self.faults.reset()
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    proxy = Ec2FaultProxy(host, port, REGION)
+    env = AwsEnv(moto_url=f"http://{host}:{port}", url=proxy.url, faults=proxy)
+    try:
+        yield env
+    finally:
+        proxy.close()
+        server.stop()
+
+
+@pytest.fixture
+def aws_env(moto_server, monkeypatch):
+    """A clean moto (reset before each test) and the fake credentials in the environment."""
+    moto_server.reset()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", FAKE_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET_KEY)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    yield moto_server
+
+
+def dump(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,109 @@
+"""The agent as the local provider runs it: inside a namespace VM, beside that VM's metadata endpoint.
+
+Real network namespaces, real metadata server on the VM's own 169.254.169.254, real agent process, real
+"job" processes in two VMs sharing one PID namespace; only ``scontrol`` is a recording stand-in (the
+drain through real Slurm is covered by tests/integration/test_preemption.py on the bed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from burstd.domain.preemption import parse_preemption_reason
+from burstd.providers.local.preemption import agent_argv, preempt, start_vm_services
+
+pytestmark = [pytest.mark.bed]
+
+
+def _need_root():
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("nsenter") is None:
+        pytest.skip("needs root, ip and nsenter (network namespaces)")
+
+
+def _job_in(netns: str, job_id: str, marker: Path, local_rank: str | None = "0") -> subprocess.Popen:
+    code = (
+        "import signal, sys, time\n"
+        f"signal.signal(signal.SIGUSR1, lambda *a: (open({str(marker)!r}, 'w').write('USR1'), sys.exit(0)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job_id}
+    if local_rank is not None:
+        env["LOCAL_RANK"] = local_rank
+    p = subprocess.Popen(["nsenter", f"--net=/run/netns/{netns}", sys.executable, "-c", code], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def _wait(pred, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def two_vms():
+    _need_root()
+    tag = uuid.uuid4().hex[:6]
+    names = [f"zz-agt-{tag}-a", f"zz-agt-{tag}-b"]
+    for ns in names:
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+    yield names
+    for ns in names:
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_notice_reaches_the_agent_in_its_vm_which_drains_and_signals_only_its_own_jobs(two_vms, tmp_path):
+    vm_a, vm_b = two_vms
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {tmp_path}/scontrol.log\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    records = tmp_path / "records"
+    argv = agent_argv("zzcloud1", metadata_port=1338, poll_interval_s=0.2) + ["--slurm-bin-dir", str(bin_dir)]
+    extra = start_vm_services(netns=vm_a, node="zzcloud1", address="10.0.0.1", instance_id="i-a",
+                              records_dir=records, agent=argv)
+    assert extra["metadata_url"] == "http://169.254.169.254:1338"
+    job = f"9{uuid.uuid4().int % 10**6}"
+    mine = _job_in(vm_a, job, tmp_path / "a.marker")
+    theirs = _job_in(vm_b, job, tmp_path / "b.marker")  # same job id, other VM: must be left alone
+    try:
+        time.sleep(1.0)  # the agent polls a few times with no notice: nothing happens
+        assert not (tmp_path / "scontrol.log").exists() and mine.poll() is None
+        deadline = preempt(records, vm_a, notice_s=60, reclaim=False)
+        _wait(lambda: (tmp_path / "a.marker").exists(), 20, "the job in the preempted VM to get SIGUSR1")
+        assert mine.wait(10) == 0
+        log = _wait(lambda: (tmp_path / "scontrol.log").exists() and (tmp_path / "scontrol.log").read_text(), 10,
+                    "the drain")
+        args = log.splitlines()
+        assert args[:3] == ["update", "nodename=zzcloud1", "state=DRAIN"]
+        assert parse_preemption_reason(args[3].removeprefix("reason=")).deadline == deadline
+        time.sleep(1.0)  # more polls of the same notice: no second drain, the other VM's job untouched
+        assert (tmp_path / "scontrol.log").read_text() == log
+        assert theirs.poll() is None and not (tmp_path / "b.marker").exists()
+    finally:
+        for p in (mine, theirs):
+            p.kill()
+            p.wait()
+    agent_log = (records / f"{vm_a}.imds" / "agent.log").read_text()
+    assert f"job={job}" in agent_log and "signal=SIGUSR1" in agent_log, agent_log[-3000:]

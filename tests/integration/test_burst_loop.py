@@ -1,0 +1,66 @@
+"""The burst loop end to end on the live bed: sbatch as a normal user -> pend on-prem -> burst -> run on cloud
+nodes (the hostname proves it) -> complete -> cloud nodes power down -> every lease TERMINATED, no namespace left.
+
+Real parts only: Slurm 22.05 (the bed) calling burstd's hooks, the burstd daemon process, SQLite, the local
+provider's network-namespace VMs running a real slurmd.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from burstd.config import load_config
+from tests.integration.daemon_bed import (
+    bed_daemon_config, cloud_namespaces, leases, running_daemon, wait_for,
+)
+
+pytestmark = [pytest.mark.bed, pytest.mark.slow]
+JOBS = 6  # two on-prem nodes of 2 CPUs, each job asks for a whole node: four of them must burst
+
+
+def test_sbatch_jobs_burst_run_on_cloud_complete_and_nodes_power_down(slurm_bed, bed_user, tmp_path):
+    cfg_path = bed_daemon_config(slurm_bed, tmp_path / "burstd")
+    cfg = load_config(cfg_path)
+    prefix = cfg.pools[0].node_prefix
+    assert slurm_bed.onprem_partition in cfg.policy.onprem_partitions
+    with running_daemon(slurm_bed, cfg_path, tmp_path / "burstd.log") as daemon:
+        script = "#!/bin/sh\nhostname\nsleep 12\n"
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
+                                  "-o", "out-%j.txt"], script, user=bed_user) for _ in range(JOBS)]
+        # plain sbatch to the on-prem partition: the overflow pends there first
+        first = {j: slurm_bed.job(j) for j in jobs}
+        assert all(info.get("UserId", "").startswith(bed_user) for info in first.values())
+        assert any(info.get("JobState") == "PENDING" for info in first.values())
+
+        def done():
+            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
+            assert not {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"} & set(states.values()), \
+                (states, daemon.log_tail())
+            return all(s == "COMPLETED" for s in states.values()) and states
+
+        wait_for(done, 300, "every job COMPLETED")
+        workdir = slurm_bed.workdir(bed_user)
+        hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
+        on_cloud = sorted(h for h in hosts.values() if h.startswith(prefix))
+        on_prem = sorted(h for h in hosts.values() if not h.startswith(prefix))
+        assert len(on_cloud) >= JOBS - len(slurm_bed.onprem_nodes), hosts
+        assert set(on_prem) <= set(slurm_bed.onprem_nodes), hosts
+        assert all(h in slurm_bed.cloud_nodes for h in on_cloud), hosts
+
+        # after SuspendTime idle, Slurm calls SuspendProgram; burstd terminates the VMs and closes the leases
+        def all_closed():
+            rows = leases(cfg_path)
+            return rows and all(r["state"] in ("TERMINATED",) for r in rows) and rows
+
+        rows = wait_for(all_closed, 180, "every lease TERMINATED")
+        assert {r["node_name"] for r in rows} >= set(on_cloud)
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left")
+        def powered_down():
+            states = {n: slurm_bed.node(n).get("State", "") for n in slurm_bed.cloud_nodes}
+            return all("POWERED_DOWN" in v and "POWERING" not in v for v in states.values()) and states
+
+        wait_for(powered_down, 60, "every cloud node POWERED_DOWN in Slurm")
+        # and the jobs that ran on the cloud are the ones recorded on the leases
+        leased_jobs = {j for r in rows for j in r["job_ids"]}
+        cloud_jobs = {j for j, h in hosts.items() if h.startswith(prefix)}
+        assert cloud_jobs <= leased_jobs, (cloud_jobs, rows)

@@ -1,0 +1,196 @@
+"""The Slurm adapter on the live 22.05 bed: submit real jobs with sbatch, read them back through the cli
+backend (text and JSON paths) and the rest backend (slurmrestd, JWT), and change them through the adapter.
+
+Run alone on a bed of your own:  BURSTD_BED_NAME=slurmad BURSTD_BED_SLOT=41 pytest tests/integration/test_slurm_adapter.py
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from burstd.config import SlurmConfig
+from burstd.slurm import make_adapter
+from burstd.slurm.base import SlurmError
+from burstd.slurm.cli import CliAdapter
+from burstd.slurm.rest import RestAdapter
+
+pytestmark = pytest.mark.bed
+
+
+@pytest.fixture(scope="module")
+def cli(slurm_bed) -> CliAdapter:
+    return make_adapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path)))
+
+
+@pytest.fixture(scope="module")
+def cli_json(slurm_bed) -> CliAdapter:
+    return CliAdapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), job_format="json"))
+
+
+@pytest.fixture(scope="module")
+def rest(slurm_bed) -> RestAdapter:
+    # token from `scontrol token` (run with the bed's SLURM_CONF), version negotiated from /openapi/v3
+    return make_adapter(SlurmConfig(backend="rest", conf=str(slurm_bed.conf_path), rest_url=slurm_bed.rest_url))
+
+
+@pytest.fixture
+def cleanup(slurm_bed):
+    jobs: list[int] = []
+    yield jobs
+    if jobs:
+        slurm_bed.run(["scancel", *map(str, jobs)], check=False)
+
+
+def _held(slurm_bed, user, cleanup, *opts: str) -> int:
+    job = slurm_bed.sbatch(["-H", "-o", "/dev/null", *opts], "#!/bin/sh\ntrue\n", user=user)
+    cleanup.append(job)
+    return job
+
+
+def _jobs(snap, ids):
+    return {j.job_id: j for j in snap.jobs if j.job_id in ids or (j.array_job_id in ids)}
+
+
+def test_submitted_jobs_read_back_the_same_through_cli_text_cli_json_and_rest(slurm_bed, bed_user, cleanup, cli,
+                                                                              cli_json, rest):
+    onprem, cloud = slurm_bed.onprem_partition, slurm_bed.cloud_partition
+    plain = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "plain", "--comment=a comment",
+                  "--account=physics", "-t", "30", "--mem=300")
+    multi = _held(slurm_bed, bed_user, cleanup, "-p", f"{onprem},{cloud}", "-J", "multi", "-n", "2")
+    array = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "arr", "--array=1-5%2")
+    running = slurm_bed.sbatch(["-p", onprem, "-o", "/dev/null", "-J", "runner", "-t", "10"],
+                               "#!/bin/sh\nsleep 300\n", user=bed_user)
+    cleanup.append(running)
+    slurm_bed.wait_for(lambda: slurm_bed.job(running).get("JobState") == "RUNNING", 60, "the running job")
+    ids = {plain, multi, array, running}
+
+    a, b, c = (_jobs(x.snapshot(), ids) for x in (cli, cli_json, rest))
+    assert set(a) == ids and a == b == c  # same domain objects from every path
+
+    assert a[plain].account == "physics" and a[plain].comment == "a comment" and a[plain].user == bed_user
+    assert a[plain].time_limit_min == 30 and a[plain].memory_mb == 300 and a[plain].hold
+    assert a[plain].reason == "JobHeldUser" and a[plain].state == "PENDING" and a[plain].submit_time
+    assert a[multi].partitions == (onprem, cloud) and a[multi].cpus == 2
+    assert a[array].array_tasks == "1-5%2" and a[array].array_job_id == array and a[array].array_task_id is None
+    assert a[running].state == "RUNNING" and a[running].nodes in slurm_bed.onprem_nodes
+    assert a[running].start_time and a[running].time_limit_min == 10
+
+
+def test_nodes_and_partitions_agree_between_cli_and_rest(slurm_bed, cli, rest):
+    s1, s2 = cli.snapshot(), rest.snapshot()
+    stable = lambda n: replace(n, state="", flags=(), reason="", boot_time=None)  # noqa: E731
+    assert [stable(n) for n in s1.nodes] == [stable(n) for n in s2.nodes]
+    assert s1.partitions == s2.partitions
+    names = {n.name for n in s1.nodes}
+    assert names >= set(slurm_bed.onprem_nodes) | set(slurm_bed.cloud_nodes)
+    for name in slurm_bed.cloud_nodes:
+        node = s1.node(name)
+        assert node.is_cloud and slurm_bed.cloud_partition in node.partitions
+    for name in slurm_bed.onprem_nodes:
+        assert s1.node(name).address == slurm_bed.config.node_address(name).split("/")[0]
+    parts = {p.name: p for p in s1.partitions}
+    assert parts[slurm_bed.onprem_partition].default and parts[slurm_bed.onprem_partition].max_time_min is None
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest"])
+def test_cloud_partition_added_to_a_pending_job_is_accepted_by_slurm(slurm_bed, bed_user, cleanup, backend,
+                                                                     cli, rest):
+    adapter = {"cli": cli, "rest": rest}[backend]
+    onprem, cloud = slurm_bed.onprem_partition, slurm_bed.cloud_partition
+    job = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", f"grow-{backend}")
+    adapter.add_partition(job, cloud)
+    assert slurm_bed.job(job)["Partition"] == f"{onprem},{cloud}"  # what Slurm itself says
+    assert _jobs(cli.snapshot(), {job})[job].partitions == (onprem, cloud)
+    adapter.remove_partition(job, cloud)
+    assert slurm_bed.job(job)["Partition"] == onprem
+    with pytest.raises(SlurmError):
+        adapter.set_partitions(job, ["no-such-partition"])
+    assert slurm_bed.job(job)["Partition"] == onprem  # nothing changed
+
+
+def test_drain_and_resume_a_node(slurm_bed, cli):
+    node = slurm_bed.onprem_nodes[-1]
+    cli.drain([node], "burstd test: maintenance window")
+    try:
+        drained = slurm_bed.wait_for(lambda: (n := cli.snapshot().node(node)).is_drained and n, 40, "drain")
+        assert drained.reason == "burstd test: maintenance window"
+    finally:
+        cli.resume([node])
+    slurm_bed.wait_for(lambda: not cli.snapshot().node(node).is_drained, 40, f"{node} resumed")
+
+
+def test_requeue_a_running_job(slurm_bed, bed_user, cleanup, cli):
+    job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-o", "/dev/null", "--requeue", "-J", "rq"],
+                           "#!/bin/sh\nsleep 300\n", user=bed_user)
+    cleanup.append(job)
+    slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", 60, "the job to run")
+    cli.requeue(job)
+    back = slurm_bed.wait_for(lambda: (j := _jobs(cli.snapshot(), {job}).get(job)) and j.is_pending and j, 60,
+                              "the job back in the queue")
+    assert back.restart_count == 1 and back.reason in ("BeginTime", "None", "Priority", "Resources")
+
+
+def test_signal_reaches_the_batch_shell(slurm_bed, bed_user, cleanup, cli):
+    wd = slurm_bed.workdir(bed_user)
+    marker = Path(wd) / f"sig-{uuid.uuid4().hex}.txt"
+    ready = Path(str(marker) + ".ready")
+    script = (f"#!/bin/bash\ntrap 'echo got USR1 > {marker}; exit 0' USR1\ntouch {ready}\n"
+              "for i in $(seq 300); do sleep 1; done\n")
+    job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-o", "/dev/null", "-J", "sig"], script, user=bed_user)
+    cleanup.append(job)
+    slurm_bed.wait_for(ready.exists, 60, "the batch shell to set its trap")  # RUNNING comes before the trap
+    cli.signal(job, "USR1", batch=True)
+    assert slurm_bed.wait_for(lambda: marker.exists() and marker.read_text(), 30, "the trap") == "got USR1\n"
+
+
+def test_shell_metacharacters_round_trip_and_run_nothing(slurm_bed, bed_user, cleanup, cli, cli_json, rest):
+    pwned = Path(f"/tmp/burstd-pwned-{uuid.uuid4().hex}")
+    evil = f'$(touch {pwned}); echo "x"\n|'
+    job = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", evil, f"--comment={evil}",
+                f"--account=acct{evil}")
+    views = [_jobs(a.snapshot(), {job})[job] for a in (cli, cli_json, rest)]
+    for j in views:
+        assert (j.name, j.comment, j.account) == (evil, evil, f"acct{evil}")
+    assert cli.text_fallbacks == 0  # newlines and shell syntax do not upset the text path
+    cli.add_partition(job, slurm_bed.cloud_partition)
+    assert not pwned.exists()
+
+
+def test_a_name_with_the_text_separator_falls_back_to_json_and_stays_exact(slurm_bed, bed_user, cleanup):
+    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path)))
+    name = "tricky\x1fname\x1e"
+    job = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", name)
+    got = _jobs(adapter.snapshot(), {job})[job]
+    assert got.name == name and adapter.text_fallbacks == 1
+
+
+def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
+    node = slurm_bed.cloud_nodes[0]
+    with slurm_bed.hooks("stub"):
+        mark = slurm_bed.hooks_log.stat().st_size if slurm_bed.hooks_log.exists() else 0
+        cli.power_up([node])
+        slurm_bed.wait_for(lambda: f" resume {node}" in _log_since(slurm_bed, mark), 40, "the resume hook")
+        assert cli.snapshot().node(node).is_powering_up
+        cli.power_down([node], force=True, reason="burstd test")
+        slurm_bed.wait_for(lambda: f" suspend {node}" in _log_since(slurm_bed, mark), 40, "the suspend hook")
+        slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
+    cli.set_node_address(node, "10.250.0.9", node)
+    assert cli.snapshot().node(node).address == "10.250.0.9"
+    cli.set_node_address(node, node, node)
+    assert cli.snapshot().node(node).address == node
+
+
+def test_rest_v0038_refuses_node_actions_with_a_clear_error(rest, slurm_bed):
+    assert rest.version == "v0.0.38"
+    with pytest.raises(SlurmError, match="v0.0.38 has no endpoint to drain"):
+        rest.drain([slurm_bed.onprem_nodes[0]], "x")
+
+
+def _log_since(bed, offset: int) -> str:
+    with open(bed.hooks_log) as fh:
+        fh.seek(offset)
+        return fh.read()

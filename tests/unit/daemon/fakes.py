@@ -1,0 +1,162 @@
+"""Small fakes of the daemon's edges (store, Slurm adapter, provider) for unit tests only.
+
+The integration tests use the real Store (SQLite), the real Slurm bed and the real local provider.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import replace
+
+from burstd.domain.lease import Lease, LeaseState, check_transition
+from burstd.domain.slurm import Job, Node, Snapshot
+from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        self.t += s
+
+
+class FakeStore:
+    def __init__(self, clock):
+        self.clock = clock
+        self._leases: dict[str, Lease] = {}
+        self._events: list[dict] = []
+        self._settings: dict[str, str] = {}
+        self._ids = itertools.count(1)
+
+    def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
+                     reason=""):
+        if self.lease_for_node(node_name) is not None:
+            raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
+        lid = f"lease-{next(self._ids):04d}"
+        now = self.clock()
+        lease = Lease(lid, pool, node_name, LeaseState.REQUESTED, market=market,
+                      price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
+                      job_ids=tuple(job_ids), account=account, reason=reason)
+        self._leases[lid] = lease
+        self._events.append({"lease_id": lid, "from_state": None, "to_state": "REQUESTED", "reason": reason,
+                             "at": now})
+        return lease
+
+    def transition(self, lease_id, state, *, reason="", **fields):
+        lease = self._leases[lease_id]
+        check_transition(lease.state, state)
+        old = lease.state
+        lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
+        self._leases[lease_id] = lease
+        self._events.append({"lease_id": lease_id, "from_state": old.value, "to_state": state.value,
+                             "reason": reason, "at": self.clock()})
+        return lease
+
+    def lease_for_node(self, node):
+        return next((x for x in self._leases.values() if x.node_name == node
+                     and x.state not in (LeaseState.TERMINATED, LeaseState.REFUSED)), None)
+
+    def lease(self, lease_id):
+        return self._leases[lease_id]
+
+    def leases(self, states=None):
+        return [x for x in self._leases.values() if states is None or x.state in states]
+
+    def events(self, lease_id=None, limit=100):
+        return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
+
+    def get_setting(self, key):
+        return self._settings.get(key)
+
+    def set_setting(self, key, value):
+        self._settings[key] = value
+
+
+class FakeAdapter:
+    backend = "fake"
+
+    def __init__(self):
+        self.jobs: list[Job] = []
+        self.nodes: dict[str, Node] = {}
+        self.calls: list[tuple] = []
+        self.snapshots = 0
+
+    def snapshot(self):
+        self.snapshots += 1
+        return Snapshot(taken_at=0.0, jobs=tuple(self.jobs), nodes=tuple(self.nodes.values()))
+
+    def set_node(self, name, state="IDLE", *flags):
+        self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
+
+    def add_partition(self, job_id, partition):
+        self.calls.append(("add_partition", job_id, partition))
+
+    def remove_partition(self, job_id, partition):
+        self.calls.append(("remove_partition", job_id, partition))
+
+    def requeue(self, job_id):
+        self.calls.append(("requeue", job_id))
+
+    def drain(self, nodes, reason):
+        self.calls.append(("drain", tuple(nodes), reason))
+
+    def power_down(self, nodes, *, force=False, reason=""):
+        self.calls.append(("power_down", tuple(nodes), force))
+        for n in nodes:
+            if n in self.nodes:
+                self.nodes[n] = replace(self.nodes[n], state="IDLE", flags=("CLOUD", "POWERED_DOWN"))
+
+    def power_up(self, nodes):
+        self.calls.append(("power_up", tuple(nodes)))
+
+
+class FakeProvider:
+    """Idempotent on lease id, like the real contract; can be told to fail."""
+
+    def __init__(self, name, clock):
+        self.name = name
+        self.clock = clock
+        self.instances: dict[str, Instance] = {}
+        self.launch_calls: list[str] = []
+        self.terminate_calls: list[str] = []
+        self.fail_next: ErrorKind | None = None
+        self._ids = itertools.count(1)
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        self.launch_calls.append(request.lease_id)
+        if self.fail_next is not None:
+            kind, self.fail_next = self.fail_next, None
+            raise ProviderError(kind, "injected", code="Injected")
+        for inst in self.instances.values():
+            if inst.lease_id == request.lease_id and not inst.is_gone:
+                return inst
+        inst = Instance(f"i-{next(self._ids):04d}", request.lease_id, request.node_name, self.name, "running",
+                        self.clock())
+        self.instances[inst.instance_id] = inst
+        return inst
+
+    def terminate(self, instance_ids):
+        for iid in instance_ids:
+            self.terminate_calls.append(iid)
+            self.instances.pop(iid, None)
+
+    def list_instances(self):
+        return list(self.instances.values())
+
+    def prices(self):
+        return {}
+
+    def close(self):
+        pass
+
+    def live(self):
+        return [i for i in self.instances.values() if not i.is_gone]
+
+
+def as_dict(x):
+    return dataclasses.asdict(x)

@@ -1,0 +1,190 @@
+"""The control API over a real unix socket (uvicorn), with the daemon's edges faked."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from burstd.config import parse_config
+from burstd.daemon.api import ApiServer, create_app
+from burstd.daemon.client import ApiClient, ApiError, post_unix_json
+from burstd.daemon.reconcile import Reconciler
+from burstd.daemon.rules import first_rule
+from burstd.domain.lease import LeaseState
+from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _config(tmp_path):
+    return parse_config({
+        "api": {"socket": str(tmp_path / "burstd.sock")},
+        "daemon": {"state_dir": str(tmp_path)},
+        "budget": {"default_account_usd": 20},
+        "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
+                   "node_count": 4, "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}],
+                   "price_per_hour": 0.5}],
+    })
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    cfg = _config(tmp_path)
+    clock = FakeClock()
+    store = FakeStore(clock)
+    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
+    woken = []
+    rec.on_wake = lambda: woken.append(1)
+    server = ApiServer(create_app(rec, cfg), cfg)
+    server.start()
+    assert server.wait_started()
+    cfg_file = tmp_path / "burstd.toml"
+    cfg_file.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n')
+    yield cfg, rec, store, woken, cfg_file
+    server.stop()
+
+
+def hook(cfg_file, *args, env=None):
+    e = dict(os.environ, BURSTD_CONFIG=str(cfg_file), PYTHONPATH=REPO, **(env or {}))
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "burstd.daemon.hooks", *args], env=e, capture_output=True, text=True,
+                       timeout=30)
+    return p.returncode, p.stderr, time.monotonic() - t0
+
+
+def test_socket_is_group_restricted(daemon):
+    cfg, *_ = daemon
+    st = os.stat(cfg.api.socket)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == 0
+
+
+def test_resume_hook_records_leases_with_jobs_from_resume_file(daemon, tmp_path):
+    cfg, rec, store, woken, cfg_file = daemon
+    resume = tmp_path / "resume.json"
+    resume.write_text(json.dumps({"jobs": [{"job_id": 5, "nodes": "cloud[2-3]"}], "all_nodes": "cloud[2-3]"}))
+    rc, err, _ = hook(cfg_file, "resume", "cloud[2-3]", env={"SLURM_RESUME_FILE": str(resume)})
+    assert rc == 0, err
+    leases = sorted(store.leases(), key=lambda x: x.node_name)
+    assert [(x.node_name, x.state, x.job_ids) for x in leases] == [
+        ("cloud2", LeaseState.REQUESTED, (5,)), ("cloud3", LeaseState.REQUESTED, (5,))]
+    assert woken
+
+
+def test_suspend_hook_queues_intent(daemon):
+    cfg, rec, store, woken, cfg_file = daemon
+    rc, err, _ = hook(cfg_file, "suspend", "cloud1")
+    assert rc == 0, err
+    assert [(i.kind, i.node) for i in rec._intents] == [("suspend", "cloud1")]
+
+
+@pytest.mark.parametrize("hostlist, message", [
+    ("cloud[1-", "unbalanced"),
+    ("cloud[3-1]", "backwards"),
+    ("cloud1;rm -rf /", "whitespace"),
+    ("cloud1;id", "bad name"),
+    ("", "usage"),
+])
+def test_malformed_hostlist_fails_fast_without_calling_daemon(daemon, hostlist, message):
+    cfg, rec, store, woken, cfg_file = daemon
+    rc, err, _ = hook(cfg_file, "resume", *([hostlist] if hostlist else []))
+    assert rc == 2 and message in err and err.startswith("burstd-hook:")
+    assert store.leases() == [] and not woken
+
+
+def test_unknown_node_is_refused_by_daemon(daemon):
+    cfg, rec, store, woken, cfg_file = daemon
+    rc, err, _ = hook(cfg_file, "resume", "cloud[1,9]")
+    assert rc == 2 and "unknown node(s) cloud9" in err
+    assert store.leases() == []
+
+
+def test_hook_fails_fast_when_daemon_is_down(tmp_path):
+    cfg_file = tmp_path / "burstd.toml"
+    cfg_file.write_text(f'[api]\nsocket = "{tmp_path}/nothing.sock"\n')
+    rc, err, took = hook(cfg_file, "resume", "cloud1")
+    assert rc == 3 and "is the daemon running" in err and "nothing.sock" in err
+    assert took < 10
+
+
+def test_hook_does_not_hang_on_a_stuck_daemon(tmp_path):
+    import socket
+
+    path = str(tmp_path / "stuck.sock")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(1)  # accepts the connection, never answers
+    cfg_file = tmp_path / "burstd.toml"
+    cfg_file.write_text(f'[api]\nsocket = "{path}"\n[daemon]\nhook_timeout_s = 0.5\n')
+    try:
+        rc, err, took = hook(cfg_file, "resume", "cloud1")
+    finally:
+        s.close()
+    assert rc == 3 and "timed out" in err
+
+
+def test_reads_and_admin_calls_for_root(daemon):
+    cfg, rec, store, woken, cfg_file = daemon
+    with ApiClient(cfg.api.socket) as api:
+        assert api.get("/v1/status")["pools"][0]["name"] == "local"
+        api.post("/v1/pause")
+        assert store.get_setting("paused") == "1" and api.get("/v1/status")["paused"] is True
+        assert api.post("/v1/resume") == {"paused": False}
+        assert "/v1/hooks/resume" in api.get("/openapi.json")["paths"]
+        with pytest.raises(ApiError, match="unknown lease state"):
+            api.get("/v1/leases", state="NOPE")
+        with pytest.raises(ApiError, match="unknown node"):
+            api.post("/v1/nodes/onprem1/drain")
+
+
+def test_post_unix_json_reports_refusal_detail(daemon):
+    cfg, *_ = daemon
+    with pytest.raises(ApiError) as e:
+        post_unix_json(cfg.api.socket, "/v1/hooks/resume", {"hostlist": "cloud99"})
+    assert e.value.status == 404 and "cloud99" in str(e.value)
+
+
+def test_tcp_listener_needs_the_bearer_token(tmp_path):
+    import socket as _socket
+
+    import httpx
+
+    with _socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    cfg = parse_config({
+        "api": {"socket": str(tmp_path / "b.sock"), "tcp_listen": f"127.0.0.1:{port}", "token_file": str(token)},
+        "pools": _config(tmp_path).model_dump()["pools"],
+    })
+    clock = FakeClock()
+    store = FakeStore(clock)
+    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
+    server = ApiServer(create_app(rec, cfg), cfg)
+    server.start()
+    try:
+        assert server.wait_started()
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{url}/v1/status").status_code == 403
+        assert httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        ok = httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200 and store.get_setting("paused") == "1"
+    finally:
+        server.stop()
+
+
+def test_metrics_render_lease_and_hook_counts(daemon):
+    cfg, rec, store, woken, cfg_file = daemon
+    rc, err, _ = hook(cfg_file, "resume", "cloud1")
+    assert rc == 0, err
+    rec.cycle()
+    text = rec.metrics.render().decode()
+    assert 'burstd_hook_calls_total{hook="resume",outcome="ok"} 1.0' in text
+    assert 'burstd_leases{pool="local",state="BOOTING"} 1.0' in text
+    assert "burstd_resume_to_launch_seconds_count 1.0" in text

