@@ -91,6 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dim", type=int, default=16, help="input/output width")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--ddp", action="store_true",
+                    help="wrap the model in DistributedDataParallel instead of averaging gradients by hand")
     ap.add_argument("--async-save", action="store_true", help="write periodic checkpoints in the background")
     ap.add_argument("--sync-every", type=int, default=1, help="agree on stopping every K steps")
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep per step (demos and tests)")
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed * 7919 + rank)
     random.seed(args.seed * 31 + rank)
     np.random.seed(args.seed * 131 + rank)
+    if distributed and args.ddp:
+        model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(args.steps, 1))
     data = SyntheticData(args.seed, rank, args.batch, args.dim)
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         loss = nn.functional.mse_loss(model(x), y) * (1.0 + 0.01 * random.random())
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        if distributed:
+        if distributed and not args.ddp:
             average_gradients(params, world)
         optimizer.step()
         scheduler.step()
@@ -153,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     job.finish()
     if rank == 0:
         tmp = args.out + ".tmp"
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        plain = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+        torch.save({"model": plain.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(), "steps": args.steps}, tmp)
         os.replace(tmp, args.out)
         print(f"rank=0 done steps={args.steps} out={args.out}", flush=True)
