@@ -157,6 +157,7 @@ class LocalPoolConfig(_Section):
     preempt_rate_per_hour: NonNegFloat = 0.0  # random spot reclaims, for chaos testing
     notice_s: NonNegFloat = 120.0  # preemption notice lead time
     metadata_port: int = Field(default=1338, ge=1, le=65535)
+    vm_agent: bool = True  # each VM runs its metadata endpoint and burstd-agent (preemption notices)
     capacity: int | None = Field(default=None, ge=0)  # live VMs at most; None = max_nodes, else node_count
     slurmd_path: str = "/usr/sbin/slurmd"
     records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
@@ -215,6 +216,15 @@ class WaitingPolicy(_Section):
     max_wait_s: NonNegFloat = 6 * 3600.0
     # burst only when the expected on-prem start is at least this far away
     min_expected_wait_s: NonNegFloat = 600.0
+    # burstd kind (see docs/policy.md): stay when the expected remaining on-prem wait is under
+    # min_expected_wait_s (or wait_to_runtime_ratio x time limit); burst at once when it is at least
+    # burstd_wait_per_node_hour_s x node-hours; else burst after the compute-wait above
+    burstd_wait_per_node_hour_s: NonNegFloat = 3600.0
+    burstd_min_wait_s: NonNegFloat = 120.0
+    wait_to_runtime_ratio: NonNegFloat = 0.0
+    # an already-eligible job keeps its cloud partition until its expected wait drops below
+    # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
+    keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
 
 
 class PolicyConfig(_Section):
@@ -232,6 +242,20 @@ class PolicyConfig(_Section):
     max_preemptions_total: int = Field(default=4, ge=0)  # then back on-prem only
     prewarm_nodes: int = Field(default=0, ge=0)
     paused: bool = False
+    # min wait (s) on-prem before bursting, per partition / per QOS (the larger applies, on top of `waiting`)
+    min_wait_s_by_partition: dict[str, NonNegFloat] = {}
+    min_wait_s_by_qos: dict[str, NonNegFloat] = {}
+    exclude_qos: list[str] = []
+    # cloud node caps per account (live leases + nodes of eligible jobs); None = no cap
+    max_nodes_per_account: dict[str, Annotated[int, Field(ge=0)]] = {}
+    default_max_nodes_per_account: int | None = Field(default=None, ge=0)
+    # cost model: seconds billed per node before the job starts (boot) and the checkpoint interval that
+    # bounds the work a spot preemption loses (for the spot vs on-demand choice)
+    boot_overhead_s: NonNegFloat = 300.0
+    checkpoint_interval_s: PosFloat = 3600.0
+    # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
+    idle_commit_s: NonNegFloat = 600.0
+    # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts
 
 
 class BudgetConfig(_Section):

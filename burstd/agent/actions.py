@@ -37,7 +37,9 @@ from burstd.domain.preemption import Notice, iso, preemption_reason
 
 log = logging.getLogger("burstd.agent")
 
-NEVER_SIGNAL = frozenset({"slurmd", "slurmstepd", "burstd-agent"})
+# slurmd/slurmstepd are Slurm's; pt_elastic is torchrun's agent (it names itself so): it would die of SIGUSR1
+# unless told --signals-to-handle, and it is never the process that checkpoints.
+NEVER_SIGNAL = frozenset({"slurmd", "slurmstepd", "burstd-agent", "pt_elastic", "torchrun"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +100,19 @@ def scan_processes(proc_root: str = "/proc", *, same_netns: bool = True) -> list
     return out
 
 
-def select_targets(procs: Iterable[Proc]) -> dict[str, list[Proc]]:
-    """Job id -> the processes to signal (pure; see the module docstring for the rule)."""
+def select_targets(procs: Iterable[Proc], torch_jobs: set[str] | frozenset[str] = frozenset()) -> dict[str, list[Proc]]:
+    """Job id -> the processes to signal (pure; see the module docstring for the rule).
+
+    ``torch_jobs``: jobs already seen with torch workers; they never fall back to leaf processes (once the
+    workers have exited, the leaves are torchrun's agent and the batch shell, which must not be signalled).
+    """
     jobs: dict[str, dict[int, Proc]] = {}
+    parents: set[int] = set()  # of every job process, signalled or not: a shell waiting on torchrun is no leaf
     for p in procs:
-        if p.job_id and p.comm not in NEVER_SIGNAL:
-            jobs.setdefault(p.job_id, {})[p.pid] = p
+        if p.job_id:
+            parents.add(p.ppid)
+            if p.comm not in NEVER_SIGNAL:
+                jobs.setdefault(p.job_id, {})[p.pid] = p
     out: dict[str, list[Proc]] = {}
     for job, members in jobs.items():
         workers = [
@@ -113,13 +122,14 @@ def select_targets(procs: Iterable[Proc]) -> dict[str, list[Proc]]:
         if workers:
             out[job] = sorted(workers, key=lambda p: p.pid)
             continue
-        parents = {p.ppid for p in members.values()}
+        if job in torch_jobs:
+            continue
         out[job] = sorted((p for p in members.values() if p.pid not in parents), key=lambda p: p.pid)
     return out
 
 
-def find_targets(proc_root: str = "/proc") -> dict[str, list[Proc]]:
-    return select_targets(scan_processes(proc_root))
+def find_targets(proc_root: str = "/proc", torch_jobs: set[str] | frozenset[str] = frozenset()) -> dict[str, list[Proc]]:
+    return select_targets(scan_processes(proc_root), torch_jobs)
 
 
 @dataclass
@@ -143,7 +153,7 @@ class NoticeHandler:
         signum: int = _signal.SIGUSR1,
         lead_time_s: float = 0.0,
         on_rebalance: str = "drain",
-        targets: Callable[[], dict[str, list[Proc]]] = find_targets,
+        targets: Callable[..., dict[str, list[Proc]]] = find_targets,
         kill: Callable[[int, int], None] = os.kill,
         clock: Callable[[], float] = time.time,
     ):
@@ -157,6 +167,7 @@ class NoticeHandler:
         self.kill = kill
         self.clock = clock
         self._handled: dict[tuple, _Handled] = {}
+        self._torch_jobs: set[str] = set()  # jobs seen with torch workers: never signal their leaves
         self.signalled_jobs: dict[str, list[int]] = {}  # for tests and the report: job -> pids signalled
 
     def handle(self, notices: list[Notice]) -> None:
@@ -210,11 +221,13 @@ class NoticeHandler:
 
     def _signal(self, st: _Handled) -> None:
         try:
-            targets = self.targets()
+            targets = self.targets(torch_jobs=frozenset(self._torch_jobs))
         except Exception as exc:
             log.error("process scan failed node=%s error=%s", self.node, exc)
             return
         for job, procs in targets.items():
+            if any(p.local_rank is not None for p in procs):
+                self._torch_jobs.add(job)
             for p in procs:
                 key = (p.pid, p.start_ticks)
                 if key in st.signalled:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -45,8 +46,6 @@ def _slurm_drain(cfg: SlurmConfig) -> Callable[[list[str], str], None]:
         argv = [f"{cfg.bin_dir}/scontrol", "update", f"nodename={','.join(nodes)}", "state=DRAIN", f"reason={reason}"]
         env = None
         if cfg.conf:
-            import os
-
             env = dict(os.environ, SLURM_CONF=cfg.conf)
         r = subprocess.run(argv, capture_output=True, text=True, timeout=cfg.command_timeout_s, env=env)
         if r.returncode != 0:
@@ -66,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--lead-time", type=float, dest="lead_time_s")
     ap.add_argument("--daemon-url")
     ap.add_argument("--slurm-bin-dir", help="where scontrol lives")
+    ap.add_argument("--slurm-conf", help="slurm.conf for scontrol (default: [slurm] conf, else $SLURM_CONF)")
     ap.add_argument("--once", action="store_true", help="poll once and exit")
     ap.add_argument("--log-level", default="INFO")
     return ap
@@ -87,9 +87,14 @@ def build_config(args: argparse.Namespace) -> tuple[AgentConfig, SlurmConfig]:
         if v is not None
     }
     agent = AgentConfig.model_validate({**base.agent.model_dump(), **overrides})
-    slurm = base.slurm
+    slurm_over: dict[str, str] = {}
     if args.slurm_bin_dir:
-        slurm = SlurmConfig.model_validate({**slurm.model_dump(), "bin_dir": args.slurm_bin_dir})
+        slurm_over["bin_dir"] = args.slurm_bin_dir
+    # the Slurm adapter scrubs SLURM_* from the environment of its commands, so name the file explicitly
+    conf = args.slurm_conf or base.slurm.conf or os.environ.get("SLURM_CONF")
+    if conf:
+        slurm_over["conf"] = conf
+    slurm = SlurmConfig.model_validate({**base.slurm.model_dump(), **slurm_over})
     return agent, slurm
 
 

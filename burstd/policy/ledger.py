@@ -25,6 +25,7 @@ Pure: no clock, no I/O. Rules (ARCHITECTURE.md invariant 4):
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
@@ -190,16 +191,28 @@ def accrue(
             k += 1
     points = sorted(c for c in cuts if begin <= c <= end)
 
+    # sweep: the jobs on the node over [a, b) are those with start <= a < end (every start and end is a cut)
+    by_start = sorted(range(len(allocs)), key=lambda i: allocs[i][0])
+    by_end = sorted((i for i in range(len(allocs)) if allocs[i][1] is not None), key=lambda i: allocs[i][1])
+    active: list[tuple[int, int]] = []  # (job_id, index), kept sorted: shares go out in job order
+    si = ei = 0
+
     out: list[SpendInterval] = []
     prev_cost = sched.cost(points[0])
     for a, b in zip(points, points[1:], strict=False):
+        while si < len(by_start) and allocs[by_start[si]][0] <= a:
+            i = by_start[si]
+            bisect.insort(active, (allocs[i][2].job_id, i))
+            si += 1
+        while ei < len(by_end) and allocs[by_end[ei]][1] <= a:
+            i = by_end[ei]
+            active.remove((allocs[i][2].job_id, i))
+            ei += 1
         cost_b = sched.cost(b)
         cost = cost_b - prev_cost
         prev_cost = cost_b
         price = sched.price_at(a)
-        holders = sorted(
-            (al for s, e, al in allocs if s <= a and (e is None or e >= b)), key=lambda al: al.job_id
-        )
+        holders = [allocs[i][2] for _, i in active]
         fa, fb = float(a), float(b)
         if not holders:
             out.append(SpendInterval(lease.lease_id, lease.pool, lease.account, fa, fb, price, cost, None, None))

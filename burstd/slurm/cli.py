@@ -213,11 +213,12 @@ class CliAdapter:
         self.run("scontrol", list(args))
 
     def _job_partitions(self, job_id: int) -> list[str]:
-        out = self.run("squeue", ["-h", "-j", str(_job_id(job_id)), "-O", "Partition:0"])
-        line = out.strip()
-        if not line:
-            raise SlurmError(f"job {job_id} is not in the queue")
-        return [p for p in line.split(",") if p]
+        out = self.run("squeue", ["-h", "-j", str(_job_id(job_id)), "-O", "JobID:0|,Partition:0"])
+        for line in out.splitlines():  # an array or het job id also lists its tasks/components
+            jid, _, parts = line.strip().partition("|")
+            if jid == str(job_id):
+                return [p for p in parts.split(",") if p]
+        raise SlurmError(f"job {job_id} is not in the queue")
 
     def set_partitions(self, job_id: int, partitions: list[str]) -> None:
         if not partitions:

@@ -22,7 +22,8 @@ def _config(bed: Bed, state_dir, **local):
         "daemon": {"state_dir": str(state_dir)},
         "pools": [{
             "name": "local", "provider": "local", "partition": bed.cloud_partition,
-            "node_prefix": bed.config.cloud_prefix, "node_count": bed.config.cloud_count, "price_per_hour": 0.25,
+            "node_prefix": bed.config.cloud_prefix, "node_count": bed.config.cloud_count,
+            "price_per_hour": 0.25,
             "instance_types": [{"name": "ns.small", "cpus": 2, "memory_mb": 1000}],
             "local": {"subnet": bed.subnet, "bridge": bed.bridge, "first_host": bed.config.cloud_first_host,
                       "netns_prefix": bed.netns_prefix, "conf_server": bed.config.conf_server, **local},
@@ -35,9 +36,7 @@ def _req(node: str, lease: str | None = None) -> LaunchRequest:
 
 
 def _power_down(bed: Bed, node: str) -> None:
-    bed.run(["scontrol", "update", f"nodename={node}", "state=POWER_DOWN_FORCE", "reason=test cleanup"],
-            check=False)
-    bed.wait_for(lambda: "POWERED_DOWN" in bed.node(node).get("State", ""), 60, f"{node} powered down")
+    assert node in bed.reset_cloud_nodes()  # the unexpected registration had powered it up
 
 
 def test_launch_boots_a_vm_that_joins_slurm_and_survives_a_provider_restart(slurm_bed, tmp_path):
@@ -57,7 +56,8 @@ def test_launch_boots_a_vm_that_joins_slurm_and_survives_a_provider_restart(slur
                            and "IDLE" in slurm_bed.node(node).get("State", ""), 30, f"{node} to register")
         slurmd = next(p for p in netns.netns_pids(ns)
                       if open(f"/proc/{p}/comm").read().strip() == "slurmd")
-        host = subprocess.run(["nsenter", "-t", str(slurmd), "--uts", "hostname"], capture_output=True, text=True)
+        host = subprocess.run(["nsenter", "-t", str(slurmd), "--uts", "hostname"], capture_output=True,
+                              text=True)
         assert host.stdout.strip() == node
 
         again = provider.launch(req)  # idempotent on the lease id: same VM, no second one
@@ -145,6 +145,46 @@ def test_a_launch_interrupted_after_its_record_is_completed_by_the_retry(slurm_b
         assert len(provider.list_instances()) == 1
     finally:
         provider.terminate([i.instance_id for i in provider.list_instances()])
+
+
+class _ServiceHook:
+    """A per-VM service like the metadata endpoint: a process started inside the VM's namespace."""
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.started, self.stopped = fail, [], []
+
+    def vm_started(self, vm):
+        subprocess.run(["setsid", "-f", *netns.enter_argv(vm.netns), "sleep", "600"], check=True)
+        self.started.append(vm.netns)
+        if self.fail:
+            raise RuntimeError("service did not come up")
+        return {"service_url": f"http://{vm.ip}:1338"}
+
+    def vm_stopping(self, vm):
+        self.stopped.append(vm.netns)
+
+
+def test_vm_hooks_start_services_inside_the_vm_and_a_failed_one_takes_the_vm_back(slurm_bed, tmp_path):
+    cfg = _config(slurm_bed, tmp_path, boot_delay_s=600)
+    node = slurm_bed.cloud_nodes[0]
+    hook = _ServiceHook()
+    provider = LocalProvider.from_config(cfg, "local", hooks=[hook])
+    inst = provider.launch(_req(node))
+    ns = provider.netns_of(node)
+    try:
+        assert hook.started == [ns] and inst.extra["service_url"] == f"http://{inst.address}:1338"
+        assert LocalProvider.from_config(cfg, "local").list_instances()[0].extra["service_url"]  # on disk
+        service = netns.netns_pids(ns)
+        assert service
+    finally:
+        provider.terminate([inst.instance_id])
+    assert hook.stopped == [ns] and all(not _alive(p) for p in service)
+
+    failing = LocalProvider.from_config(cfg, "local", hooks=[_ServiceHook(fail=True)])
+    with pytest.raises(ProviderError) as err:
+        failing.launch(_req(node))
+    assert err.value.kind is ErrorKind.TRANSIENT and err.value.code == "VmHookFailed"
+    assert not netns.netns_exists(ns) and failing.list_instances() == []
 
 
 @pytest.mark.slow

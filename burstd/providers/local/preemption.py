@@ -93,6 +93,7 @@ def agent_argv(
     daemon_url: str | None = None,
     signal: str | None = None,
     slurm_bin_dir: str | None = None,
+    slurm_conf: str | None = None,
     python: str = sys.executable,
 ) -> list[str]:
     """burstd-agent as the local provider runs it inside a VM."""
@@ -108,6 +109,8 @@ def agent_argv(
         argv += ["--signal", signal]
     if slurm_bin_dir:
         argv += ["--slurm-bin-dir", slurm_bin_dir]
+    if slurm_conf:
+        argv += ["--slurm-conf", slurm_conf]
     return argv
 
 
@@ -125,6 +128,7 @@ def vm_services_plan(config, pool, node: str) -> tuple[list[str], dict[str, str]
         daemon_url=config.agent.daemon_url or f"unix:{config.api.socket}",
         signal=config.agent.signal,
         slurm_bin_dir=config.slurm.bin_dir,
+        slurm_conf=config.slurm.conf,
     )
     env = {"SLURM_CONF": config.slurm.conf} if config.slurm.conf else {}
     return argv, env, port

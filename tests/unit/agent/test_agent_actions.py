@@ -72,7 +72,8 @@ def test_scan_finds_real_processes_of_a_job_and_the_handler_signals_them(tmp_pat
         assert all(p.start_ticks > 0 for p in mine)
         drained = []
         h = NoticeHandler("cloud7", drain=lambda n, r: drained.append((n, r)),
-                          targets=lambda: {j: ps for j, ps in find_targets().items() if j == job})
+                          targets=lambda torch_jobs: {j: ps for j, ps in find_targets(torch_jobs=torch_jobs).items()
+                                                      if j == job})
         h.handle([Notice("interruption", "terminate", time.time() + 60, "local")])
         assert w0.wait(10) == 0 and w1.wait(10) == 0
         assert (tmp_path / "w0").read_text() == "got" and (tmp_path / "w1").read_text() == "got"
@@ -96,9 +97,13 @@ class Rig:
         self.drain_fails = drain_fails
         self.procs = targets if targets is not None else {"7": [P(13, 12, "python", rank="0")]}
         self.h = NoticeHandler(
-            "cloud7", drain=self.drain, report=self.report, targets=lambda: self.procs,
+            "cloud7", drain=self.drain, report=self.report,
+            targets=lambda torch_jobs=frozenset(): select_targets(self.flat(), torch_jobs),
             kill=lambda pid, sig: self.kills.append((pid, sig)), clock=lambda: self.now, **kw,
         )
+
+    def flat(self):
+        return [p for ps in self.procs.values() for p in ps]
 
     def drain(self, nodes, reason):
         if self.drain_fails:
@@ -190,3 +195,16 @@ def test_rebalance_never_overwrites_an_interruption_drain_reason():
     n = notice(r.now + 120)
     r.h.handle([n, notice(r.now, kind="rebalance")])
     assert len(r.drains) == 1 and r.drains[0][1].startswith("burstd-preempt:")
+
+
+def test_torchrun_agent_is_never_signalled_even_after_its_workers_exit():
+    tree = [P(11, 1, "bash"), P(12, 11, "pt_elastic"), P(13, 12, "python", rank="0"), P(14, 12, "python", rank="1")]
+    r = Rig(targets={"7": tree})
+    n = notice(r.now + 120)
+    r.h.handle([n])
+    assert sorted(k[0] for k in r.kills) == [13, 14]
+    r.procs = {"7": [P(11, 1, "bash"), P(12, 11, "pt_elastic")]}  # the workers checkpointed and exited
+    r.now += 5
+    r.h.handle([n])
+    assert sorted(k[0] for k in r.kills) == [13, 14]  # neither torchrun's agent nor the batch shell
+    assert select_targets(r.flat()) == {"7": []}  # a shell waiting on torchrun is not a leaf either

@@ -93,3 +93,13 @@ def test_report_posts_the_daemon_notice_shape_over_a_unix_socket(tmp_path):
         srv.server_close()
     # the daemon gone: logged, False, never raised
     assert report_notice(f"unix:{sock}", "cloud3", n) is False
+
+
+def test_slurm_conf_comes_from_the_flag_the_file_or_the_environment(monkeypatch):
+    from burstd.agent.main import _parser, build_config
+
+    monkeypatch.setenv("SLURM_CONF", "/from/env/slurm.conf")
+    _, slurm = build_config(_parser().parse_args([]))
+    assert slurm.conf == "/from/env/slurm.conf"  # the adapter scrubs SLURM_*: it must be named explicitly
+    _, slurm = build_config(_parser().parse_args(["--slurm-conf", "/flag/slurm.conf"]))
+    assert slurm.conf == "/flag/slurm.conf"

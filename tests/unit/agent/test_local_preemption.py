@@ -74,7 +74,7 @@ def test_vm_services_plan_wires_the_agent_to_this_daemon_and_slurm():
     assert port == 1400 and opt["--metadata-url"] == "http://169.254.169.254:1400"
     assert opt["--daemon-url"] == "unix:/run/bed/burstd.sock"
     assert opt["--poll-interval"] == "1.5" and opt["--signal"] == "USR2" and opt["--node"] == "cloud2"
-    assert opt["--slurm-bin-dir"] == "/opt/slurm/bin"
+    assert opt["--slurm-bin-dir"] == "/opt/slurm/bin" and opt["--slurm-conf"] == "/var/lib/bed/slurm.conf"
     assert env == {"SLURM_CONF": "/var/lib/bed/slurm.conf"}
 
 

@@ -39,7 +39,8 @@ if args == ["--version"]:
 if name == "squeue" and "--json" in args:
     sys.stdout.write(open(os.path.join(data, "squeue.json")).read()); sys.exit(0)
 if name == "squeue" and "-j" in args:
-    print(os.environ.get("FAKE_PARTITIONS", "onprem")); sys.exit(0)
+    jid = args[args.index("-j") + 1]
+    print("999|other"); print(jid + "|" + os.environ.get("FAKE_PARTITIONS", "onprem")); sys.exit(0)
 if name == "squeue":
     body = open(os.environ.get("FAKE_TEXT", os.path.join(data, "squeue_text.txt"))).read()
     sys.stdout.write(body * int(os.environ.get("FAKE_REPEAT", "1"))); sys.exit(0)
@@ -160,8 +161,8 @@ def test_newer_slurm_reads_nodes_and_partitions_as_json(fake_slurm, monkeypatch)
 ACTIONS = [
     (lambda a: a.set_partitions(5, ["onprem", "cloud"]), [["scontrol", "update", "jobid=5", "partition=onprem,cloud"]]),
     (lambda a: a.add_partition(5, "cloud"),
-     [["squeue", "-h", "-j", "5", "-O", "Partition:0"], ["scontrol", "update", "jobid=5", "partition=onprem,cloud"]]),
-    (lambda a: a.add_partition(5, "onprem"), [["squeue", "-h", "-j", "5", "-O", "Partition:0"]]),  # already there
+     [["squeue", "-h", "-j", "5", "-O", "JobID:0|,Partition:0"], ["scontrol", "update", "jobid=5", "partition=onprem,cloud"]]),
+    (lambda a: a.add_partition(5, "onprem"), [["squeue", "-h", "-j", "5", "-O", "JobID:0|,Partition:0"]]),  # already there
     (lambda a: a.requeue(7), [["scontrol", "requeue", "7"]]),
     (lambda a: a.signal(7, "USR1", batch=True), [["scancel", "--signal=USR1", "--batch", "7"]]),
     (lambda a: a.signal(7, "sigterm", full=True), [["scancel", "--signal=SIGTERM", "--full", "7"]]),

@@ -209,3 +209,47 @@ def test_unreachable_server_is_a_slurm_error(token_file):
                                    rest_token_file=token_file, command_timeout_s=2))
     with pytest.raises(SlurmError, match="cannot reach slurmrestd"):
         rest.snapshot()
+
+
+def test_unix_socket_url_without_token(tmp_path):
+    """``rest_url = "unix:/path"``: requests go over the socket; with rest_auth/local no JWT is sent."""
+    import http.server
+    import socketserver
+    import threading
+
+    seen: list[dict] = []
+    body = (DATA / "rest_v0.0.38_partitions.json").read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append({"path": self.path, "token": self.headers.get("X-SLURM-USER-TOKEN")})
+            data = body if self.path.endswith("/partitions") else b'{"meta":{},"errors":[],"jobs":[],"nodes":[]}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+        def get_request(self):
+            conn, _ = super().get_request()
+            return conn, ("local", 0)
+
+    sock = tmp_path / "rest.sock"
+    server = Server(str(sock), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        rest = RestAdapter(SlurmConfig(backend="rest", rest_url=f"unix:{sock}", rest_version="v0.0.38"))
+        snap = rest.snapshot()
+        assert {p.name for p in snap.partitions} == {"onprem", "cloud"}
+        assert [s["path"] for s in seen] == ["/slurm/v0.0.38/jobs", "/slurm/v0.0.38/nodes", "/slurm/v0.0.38/partitions"]
+        assert all(s["token"] is None for s in seen)
+        rest.close()
+    finally:
+        server.shutdown()
+        server.server_close()

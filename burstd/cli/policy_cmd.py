@@ -1,0 +1,85 @@
+"""``burstctl simulate``: replay a trace through ``decide()`` under each built-in policy.
+
+    burstctl simulate --trace SDSC-BLUE-2000-4.2-cln.swf.gz --limit-jobs 5000 --json
+    burstctl simulate --trace philly_trace_rfold.csv.gz --onprem-gpus 1856 --policy burstd --policy never
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from burstd.cli.common import console, fail, get_config, print_json
+from burstd.simulate.policies import POLICIES
+from burstd.simulate.traces import FORMATS, TraceError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("simulate")
+    def simulate(
+        trace: str = typer.Option(..., "--trace", help="SWF (.swf[.gz]), Philly CSV, or sacct --parsable2 export"),
+        format: Optional[str] = typer.Option(None, "--format", help=f"{'|'.join(FORMATS)} [default: from the name]"),
+        onprem_cpus: Optional[int] = typer.Option(None, "--onprem-cpus", min=1,
+                                                  help="On-prem CPUs [default: the SWF header's MaxProcs]"),
+        onprem_gpus: Optional[int] = typer.Option(None, "--onprem-gpus", min=1,
+                                                  help="On-prem GPUs [default: 232 nodes x 8 for Philly]"),
+        policy: Optional[list[str]] = typer.Option(None, "--policy",
+                                                   help=f"Repeatable; comma lists too [default: all: {', '.join(POLICIES)}]"),
+        config: Optional[str] = typer.Option(None, "--config", "-c",
+                                             help="burstd.toml whose [[pools]], [policy] and [budget] to simulate "
+                                                  "[default: a built-in site for the trace kind]"),
+        limit_jobs: Optional[int] = typer.Option(None, "--limit-jobs", min=1, help="Replay only the first N jobs"),
+        plot: Optional[str] = typer.Option(None, "--plot", help="Write the cost-versus-wait frontier as PNG here"),
+        seed: int = typer.Option(1, "--seed", help="Seed for spot preemption draws (same for every policy)"),
+        boot_s: float = typer.Option(120.0, "--boot-s", min=0, help="Cloud node boot delay, seconds"),
+        cycle_s: float = typer.Option(120.0, "--cycle-s", min=1, help="Seconds between decide() cycles"),
+        spot_traces: Optional[str] = typer.Option(
+            None, "--spot-traces", help="Folder of measured spot preemption traces (skypilot spot-traces layout) "
+                                        "[env: BURSTD_SPOT_TRACES; default: shared/traces/spot/skypilot_spot_traces]"),
+        workers: int = typer.Option(1, "--workers", min=1, help="Policies simulated in parallel processes"),
+        as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
+    ) -> None:
+        """Replay a job trace through decide() and compare cost, wait and slowdown per policy."""
+        from burstd.simulate.report import plot_frontier, simulate_trace
+
+        if onprem_cpus is not None and onprem_gpus is not None:
+            fail("give --onprem-cpus or --onprem-gpus, not both")
+        names: list[str] = []
+        for p in policy or []:
+            names.extend(x.strip() for x in p.split(",") if x.strip())
+        unknown = [n for n in names if n not in POLICIES]
+        if unknown:
+            fail(f"unknown policy {', '.join(unknown)}; built-in: {', '.join(POLICIES)}")
+        if format is not None and format not in FORMATS:
+            fail(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
+        cfg = get_config(config) if config else None
+        from pathlib import Path
+
+        root = Path(spot_traces) if spot_traces else None
+        if root is not None and not root.is_dir():
+            fail(f"--spot-traces {spot_traces}: not a folder")
+        try:
+            report = simulate_trace(trace, format=format, policies=names or None, onprem_cpus=onprem_cpus,
+                                    onprem_gpus=onprem_gpus, config=cfg, limit_jobs=limit_jobs, seed=seed,
+                                    boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root)
+        except (TraceError, ValueError) as exc:
+            fail(str(exc))
+        if plot:
+            report["plot"] = str(plot_frontier(report, plot))
+        if as_json:
+            print_json(report)
+            return
+        t = Table(title=f"{report['trace']}: {report['jobs_read']} jobs, {report['onprem_units']} on-prem "
+                        f"{report['units']}")
+        cols = ("cloud_cost_usd", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s", "bounded_slowdown_mean",
+                "preemptions", "lost_node_hours", "cost_vs_ondemand_all", "wait_vs_never")
+        t.add_column("policy")
+        for c in cols:
+            t.add_column(c, justify="right")
+        for name, row in report["policies"].items():
+            t.add_row(name, *(str(row.get(c, "")) for c in cols))
+        console.print(t)
+        if plot:
+            console.print(f"frontier plot: {report['plot']}")

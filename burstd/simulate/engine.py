@@ -1,0 +1,369 @@
+"""A discrete-event model of an on-prem cluster plus cloud pools, driven by the real ``decide()``.
+
+On-prem: FCFS with EASY backfill over one pool of units (CPUs, or GPUs for GPU traces) — a fluid model
+(no node packing). Backfill looks at the first ``backfill_depth`` queued jobs, as Slurm's
+``bf_max_job_test`` does, and trusts time limits, not real run times (as Slurm does).
+
+Cloud: every ``cycle_s`` while jobs wait, the simulator builds a ``Snapshot`` (pending jobs, running
+jobs with their time-limit end times, on-prem nodes), the live ``Lease``s, a ``BudgetBook`` of the spend
+so far this period and the price quotes, and calls ``decide()``. A job made eligible leaves the on-prem
+queue (Slurm would start it at once on the powered-down cloud nodes), its nodes boot for ``boot_s``, and it
+runs. On spot, each node's time to preemption is drawn from the measured traces (``SpotModel``); a
+preempted job loses the work since its last checkpoint, is requeued on-prem with ``restart_count + 1``
+(so ``decide()``'s escalation applies) and its nodes' time is billed. Billing: nodes x (boot + run) x
+the price at launch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from burstd.config import Config
+from burstd.domain.budget import AccountBudget, BudgetBook, PriceQuote
+from burstd.domain.lease import Lease, LeaseState
+from burstd.domain.slurm import Gres, Job, Node, Snapshot
+from burstd.policy.decide import decide
+from burstd.simulate.spot import SpotModel
+from burstd.simulate.traces import TraceJob
+
+PERIOD_S = {"month": 30 * 86400, "week": 7 * 86400, "day": 86400}
+
+
+@dataclass(slots=True)
+class SimJob:
+    tj: TraceJob
+    units: int  # on-prem units (CPUs or GPUs)
+    nodes: int
+    cpn: int  # CPUs a node
+    gpn: int  # GPUs a node
+    remaining: float  # run time still to do
+    limit: float
+    queued_at: float
+    restarts: int = 0
+    first_start: float | None = None
+    end: float | None = None
+    burst: bool = False
+    pending_job: Job | None = None
+    gone: bool = False  # left the queue (started or burst)
+    exp_end: float = 0.0
+
+
+@dataclass(slots=True)
+class SimResult:
+    policy: str
+    jobs: int = 0
+    jobs_burst: int = 0
+    cloud_cost_usd: float = 0.0
+    wait_mean_s: float = 0.0
+    wait_p95_s: float = 0.0
+    jct_mean_s: float = 0.0
+    bounded_slowdown_mean: float = 0.0
+    preemptions: int = 0
+    lost_node_hours: float = 0.0
+    decide_calls: int = 0
+    unfinished: int = 0  # jobs that could never run (too big for on-prem and not allowed to burst)
+    wall_s: float = 0.0
+    cost_by_market: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in
+                ((f, getattr(self, f)) for f in self.__slots__)}
+
+
+@dataclass(slots=True)
+class SimSetup:
+    config: Config
+    gpu: bool  # units are GPUs (GPU trace) or CPUs
+    onprem_units: int
+    units_per_node: int  # CPUs (or GPUs) per on-prem node
+    cpus_per_gpu: int = 1
+    boot_s: float = 120.0
+    cycle_s: float = 120.0
+    backfill_depth: int = 100
+    checkpoint_s: float = 3600.0
+    spot: SpotModel | None = None
+    decide_enabled: bool = True
+    constant_wait_s: float | None = None  # constant-wait's wait, when it differs from policy.waiting.min_wait_s
+
+
+class Simulator:
+    def __init__(self, setup: SimSetup, jobs: list[TraceJob], name: str = "sim"):
+        self.s = setup
+        self.cfg = setup.config
+        self.name = name
+        self.trace = jobs
+        self.free = setup.onprem_units
+        self.queue: list[SimJob] = []
+        self.running: dict[int, SimJob] = {}
+        self.run_jobs: dict[int, Job] = {}  # Slurm view of running jobs (on-prem and cloud)
+        self.leases: dict[int, list[Lease]] = {}
+        self.events: list[tuple[float, int, int, SimJob]] = []
+        self.seq = 0
+        self.tick_at: float | None = None
+        self.res = SimResult(name)
+        self.spent: dict[str, int] = {}
+        self.site_spent = 0
+        self.period = PERIOD_S[self.cfg.budget.period]
+        self.period_idx = 0
+        self.book_cache: BudgetBook | None = None
+        self.done: list[SimJob] = []
+        self.part = {p.name: p.partition for p in self.cfg.pools}
+        upn = setup.units_per_node
+        n_nodes = max(1, math.ceil(setup.onprem_units / upn))
+        gres = (Gres("gpu", None, upn),) if setup.gpu else ()
+        cpus = upn * setup.cpus_per_gpu if setup.gpu else upn
+        self.nodes = tuple(Node(f"n{i}", "ALLOCATED", partitions=tuple(self.cfg.policy.onprem_partitions[:1] or
+                                                                         ["batch"]), cpus=cpus, gres=gres)
+                           for i in range(n_nodes))
+        self.home = (self.cfg.policy.onprem_partitions or ["batch"])[0]
+        self.quotes = self._quotes()
+
+    # ---- setup helpers
+    def _quotes(self) -> dict[tuple[str, str], PriceQuote]:
+        rate = self.s.spot.rate_per_hour if self.s.spot else 0.0
+        out = {}
+        for p in self.cfg.pools:
+            out[(p.name, p.market)] = PriceQuote(p.name, p.market, int(round(p.price_per_hour * 1e6)),
+                                                 rate if p.market == "spot" else 0.0)
+            if p.ondemand_price_per_hour is not None and p.market == "spot":
+                out[(p.name, "on-demand")] = PriceQuote(p.name, "on-demand",
+                                                        int(round(p.ondemand_price_per_hour * 1e6)), 0.0)
+        return out
+
+    def _sim_job(self, tj: TraceJob) -> SimJob:
+        if self.s.gpu:
+            gpus = max(tj.gpus, 1)
+            upn = self.s.units_per_node
+            nodes = max(1, math.ceil(gpus / upn))
+            gpn = math.ceil(gpus / nodes)
+            return SimJob(tj, gpus, nodes, gpn * self.s.cpus_per_gpu, gpn, tj.runtime, tj.time_limit, tj.submit)
+        nodes = max(1, math.ceil(tj.cpus / self.s.units_per_node))
+        return SimJob(tj, tj.cpus, nodes, math.ceil(tj.cpus / nodes), 0, tj.runtime, tj.time_limit, tj.submit)
+
+    def _push(self, t: float, kind: int, j: SimJob) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, j))
+
+    # ---- Slurm views
+    def _pending_view(self, j: SimJob) -> Job:
+        if j.pending_job is None:
+            tj = j.tj
+            j.pending_job = Job(
+                tj.job_id, "sim", tj.user, tj.account, (self.home,), "PENDING", reason="Resources", priority=0,
+                submit_time=int(tj.submit), eligible_time=int(j.queued_at),
+                time_limit_min=max(1, math.ceil(j.limit / 60)), node_count=j.nodes,
+                cpus=j.cpn * j.nodes, gres=(Gres("gpu", None, j.gpn),) if j.gpn else (), restart_count=j.restarts)
+        return j.pending_job
+
+    def _running_view(self, j: SimJob, partition: str, start: float, end: float) -> Job:
+        tj = j.tj
+        return Job(tj.job_id, "sim", tj.user, tj.account, (partition,), "RUNNING", submit_time=int(tj.submit),
+                   start_time=int(start), end_time=int(end), time_limit_min=max(1, math.ceil(j.limit / 60)),
+                   node_count=j.nodes, cpus=j.units if not self.s.gpu else j.cpn * j.nodes,
+                   gres=(Gres("gpu", None, j.gpn),) if j.gpn else ())
+
+    def _book(self, now: float) -> BudgetBook:
+        idx = int(now // self.period)
+        if idx != self.period_idx:
+            self.period_idx, self.spent, self.site_spent, self.book_cache = idx, {}, 0, None
+        if self.book_cache is None:
+            self.book_cache = BudgetBook(idx * self.period, (idx + 1) * self.period, None, self.site_spent, None,
+                                         {a: AccountBudget(a, None, v) for a, v in self.spent.items()})
+        return self.book_cache
+
+    def _charge(self, account: str, micros: int, market: str) -> None:
+        self.spent[account] = self.spent.get(account, 0) + micros
+        self.site_spent += micros
+        self.book_cache = None
+        self.res.cloud_cost_usd += micros / 1e6
+        self.res.cost_by_market[market] = self.res.cost_by_market.get(market, 0.0) + micros / 1e6
+
+    # ---- on-prem scheduling
+    def _start_onprem(self, j: SimJob, t: float) -> None:
+        self.free -= j.units
+        j.gone = True
+        if j.first_start is None:
+            j.first_start = t
+        j.exp_end = t + j.limit
+        self.running[j.tj.job_id] = j
+        self.run_jobs[j.tj.job_id] = self._running_view(j, self.home, t, j.exp_end)
+        self._push(t + j.remaining, 0, j)
+
+    def _schedule(self, t: float) -> None:
+        q = self.queue
+        if not q or self.free <= 0:
+            return
+        free = self.free
+        k, n = 0, len(q)
+        started = False
+        while k < n and (q[k].gone or q[k].units <= free):
+            if not q[k].gone:
+                free -= q[k].units
+                self._start_onprem(q[k], t)
+                started = True
+            k += 1
+        if k < n and free > 0:
+            head = q[k]
+            avail, shadow, extra = free, math.inf, 0
+            for e, u in sorted((r.exp_end, r.units) for r in self.running.values()):
+                avail += u
+                if avail >= head.units:
+                    shadow, extra = e, avail - head.units
+                    break
+            depth = 0
+            for j in q[k + 1:]:
+                if depth >= self.s.backfill_depth or free <= 0:
+                    break
+                if j.gone:
+                    continue
+                depth += 1
+                if j.units <= free:
+                    if t + j.limit <= shadow:
+                        free -= j.units
+                        self._start_onprem(j, t)
+                        started = True
+                    elif j.units <= extra:
+                        free -= j.units
+                        extra -= j.units
+                        self._start_onprem(j, t)
+                        started = True
+        if started or (q and q[0].gone):
+            self.queue = [j for j in q if not j.gone]
+
+    def _enqueue(self, j: SimJob, t: float) -> None:
+        j.gone = False
+        j.queued_at = t
+        j.pending_job = None
+        if self.queue and (self.queue[-1].tj.submit, self.queue[-1].tj.job_id) > (j.tj.submit, j.tj.job_id):
+            import bisect
+            keys = [(x.tj.submit, x.tj.job_id) for x in self.queue]
+            self.queue.insert(bisect.bisect(keys, (j.tj.submit, j.tj.job_id)), j)
+        else:
+            self.queue.append(j)
+
+    # ---- cloud
+    def _burst(self, j: SimJob, pool: str, market: str, t: float) -> None:
+        j.gone = True
+        j.burst = True
+        q = self.quotes.get((pool, market))
+        price = q.price_per_hour_micros if q else 0
+        boot = self.s.boot_s
+        run = j.remaining
+        start = t + boot
+        if j.first_start is None:
+            j.first_start = start
+        life = math.inf
+        if market == "spot" and self.s.spot is not None:
+            life = min(self.s.spot.draw() for _ in range(j.nodes))
+        part = self.part[pool]
+        self.run_jobs[j.tj.job_id] = self._running_view(j, part, start, start + j.limit)
+        self.leases[j.tj.job_id] = [
+            Lease(f"sim-{j.tj.job_id}-{i}", pool, f"{pool}-{i}", LeaseState.READY, market=market,
+                  price_per_hour_micros=price, launched_at=t, job_ids=(j.tj.job_id,), account=j.tj.account)
+            for i in range(j.nodes)]
+        if life < boot + run:
+            billed = life
+            progress = max(0.0, life - boot)
+            saved = math.floor(progress / self.s.checkpoint_s) * self.s.checkpoint_s
+            lost = progress - saved
+            self.res.preemptions += 1
+            self.res.lost_node_hours += j.nodes * lost / 3600.0
+            j.remaining = run - saved
+            self._push(t + life, 2, j)
+        else:
+            billed = boot + run
+            self._push(t + billed, 1, j)
+        from burstd.policy.budget import cost_micros
+        self._charge(j.tj.account, j.nodes * cost_micros(price, billed), market)
+
+    def _tick(self, t: float) -> None:
+        self.tick_at = None
+        if not self.queue or not self.s.decide_enabled:
+            return
+        pending = [self._pending_view(j) for j in self.queue if not j.gone]
+        snap = Snapshot(t, tuple(pending) + tuple(self.run_jobs.values()), self.nodes)
+        leases = [lease for ls in self.leases.values() for lease in ls]
+        d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False)
+        self.res.decide_calls += 1
+        if d.eligible:
+            by_id = {j.tj.job_id: j for j in self.queue}
+            for e in d.eligible:
+                j = by_id.get(e.job_id)
+                if j is not None and not j.gone:
+                    self._burst(j, e.pool, e.market, t)
+            self.queue = [j for j in self.queue if not j.gone]
+
+    def _want_tick(self, t: float) -> None:
+        if self.s.decide_enabled and self.queue and self.tick_at is None:
+            nxt = (math.floor(t / self.s.cycle_s) + 1) * self.s.cycle_s
+            self.tick_at = nxt
+            self._push(nxt, 3, None)  # type: ignore[arg-type]
+
+    # ---- main loop
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        import time
+
+        t0 = time.perf_counter()
+        arrivals = [self._sim_job(tj) for tj in self.trace]
+        ai, na = 0, len(arrivals)
+        ev = self.events
+        while ai < na or ev:
+            if ai < na and (not ev or arrivals[ai].tj.submit <= ev[0][0]):
+                j = arrivals[ai]
+                ai += 1
+                t = j.tj.submit
+                self._enqueue(j, t)
+                # arrivals at the same instant are queued together before scheduling
+                while ai < na and arrivals[ai].tj.submit == t:
+                    self._enqueue(arrivals[ai], t)
+                    ai += 1
+                self._schedule(t)
+                self._want_tick(t)
+                continue
+            t, _, kind, j = heapq.heappop(ev)
+            if kind == 0:  # on-prem finish
+                del self.running[j.tj.job_id]
+                del self.run_jobs[j.tj.job_id]
+                self.free += j.units
+                self._finish(j, t)
+                self._schedule(t)
+            elif kind == 1:  # cloud finish
+                self.run_jobs.pop(j.tj.job_id, None)
+                self.leases.pop(j.tj.job_id, None)
+                self._finish(j, t)
+            elif kind == 2:  # spot preemption: requeue on-prem
+                self.run_jobs.pop(j.tj.job_id, None)
+                self.leases.pop(j.tj.job_id, None)
+                j.restarts += 1
+                self._enqueue(j, t)
+                self._schedule(t)
+            else:
+                self._tick(t)
+                if not ev and ai >= na and not self.running and not self.leases and self.queue:
+                    self.res.unfinished = len(self.queue)  # nothing left that could ever start them
+                    break
+            self._want_tick(t)
+        self._summarise()
+        self.res.wall_s = time.perf_counter() - t0
+        return self.res
+
+    def _finish(self, j: SimJob, t: float) -> None:
+        j.end = t
+        self.done.append(j)
+
+    def _summarise(self) -> None:
+        r = self.res
+        done = self.done
+        r.jobs = len(done)
+        if not done:
+            return
+        waits = sorted(j.first_start - j.tj.submit for j in done)
+        r.jobs_burst = sum(1 for j in done if j.burst)
+        r.wait_mean_s = sum(waits) / len(waits)
+        r.wait_p95_s = waits[min(len(waits) - 1, int(math.ceil(0.95 * len(waits))) - 1)]
+        jcts = [j.end - j.tj.submit for j in done]
+        r.jct_mean_s = sum(jcts) / len(jcts)
+        r.bounded_slowdown_mean = sum(max(1.0, c / max(j.tj.runtime, 10.0)) for c, j in zip(jcts, done)) / len(done)

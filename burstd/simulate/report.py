@@ -1,0 +1,115 @@
+"""Run several policies over one trace and report them side by side (what ``burstctl simulate`` prints).
+
+    report = simulate_trace("SDSC-BLUE-2000-4.2-cln.swf.gz", policies=["never", "burstd"], limit_jobs=5000)
+    plot_frontier(report, "frontier.png")
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from burstd.config import Config
+from burstd.simulate.policies import POLICIES, make_setup, run_policy
+from burstd.simulate.traces import read_trace
+
+METRICS = ("cloud_cost_usd", "jobs", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s",
+           "bounded_slowdown_mean", "preemptions", "lost_node_hours")
+
+
+def default_spot_root() -> Path:
+    env = os.environ.get("BURSTD_SPOT_TRACES")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parents[2]  # the repository (or site-packages) root
+    for base in (here.parent, here.parent.parent):
+        cand = base / "shared" / "traces" / "spot" / "skypilot_spot_traces"
+        if cand.is_dir():
+            return cand
+    return Path("/usr/share/burstd/spot-traces")
+
+
+def _one(args):
+    name, setup, jobs, seed = args
+    return run_policy(name, setup, jobs, seed)
+
+
+def simulate_trace(path: str | Path, *, format: str | None = None, policies: list[str] | None = None,
+                   onprem_cpus: int | None = None, onprem_gpus: int | None = None, config: Config | None = None,
+                   limit_jobs: int | None = None, seed: int = 1, spot_root: Path | None = None,
+                   boot_s: float = 120.0, cycle_s: float = 120.0, workers: int = 1) -> dict:
+    """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines)."""
+    policies = list(policies or POLICIES)
+    for p in policies:
+        if p not in POLICIES:
+            raise ValueError(f"unknown policy {p!r}; built-in: {', '.join(POLICIES)}")
+    jobs, info = read_trace(path, format, limit_jobs)
+    gpu = info.format == "philly" or (onprem_gpus is not None and onprem_cpus is None)
+    if config is not None and not config.pools:
+        raise ValueError("the config has no [[pools]] to burst to")
+    root = spot_root or default_spot_root()
+    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s)
+    tasks = [(p, setup, jobs, seed) for p in policies]
+    if workers > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(min(workers, len(tasks))) as ex:
+            results = list(ex.map(_one, tasks))
+    else:
+        results = [_one(t) for t in tasks]
+    out = {
+        "trace": str(path), "format": info.format, "jobs_read": len(jobs), "skipped": info.skipped,
+        "skip_reasons": dict(info.skip_reasons), "onprem_units": setup.onprem_units,
+        "units": "gpus" if gpu else "cpus", "spot_preemption_rate_per_node_hour":
+            round(setup.spot.rate_per_hour, 4) if setup.spot else 0.0,
+        "spot_traces": str(root) if setup.spot else None,
+        "policies": {},
+    }
+    by = {r.policy: r for r in results}
+    for r in results:
+        row = {m: _round(getattr(r, m)) for m in METRICS}
+        row["cost_by_market"] = {k: round(v, 2) for k, v in r.cost_by_market.items()}
+        row["wall_s"] = round(r.wall_s, 2)
+        od = by.get("ondemand-all")
+        nv = by.get("never")
+        if od is not None and od.cloud_cost_usd > 0:
+            row["cost_vs_ondemand_all"] = round(r.cloud_cost_usd / od.cloud_cost_usd, 4)
+        if nv is not None and nv.wait_mean_s > 0:
+            row["wait_vs_never"] = round(r.wait_mean_s / nv.wait_mean_s, 4)
+        if nv is not None and nv.jct_mean_s > 0:
+            row["jct_vs_never"] = round(r.jct_mean_s / nv.jct_mean_s, 4)
+        out["policies"][r.policy] = row
+    return out
+
+
+def _round(v):
+    return round(v, 3) if isinstance(v, float) else v
+
+
+def plot_frontier(report: dict, path: str | Path, sweeps: dict[str, list[tuple[float, float]]] | None = None,
+                  title: str | None = None) -> Path:
+    """Cost versus mean wait, one point per policy (and one curve per knob sweep, if given), as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for name, curve in (sweeps or {}).items():
+        xs = [w / 3600 for w, _ in curve]
+        ys = [c for _, c in curve]
+        ax.plot(xs, ys, "-", alpha=0.6, label=f"{name} (knob sweep)")
+    for name, row in report["policies"].items():
+        ax.scatter([row["wait_mean_s"] / 3600], [row["cloud_cost_usd"]], s=40, zorder=3)
+        ax.annotate(name, (row["wait_mean_s"] / 3600, row["cloud_cost_usd"]), textcoords="offset points",
+                    xytext=(5, 4), fontsize=8)
+    ax.set_xlabel("mean wait (h)")
+    ax.set_ylabel("cloud cost (USD)")
+    ax.set_title(title or f"cost vs wait: {Path(report['trace']).name} ({report['jobs_read']} jobs)")
+    ax.grid(True, alpha=0.3)
+    if sweeps:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, format="png")
+    plt.close(fig)
+    return out

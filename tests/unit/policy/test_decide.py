@@ -1,0 +1,209 @@
+"""decide(): each input it weighs changes the outcome the way docs/policy.md says."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from policy_factories import NOW, book, busy_cluster, config, lease, onprem_nodes, pending, pool, running
+
+from burstd.domain.budget import PriceQuote
+from burstd.domain.slurm import Gres, Snapshot
+from burstd.policy import BudgetError, PriceError, decide
+
+
+def one(snapshot, cfg=None, bk=None, prices=None, leases=()):
+    d = decide(snapshot, list(leases), bk or book(), prices, cfg or config())
+    return d
+
+
+def test_long_expected_wait_and_money_left_bursts_with_a_sentence_that_has_the_figures():
+    d = one(busy_cluster(pending(1, waited_s=14 * 60)))
+    assert [(e.job_id, e.pool, e.partition) for e in d.eligible] == [(1, "aws-cpu", "cloud")]
+    ex = d.explanations[1]
+    assert ex.burst and ex.pool == "aws-cpu"
+    assert ex.reason.startswith("waited 14 min, expected on-prem start in 10 h, account chem has $1,000.00 left")
+    assert ex.reason.endswith("pool aws-cpu at $1.00/node-h: burst")
+
+
+@pytest.mark.parametrize(
+    "job, cfg_kw, expect_in_reason",
+    [
+        (pending(1, comment="burst:no"), {}, "opted out"),
+        (pending(1, account="secret"), {"policy": {"exclude_accounts": ["secret"]}}, "account secret is excluded"),
+        (pending(1, user="bob"), {"policy": {"exclude_users": ["bob"]}}, "user bob is excluded"),
+        (pending(1, reason="Dependency"), {}, "pending for Dependency"),
+        (pending(1, priority=1), {"policy": {"min_priority": 50}}, "below min_priority"),
+        (pending(1, restart_count=4), {}, "on-prem only"),
+        (pending(1, cpus=16), {}, "needs 16 CPUs a node"),
+        (pending(1, memory_mb=64000), {}, "MiB a node"),
+        (pending(1, gres=(Gres("gpu", "a100", 1),)), {}, "needs 1 GPUs a node"),
+        (pending(1, features="ib"), {}, "needs features ib"),
+        (pending(1, account="bio"), {}, "account bio has no budget"),
+        (pending(1, limit_min=None), {}, "no time limit"),
+        (pending(1), {"policy": {"paused": True}}, "bursting is paused"),
+        (pending(1, waited_s=10), {"policy": {"waiting": {"kind": "constant", "min_wait_s": 600}}},
+         "waiting policy constant wants 10 min"),
+        (pending(1), {"policy": {"min_wait_s_by_qos": {"long": 7200}}, }, None),
+    ],
+)
+def test_each_gate_keeps_the_job_home_and_says_why(job, cfg_kw, expect_in_reason):
+    cfg = config(**cfg_kw)
+    d = one(busy_cluster(job), cfg)
+    if expect_in_reason is None:  # the QOS floor does not touch a job of another QOS
+        assert d.eligible
+        return
+    assert d.eligible == []
+    assert not d.explanations[1].burst
+    assert expect_in_reason in d.explanations[1].reason
+
+
+def test_a_job_too_big_for_on_prem_bursts_after_the_floor_only():
+    d = one(busy_cluster(pending(1, cpus=80, node_count=10, limit_min=600, waited_s=1)))
+    assert d.eligible and "expected on-prem start never" in d.explanations[1].reason
+
+
+def test_a_job_that_would_start_soon_on_prem_stays_home():
+    snap = busy_cluster(pending(1), end_in_s=120)  # the cluster frees up in 2 minutes
+    d = one(snap)
+    assert d.eligible == []
+    assert "expected on-prem start in 2 min" in d.explanations[1].reason
+
+
+def test_slurm_backfill_estimate_wins_over_the_model():
+    soon = pending(1, start_time=int(NOW + 60))
+    d = one(busy_cluster(soon))  # the model alone says 10 h
+    assert d.eligible == [] and "in 60 s" in d.explanations[1].reason
+
+
+def test_big_jobs_wait_longer_than_small_ones_under_compute_wait():
+    cfg = config(policy={"waiting": {"kind": "compute", "min_wait_s": 60, "wait_per_node_hour_s": 600}})
+    small = pending(1, cpus=8, limit_min=60, waited_s=900)
+    big = pending(2, cpus=80, limit_min=600, waited_s=900, node_count=10)
+    d = one(busy_cluster(small, big, nodes=12), cfg)
+    assert [e.job_id for e in d.eligible] == [1]
+    assert "wants 6 h" in d.explanations[2].reason  # 10 nodes x 10 h x 600 s capped at max_wait_s
+
+
+def test_escalation_after_spot_preemptions_goes_on_demand_then_home():
+    d = one(busy_cluster(pending(1, restart_count=2)))
+    assert d.eligible[0].market == "on-demand"
+    assert "on-demand: burst" in d.explanations[1].reason
+    d = one(busy_cluster(pending(1, restart_count=2)), config(pools=[pool(ondemand=None)]))
+    assert d.eligible == [] and "on-demand only" in d.explanations[1].reason
+
+
+def test_spot_vs_on_demand_follows_price_and_interruption_risk():
+    cheap_but_risky = {("aws-cpu", "spot"): PriceQuote("aws-cpu", "spot", 2_500_000, interruption_rate=2.0),
+                       ("aws-cpu", "on-demand"): PriceQuote("aws-cpu", "on-demand", 3_000_000)}
+    d = one(busy_cluster(pending(1)), prices=cheap_but_risky)
+    assert d.eligible[0].market == "on-demand"
+    calm = {("aws-cpu", "spot"): PriceQuote("aws-cpu", "spot", 2_500_000, interruption_rate=0.01)}
+    assert one(busy_cluster(pending(1)), prices=calm).eligible[0].market == "spot"
+
+
+def test_cheapest_fitting_pool_is_chosen_and_gpu_type_must_match():
+    cfg = config(pools=[pool("a100", "cloud-a", "a", gpus=8, gpu_type="a100", price=12.0, ondemand=None),
+                        pool("v100", "cloud-v", "v", gpus=8, gpu_type="v100", price=5.0, ondemand=None)])
+    job = pending(1, gres=(Gres("gpu", "a100", 4),))
+    d = one(busy_cluster(job), cfg)
+    assert d.eligible[0].pool == "a100"
+    d = one(busy_cluster(pending(1, gres=(Gres("gpu", None, 4),))), cfg)
+    assert d.eligible[0].pool == "v100"
+
+
+def test_pool_node_cap_counts_live_leases_and_this_cycles_decisions():
+    cfg = config(pools=[pool(max_nodes=3)])
+    jobs = [pending(i, priority=100 - i) for i in range(1, 5)]
+    d = one(busy_cluster(*jobs), cfg, leases=[lease(1, job_ids=())])
+    assert [e.job_id for e in d.eligible] == [1, 2]
+    assert "pool aws-cpu is full (3/3 nodes)" in d.explanations[3].reason
+
+
+def test_account_node_cap():
+    cfg = config(policy={"max_nodes_per_account": {"chem": 1}})
+    d = one(busy_cluster(pending(1), pending(2)), cfg)
+    assert [e.job_id for e in d.eligible] == [1]
+    assert "cloud node cap (1)" in d.explanations[2].reason
+
+
+def test_budget_counts_committed_spend_of_running_leases():
+    # $8 budget; a running cloud job with 5 h left at $1/h commits ~$5.03 (+ accrual); a 1 h job needs $1.10
+    cloud_job = running(50, partition="cloud", end_in_s=5 * 3600, limit_min=301)
+    snap = Snapshot(NOW, busy_cluster().jobs + (cloud_job, pending(1), pending(2), pending(3), pending(4)),
+                    onprem_nodes())
+    d = one(snap, bk=book({"chem": 8.0}), leases=[lease(1, job_ids=(50,))])
+    assert [e.expected_cost_micros for e in d.eligible] == [1_100_000, 1_100_000]
+    refused = [e for e in d.explanations.values() if not e.burst]
+    assert refused and "account chem has $" in refused[0].reason and "the job needs" in refused[0].reason
+
+
+def test_site_budget_and_burn_rate_cap():
+    d = one(busy_cluster(pending(1)), bk=book(site=0.5))
+    assert d.eligible == [] and "the site has $0.50 left" in d.explanations[1].reason
+    d = one(busy_cluster(pending(1), pending(2)), bk=book(burn=1.5))
+    assert len(d.eligible) == 1 and "burn rate" in d.explanations[2].reason
+
+
+def test_eligible_job_no_longer_worth_it_loses_the_cloud_partition():
+    job = pending(1, partitions=("batch", "cloud"))
+    d = one(busy_cluster(job), bk=book({"chem": 0.0}))
+    assert [(r.job_id, r.partition) for r in d.revoke] == [(1, "cloud")]
+    assert d.eligible == []
+    # still worth it: no decision at all, but the explanation says it bursts
+    d = one(busy_cluster(job))
+    assert d.is_empty() and d.explanations[1].burst
+
+
+def test_paused_releases_idle_cloud_nodes_and_revokes():
+    from burstd.domain.slurm import Node
+    idle = Node("c1", "IDLE", flags=("CLOUD",), partitions=("cloud",), cpus=8)
+    snap = Snapshot(NOW, busy_cluster(pending(1, partitions=("batch", "cloud"))).jobs, onprem_nodes() + (idle,))
+    d = one(snap, config(policy={"paused": True}))
+    assert [r.node for r in d.release] == ["c1"] and [r.job_id for r in d.revoke] == [1]
+
+
+def test_every_pending_job_considered_gets_an_explanation():
+    jobs = [pending(i, account=("chem" if i % 2 else "bio"), comment=("burst:no" if i % 3 == 0 else ""))
+            for i in range(1, 40)]
+    d = one(busy_cluster(*jobs))
+    assert set(d.explanations) == {j.job_id for j in jobs}
+
+
+def test_array_record_costs_every_task():
+    arr = pending(1, array_tasks="0-99")  # 100 one-hour tasks at $1 = $100+ > $50
+    cfg = config(policy={"waiting": {"kind": "none"}})
+    d = one(busy_cluster(arr), cfg, bk=book({"chem": 50.0}))
+    assert d.eligible == [] and "the job needs $110.00" in d.explanations[1].reason
+    d = one(busy_cluster(arr), cfg, bk=book({"chem": 500.0}))  # throttle-free array of 100 on a 20-node pool: fits
+    assert d.eligible[0].expected_cost_micros == 110_000_000
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: book({"chem": -1.0}),
+])
+def test_negative_budget_is_a_clear_error(bad):
+    with pytest.raises(BudgetError, match="account chem: budget is negative"):
+        one(busy_cluster(pending(1)), bk=bad())
+
+
+def test_nan_price_or_interruption_rate_is_a_clear_error():
+    with pytest.raises(PriceError, match="pool aws-cpu"):
+        one(busy_cluster(pending(1)), prices=[PriceQuote("aws-cpu", "spot", 1_000_000, interruption_rate=math.nan)])
+    with pytest.raises(PriceError, match="pool aws-cpu"):
+        one(busy_cluster(pending(1)), prices=[PriceQuote("aws-cpu", "spot", -5)])
+
+
+def test_without_a_budget_book_the_config_budgets_decide():
+    cfg = config(budget={"accounts": {"chem": 100.0}})
+    d = decide(busy_cluster(pending(1), pending(2, account="bio")), [], None, None, cfg)
+    assert [e.job_id for e in d.eligible] == [1]
+    assert "account chem has $100.00 left" in d.explanations[1].reason
+
+
+def test_prewarm_only_with_new_demand_and_within_cap_and_site_budget():
+    cfg = config(pools=[pool(max_nodes=3)], policy={"prewarm_nodes": 5})
+    d = one(busy_cluster(pending(1)), cfg)
+    assert [(p.pool, p.count) for p in d.prewarm] == [("aws-cpu", 2)]  # 3-node cap, 1 taken by the job
+    assert one(busy_cluster(pending(1, comment="burst:no")), cfg).prewarm == []
+    assert one(busy_cluster(pending(1)), cfg, bk=book(site=1.2)).prewarm == []  # idle nodes would overspend

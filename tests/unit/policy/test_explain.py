@@ -1,0 +1,41 @@
+"""explain_job(): the sentence burstctl explain prints, from the last decisions or a fresh decide()."""
+
+from __future__ import annotations
+
+import pytest
+from policy_factories import NOW, book, busy_cluster, config, lease, pending, running
+
+from burstd.domain.slurm import Snapshot
+from burstd.policy import decide
+from burstd.policy.explain import explain_job
+
+
+def test_pending_job_sentence_has_wait_estimate_budget_pool_and_verdict():
+    snap = busy_cluster(pending(7, waited_s=14 * 60))
+    r = explain_job(7, snap, budgets=book({"chem": 412.0}), config=config())
+    assert r.burst and r.pool == "aws-cpu"
+    assert r.sentence == ("job 7 (chem/alice): waited 14 min, expected on-prem start in 10 h, account chem has "
+                          "$412.00 left this month, pool aws-cpu at $1.00/node-h: burst")
+    assert r.as_dict()["sentence"] == r.sentence
+
+
+def test_explains_why_not_from_the_last_cycles_decisions():
+    snap = busy_cluster(pending(7, account="bio"))
+    d = decide(snap, [], book(), None, config())
+    r = explain_job(7, snap, decisions=d)
+    assert not r.burst and r.sentence.endswith("stays on-prem: account bio has no budget")
+
+
+def test_running_and_missing_jobs():
+    cloud = running(9, partition="cloud")
+    snap = Snapshot(NOW, busy_cluster().jobs + (cloud,), ())
+    r = explain_job(9, snap, decisions=decide(snap, [], book(), None, config()),
+                    leases=[lease(1, job_ids=(9,))], config=config())
+    assert r.state == "RUNNING" and "running in cloud pool aws-cpu" in r.sentence and "lease L1" in r.sentence
+    assert "running on-prem" in explain_job(10_000, snap, decisions=decide(snap, [], book(), None, config())).sentence
+    assert not explain_job(12345, snap, decisions=None).found
+
+
+def test_fresh_explain_needs_inputs():
+    with pytest.raises(ValueError, match="needs either decisions or budgets"):
+        explain_job(7, busy_cluster(pending(7)))

@@ -1,0 +1,90 @@
+"""The discrete-event model: on-prem FCFS + EASY backfill, cloud boot/billing, spot preemption and escalation."""
+
+from __future__ import annotations
+
+import pytest
+
+from burstd.config import parse_config
+from burstd.simulate.engine import SimSetup, Simulator
+from burstd.simulate.policies import policy_config
+from burstd.simulate.spot import Segment, SpotModel, segments_of
+from burstd.simulate.traces import TraceJob
+
+CFG = parse_config({
+    "pools": [{"name": "cpu", "provider": "local", "partition": "cloud", "node_prefix": "c", "node_count": 100,
+               "instance_types": [{"name": "t", "cpus": 8, "memory_mb": 1000}], "market": "spot",
+               "price_per_hour": 1.0, "ondemand_price_per_hour": 2.0}],
+    "budget": {"default_account_usd": 1e9},
+    "policy": {"boot_overhead_s": 0, "waiting": {"min_wait_s": 0}},
+})
+
+
+def tj(i, submit, run, cpus, limit=None):
+    return TraceJob(i, submit, run, limit or run, cpus)
+
+
+def sim(jobs, policy="never", spot=None, units=8, boot=100.0, ckpt=600.0, ondemand=2.0):
+    base = CFG.model_copy(update={"pools": [CFG.pools[0].model_copy(update={"ondemand_price_per_hour": ondemand})]})
+    cfg = policy_config(base, policy)
+    setup = SimSetup(cfg, False, units, 8, boot_s=boot, cycle_s=60.0, spot=spot, checkpoint_s=ckpt,
+                     decide_enabled=(policy != "never"))
+    s = Simulator(setup, jobs, policy)
+    res = s.run()
+    return res, {j.tj.job_id: j for j in s.done}
+
+
+def test_fcfs_with_easy_backfill_trusts_time_limits():
+    jobs = [tj(1, 0, 1000, 6), tj(2, 1, 100, 8), tj(3, 2, 400, 2, limit=500), tj(4, 3, 100, 2, limit=2000)]
+    res, done = sim(jobs)
+    assert done[1].first_start == 0
+    assert done[3].first_start == 2  # backfilled: ends (by its limit) before job 2 can start
+    assert done[2].first_start == 1000  # the head starts when job 1 ends
+    assert done[4].first_start == 1100  # would delay the head: waits
+    assert res.jobs == 4 and res.cloud_cost_usd == 0
+    assert res.wait_mean_s == pytest.approx((0 + 999 + 0 + 1097) / 4)
+
+
+def test_ondemand_all_bursts_queued_jobs_at_the_next_cycle_and_bills_boot_plus_run():
+    jobs = [tj(1, 0, 3600, 8), tj(2, 10, 3600, 16)]
+    res, done = sim(jobs, "ondemand-all")
+    assert not done[1].burst and done[2].burst
+    assert done[2].first_start == 60 + 100  # next cycle, then boot
+    assert res.cloud_cost_usd == pytest.approx(2 * 2.0 * (3600 + 100) / 3600)
+    assert res.jobs_burst == 1 and res.cost_by_market == {"on-demand": pytest.approx(res.cloud_cost_usd)}
+
+
+def test_spot_preemption_loses_work_since_checkpoint_and_escalates_to_on_demand():
+    every_1000s = SpotModel([Segment(1000.0, True)] * 10, seed=3)
+    jobs = [tj(0, 0, 90000, 8), tj(1, 0, 36000, 8), tj(2, 0, 3000, 8)]  # job 0 holds on-prem
+    # on-demand is 50x spot, so spot wins despite the risk until escalation forces on-demand
+    res, done = sim(jobs, "constant-wait", spot=every_1000s, ondemand=50.0)
+    # each spot life is < 1000 s (< boot + run): every spot attempt is preempted
+    assert res.preemptions == 4  # two per job, then max_preemptions_spot (2) sends both on-demand
+    assert done[1].restarts == done[2].restarts == 2 and done[0].restarts == 0
+    assert 0 < res.lost_node_hours <= 4 * 600 / 3600  # work since the last 600 s checkpoint, < 900 s of run
+    for j in (done[1], done[2]):
+        assert (j.tj.runtime - j.remaining) % 600 == 0  # only checkpointed progress is kept
+    assert set(res.cost_by_market) == {"spot", "on-demand"}
+
+
+def test_same_seed_same_result_and_jobs_never_lost():
+    every = SpotModel([Segment(700.0, True), Segment(5000.0, True), Segment(100.0, False)], seed=1)
+    jobs = [tj(i, i * 30, 1000 + 100 * (i % 7), 8 * (1 + i % 3)) for i in range(60)]
+    a, done_a = sim(jobs, "spot-all", spot=every, units=24)
+    b, _ = sim(jobs, "spot-all", spot=SpotModel(every.segments, seed=1), units=24)
+    assert a.as_dict() | {"wall_s": 0} == b.as_dict() | {"wall_s": 0}
+    assert sorted(done_a) == [j.job_id for j in jobs]  # every job finishes exactly once
+
+
+def test_segments_from_a_measured_style_trace():
+    segs = segments_of([0, 1, 1, 1, 0, 0, 1, 1], 30)
+    assert segs == [Segment(90, True), Segment(60, False)]
+    m = SpotModel(segs, seed=1)
+    assert m.rate_per_hour == pytest.approx(1 / (150 / 3600))
+    assert all(0 < m.draw() <= 150 + 90 * 10_000 for _ in range(50))
+
+
+def test_a_job_that_can_never_run_ends_the_replay_instead_of_hanging():
+    always = SpotModel([Segment(50.0, True)], seed=1)
+    res, done = sim([tj(1, 0, 3600, 16)], "spot-all", spot=always)  # 16 CPUs > 8 on-prem; spot always fails
+    assert res.unfinished == 1 and res.jobs == 0 and res.preemptions == 2
