@@ -51,18 +51,21 @@ def test_aws_and_gcp_instances_join_as_their_nodes_run_jobs_and_leave(slurm_bed,
                                                "anonymous_credentials": True,
                                                "conf_server": slurm_bed.config.conf_server}), cluster, FAST)
     a_node, g_node = slurm_bed.cloud_nodes[0], slurm_bed.cloud_nodes[1]
+    for node in (a_node, g_node):  # a node still powering down (an earlier test) ignores a registering slurmd
+        slurm_bed.wait_for(lambda n=node: "POWERING" not in slurm_bed.node(n).get("State", "POWERING"), 90,
+                           f"{node} settled")
     boot = CloudBootStandIn(slurm_bed, [aws, gcp], tmp_path / "vms")
     try:
         with boot:
             a = aws.launch(LaunchRequest(lease_id=f"{cluster}-a", node_name=a_node, pool="aws"))
             g = gcp.launch(LaunchRequest(lease_id=f"{cluster}-g", node_name=g_node, pool="gcp"))
             for node in (a_node, g_node):
-                slurm_bed.wait_for(lambda n=node: "IDLE" in slurm_bed.node(n).get("State", ""), 60,
-                                   f"{node} to register")
+                slurm_bed.wait_for(lambda n=node: "IDLE" in slurm_bed.node(n).get("State", "")
+                                   and "POWER" not in slurm_bed.node(n).get("State", ""), 90, f"{node} to register")
             jobs = {n: slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-w", n, "-o", f"out-{n}.txt"],
                                         "#!/bin/sh\nhostname\n", user=bed_user) for n in (a_node, g_node)}
             for n, job in jobs.items():
-                slurm_bed.wait_for(lambda j=job: slurm_bed.job(j).get("JobState") == "COMPLETED", 90,
+                slurm_bed.wait_for(lambda j=job: slurm_bed.job(j).get("JobState") == "COMPLETED", 150,
                                    f"job {job} on {n}")
                 assert slurm_bed.job(job)["NodeList"] == n
                 out = slurm_bed.workdir(bed_user) / f"out-{n}.txt"
