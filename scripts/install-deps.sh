@@ -17,7 +17,7 @@ PACKAGES=(
     iproute2 util-linux psmisc procps
     postgresql
     python3 python3-venv python3-dev
-    ca-certificates
+    ca-certificates curl
 )
 
 missing=()
