@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from burstd.train import CheckpointManager, Preemptible  # noqa: E402
+from burstd.train import CheckpointManager, Preemptible
 
 CHUNK = 64 << 20  # the fastest write size on the machines tried (8 MiB was up to 5x slower here)
 
