@@ -335,7 +335,7 @@ class CheckpointManager:
         try:
             future.result()
             self._finalize(step, partial, manifest)
-        except BaseException as exc:  # surfaced by wait()
+        except BaseException as exc:  # noqa: BLE001 - surfaced by wait()
             with self._lock:
                 self._finalize_error = exc
         finally:

@@ -20,20 +20,20 @@ from burstd.train.signals import install_handlers
 # arrives before any handler is installed would kill the process without a checkpoint.
 EARLY_FLAG = install_handlers() if __name__ == "__main__" else None
 
-import argparse  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import argparse
+import logging
+import os
+import random
+import sys
+import time
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch import nn  # noqa: E402
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
 
-from burstd.train.preemptible import Preemptible  # noqa: E402
-from burstd.train.store import CheckpointError  # noqa: E402
+from burstd.train.preemptible import Preemptible
+from burstd.train.store import CheckpointError
 
 
 class SyntheticData:

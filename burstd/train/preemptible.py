@@ -13,7 +13,8 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -79,8 +79,7 @@ class CheckpointStore:
         text = os.fspath(location)
         if not text:
             raise CheckpointDirError("checkpoint location is empty")
-        if text.startswith("file://"):
-            text = text[len("file://"):]
+        text = text.removeprefix("file://")
         self.url = text
         self.is_local = "://" not in text
         if self.is_local:

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from burstd.train import (  # noqa: E402
+from burstd.train import (
     CheckpointDirError,
     CheckpointManager,
     CheckpointMismatchError,
@@ -82,7 +82,7 @@ def test_resume_continues_exactly_where_the_saved_run_would_have(tmp_path, async
 def test_manifest_is_written_last_and_describes_the_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
-    model, opt, sched, pos = _setup()
+    model, opt, sched, _pos = _setup()
     mgr = CheckpointManager(tmp_path, model, opt, stateful={"sched": sched})
     mgr.save(5, reason="preempt")
     d = tmp_path / "step-000000005"
@@ -95,7 +95,7 @@ def test_manifest_is_written_last_and_describes_the_checkpoint(tmp_path, monkeyp
 
 
 def test_periodic_saves_keep_only_the_newest(tmp_path):
-    model, opt, sched, pos = _setup()
+    model, opt, _sched, _pos = _setup()
     mgr = CheckpointManager(tmp_path, model, opt, keep=2)
     for step in (2, 4, 6, 8):
         mgr.save(step)
@@ -103,7 +103,7 @@ def test_periodic_saves_keep_only_the_newest(tmp_path):
 
 
 def test_torn_checkpoints_are_skipped_and_removed_on_resume(tmp_path, caplog):
-    model, opt, sched, pos = _setup()
+    model, opt, _sched, _pos = _setup()
     CheckpointManager(tmp_path, model, opt).save(4)
     (tmp_path / "step-000000008.partial").mkdir()
     (tmp_path / "step-000000009").mkdir()
@@ -141,7 +141,7 @@ def test_unwritable_location_fails_at_construction(tmp_path):
 
 def test_fsspec_location_round_trip():
     url = "memory://burstd-unit-ckpt/run"
-    model, opt, sched, pos = _setup()
+    model, opt, _sched, pos = _setup()
     mgr = CheckpointManager(url, model, opt, stateful={"data": pos})
     pos.position = 11
     mgr.save(11)
