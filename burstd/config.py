@@ -157,6 +157,7 @@ class LocalPoolConfig(_Section):
     preempt_rate_per_hour: NonNegFloat = 0.0  # random spot reclaims, for chaos testing
     notice_s: NonNegFloat = 120.0  # preemption notice lead time
     metadata_port: int = Field(default=1338, ge=1, le=65535)
+    vm_agent: bool = True  # each VM runs its metadata endpoint and burstd-agent (preemption notices)
     capacity: int | None = Field(default=None, ge=0)  # live VMs at most; None = max_nodes, else node_count
     slurmd_path: str = "/usr/sbin/slurmd"
     records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
