@@ -1,6 +1,6 @@
 """simulate over the whole SDSC-BLUE trace and the Philly trace: wall time and the policy table.
 
-    python bench/bench_simulate.py [--limit-jobs N] [--workers 2] [--out bench/results]
+    python bench/bench_simulate.py [--limit-jobs N] [--workers 2] [--out bench/out]
 
 For each trace it runs the six built-in policies through the same decide(), prints the table with cost
 relative to ondemand-all and wait/JCT relative to never (both from the same run), and checks the claim
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--limit-jobs", type=int, default=None)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--trace", action="append", choices=sorted(TRACES), default=None)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

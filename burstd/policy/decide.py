@@ -48,7 +48,6 @@ from burstd.policy.budget import (
     committed_spend,
     cost_micros,
     launch_seconds,
-    site_limit,
     validate_book,
     validate_quote,
 )
@@ -247,13 +246,6 @@ class OnPremModel:
         last = (times[-1] - self.now) if times else 0.0
         over = need - (cum[-1] if cum else 0)
         return last + math.ceil(over / max(total, 1)) * self.mean_limit
-
-
-@dataclass(slots=True)
-class _Shape:
-    """Per job-shape cache of fit results: pool name -> reason it does not fit ('' = fits)."""
-
-    fits: dict[str, str]
 
 
 def _job_fit(job: Job, pool: _Pool) -> str:
@@ -617,4 +609,4 @@ def _prewarm_and_release(snapshot: Snapshot, live: list[Lease], budgets: BudgetB
 
 
 __all__ = ["decide", "DecideStats", "OnPremModel", "normalize_prices", "pool_offers", "array_task_count",
-           "parse_features", "PriceError", "Node"]
+           "parse_features", "PriceError", "node_summary"]
