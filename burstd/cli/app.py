@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "burstd.cli.demo_cmd",
     "burstd.cli.preempt_cmd",
     "burstd.cli.policy_cmd",
+    "burstd.cli.spend_cmd",
 ]
 
 app = typer.Typer(

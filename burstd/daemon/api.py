@@ -174,7 +174,8 @@ class ReasonBody(BaseModel):
 
 
 class BudgetBody(BaseModel):
-    usd: float = Field(ge=0)
+    # the Store validates it (negative, NaN, sub-micro-dollar: a 422 naming the account, nothing written)
+    usd: str | int | float
 
 
 def lease_dict(lease: Lease) -> dict[str, Any]:
@@ -362,15 +363,23 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
+        from burstd.daemon.budgets import unknown_account_warning
         from burstd.slurm.base import check_name
 
         try:
             check_name("account", account)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        rec.store.set_budget(account, body.usd)
-        log.warning("budget set", extra=ev(account=account, usd=body.usd, by=who))
-        return {"account": account, "usd": body.usd}
+        warning = unknown_account_warning(account, rec, config)
+        try:
+            entry = rec.store.set_budget(account, body.usd, period=config.budget.period)
+        except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written
+            raise HTTPException(422, str(exc)) from None
+        log.warning("budget set", extra=ev(account=account, usd=str(body.usd), by=who, warning=warning))
+        out = {"account": account, "usd": format_usd(entry.limit_micros), "limit_micros": entry.limit_micros}
+        if warning:
+            out["warning"] = warning
+        return out
 
     @app.get("/v1/budgets", tags=["read"])
     def budgets(who: str = read) -> dict:
@@ -391,6 +400,13 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
         return rec.store.spend(by=by, since=since)
+
+    @app.get("/v1/spend/series", tags=["read"])
+    def spend_series(by: str = "account", since: float | None = None, who: str = read) -> list:
+        """[(interval start, key, micro-dollars)] sorted by time: what ``burstctl spend --plot`` draws."""
+        if by not in ("account", "user", "job", "pool"):
+            raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
+        return [[t, k, c] for t, k, c in rec.store.spend_series(by=by, since=since)]
 
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:

@@ -629,6 +629,15 @@ class Reconciler:
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
         self.on_wake: Callable[[], None] = lambda: None
+        from burstd.daemon.spend import SpendAccrual
+
+        self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
+        try:
+            from burstd.policy.prices import price_table
+
+            self.price_source: Callable[[Config], dict] | None = lambda cfg: price_table(cfg).quotes
+        except ImportError:
+            self.price_source = None
 
     # --- called from the API (fast: record, wake, return) ---------------------------------------
     def check_nodes(self, nodes: Sequence[str]) -> None:
@@ -771,6 +780,13 @@ class Reconciler:
             ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)))
 
         self._lease_metrics()
+        # 7. the spend ledger: allocations from this snapshot, spend of every lease up to now
+        try:
+            self.spend.run(snapshot, observed_at)
+        except Exception as exc:  # noqa: BLE001
+            self.metrics.error(exc)
+            report.errors.append(f"spend: {exc}")
+            log.error("spend accrual failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
         self.last_report = report
@@ -792,12 +808,20 @@ class Reconciler:
             return None
 
     def _prices(self) -> dict:
-        from burstd.domain.budget import PriceQuote
+        """This cycle's price quotes: ``self.price_source(config)`` (default: the configured prices through
+        ``burstd.policy.prices.price_table``), each checked by ``validate_quote``. A NaN, infinite or negative
+        price raises ``PriceError`` naming the pool: the decider is not run and launches are refused."""
+        if self.price_source is None:
+            from burstd.domain.budget import PriceQuote
 
-        out = {}
-        for p in self.config.pools:
-            out[(p.name, p.market)] = PriceQuote(p.name, p.market, usd_to_micros(p.price_per_hour))
-        return out
+            return {(p.name, p.market): PriceQuote(p.name, p.market, usd_to_micros(p.price_per_hour))
+                    for p in self.config.pools}
+        quotes = dict(self.price_source(self.config))
+        from burstd.policy.budget import validate_quote
+
+        for q in quotes.values():
+            validate_quote(q)
+        return quotes
 
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
         """The budget guard for this pass: ``burstd.policy.budget.guard_launch`` when the policy package
@@ -815,12 +839,17 @@ class Reconciler:
                 from burstd.policy.budget import guard_launch, launch_seconds
             except ImportError:
                 guard_launch = None
+            try:
+                prices = state["prices"] if "prices" in state else state.setdefault("prices", self._prices())
+            except ValueError as exc:  # PriceError: a NaN/negative price from the price source: no launch
+                log.error("price refused", extra=ev(lease_id=lease.lease_id, pool=lease.pool, error=str(exc)))
+                return f"no valid price for pool {lease.pool}: {exc}"
             if guard_launch is not None and book is not None:
                 limit_min = max((jobs[j].time_limit_min or 60 for j in lease.job_ids if j in jobs), default=60)
                 verdict = guard_launch(book, live, jobs.values(), account=lease.account,
                                        price_per_hour_micros=lease.price_per_hour_micros, nodes=1,
                                        seconds=launch_seconds(limit_min * 60.0, self.config), now=self.clock(),
-                                       config=self.config, prices=self._prices())
+                                       config=self.config, prices=prices)
                 why = None if verdict.ok else verdict.reason
             else:
                 committed: dict[str, int] = {}

@@ -26,12 +26,8 @@ def make_slurm_adapter(config: Config):
 
 
 def make_provider(pool: PoolConfig, config: Config) -> Provider:
-    """The pool's provider: the local one through ``LocalProvider.from_config`` (it needs the cluster id and
-    state dir from the whole config), clouds through ``burstd.providers.make_provider``."""
-    if pool.provider == "local":
-        from burstd.providers.local.provider import LocalProvider
-
-        return LocalProvider.from_config(config, pool.name)
+    """The pool's provider, through ``burstd.providers.make_provider`` (the local one gets the per-VM
+    metadata endpoint and burstd-agent there)."""
     providers = importlib.import_module("burstd.providers")
     return providers.make_provider(pool, config)
 

@@ -23,7 +23,8 @@ def make_provider(pool: PoolConfig, config: Config, *, cooldown: OfferingCooldow
         from burstd.providers.local.provider import LocalProvider
 
         # each VM gets its metadata endpoint and burstd-agent (and random preemptions when configured)
-        return LocalProvider.from_config(config, pool.name, hooks=[PreemptionHook(config, pool)])
+        hooks = [PreemptionHook(config, pool)] if (pool.local is None or pool.local.vm_agent) else []
+        return LocalProvider.from_config(config, pool.name, hooks=hooks)
     if pool.provider == "aws":
         from burstd.providers.aws.provider import AwsProvider
 

@@ -107,3 +107,46 @@ def test_notice_reaches_the_agent_in_its_vm_which_drains_and_signals_only_its_ow
             p.wait()
     agent_log = (records / f"{vm_a}.imds" / "agent.log").read_text()
     assert f"job={job}" in agent_log and "signal=SIGUSR1" in agent_log, agent_log[-3000:]
+
+
+def test_random_preemption_rate_announces_then_reclaims_the_vm(tmp_path):
+    """PreemptionHook with preempt_rate_per_hour: the VM gets a notice at a random time (here within
+    seconds), its agent sees it, and at the deadline the VM is gone."""
+    from types import SimpleNamespace
+
+    from burstd.config import parse_config
+    from burstd.providers.local.preemption import PreemptionHook, metadata_dir
+
+    _need_root()
+    ns = f"zz-agt-{uuid.uuid4().hex[:6]}-r"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "scontrol").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {tmp_path}/scontrol.log\n')
+        (bin_dir / "scontrol").chmod(0o755)
+        cfg = parse_config({
+            "daemon": {"state_dir": str(tmp_path / "state")},
+            "slurm": {"bin_dir": str(bin_dir)},
+            "agent": {"poll_interval_s": 0.2, "daemon_url": f"unix:{tmp_path}/no-daemon.sock"},
+            "pools": [{"name": "p", "provider": "local", "partition": "cloud", "node_prefix": "zzc", "node_count": 1,
+                       "price_per_hour": 0.1, "instance_types": [{"name": "n", "cpus": 1, "memory_mb": 100}],
+                       "local": {"preempt_rate_per_hour": 3600 * 20, "notice_s": 2}}],
+        })
+        hook = PreemptionHook(cfg, cfg.pools[0])
+        vm = SimpleNamespace(netns=ns, node_name="zzc1", ip="10.0.0.9", instance_id="i-r", tags={}, extra={})
+        vm.extra = hook.vm_started(vm)
+        assert vm.extra["chaos_pid"]
+        _wait(lambda: (tmp_path / "scontrol.log").exists(), 20, "the random notice to reach the agent (drain)")
+        assert "state=DRAIN" in (tmp_path / "scontrol.log").read_text()
+        _wait(lambda: not os.path.exists(f"/run/netns/{ns}"), 30, "the VM to be reclaimed at the deadline")
+        assert "reclaimed" in (metadata_dir(hook.records_dir, ns) / "reclaim.log").read_text()
+    finally:
+        if os.path.exists(f"/run/netns/{ns}"):
+            for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+                try:
+                    os.kill(int(pid), 9)
+                except ProcessLookupError:
+                    pass
+            subprocess.run(["ip", "netns", "del", ns], check=False)

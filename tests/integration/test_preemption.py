@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,48 +45,26 @@ SEED = 11
 # --------------------------------------------------------------------------------------------- fixtures
 
 
-def _bed_config(bed, out: Path) -> Path:
-    """The bed's burstd config with a short cycle and a quick agent, for a test that waits on them."""
-    text = Path(bed.burstd_config).read_text()
-    text = re.sub(r'(?m)^url = "sqlite:[^"]*"$', f'url = "sqlite:///{out.parent}/burstd.db"', text, count=1)
-    text = re.sub(r"(?m)^\[daemon\]\n", "[daemon]\ncycle_interval_s = 2.0\nlog_format = \"text\"\n", text, count=1)
-    if "[agent]" not in text:
-        text += "\n[agent]\npoll_interval_s = 1.0\n"
-    if "[budget]" not in text:
-        text += "\n[budget]\ndefault_account_usd = 100000.0\n"  # jobs without an account may burst
-    out.write_text(text)
-    return out
-
-
 @pytest.fixture(scope="module")
-def burst_cluster(slurm_bed, tmp_path_factory):
-    """The bed, its hooks in burstd mode, and a burstd daemon (local provider with agents) running on it."""
+def burst_cluster(slurm_bed):
+    """The bed, its hooks in burstd mode, and a burstd daemon (local provider: agents in the VMs) running."""
     from burstd.config import load_config
+    from tests.integration.daemon_bed import bed_daemon_config, running_daemon, world_readable_dir
 
-    d = tmp_path_factory.mktemp("preempt")
-    cfg_path = _bed_config(slurm_bed, d / "burstd.toml")
+    d = world_readable_dir("burstd-preempt-")
+    cfg_path = bed_daemon_config(slurm_bed, d, agent={"poll_interval_s": 1.0},
+                                 budget={"default_account_usd": 100000})
     cfg = load_config(cfg_path)
-    env = dict(os.environ, PYTHONPATH=str(REPO), BURSTD_CONFIG=str(cfg_path), **slurm_bed.env)
-    log = open(d / "burstd.log", "ab")
-    with slurm_bed.hooks("burstd"):
-        daemon = subprocess.Popen([sys.executable, "-m", "burstd.daemon.main", "-c", str(cfg_path), "--foreground"],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-        try:
-            slurm_bed.wait_for(lambda: Path(cfg.api.socket).exists() or daemon.poll() is not None, 30,
-                               "the burstd control socket")
-            assert daemon.poll() is None, (d / "burstd.log").read_text()[-3000:]
-            yield slurm_bed, cfg_path, cfg, d
-        finally:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.wait(30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.wait()
-            log.close()
-    # nothing of ours may outlive the test: every cloud VM is gone once the bed suspends them
-    slurm_bed.wait_for(lambda: not [n for n in slurm_bed.vm_namespaces() if "cloud" in n], 120,
-                       "cloud VMs to be torn down")
+    with running_daemon(slurm_bed, cfg_path, d / "burstd.log"):
+        yield slurm_bed, cfg_path, cfg, d
+        # nothing may outlive the story: idle cloud nodes power down and burstd terminates their VMs
+        slurm_bed.wait_for(lambda: not _cloud_vms(slurm_bed), 300, "every cloud VM to be torn down by burstd")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _cloud_vms(bed) -> list[str]:
+    cloud = {f"{bed.netns_prefix}{c}" for c in bed.cloud_nodes}
+    return sorted(n for n in bed.vm_namespaces() if n in cloud)
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -154,6 +133,16 @@ def _nodes(bed, job: int) -> list[str]:
     return bed.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
 
 
+def _instance_of(cfg, node: str) -> str | None:
+    """The live VM (instance id) behind a cloud node right now."""
+    from burstd.providers.local.provider import LocalProvider
+
+    pool = cfg.pool_of_node(node)
+    live = [i for i in LocalProvider.from_config(cfg, pool.name).list_instances()
+            if i.node_name == node and not i.is_gone]
+    return live[0].instance_id if live else None
+
+
 def _run_reference(bed, d: Path) -> tuple[int, Path, Path]:
     ckpt, log = d / "ref-ckpt", d / "ref.log"
     ckpt.mkdir()
@@ -183,6 +172,7 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
         bed.wait_for(lambda: log.exists() and (_steps_by_run(log) or [[]])[-1] and
                      max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 3, 240, "training to be well under way")
         victim = first_nodes[-1]
+        victim_instance = _instance_of(cfg, victim)
 
         # the notice, through the victim VM's metadata endpoint
         out = subprocess.run([sys.executable, "-m", "burstd.cli.app", "preempt", victim, "--notice", str(NOTICE_S),
@@ -205,10 +195,12 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
         assert notice_at - 1 <= ckpts[stop_step] < deadline, "checkpoint not durable before the deadline"
         assert last_step_run1 - stop_step <= 1, f"lost {last_step_run1 - stop_step} steps"
 
-        # the requeued job resumes elsewhere from that checkpoint and finishes
+        # the requeued job resumes elsewhere (fresh VMs: the preempted one is gone) from that checkpoint
+        bed.wait_for(lambda: len(_steps_by_run(log)) >= 2 and _steps_by_run(log)[1], 300, "the second run to train")
+        second = {n: _instance_of(cfg, n) for n in _nodes(bed, job)}
+        assert victim_instance not in second.values(), f"run 2 on the preempted VM {victim_instance}: {second}"
         state = bed.wait_for(lambda: _job_done(bed, job), 600, "the requeued job to finish")
         assert state == "COMPLETED", log.read_text()[-4000:]
-        assert victim not in _nodes(bed, job)
         runs = _steps_by_run(log)
         assert len(runs) >= 2 and min(runs[1]) == stop_step + 1, f"run 2 did not resume at {stop_step + 1}"
         assert max(runs[-1]) == STEPS
@@ -236,10 +228,17 @@ def test_node_killed_without_notice_resumes_from_last_periodic_checkpoint(burst_
         bed.wait_for(lambda: 2 * CKPT_EVERY in _complete_checkpoints(ckpt), 240, "two periodic checkpoints")
         bed.wait_for(lambda: max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 4, 60, "steps past the checkpoint")
         victim = first_nodes[-1]
-        pool = cfg.pool_of_node(victim)
-        provider = LocalProvider.from_config(cfg, pool.name)
-        [inst] = [i for i in provider.list_instances() if i.node_name == victim and not i.is_gone]
-        assert provider.preempt(inst.instance_id)  # the VM and everything in it die at once: no notice
+        provider = LocalProvider.from_config(cfg, cfg.pool_of_node(victim).name)
+        instance = _instance_of(cfg, victim)
+        # a hard crash: SIGKILL to everything in the VM first (destroying it alone would send SIGTERM, which
+        # burstd.train already turns into a checkpoint), then the VM is gone
+        pids = subprocess.run(["ip", "netns", "pids", provider.netns_of(victim)], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert provider.preempt(instance)
         killed_at_step = max(_steps_by_run(log)[0])
         periodic = max(s for s in _complete_checkpoints(ckpt) if s <= killed_at_step)
         assert periodic % CKPT_EVERY == 0

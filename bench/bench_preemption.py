@@ -1,0 +1,191 @@
+"""Notice to durable checkpoint, through the node agent, against the disk's measured write bandwidth.
+
+    sudo python bench/bench_preemption.py                      # sizes 256,1024,2048 (MLP width), ~2 minutes
+    sudo python bench/bench_preemption.py --widths 4096 --poll 5
+
+Root is needed (network namespaces). One namespace VM as the local provider makes it: its own
+169.254.169.254 metadata endpoint (IMDSv2 shapes) and burstd-agent polling it every --poll seconds; inside
+it, a real `torchrun --nproc-per-node 2` of `burstd.train.example` (CPU, gloo) posing as a Slurm job
+(SLURM_JOB_ID set). Slurm itself is not involved (the drain goes to a recording `scontrol`: it is not on the
+path from notice to checkpoint); tests/integration/test_preemption.py covers the whole story on the bed.
+
+For each model width, once training is warm, a spot interruption is announced on the VM's metadata and the
+clock runs until the checkpoint's manifest (written last, fsynced) is on disk. Printed:
+  notice->signal   the agent's poll (at most --poll seconds) plus its drain/scan/signal
+  signal->durable  the workers agree on a stop step, save (DCP, atomic rename), fsync
+  bytes/bw         the checkpoint's bytes at the write bandwidth measured in the same run, same folder
+  step             median step time of the run
+  ratio            signal->durable / (bytes/bw + step)           target <= 1.25 (ARCHITECTURE.md)
+  ratio+poll       notice->durable / (bytes/bw + step + poll)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from burstd.providers.local.metadata import clear_notices  # noqa: E402
+from burstd.providers.local.preemption import agent_argv, metadata_dir, preempt, start_vm_services  # noqa: E402
+
+CHUNK = 8 << 20
+
+
+def write_bandwidth(folder: Path, nbytes: int) -> float:
+    """Bytes per second writing ``nbytes`` in 8 MiB blocks then fsync (what a checkpoint save must do)."""
+    path = folder / f".bw-{uuid.uuid4().hex}"
+    block = os.urandom(CHUNK)
+    nbytes = max(nbytes, CHUNK)
+    t0 = time.perf_counter()
+    with open(path, "wb", buffering=0) as f:
+        left = nbytes
+        while left > 0:
+            f.write(block[: min(left, CHUNK)])
+            left -= CHUNK
+        os.fsync(f.fileno())
+    dt = time.perf_counter() - t0
+    path.unlink()
+    return nbytes / dt
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def wait(pred, timeout: float, what: str, interval: float = 0.02):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+
+
+def rank0_steps(log: Path) -> list[tuple[int, float]]:
+    out = []
+    for m in re.finditer(r"rank=0 step=(\d+) t=([\d.]+)", log.read_text(errors="replace")):
+        out.append((int(m.group(1)), float(m.group(2))))
+    return out
+
+
+def preempt_manifest(ckpt: Path) -> Path | None:
+    for manifest in ckpt.glob("step-*/burstd-checkpoint.json"):
+        try:
+            if json.loads(manifest.read_text()).get("reason") == "preempt":
+                return manifest
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def agent_signal_time(agent_log: Path, job: str) -> float | None:
+    for line in agent_log.read_text(errors="replace").splitlines():
+        if f"job={job} " in line and "signalled" in line:
+            stamp = line[:23]  # logging's asctime: 2026-11-22 00:28:32,002
+            return time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")) + int(stamp[20:23]) / 1000
+    return None
+
+
+def one(netns: str, records: Path, work: Path, width: int, layers: int, poll: float) -> dict:
+    job = f"bench-{width}-{uuid.uuid4().hex[:6]}"
+    ckpt, log = work / f"ckpt-{width}", work / f"train-{width}.log"
+    ckpt.mkdir()
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "SLURM_JOB_ID": job,
+           "PYTHONUNBUFFERED": "1"}
+    argv = ["nsenter", f"--net=/run/netns/{netns}", torchrun, "--standalone", "--nproc-per-node=2",
+            "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "--max-restarts=0",
+            "-m", "burstd.train.example", "--steps", "1000000", "--seed", "1", "--ckpt-dir", str(ckpt),
+            "--out", str(ckpt / "final.pt"), "--size", str(width), "--layers", str(layers)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        wait(lambda: len(rank0_steps(log)) >= 8, 300, f"width {width} to train")
+        steps = rank0_steps(log)
+        step_s = statistics.median(b[1] - a[1] for a, b in zip(steps[2:], steps[3:], strict=False))
+        clear_notices(metadata_dir(records, netns))
+        t_notice = time.time()
+        preempt(records, netns, notice_s=120, reclaim=False)
+        manifest = wait(lambda: preempt_manifest(ckpt), 300, "the on-notice checkpoint")
+        t_durable = manifest.stat().st_mtime
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    t_signal = agent_signal_time(metadata_dir(records, netns) / "agent.log", job) or float("nan")
+    nbytes = dir_bytes(manifest.parent)
+    bw = write_bandwidth(work, nbytes)
+    floor = nbytes / bw + step_s
+    row = {
+        "width": width, "ckpt_mb": nbytes / 2**20, "bw_mb_s": bw / 2**20, "step_s": step_s,
+        "notice_to_signal_s": t_signal - t_notice, "signal_to_durable_s": t_durable - t_signal,
+        "notice_to_durable_s": t_durable - t_notice, "bytes_at_bw_s": nbytes / bw,
+        "ratio": (t_durable - t_signal) / floor, "ratio_with_poll": (t_durable - t_notice) / (floor + poll),
+    }
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--widths", default="256,1024,2048", help="MLP hidden widths (checkpoint size grows ~ width^2)")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--poll", type=float, default=1.0, help="agent poll interval, seconds (AWS default is 5)")
+    ap.add_argument("--dir", default=None, help="checkpoint folder (default: a temp dir on /var/tmp)")
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (network namespaces)", file=sys.stderr)
+        return 2
+    netns = f"zz-bench-{uuid.uuid4().hex[:6]}"
+    work = Path(tempfile.mkdtemp(prefix="burstd-bench-preempt-", dir=a.dir or "/var/tmp"))
+    records = work / "records"
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    subprocess.run(["ip", "netns", "add", netns], check=True)
+    rows = []
+    try:
+        subprocess.run(["ip", "-n", netns, "link", "set", "lo", "up"], check=True)
+        agent = agent_argv("benchnode", metadata_port=1338, poll_interval_s=a.poll) + ["--slurm-bin-dir", str(bin_dir)]
+        start_vm_services(netns=netns, node="benchnode", address="", instance_id="i-bench", records_dir=records,
+                          agent=agent)
+        time.sleep(1.0)
+        for w in (int(x) for x in a.widths.split(",")):
+            rows.append(one(netns, records, work, w, a.layers, a.poll))
+            r = rows[-1]
+            print(f"width {w:5d}  ckpt {r['ckpt_mb']:8.1f} MiB  bw {r['bw_mb_s']:7.0f} MiB/s  step {r['step_s']:.3f} s  "
+                  f"notice->signal {r['notice_to_signal_s']:.3f} s  signal->durable {r['signal_to_durable_s']:.3f} s  "
+                  f"bytes/bw {r['bytes_at_bw_s']:.3f} s  ratio {r['ratio']:.2f}  ratio+poll {r['ratio_with_poll']:.2f}",
+                  flush=True)
+    finally:
+        pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["ip", "netns", "del", netns], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
