@@ -216,11 +216,12 @@ class WaitingPolicy(_Section):
     max_wait_s: NonNegFloat = 6 * 3600.0
     # burst only when the expected on-prem start is at least this far away
     min_expected_wait_s: NonNegFloat = 600.0
-    # burstd kind: the expected remaining on-prem wait must also exceed this fraction of the job's time
-    # limit (a job that would wait on-prem less than a fraction of its own run time stays home)
-    wait_to_runtime_ratio: NonNegFloat = 0.25
-    # burstd kind: burst at once, without the size-based wait, when the expected on-prem start is this far away
-    burst_now_expected_wait_s: NonNegFloat = 6 * 3600.0
+    # burstd kind (see docs/policy.md): stay when the expected remaining on-prem wait is under
+    # min_expected_wait_s (or wait_to_runtime_ratio x time limit); burst at once when it is at least
+    # burstd_wait_per_node_hour_s x node-hours; else burst after the compute-wait above
+    burstd_wait_per_node_hour_s: NonNegFloat = 3600.0
+    burstd_min_wait_s: NonNegFloat = 120.0
+    wait_to_runtime_ratio: NonNegFloat = 0.0
     # an already-eligible job keeps its cloud partition until its expected wait drops below
     # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
     keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5

@@ -2,14 +2,15 @@
 
     @pytest.mark.bed
     def test_something(slurm_bed):
-        job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition], "#!/bin/sh\\nhostname\\n", user="burstuser")
+        job = slurm_bed.sbatch(["-p", "onprem"], "#!/bin/sh\\nhostname\\n", user="burstuser")
         slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "COMPLETED", 60, "job to complete")
 
-Settings come from BURSTD_BED_* variables (``BURSTD_BED_<FIELD>`` for any field of burstd/testbed/config.py ``BedConfig``), so several people can run
-separate beds on one machine: e.g. ``BURSTD_BED_NAME=mine BURSTD_BED_SLOT=7``. The hook mode defaults to
-``stub``; a test switches it with ``@pytest.mark.bed_hooks("bare")`` or ``with slurm_bed.hooks("bare"): ...``
-(or "burstd"), or the whole session with ``BURSTD_BED_HOOKS``. ``BURSTD_BED_KEEP=1`` leaves the bed up after the session (faster reruns; a later
-session reuses it when the settings match).
+Settings come from ``BURSTD_BED_<FIELD>`` variables (any field of ``burstd.testbed.config.BedConfig``), so
+several people can run separate beds on one machine: e.g. ``BURSTD_BED_NAME=mine BURSTD_BED_SLOT=7``. The hook
+mode defaults to ``stub``; a test switches it with ``@pytest.mark.bed_hooks("bare")`` or
+``with slurm_bed.hooks("bare"): ...`` (or "burstd"), or the whole session with ``BURSTD_BED_HOOKS``.
+``BURSTD_BED_KEEP=1`` leaves the bed up after the session (faster reruns; a later session reuses it when the
+settings match).
 
 The bed's SuspendTime defaults to 10 s here (``BURSTD_BED_SUSPEND_TIME`` overrides) to keep tests short.
 """
@@ -33,8 +34,8 @@ def bed_skip_reason() -> str | None:
 
     missing = missing_software()
     if missing and not os.environ.get("BURSTD_BED_INSTALL"):
-        return (f"Slurm test bed software missing ({', '.join(missing)}); run scripts/install-deps.sh as root "
-                "(or set BURSTD_BED_INSTALL=1 to let the fixture run it)")
+        return (f"Slurm test bed software missing ({', '.join(missing)}); "
+                "run scripts/install-deps.sh as root (or set BURSTD_BED_INSTALL=1 to let the fixture run it)")
     if shutil.which("ip") is None:
         return "iproute2 (ip) is missing"
     return None

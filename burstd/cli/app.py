@@ -15,8 +15,10 @@ COMMAND_MODULES = [
     "burstd.cli.testbed_cmd",
     "burstd.cli.snapshot_cmd",
     "burstd.cli.ops_cmd",
+    "burstd.cli.demo_cmd",
     "burstd.cli.preempt_cmd",
     "burstd.cli.policy_cmd",
+    "burstd.cli.spend_cmd",
 ]
 
 app = typer.Typer(

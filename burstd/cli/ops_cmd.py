@@ -17,7 +17,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json
+from burstd.cli.common import ConfigOption, JsonFlag, console, err_console, fail, get_config, print_json
 from burstd.config import Config
 
 HOOK_DIR = "/usr/lib/burstd/hooks"
@@ -210,6 +210,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(data)
             return
+        if data.get("sentence"):
+            console.print(data["sentence"], highlight=False)
+            return
         verdict = "[green]bursts[/]" if data.get("burst") else "[yellow]stays on-prem[/]"
         console.print(f"job {job_id}: {verdict}" + (f" to {data['pool']}" if data.get("pool") else "")
                       + f": {data.get('reason', '')}")
@@ -218,12 +221,24 @@ def register(app: typer.Typer) -> None:
     def spend(
         by: str = typer.Option("account", "--by", help="account | user | job | pool"),
         since: str = typer.Option(None, "--since", help="Unix time, or 1h / 7d / 30d ago"),
+        plot: str = typer.Option(None, "--plot", help="also write spend over time per key to FILE (.png or .html)"),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,
     ) -> None:
         """Recorded cloud spend, grouped."""
         ts = _since(since)
+        if plot is not None and not plot.lower().endswith((".png", ".html", ".htm")):
+            fail(f"--plot {plot!r}: use a .png or .html file name")
         data = _call(config, lambda api: api.get("/v1/spend", by=by, since=ts))
+        if plot is not None:
+            from burstd.report.spend_plot import render
+
+            series = _call(config, lambda api: api.get("/v1/spend/series", by=by, since=ts))
+            try:
+                written = render([(t, k, c) for t, k, c in series], plot, title=f"burstd cloud spend by {by}")
+            except OSError as exc:
+                fail(f"--plot {plot!r}: {exc}")
+            err_console.print(f"wrote {written}", highlight=False)
         if as_json:
             print_json(data)
             return
@@ -250,11 +265,23 @@ def register(app: typer.Typer) -> None:
             t.add_row(acct, str(b.get("limit", "-")), str(b.get("spent", "-")))
         console.print(t)
 
-    @budget_app.command("set")
-    def budget_set(account: str = typer.Argument(...), usd: float = typer.Argument(..., min=0),
+    @budget_app.command("set", context_settings={"ignore_unknown_options": True})  # "-5" is an amount
+    def budget_set(account: str = typer.Argument(...),
+                   usd: str = typer.Argument(..., metavar="USD", help="limit for this period, e.g. 250 or 99.50"),
                    config: str = ConfigOption) -> None:
-        _call(config, lambda api: api.put(f"/v1/budgets/{account}", json={"usd": usd}))
-        console.print(f"budget of {account}: ${usd:,.2f} this period")
+        """Set an account's budget (negative or non-numeric amounts are refused and change nothing)."""
+        from decimal import Decimal, InvalidOperation
+
+        try:
+            amount = Decimal(usd)
+        except InvalidOperation:
+            fail(f"budget for account {account}: {usd!r} is not an amount in USD")
+        if not amount.is_finite() or amount < 0:
+            fail(f"budget for account {account} must be a finite amount >= 0, got {usd!r}; nothing changed")
+        data = _call(config, lambda api: api.put(f"/v1/budgets/{account}", json={"usd": usd}))
+        if isinstance(data, dict) and data.get("warning"):
+            err_console.print(f"[bold yellow]warning:[/] {data['warning']}", highlight=False)
+        console.print(f"budget of {account}: ${amount:,.2f} this period")
 
     @app.command("slurm-conf")
     def slurm_conf(

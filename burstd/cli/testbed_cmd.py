@@ -13,8 +13,9 @@ def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_no
 
     try:
         return BedConfig.from_env(
-            name=name, slot=slot, subnet=subnet, ctld_port=ctld_port, rest_port=rest_port, state_dir=state_dir,
-            hooks=hooks, cloud_count=cloud_nodes, onprem_count=onprem_nodes, suspend_time=suspend_time,
+            name=name, slot=slot, subnet=subnet, ctld_port=ctld_port, rest_port=rest_port,
+            state_dir=state_dir, hooks=hooks, cloud_count=cloud_nodes, onprem_count=onprem_nodes,
+            suspend_time=suspend_time,
             burstd_config=burstd_config,
         )
     except ValueError as exc:
@@ -26,7 +27,8 @@ StateOpt = typer.Option(None, "--state-dir", help="State dir [default /var/lib/b
 
 
 def register(app: typer.Typer) -> None:
-    tb = typer.Typer(help="A real Slurm test bed on this machine (root): up, down, status.", no_args_is_help=True)
+    tb = typer.Typer(help="A real Slurm test bed on this machine (root): up, down, status.",
+                     no_args_is_help=True)
     app.add_typer(tb, name="testbed")
 
     @tb.command("up")
@@ -64,7 +66,8 @@ def register(app: typer.Typer) -> None:
         console.print(f"  export SLURM_CONF={bed.conf_path}", highlight=False)
 
     @tb.command("down")
-    def down(name: str = NameOpt, state_dir: str = StateOpt, as_json: bool = typer.Option(False, "--json")) -> None:
+    def down(name: str = NameOpt, state_dir: str = StateOpt,
+             as_json: bool = typer.Option(False, "--json")) -> None:
         """Stop everything the bed started; remove its namespaces, bridge and state (logs are kept)."""
         from burstd.testbed.bed import Bed, BedError
 
@@ -111,7 +114,8 @@ def register(app: typer.Typer) -> None:
                           f"{st['slurmrestd']['url']}", highlight=False)
             table = Table("node", "partitions", "state", "address", "reason")
             for node, info in st["nodes"].items():
-                table.add_row(node, ",".join(info["partitions"]), info["state"], info["address"], info["reason"])
+                table.add_row(node, ",".join(info["partitions"]), info["state"], info["address"],
+                              info["reason"])
             if st["nodes"]:
                 console.print(table)
             console.print(f"  namespaces: {', '.join(st['namespaces']) or 'none'}")

@@ -159,6 +159,7 @@ class HookJob(BaseModel):
 class HookCall(BaseModel):
     hostlist: str = Field(description="Slurm hostlist expression, e.g. cloud[1-3]")
     jobs: list[HookJob] = Field(default_factory=list, description="from SLURM_RESUME_FILE")
+    t0: float | None = Field(default=None, description="when the hook process started (Unix time), for latency")
 
 
 class NoticeCall(BaseModel):
@@ -173,7 +174,8 @@ class ReasonBody(BaseModel):
 
 
 class BudgetBody(BaseModel):
-    usd: float = Field(ge=0)
+    # the Store validates it (negative, NaN, sub-micro-dollar: a 422 naming the account, nothing written)
+    usd: str | int | float
 
 
 def lease_dict(lease: Lease) -> dict[str, Any]:
@@ -217,7 +219,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                 except HostlistError as exc:
                     rec.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
-            out = rec.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()})
+            out = rec.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0)
         else:
             rec.add_intent(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}
@@ -310,15 +312,25 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int, who: str = read) -> dict:
+        """Why a job bursts or not, from the last cycle's snapshot and decisions."""
+        snap = rec.last_snapshot
+        if snap is None:
+            raise HTTPException(503, "no Slurm snapshot yet: the first cycle has not run")
+        try:
+            from burstd.policy.explain import explain_job
+        except ImportError:
+            explain_job = None
+        if explain_job is not None and rec.last_decisions is not None:
+            result = explain_job(job_id, snap, decisions=rec.last_decisions,
+                                 leases=rec.store.leases(states=OPEN_STATES), config=config, now=rec.clock())
+            return dataclasses.asdict(result)
         d = rec.last_decisions
         if d is not None and job_id in d.explanations:
             return dataclasses.asdict(d.explanations[job_id])
-        snap = rec.last_snapshot
-        job = next((j for j in snap.jobs if j.job_id == job_id), None) if snap else None
+        job = next((j for j in snap.jobs if j.job_id == job_id), None)
         if job is None:
             raise HTTPException(404, f"job {job_id} is not in the last Slurm snapshot")
-        clouds = {p.partition for p in config.pools}
-        on = set(job.partitions) & clouds
+        on = set(job.partitions) & {p.partition for p in config.pools}
         return {"job_id": job_id, "burst": bool(on), "pool": None,
                 "reason": (f"already burst-eligible ({', '.join(sorted(on))})" if on else
                            f"job is {job.state}; the last cycle made no decision about it")}
@@ -351,15 +363,23 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
+        from burstd.daemon.budgets import unknown_account_warning
         from burstd.slurm.base import check_name
 
         try:
             check_name("account", account)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        rec.store.set_budget(account, body.usd)
-        log.warning("budget set", extra=ev(account=account, usd=body.usd, by=who))
-        return {"account": account, "usd": body.usd}
+        warning = unknown_account_warning(account, rec, config)
+        try:
+            entry = rec.store.set_budget(account, body.usd, period=config.budget.period)
+        except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written
+            raise HTTPException(422, str(exc)) from None
+        log.warning("budget set", extra=ev(account=account, usd=str(body.usd), by=who, warning=warning))
+        out = {"account": account, "usd": format_usd(entry.limit_micros), "limit_micros": entry.limit_micros}
+        if warning:
+            out["warning"] = warning
+        return out
 
     @app.get("/v1/budgets", tags=["read"])
     def budgets(who: str = read) -> dict:
@@ -380,6 +400,13 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
         return rec.store.spend(by=by, since=since)
+
+    @app.get("/v1/spend/series", tags=["read"])
+    def spend_series(by: str = "account", since: float | None = None, who: str = read) -> list:
+        """[(interval start, key, micro-dollars)] sorted by time: what ``burstctl spend --plot`` draws."""
+        if by not in ("account", "user", "job", "pool"):
+            raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
+        return [[t, k, c] for t, k, c in rec.store.spend_series(by=by, since=since)]
 
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:

@@ -15,13 +15,17 @@ stderr (slurmctld logs it) as one line starting ``burstd-hook:``.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tomllib
+import time
 
-from burstd.daemon.client import ApiError, post_unix_json
-from burstd.daemon.hostlist import HostlistError, expand_hostlist
+T0 = time.time()  # when this hook started running Python code: sent along so the daemon can log the latency
+
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import tomllib  # noqa: E402
+
+from burstd.daemon.client import ApiError, post_unix_json  # noqa: E402
+from burstd.daemon.hostlist import HostlistError, expand_hostlist  # noqa: E402
 
 KINDS = ("resume", "suspend", "resume-fail")
 DEFAULT_SOCKET = "/run/burstd/burstd.sock"
@@ -68,7 +72,7 @@ def run(argv: list[str]) -> int:
         print(f"burstd-hook: {kind}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        post_unix_json(sock, f"/v1/hooks/{kind}", {"hostlist": hostlist, "jobs": jobs}, timeout=timeout)
+        post_unix_json(sock, f"/v1/hooks/{kind}", {"hostlist": hostlist, "jobs": jobs, "t0": T0}, timeout=timeout)
     except ApiError as exc:
         print(f"burstd-hook: {kind} {hostlist}: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.status in (404, 422) else EXIT_DAEMON

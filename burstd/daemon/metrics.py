@@ -22,6 +22,10 @@ class Metrics:
             "burstd_launch_latency_seconds", "Lease recorded (ResumeProgram) to provider launch returned",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120), registry=r,
         )
+        self.resume_to_launch = Histogram(
+            "burstd_resume_to_launch_seconds", "ResumeProgram started to provider launch called",
+            buckets=(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5), registry=r,
+        )
         self.ready_latency = Histogram(
             "burstd_ready_latency_seconds", "Lease recorded to slurmd registered (READY)",
             buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600), registry=r,

@@ -423,6 +423,7 @@ class Executor:
         self.clock = clock
         self.again = False  # something changed that the next cycle should look at right away
         self.report: CycleReport | None = None
+        self.hook_started: dict[str, float] = {}
 
     def apply(self, actions: Iterable[Action]) -> None:
         for action in actions:
@@ -459,6 +460,14 @@ class Executor:
             return
         provider = self.providers[lease.pool]
         crash_point("launch.before_provider")
+        now = self.clock()
+        hook_t0 = self.hook_started.pop(lease.lease_id, None)
+        if hook_t0 is not None:
+            self.metrics.resume_to_launch.observe(max(now - hook_t0, 0.0))
+        log.info("provider launch call", extra=ev(lease_id=lease.lease_id, node=lease.node_name, pool=lease.pool,
+                                                  since_request_s=round(now - lease.created_at, 4),
+                                                  since_hook_s=None if hook_t0 is None else round(now - hook_t0, 4),
+                                                  job_id=lease.job_ids[0] if lease.job_ids else None))
         try:
             inst = provider.launch(LaunchRequest(lease.lease_id, lease.node_name, lease.pool, lease.market))
         except ProviderError as exc:
@@ -614,11 +623,21 @@ class Reconciler:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self._intents: list[Intent] = []
+        self.hook_started: dict[str, float] = {}  # lease id -> when its ResumeProgram started (in memory only)
         self._lock = threading.Lock()  # lease creation and the intent queue
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
         self.on_wake: Callable[[], None] = lambda: None
+        from burstd.daemon.spend import SpendAccrual
+
+        self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
+        try:
+            from burstd.policy.prices import price_table
+
+            self.price_source: Callable[[Config], dict] | None = lambda cfg: price_table(cfg).quotes
+        except ImportError:
+            self.price_source = None
 
     # --- called from the API (fast: record, wake, return) ---------------------------------------
     def check_nodes(self, nodes: Sequence[str]) -> None:
@@ -629,7 +648,8 @@ class Reconciler:
                 f"({', '.join(f'{p.node_prefix}[1-{p.node_count}]' for p in self.config.pools) or 'no pools'})"
             )
 
-    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None) -> dict:
+    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
+                       hook_t0: float | None = None) -> dict:
         """ResumeProgram: one REQUESTED lease per node without an open one; committed before return.
 
         A node whose previous lease is still FAILED/TERMINATING (its old VM being cleaned up) is
@@ -653,6 +673,8 @@ class Reconciler:
                     account=self._account_of(job_ids), reason="ResumeProgram",
                 )
                 crash_point("resume.after_commit")
+                if hook_t0 is not None:
+                    self.hook_started[lease.lease_id] = hook_t0
                 log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
@@ -694,6 +716,7 @@ class Reconciler:
         ex = Executor(self.store, self.adapter, self.providers, self.config, self.metrics, self.last_snapshot,
                       self.clock)
         ex.report = report
+        ex.hook_started = self.hook_started
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
@@ -757,6 +780,13 @@ class Reconciler:
             ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)))
 
         self._lease_metrics()
+        # 7. the spend ledger: allocations from this snapshot, spend of every lease up to now
+        try:
+            self.spend.run(snapshot, observed_at)
+        except Exception as exc:  # noqa: BLE001
+            self.metrics.error(exc)
+            report.errors.append(f"spend: {exc}")
+            log.error("spend accrual failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
         self.last_report = report
@@ -778,12 +808,20 @@ class Reconciler:
             return None
 
     def _prices(self) -> dict:
-        from burstd.domain.budget import PriceQuote
+        """This cycle's price quotes: ``self.price_source(config)`` (default: the configured prices through
+        ``burstd.policy.prices.price_table``), each checked by ``validate_quote``. A NaN, infinite or negative
+        price raises ``PriceError`` naming the pool: the decider is not run and launches are refused."""
+        if self.price_source is None:
+            from burstd.domain.budget import PriceQuote
 
-        out = {}
-        for p in self.config.pools:
-            out[(p.name, p.market)] = PriceQuote(p.name, p.market, usd_to_micros(p.price_per_hour))
-        return out
+            return {(p.name, p.market): PriceQuote(p.name, p.market, usd_to_micros(p.price_per_hour))
+                    for p in self.config.pools}
+        quotes = dict(self.price_source(self.config))
+        from burstd.policy.budget import validate_quote
+
+        for q in quotes.values():
+            validate_quote(q)
+        return quotes
 
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
         """The budget guard for this pass: ``burstd.policy.budget.guard_launch`` when the policy package
@@ -801,12 +839,17 @@ class Reconciler:
                 from burstd.policy.budget import guard_launch, launch_seconds
             except ImportError:
                 guard_launch = None
+            try:
+                prices = state["prices"] if "prices" in state else state.setdefault("prices", self._prices())
+            except ValueError as exc:  # PriceError: a NaN/negative price from the price source: no launch
+                log.error("price refused", extra=ev(lease_id=lease.lease_id, pool=lease.pool, error=str(exc)))
+                return f"no valid price for pool {lease.pool}: {exc}"
             if guard_launch is not None and book is not None:
                 limit_min = max((jobs[j].time_limit_min or 60 for j in lease.job_ids if j in jobs), default=60)
                 verdict = guard_launch(book, live, jobs.values(), account=lease.account,
                                        price_per_hour_micros=lease.price_per_hour_micros, nodes=1,
                                        seconds=launch_seconds(limit_min * 60.0, self.config), now=self.clock(),
-                                       config=self.config, prices=self._prices())
+                                       config=self.config, prices=prices)
                 why = None if verdict.ok else verdict.reason
             else:
                 committed: dict[str, int] = {}

@@ -9,8 +9,8 @@
     store.leases(states=LIVE_STATES) / store.lease(lease_id) / store.lease_for_node("aws-a-3") / store.events(lease_id)
     store.set_budget("chem", "500") / store.budget_book("month", now, config) -> BudgetBook
     store.record_allocations(lease_id, [Allocation(job_id, start, end, account, user)])   # each cycle
-    store.add_spend(accrue(store.lease(lease_id), now, prices=store.price_points(lease_id),
-                           allocations=store.allocations(lease_id)))                      # ledger.accrue
+    store.close_allocations(lease_id, now, still_running=[job_id, ...])                   # jobs that left
+    store.accrue_spend(lease_id, now)        # ledger.accrue over the stored prices and allocations, recorded
     store.spend(by="account", since=..., until=...)
     store.get_setting("paused") / store.set_setting("paused", "1")
 
@@ -419,9 +419,11 @@ class Store:
         """Move a lease to ``target`` (checked against the state machine) and record the event, atomically.
 
         ``expect``: the state(s) the caller believes the lease is in; anything else raises ``StaleLease``.
-        ``fields``: lease columns to set in the same write (``LEASE_FIELDS``). READY sets ``ready_at`` and
-        TERMINATED/FAILED/REFUSED set ``ended_at`` to ``at`` unless given; ``launched_at`` (the provider's
-        launch time, where spend starts) is the caller's to give.
+        ``fields``: lease columns to set in the same write (``LEASE_FIELDS``). Unless given: READY sets
+        ``ready_at``; FAILED, REFUSED and TERMINATED set ``ended_at`` (where spend stops) to ``at``, except
+        FAILED -> TERMINATED (nothing to terminate), which keeps the failure time; FAILED -> TERMINATING clears
+        it (the instance found lives until TERMINATED). ``launched_at`` (the provider's launch time, where
+        spend starts) is the caller's to give; pass the provider's termination time as ``ended_at`` when known.
         """
         target = LeaseState(target)
         values = _check_fields(fields)
@@ -439,8 +441,13 @@ class Store:
             check_transition(current, target)
             if target == LeaseState.READY and "ready_at" not in values and cur.ready_at is None:
                 values["ready_at"] = at
-            if target in (LeaseState.TERMINATED, LeaseState.FAILED, LeaseState.REFUSED) and "ended_at" not in values:
-                values["ended_at"] = at
+            if "ended_at" not in values:
+                if target in (LeaseState.FAILED, LeaseState.REFUSED):
+                    values["ended_at"] = at
+                elif target == LeaseState.TERMINATED and (cur.ended_at is None or current != LeaseState.FAILED):
+                    values["ended_at"] = at  # FAILED -> TERMINATED (no instance found) keeps the failure time
+                elif target == LeaseState.TERMINATING and current == LeaseState.FAILED:
+                    values["ended_at"] = None  # an instance of the failed lease lives until it is terminated
             sets = dict(values, state=target.value, state_since=at, reason=reason, version=_lease.c.version + 1)
             if target in FINAL_STATES:
                 sets["open_node"] = None
@@ -610,19 +617,40 @@ class Store:
                 self._upsert(conn, _alloc, ["lease_id", "job_id", "start"], r)
         return len(rows)
 
+    def close_allocations(self, lease_id: str, at: float, *, still_running: Iterable[int] = ()) -> int:
+        """End, at ``at``, every open allocation of the lease whose job is not in ``still_running`` (jobs that
+        left the node between two snapshots). Returns how many were closed."""
+        keep = [int(j) for j in still_running]
+        at = float(at)
+        with self._write() as conn:
+            self._state_in(conn, lease_id)
+            q = update(_alloc).where(and_(_alloc.c.lease_id == lease_id, _alloc.c.end.is_(None),
+                                          _alloc.c.start <= at))
+            if keep:
+                q = q.where(_alloc.c.job_id.not_in(keep))
+            return conn.execute(q.values(end=at)).rowcount
+
     def allocations(self, lease_id: str) -> list[Allocation]:
-        q = select(_alloc).where(_alloc.c.lease_id == lease_id).order_by(_alloc.c.start, _alloc.c.job_id)
         with self._read() as conn:
-            rows = conn.execute(q).all()
-        return [Allocation(int(r.job_id), r.start, r.end, r.account, r.user, int(r.weight)) for r in rows]
+            return self._allocations_in(conn, lease_id)
+
+    @staticmethod
+    def _allocations_in(conn: Any, lease_id: str) -> list[Allocation]:
+        q = select(_alloc).where(_alloc.c.lease_id == lease_id).order_by(_alloc.c.start, _alloc.c.job_id)
+        return [Allocation(int(r.job_id), r.start, r.end, r.account, r.user, int(r.weight))
+                for r in conn.execute(q).all()]
 
     def price_points(self, lease_id: str) -> list[PricePoint]:
         """The lease's price history, from its event log: the price at creation, then every change recorded
         with ``update(lease_id, reason, price_per_hour_micros=..., at=...)`` (or a transition that set it)."""
         with self._read() as conn:
-            rows = conn.execute(
-                select(_event.c.at, _event.c.extra).where(_event.c.lease_id == lease_id).order_by(_event.c.id)
-            ).all()
+            return self._price_points_in(conn, lease_id)
+
+    @staticmethod
+    def _price_points_in(conn: Any, lease_id: str) -> list[PricePoint]:
+        rows = conn.execute(
+            select(_event.c.at, _event.c.extra).where(_event.c.lease_id == lease_id).order_by(_event.c.id)
+        ).all()
         return [
             PricePoint(r.at, int(r.extra["price_per_hour_micros"]))
             for r in rows
@@ -703,41 +731,67 @@ class Store:
         that already wrote them raises ``SpendConflict`` and writes nothing). Returns the number written.
         """
         items = list(intervals)
+        if not items:
+            return 0
+        with self._write() as conn:
+            self._add_spend_in(conn, items)
+        return len(items)
+
+    def _add_spend_in(self, conn: Any, items: list[SpendInterval]) -> None:
         by_lease: dict[str, list[SpendInterval]] = {}
         for iv in items:
             if iv.cost_micros < 0 or iv.price_per_hour_micros < 0 or not iv.end >= iv.start:
                 raise ValueError(f"bad spend interval for lease {iv.lease_id}: {iv}")
             by_lease.setdefault(iv.lease_id, []).append(iv)
-        if not items:
-            return 0
-        with self._write() as conn:
-            for lease_id, ivs in by_lease.items():
-                first = min(iv.start for iv in ivs)
-                last = max(iv.end for iv in ivs)
-                cur = conn.execute(select(_lease.c.accrued_until).where(_lease.c.id == lease_id)).first()
-                if cur is None:
-                    raise LeaseNotFound(f"spend for unknown lease {lease_id!r}")
-                prev = cur.accrued_until
-                if prev is not None and first < prev:
-                    raise SpendConflict(
-                        f"lease {lease_id}: spend from {first} overlaps what is recorded (up to {prev}); nothing written"
-                    )
-                cond = _lease.c.accrued_until.is_(None) if prev is None else _lease.c.accrued_until == prev
-                res = conn.execute(
-                    update(_lease).where(and_(_lease.c.id == lease_id, cond)).values(accrued_until=last)
+        for lease_id, ivs in by_lease.items():
+            first = min(iv.start for iv in ivs)
+            last = max(iv.end for iv in ivs)
+            cur = conn.execute(select(_lease.c.accrued_until).where(_lease.c.id == lease_id)).first()
+            if cur is None:
+                raise LeaseNotFound(f"spend for unknown lease {lease_id!r}")
+            prev = cur.accrued_until
+            if prev is not None and first < prev:
+                raise SpendConflict(
+                    f"lease {lease_id}: spend from {first} overlaps what is recorded (up to {prev}); nothing written"
                 )
-                if res.rowcount != 1:
-                    raise SpendConflict(f"lease {lease_id}: another writer recorded spend at the same time")
-            conn.execute(
-                insert(_spend),
-                [
-                    dict(lease_id=iv.lease_id, pool=iv.pool, account=iv.account, user=iv.user, job_id=iv.job_id,
-                         start=iv.start, end=iv.end, price_per_hour_micros=iv.price_per_hour_micros,
-                         cost_micros=iv.cost_micros)
-                    for iv in items
-                ],
+            cond = _lease.c.accrued_until.is_(None) if prev is None else _lease.c.accrued_until == prev
+            res = conn.execute(update(_lease).where(and_(_lease.c.id == lease_id, cond)).values(accrued_until=last))
+            if res.rowcount != 1:
+                raise SpendConflict(f"lease {lease_id}: another writer recorded spend at the same time")
+        conn.execute(
+            insert(_spend),
+            [
+                dict(lease_id=iv.lease_id, pool=iv.pool, account=iv.account, user=iv.user, job_id=iv.job_id,
+                     start=iv.start, end=iv.end, price_per_hour_micros=iv.price_per_hour_micros,
+                     cost_micros=iv.cost_micros)
+                for iv in items
+            ],
+        )
+
+    def accrue_spend(self, lease_id: str, until: float, *, split_every_s: float | None = 3600.0) -> list[SpendInterval]:
+        """Bring one lease's recorded spend up to ``until`` (or its end), in one transaction: read the lease,
+        its price history and its job allocations, run ``burstd.policy.ledger.accrue`` and record the result.
+        Safe to call every cycle, after a crash, and from two processes (one of them records, the other
+        finds nothing left to do). Returns the intervals written (possibly none)."""
+        from burstd.policy.ledger import accrue  # pure; imported here to keep the Store importable on its own
+
+        with self._write() as conn:
+            # FOR UPDATE: a second accruer on PostgreSQL waits here, then sees the advanced accrued_until
+            # (SQLite's BEGIN IMMEDIATE already serialises writers)
+            cur = conn.execute(select(_lease).where(_lease.c.id == lease_id).with_for_update()).first()
+            if cur is None:
+                raise LeaseNotFound(f"no lease {lease_id!r}")
+            lease = _row_to_lease(cur)
+            items = accrue(
+                lease,
+                until,
+                prices=self._price_points_in(conn, lease_id),
+                allocations=self._allocations_in(conn, lease_id),
+                split_every_s=split_every_s,
             )
-        return len(items)
+            if items:
+                self._add_spend_in(conn, items)
+        return items
 
     def _spend_key(self, by: str) -> Any:
         if by not in SPEND_GROUPS:

@@ -173,6 +173,25 @@ def committed_spend(
     return out
 
 
+class Limits:
+    """The limits of one budget book under one config, looked up once (account limits are cached)."""
+
+    __slots__ = ("book", "config", "site", "cap", "_accounts")
+
+    def __init__(self, book: BudgetBook, config: Config):
+        self.book, self.config = book, config
+        self.site = site_limit(book, config)
+        self.cap = burn_cap(book, config)
+        self._accounts: dict[str, int | None] = {}
+
+    def account(self, account: str) -> int | None:
+        try:
+            return self._accounts[account]
+        except KeyError:
+            v = self._accounts[account] = account_limit(self.book, account, self.config)
+            return v
+
+
 @dataclass(frozen=True, slots=True)
 class GuardVerdict:
     ok: bool
@@ -189,29 +208,38 @@ def check_launch(
     cost_micros: int,
     rate_micros_per_hour: int,
     config: Config,
+    limits: Limits | None = None,
+    with_reason: bool = True,
 ) -> GuardVerdict:
-    """Does a launch of expected cost ``cost_micros`` (at ``rate_micros_per_hour``) fit every budget?"""
+    """Does a launch of expected cost ``cost_micros`` (at ``rate_micros_per_hour``) fit every budget?
+
+    ``limits`` caches the book's limits across many checks; ``with_reason=False`` skips writing the
+    refusal sentence (the verdict is the same).
+    """
     if cost_micros < 0 or rate_micros_per_hour < 0:
         raise PriceError(f"negative expected cost for account {account}")
-    limit = account_limit(book, account, config)
+    lim = limits or Limits(book, config)
+    limit = lim.account(account)
     ab = book.accounts.get(account)
     spent = ab.spent_micros if ab else 0
     acct_left = None if limit is None else limit - spent - committed.accounts.get(account, 0)
-    s_limit = site_limit(book, config)
+    s_limit = lim.site
     site_left = None if s_limit is None else s_limit - book.site_spent_micros - committed.site
+    period = config.budget.period
     if limit is None:
-        return GuardVerdict(False, f"account {account or '(none)'} has no budget", acct_left, site_left)
+        return GuardVerdict(False, f"account {account or '(none)'} has no budget" if with_reason else "",
+                            acct_left, site_left)
     if cost_micros > acct_left:
-        return GuardVerdict(False, f"account {account} has {format_usd(max(acct_left, 0))} left this "
-                            f"{config.budget.period}, the job needs {format_usd(cost_micros)}", acct_left, site_left)
+        return GuardVerdict(False, f"account {account} has {format_usd(max(acct_left, 0))} left this {period}, "
+                            f"the job needs {format_usd(cost_micros)}" if with_reason else "", acct_left, site_left)
     if site_left is not None and cost_micros > site_left:
-        return GuardVerdict(False, f"the site has {format_usd(max(site_left, 0))} left this {config.budget.period}, "
-                            f"the job needs {format_usd(cost_micros)}", acct_left, site_left)
-    cap = burn_cap(book, config)
+        return GuardVerdict(False, f"the site has {format_usd(max(site_left, 0))} left this {period}, "
+                            f"the job needs {format_usd(cost_micros)}" if with_reason else "", acct_left, site_left)
+    cap = lim.cap
     if cap is not None and committed.rate_micros_per_hour + rate_micros_per_hour > cap:
         return GuardVerdict(False, f"burn rate would reach "
                             f"{format_usd(committed.rate_micros_per_hour + rate_micros_per_hour)}/h, cap "
-                            f"{format_usd(cap)}/h", acct_left, site_left)
+                            f"{format_usd(cap)}/h" if with_reason else "", acct_left, site_left)
     return GuardVerdict(True, "", acct_left, site_left)
 
 

@@ -40,6 +40,7 @@ from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.policy import waiting
 from burstd.policy.budget import (
     Committed,
+    Limits,
     PriceError,
     account_limit,
     burn_cap,
@@ -279,6 +280,65 @@ def _job_fit(job: Job, pool: _Pool) -> str:
     return ""
 
 
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What a job's partition list means for policy (cached per distinct list)."""
+
+    cloud: tuple[str, ...]  # cloud partitions it already carries
+    home: tuple[str, ...]  # its on-prem partitions
+    managed: bool  # at least one home partition is in policy.onprem_partitions
+    excluded: str  # excluded home partitions, "" if none
+    floor: float  # min wait from policy.min_wait_s_by_partition
+    allowed: frozenset[str] | None  # pools from policy.burst_to; None = every pool
+    max_time_min: int | None  # the first home partition's MaxTime (for jobs without a limit)
+
+
+def _parts_info(parts, cloud_parts, onprem, pol, partition_max) -> _Parts:
+    cloud = tuple(p for p in parts if p in cloud_parts)
+    home = tuple(p for p in parts if p not in cloud_parts)
+    managed = not onprem or bool(set(home) & onprem)
+    excluded = ",".join(sorted(set(home) & set(pol.exclude_partitions)))
+    floor = max([pol.min_wait_s_by_partition.get(p, 0.0) for p in home] + [0.0])
+    allowed = None
+    for p in home:
+        if p in pol.burst_to:
+            allowed = (allowed or frozenset()) | frozenset(pol.burst_to[p])
+    max_time = next((partition_max[p] for p in home if partition_max.get(p)), None)
+    return _Parts(cloud, home, managed, excluded, floor, allowed, max_time)
+
+
+def _figures(waited: float, expected: float, dur) -> str:
+    return (f"waited {dur(waited)}, expected on-prem start "
+            + ("never (too big for on-prem)" if expected == INF else f"in {dur(expected)}") + ", ")
+
+
+def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | None, fits: dict[str, str],
+                escalated: bool, node_units: int, limit_s: float, ckpt_s: float, boot_s: float,
+                stats: DecideStats | None) -> tuple[list[tuple[float, Offer]], str]:
+    candidates: list[tuple[float, Offer]] = []
+    misfit = ""
+    for name, pool in pools.items():
+        if allowed is not None and name not in allowed:
+            continue
+        if pool.cfg.accounts is not None and job.account not in pool.cfg.accounts:
+            misfit = misfit or f"account {job.account} may not use pool {name}"
+            continue
+        why = fits.get(name)
+        if why is None:
+            if stats is not None:
+                stats.fit_checks += 1
+            why = fits[name] = _job_fit(job, pool)
+        if why:
+            misfit = misfit or why
+            continue
+        for market, offer in pool.offers.items():
+            if escalated and market == "spot":
+                continue
+            candidates.append((_effective_cost(offer, node_units, limit_s, ckpt_s, boot_s), offer))
+    candidates.sort(key=lambda c: (c[0], c[1].pool, c[1].market))
+    return candidates, misfit
+
+
 def _effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
     """Expected $ including rework: each preemption loses up to a checkpoint interval plus a boot."""
     hours = seconds / 3600.0
@@ -289,7 +349,7 @@ def _effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boo
 def decide(
     snapshot: Snapshot,
     leases: Sequence[Lease],
-    budgets: BudgetBook,
+    budgets: BudgetBook | None,
     prices: PriceInput,
     config: Config,
     now: float | None = None,
@@ -303,6 +363,8 @@ def decide(
     """
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
+    if budgets is None:  # no store budgets: the config's [budget] section decides
+        budgets = BudgetBook(now, now)
     validate_book(budgets)
     quotes = normalize_prices(prices)
     pol = config.policy
@@ -320,214 +382,191 @@ def decide(
     onprem = frozenset(pol.onprem_partitions)
     jobs_by_id = {j.job_id: j for j in snapshot.jobs}
     live = [lease for lease in leases if lease.is_live]
-    current = {(q.pool, q.market): q for q in quotes.values()}
-    commit: Committed = committed_spend(live, jobs_by_id, now, config, current)
+    commit: Committed = committed_spend(live, jobs_by_id, now, config, quotes)
     leased_jobs = {jid for lease in live for jid in lease.job_ids}
     model = OnPremModel(snapshot, cloud_parts, onprem, now)
-    acct_limit_cache: dict[str, int | None] = {}
-    s_limit = site_limit(budgets, config)
+    limits = Limits(budgets, config)
+    s_limit = limits.site
     period = config.budget.period
     boot_s = pol.boot_overhead_s
+    ckpt_s = pol.checkpoint_interval_s
     accrual = config.budget.accrual_interval_s
-    shapes: dict[tuple, _Shape] = {}
     ahead = [0, 0]
     partition_max = {p.name: p.max_time_min for p in snapshot.partitions}
     excl_acct, excl_user = frozenset(pol.exclude_accounts), frozenset(pol.exclude_users)
-    excl_part, excl_qos = frozenset(pol.exclude_partitions), frozenset(pol.exclude_qos)
+    excl_qos = frozenset(pol.exclude_qos)
     burst_reasons = frozenset(pol.burst_reasons)
+    opt_out = pol.opt_out_comment
+    max_total, max_spot, min_prio = pol.max_preemptions_total, pol.max_preemptions_spot, pol.min_priority
+    qos_floor = pol.min_wait_s_by_qos
+    acct_pools = any(p.accounts is not None for p in config.pools)
     newly: dict[str, int] = {}
+    part_cache: dict[tuple[str, ...], _Parts] = {}
+    fit_cache: dict[tuple, dict[str, str]] = {}
+    cand_cache: dict[tuple, tuple[list[tuple[float, Offer]], str]] = {}
+    dur = waiting.format_duration
 
-    pending = [j for j in snapshot.jobs if j.is_pending]
+    pending = [j for j in snapshot.jobs if j.state == "PENDING"]
     pending.sort(key=lambda j: (-j.priority, j.submit_time or 0, j.job_id))
-
-    def explain(job: Job, burst: bool, pool: str | None, reason: str) -> None:
-        if explain_on:
-            out.explanations[job.job_id] = Explanation(job.job_id, burst, pool, reason)
+    explanations = out.explanations
+    revoke = out.revoke
 
     for job in pending:
         if stats is not None:
             stats.jobs += 1
         parts = job.partitions
-        has_cloud = [p for p in parts if p in cloud_parts]
-        home = [p for p in parts if p not in cloud_parts]
-        eligible_now = bool(has_cloud)
-
-        def no(why: str, figures: str = "") -> None:
-            for p in has_cloud:
-                out.revoke.append(RevokeEligible(job.job_id, p))
-            if explain_on:
-                explain(job, False, None, f"{figures}stays on-prem: {why}")
-
-        nodes = max(job.node_count, 1)
+        pi = part_cache.get(parts)
+        if pi is None:
+            pi = part_cache[parts] = _parts_info(parts, cloud_parts, onprem, pol, partition_max)
+        has_cloud = pi.cloud
+        jid = job.job_id
+        nodes = job.node_count if job.node_count > 1 else 1
         tasks = array_task_count(job.array_tasks) if job.array_tasks else 1
-        gpus_total = job.gpus * nodes
-        track, own = (1, gpus_total) if gpus_total else (0, job.cpus)
+        gres = job.gres
+        gpn = sum(g.count for g in gres if g.name == "gpu") if gres else 0
+        if gpn:
+            track, own = 1, gpn * nodes
+        else:
+            track, own = 0, job.cpus
 
-        def queue_here() -> None:  # the job stays in the on-prem queue: it delays the ones behind it
-            ahead[track] += own * tasks
-
-        if not home:
-            explain(job, False, None, "submitted to a cloud partition directly; burstd leaves it alone")
-            continue
-        if onprem and not (set(home) & onprem):
-            no(f"partition {','.join(home)} is not one burstd manages (policy.onprem_partitions)")
+        if not pi.home:
+            if explain_on:
+                explanations[jid] = Explanation(jid, False, None,
+                                                "submitted to a cloud partition directly; burstd leaves it alone")
             continue
         gate = ""
-        if pol.paused:
+        if not pi.managed:
+            gate = f"partition {','.join(pi.home)} is not one burstd manages (policy.onprem_partitions)"
+        elif pol.paused:
             gate = "bursting is paused"
-        elif pol.opt_out_comment and pol.opt_out_comment in job.comment:
-            gate = f"the job opted out (--comment={pol.opt_out_comment})"
+        elif opt_out and opt_out in job.comment:
+            gate = f"the job opted out (--comment={opt_out})"
         elif job.account in excl_acct:
             gate = f"account {job.account} is excluded"
         elif job.user in excl_user:
             gate = f"user {job.user} is excluded"
-        elif set(home) & excl_part:
-            gate = f"partition {','.join(sorted(set(home) & excl_part))} is excluded"
+        elif pi.excluded:
+            gate = f"partition {pi.excluded} is excluded"
         elif job.qos and job.qos in excl_qos:
             gate = f"QOS {job.qos} is excluded"
         elif job.het_job_id is not None:
             gate = "heterogeneous jobs do not burst"
         elif job.hold:
             gate = "the job is held"
-        elif job.restart_count >= pol.max_preemptions_total:
-            gate = f"preempted {job.restart_count} times (max_preemptions_total {pol.max_preemptions_total}): on-prem only"
-        elif not eligible_now and job.reason not in burst_reasons:
+        elif job.restart_count >= max_total:
+            gate = f"preempted {job.restart_count} times (max_preemptions_total {max_total}): on-prem only"
+        elif not has_cloud and job.reason not in burst_reasons:
             gate = f"pending for {job.reason}, not for resources"
-        elif job.priority < pol.min_priority:
-            gate = f"priority {job.priority} is below min_priority {pol.min_priority}"
+        elif job.priority < min_prio:
+            gate = f"priority {job.priority} is below min_priority {min_prio}"
+        elif job.time_limit_min is None and pi.max_time_min is None:
+            gate = "no time limit, so its cloud cost has no bound"
         if gate:
-            queue_here()
-            no(gate)
+            ahead[track] += own * tasks
+            for p in has_cloud:
+                revoke.append(RevokeEligible(jid, p))
+            if explain_on:
+                explanations[jid] = Explanation(jid, False, None, f"stays on-prem: {gate}")
             continue
-        limit_min = job.time_limit_min
-        if limit_min is None:
-            limit_min = next((partition_max[p] for p in home if partition_max.get(p)), None)
-        if limit_min is None:
-            queue_here()
-            no("no time limit, so its cloud cost has no bound")
-            continue
+        limit_min = job.time_limit_min if job.time_limit_min is not None else pi.max_time_min
         limit_s = limit_min * 60.0
 
         # expected on-prem wait
         if stats is not None:
             stats.estimates += 1
         st = job.start_time
-        if not eligible_now and st is not None and now - 60 <= st < now + _FAR_FUTURE:
+        if not has_cloud and st is not None and now - 60 <= st < now + _FAR_FUTURE:
             expected = max(float(st) - now, 0.0)
         else:
             expected = model.expected_start_in(track, own, ahead[track], stats)
         since = job.eligible_time if job.eligible_time is not None else job.submit_time
         waited = max(now - float(since if since is not None else now), 0.0)
-        figures = (f"waited {waiting.format_duration(waited)}, expected on-prem start " + (
-            "never (too big for on-prem)" if expected == INF else f"in {waiting.format_duration(expected)}")
-            + ", ") if explain_on else ""
 
-        floor = max([pol.min_wait_s_by_partition.get(p, 0.0) for p in home] + [pol.min_wait_s_by_qos.get(job.qos, 0.0)])
-        node_hours = nodes * tasks * limit_s / 3600.0
+        floor = pi.floor
+        if qos_floor and job.qos in qos_floor:
+            floor = max(floor, qos_floor[job.qos])
         if expected == INF:
             wv = waiting.WaitVerdict(waited >= floor, floor, "floor")
         else:
-            wv = waiting.verdict(w, waited_s=waited, expected_wait_s=expected, node_hours=node_hours,
-                                 time_limit_s=limit_s, floor_s=floor, keep=eligible_now)
-        if not wv.ready:
-            queue_here()
-            no(wv.why if explain_on else "", figures)
-            continue
-
-        # candidate pools and markets
-        shape_key = (job.cpus, nodes, job.memory_mb, job.gres, job.features)
-        shape = shapes.get(shape_key)
-        if shape is None:
-            shape = _Shape({})
-            shapes[shape_key] = shape
-        allowed = None
-        for p in home:
-            if p in pol.burst_to:
-                allowed = (allowed or set()) | set(pol.burst_to[p])
-        escalated = job.restart_count >= pol.max_preemptions_spot
-        candidates: list[tuple[float, Offer]] = []
-        misfit = ""
-        secs = launch_seconds(limit_s, config) + accrual
-        for name, pool in pools.items():
-            if allowed is not None and name not in allowed:
-                continue
-            if pool.cfg.accounts is not None and job.account not in pool.cfg.accounts:
-                misfit = misfit or f"account {job.account} may not use pool {name}"
-                continue
-            why = shape.fits.get(name)
-            if why is None:
-                if stats is not None:
-                    stats.fit_checks += 1
-                why = shape.fits[name] = _job_fit(job, pool)
-            if why:
-                misfit = misfit or why
-                continue
-            for market, offer in pool.offers.items():
-                if escalated and market == "spot":
-                    continue
-                candidates.append((_effective_cost(offer, nodes * tasks, limit_s, pol.checkpoint_interval_s, boot_s),
-                                   offer))
-        if not candidates:
-            queue_here()
-            if escalated and not misfit:
-                misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
-            no(misfit or "no cloud pool is configured for it", figures)
-            continue
-        candidates.sort(key=lambda c: (c[0], c[1].pool, c[1].market))
-        if has_cloud:  # keep the pool it already has when that one still passes (stability)
-            keep_pool = part_to_pool[has_cloud[0]]
-            candidates.sort(key=lambda c: c[1].pool != keep_pool)
-
-        already = job.job_id in leased_jobs
-        # nodes it holds at once (an array runs as many tasks as its throttle and the pool allow)
-        want_nodes = 0 if already else nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
-        if job.account not in acct_limit_cache:
-            acct_limit_cache[job.account] = account_limit(budgets, job.account, config)
-        acct_cap = pol.max_nodes_per_account.get(job.account, pol.default_max_nodes_per_account)
+            wv = waiting.verdict(w, waited_s=waited, expected_wait_s=expected,
+                                 node_hours=nodes * tasks * limit_s / 3600.0, time_limit_s=limit_s, floor_s=floor,
+                                 keep=bool(has_cloud))
+        why = ""
         chosen: Offer | None = None
-        refusal = ""
         verdict_left = None
         cost = 0
-        for _, offer in candidates:
-            pool = pools[offer.pool]
-            in_pool = commit.nodes_by_pool.get(offer.pool, 0)
-            hold_nodes = want_nodes
-            if tasks > 1 and in_pool + hold_nodes > pool.cap and in_pool + nodes <= pool.cap:
-                hold_nodes = pool.cap - in_pool
-            if in_pool + hold_nodes > pool.cap:
-                refusal = refusal or f"pool {offer.pool} is full ({in_pool}/{pool.cap} nodes)"
-                continue
-            if acct_cap is not None and commit.nodes_by_account.get(job.account, 0) + hold_nodes > acct_cap:
-                refusal = refusal or f"account {job.account} is at its cloud node cap ({acct_cap})"
-                continue
-            cost = 0 if already else nodes * tasks * cost_micros(offer.price_micros, secs)
-            if stats is not None:
-                stats.guard_checks += 1
-            v = check_launch(budgets, commit, account=job.account, cost_micros=cost,
-                             rate_micros_per_hour=hold_nodes * offer.price_micros, config=config)
-            if not v.ok:
-                refusal = refusal or v.reason
-                continue
-            chosen, verdict_left = offer, v.account_left_micros
-            want_nodes = hold_nodes
-            break
+        want_nodes = 0
+        if not wv.ready:
+            why = wv.why if explain_on else "x"
+        else:
+            # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
+            escalated = job.restart_count >= max_spot
+            shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features)
+            ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
+            cached = cand_cache.get(ckey)
+            if cached is None:
+                fits = fit_cache.get(shape_key)
+                if fits is None:
+                    fits = fit_cache[shape_key] = {}
+                cached = cand_cache[ckey] = _candidates(job, pools, pi.allowed, fits, escalated, nodes * tasks,
+                                                        limit_s, ckpt_s, boot_s, stats)
+            candidates, misfit = cached
+            if not candidates:
+                if escalated and not misfit:
+                    misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
+                why = misfit or "no cloud pool is configured for it"
+            else:
+                if has_cloud:  # keep the pool it already has when that one still passes (stability)
+                    keep_pool = part_to_pool[has_cloud[0]]
+                    candidates = sorted(candidates, key=lambda c: c[1].pool != keep_pool)
+                already = jid in leased_jobs
+                # nodes it holds at once (an array runs as many tasks as its throttle and the pool allow)
+                want_nodes = 0 if already else nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
+                acct_cap = pol.max_nodes_per_account.get(job.account, pol.default_max_nodes_per_account)
+                secs = launch_seconds(limit_s, config) + accrual
+                for _, offer in candidates:
+                    cap = pools[offer.pool].cap
+                    in_pool = commit.nodes_by_pool.get(offer.pool, 0)
+                    hold_nodes = want_nodes
+                    if tasks > 1 and in_pool + hold_nodes > cap and in_pool + nodes <= cap:
+                        hold_nodes = cap - in_pool
+                    if in_pool + hold_nodes > cap:
+                        why = why or f"pool {offer.pool} is full ({in_pool}/{cap} nodes)"
+                        continue
+                    if acct_cap is not None and commit.nodes_by_account.get(job.account, 0) + hold_nodes > acct_cap:
+                        why = why or f"account {job.account} is at its cloud node cap ({acct_cap})"
+                        continue
+                    cost = 0 if already else nodes * tasks * cost_micros(offer.price_micros, secs)
+                    if stats is not None:
+                        stats.guard_checks += 1
+                    v = check_launch(budgets, commit, account=job.account, cost_micros=cost,
+                                     rate_micros_per_hour=hold_nodes * offer.price_micros, config=config,
+                                     limits=limits, with_reason=explain_on)
+                    if not v.ok:
+                        why = why or v.reason or "x"
+                        continue
+                    chosen, verdict_left, want_nodes, why = offer, v.account_left_micros, hold_nodes, ""
+                    break
         if chosen is None:
-            queue_here()
-            no(refusal, figures)
+            ahead[track] += own * tasks
+            for p in has_cloud:
+                revoke.append(RevokeEligible(jid, p))
+            if explain_on:
+                explanations[jid] = Explanation(jid, False, None, f"{_figures(waited, expected, dur)}stays on-prem: {why}")
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         for p in has_cloud:
             if p != chosen.partition:
-                out.revoke.append(RevokeEligible(job.job_id, p))
+                revoke.append(RevokeEligible(jid, p))
         if chosen.partition not in has_cloud:
-            out.eligible.append(MakeEligible(job.job_id, chosen.pool, chosen.partition, chosen.market, cost))
+            out.eligible.append(MakeEligible(jid, chosen.pool, chosen.partition, chosen.market, cost))
             newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
         if explain_on:
             left = "" if verdict_left is None else (
                 f"account {job.account} has {format_usd(max(verdict_left, 0))} left this {period}, ")
             mkt = "" if chosen.market == "spot" else " on-demand"
-            explain(job, True, chosen.pool, f"{figures}{left}pool {chosen.pool} at "
-                    f"{format_usd(chosen.price_micros)}/node-h{mkt}: burst")
+            explanations[jid] = Explanation(jid, True, chosen.pool, f"{_figures(waited, expected, dur)}{left}pool "
+                                            f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
 
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out

@@ -7,10 +7,12 @@ Pure functions of the job's size and the expected on-prem wait; ``PolicyConfig.w
 - ``compute``: wait ``wait_per_node_hour_s`` x node-hours asked for, capped at ``max_wait_s`` (the
   "compute-wait" of Starburst, ATC '24: big jobs wait longer, since they are likelier to be worth keeping
   on-prem; "Good Things Come to Those Who Wait", SoCC '21, makes the same point for deadlines).
-- ``burstd`` (default): the compute-wait threshold, *and* the queue must say the wait is real: the
-  expected remaining on-prem wait (Slurm's backfill estimate, else burstd's model of it) must be at least
-  ``min_expected_wait_s`` and at least ``wait_to_runtime_ratio`` x the job's time limit. A job whose
-  expected on-prem start is ``burst_now_expected_wait_s`` or more away bursts without waiting.
+- ``burstd`` (default): compute-wait, told by the queue's expected remaining wait (Slurm's backfill
+  estimate, else burstd's model of it). After ``burstd_min_wait_s`` (and any partition/QOS floor): a job
+  whose expected remaining wait is under ``min_expected_wait_s`` (or ``wait_to_runtime_ratio`` x its time
+  limit) stays; one whose expected remaining wait is at least ``burstd_wait_per_node_hour_s`` x its
+  node-hours bursts at once; any other bursts after the compute-wait (``wait_per_node_hour_s`` x
+  node-hours, capped at ``max_wait_s``).
 
 Each function returns a ``WaitVerdict`` with the figures, so the explanation can say why.
 """
@@ -73,11 +75,18 @@ def verdict(
     scale = w.keep_fraction if keep else 1.0
     if w.kind != "burstd":
         return WaitVerdict(waited_s >= need * scale, need, w.kind)
-    # burstd: queue-aware compute-wait
-    remaining_floor = max(w.min_expected_wait_s, w.wait_to_runtime_ratio * time_limit_s) * scale
-    if expected_wait_s < remaining_floor:
-        return WaitVerdict(False, need, "burstd", remaining_floor)
-    if expected_wait_s >= w.burst_now_expected_wait_s * scale and waited_s >= floor_s * scale:
+    # burstd: compute-wait, told by the queue. (1) A job whose on-prem start is near (expected remaining
+    # wait below min_expected_wait_s) stays, however long it has waited: bursting it buys little wait for
+    # a whole job's cost. (2) A job predicted to wait long for its size (expected remaining wait of at
+    # least burstd_wait_per_node_hour_s x node-hours) bursts without first sitting out the compute-wait:
+    # compute-wait would burst it anyway, only later. (3) Otherwise, compute-wait.
+    first = max(w.burstd_min_wait_s, floor_s)
+    if waited_s < first * scale:
+        return WaitVerdict(False, first, "burstd")
+    soon = max(w.min_expected_wait_s, w.wait_to_runtime_ratio * time_limit_s) * scale
+    if expected_wait_s < soon:
+        return WaitVerdict(False, need, "burstd", soon)
+    if expected_wait_s >= w.burstd_wait_per_node_hour_s * node_hours * scale:
         return WaitVerdict(True, need, "burstd")
     return WaitVerdict(waited_s >= need * scale, need, "burstd")
 

@@ -86,6 +86,7 @@ class SimSetup:
     checkpoint_s: float = 3600.0
     spot: SpotModel | None = None
     decide_enabled: bool = True
+    constant_wait_s: float | None = None  # constant-wait's wait, when it differs from policy.waiting.min_wait_s
 
 
 class Simulator:

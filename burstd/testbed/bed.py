@@ -216,7 +216,7 @@ def other_beds() -> list[dict]:
 
 
 class Bed:
-    """One test bed. Construct from settings (``Bed(BedConfig(...))``) or from a running one (``Bed.load``)."""
+    """One test bed: from settings (``Bed(BedConfig(...))``) or as it was brought up (``Bed.load``)."""
 
     def __init__(self, config: BedConfig | None = None):
         self.config = (config or BedConfig()).resolved()
@@ -496,8 +496,9 @@ class Bed:
 
     def _onprem_ready(self) -> bool:
         states = self.node_states(self.onprem_partition)
-        return bool(states) and all(s.rstrip("*~#%!$@^-+").lower() in ("idle", "mixed", "allocated", "completing")
-                                    and not s.endswith("*") for s in states.values())
+        ready = ("idle", "mixed", "allocated", "completing")
+        return bool(states) and all(s.rstrip("*~#%!$@^-+").lower() in ready and not s.endswith("*")
+                                    for s in states.values())
 
     def _rest_ready(self) -> bool:
         import httpx
@@ -523,7 +524,7 @@ class Bed:
     # ------------------------------------------------------------------ down
 
     def vm_namespaces(self) -> set[str]:
-        """Every namespace that belongs to this bed: on its bridge, recorded by it, or named with its prefix."""
+        """Every namespace of this bed: on its bridge, recorded by it, or named with its prefix."""
         found = netns.netns_on_bridge(self.bridge) if netns.link_exists(self.bridge) else set()
         found |= {r.netns for r in netns.list_vms(self.vms_dir)}
         found |= {n for n in netns.list_netns() if n.startswith(self.netns_prefix)}
@@ -572,8 +573,8 @@ class Bed:
                 entry = nodes.setdefault(name, {"partitions": [], "state": state, "address": addr,
                                                 "reason": reason})
                 entry["partitions"].append(part.rstrip("*"))
-        vms = [{"netns": r.netns, "node": r.node_name, "address": r.address, "state": r.state, "alive": r.alive,
-                "tags": r.tags} for r in netns.list_vms(self.vms_dir)]
+        vms = [{"netns": r.netns, "node": r.node_name, "address": r.address, "state": r.state,
+                "alive": r.alive, "tags": r.tags} for r in netns.list_vms(self.vms_dir)]
         return {
             "name": self.name,
             "up": up,
@@ -599,7 +600,8 @@ class Bed:
             input: str | None = None) -> subprocess.CompletedProcess:
         """Run a command with the bed's SLURM_CONF (as ``user`` through runuser when given)."""
         full = list(argv) if user in (None, "root") else ["runuser", "-u", user, "--", *argv]
-        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, env=self.env, input=input)
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, env=self.env,
+                              input=input)
         if check and proc.returncode != 0:
             raise BedError(f"`{' '.join(full)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
         return proc
@@ -624,7 +626,8 @@ class Bed:
         return int(proc.stdout.strip().split(";")[0])
 
     def jwt(self, user: str = "root", lifespan: int = 3600) -> str:
-        proc = _sh(["scontrol", "token", f"username={user}", f"lifespan={lifespan}"], "get a JWT", env=self.env)
+        proc = _sh(["scontrol", "token", f"username={user}", f"lifespan={lifespan}"], "get a JWT",
+                   env=self.env)
         m = re.search(r"SLURM_JWT=(\S+)", proc.stdout)
         if not m:
             raise BedError(f"scontrol token printed no token: {proc.stdout.strip()}")
@@ -642,6 +645,25 @@ class Bed:
         argv = ["sinfo", "-h", "-N", "-o", "%N %T"] + (["-p", partition] if partition else [])
         proc = _sh(argv, "sinfo", env=self.env, check=False)
         return dict(line.split(None, 1) for line in proc.stdout.splitlines() if " " in line)
+
+    def reset_cloud_nodes(self, timeout: float = 90) -> list[str]:
+        """Force every cloud node that is not powered down back to powered-down (jobs on them are requeued),
+        and wait until Slurm says so. For test clean-up; returns the nodes it had to reset."""
+        reset = []
+        for node in self.cloud_nodes:
+            state = self.node(node).get("State", "")
+            if "POWERED_DOWN" in state and "POWERING_DOWN" not in state:
+                continue
+            self.run(["scontrol", "update", f"nodename={node}", "state=POWER_DOWN_FORCE", "reason=bed reset"],
+                     check=False)
+            reset.append(node)
+
+        def settled() -> bool:
+            states = [self.node(n).get("State", "") for n in reset]
+            return all("POWERED_DOWN" in st and "POWERING_DOWN" not in st for st in states)
+
+        self.wait_for(settled, timeout, f"cloud nodes {', '.join(reset)} to power down")
+        return reset
 
     def kill_vm(self, node: str) -> bool:
         """Pull the plug on a node's namespace VM, whoever made it (a spot reclaim seen from outside):

@@ -101,8 +101,8 @@ def slurm_conf(cfg: BedConfig, hostname: str | None = None) -> str:
     ]
     for node in cfg.onprem_nodes:
         ip = cfg.node_address(node).split("/")[0]
-        lines.append(f"NodeName={node} NodeAddr={ip} CPUs={cfg.onprem_cpus} RealMemory={cfg.onprem_memory_mb} "
-                     "State=UNKNOWN")
+        lines.append(f"NodeName={node} NodeAddr={ip} CPUs={cfg.onprem_cpus} "
+                     f"RealMemory={cfg.onprem_memory_mb} State=UNKNOWN")
     onprem = hostlist(cfg.onprem_prefix, cfg.onprem_count)
     lines.append(f"PartitionName={cfg.onprem_partition} Nodes={onprem} Default=YES MaxTime=INFINITE State=UP")
     if cfg.cloud_count:
@@ -149,13 +149,14 @@ def _bare(cfg: BedConfig, hook: str) -> str:
     for node in cfg.cloud_nodes:
         spec = vm_spec(cfg, node, boot_flag=True)
         rec = netns.VmRecord(netns=spec.netns, node_name=node, hostname=spec.host, address=spec.address,
-                             bridge=spec.bridge, veth=spec.veth, instance_id=spec.instance_id, state="running",
-                             tags=spec.tags)
+                             bridge=spec.bridge, veth=spec.veth, instance_id=spec.instance_id,
+                             state="running", tags=spec.tags)
         console = str(p["vms"] / f"{spec.netns}.console.log")
         body.append(f"  {node})")
         body += ["    " + line for line in netns.shell_destroy(spec).splitlines()]
         body += ["    " + line for line in netns.shell_create(spec, console).splitlines()]
-        body.append(f"    printf '%s' {shlex.quote(rec.to_json())} >\"$VMS\"/{shlex.quote(spec.netns)}.json ;;")
+        record = f"\"$VMS\"/{shlex.quote(spec.netns)}.json"
+        body.append(f"    printf '%s' {shlex.quote(rec.to_json())} >{record} ;;")
     body += ['  *) echo "unknown node $1" >>"$LOG"; return 1 ;;', "  esac", "}", "node_down() {",
              '  case "$1" in']
     for node in cfg.cloud_nodes:

@@ -159,7 +159,9 @@ class CheckpointManager:
         stateful: Mapping[str, Any] | None = None,
         keep: int = 3,
         async_save: bool = False,
+        writer_threads: int = 1,
     ):
+        self.writer_threads = writer_threads
         self.store = CheckpointStore(location)
         self.model = model
         optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, list) else [optimizer])
@@ -272,10 +274,10 @@ class CheckpointManager:
     # ---- save ----------------------------------------------------------------------------------------------
     def _writer(self, dir_name: str):
         if self.store.is_local:
-            return dcp.FileSystemWriter(self.store.join(dir_name), sync_files=True)
+            return dcp.FileSystemWriter(self.store.join(dir_name), sync_files=True, thread_count=self.writer_threads)
         from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
-        return FsspecWriter(self.store.display(dir_name), sync_files=True)
+        return FsspecWriter(self.store.display(dir_name), sync_files=True, thread_count=self.writer_threads)
 
     def _reader(self, dir_name: str):
         if self.store.is_local:

@@ -14,20 +14,26 @@ every step of every run (DDP's bucket rebuild after the first step can change it
 
 from __future__ import annotations
 
-import argparse
-import logging
-import os
-import random
-import sys
-import time
+from burstd.train.signals import install_handlers
 
-import numpy as np
-import torch
-import torch.distributed as dist
-from torch import nn
+# Catch the preemption signal from the first moment, before the seconds spent importing torch: a signal that
+# arrives before any handler is installed would kill the process without a checkpoint.
+EARLY_FLAG = install_handlers() if __name__ == "__main__" else None
 
-from burstd.train.preemptible import Preemptible
-from burstd.train.store import CheckpointError
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+
+from burstd.train.preemptible import Preemptible  # noqa: E402
+from burstd.train.store import CheckpointError  # noqa: E402
 
 
 class SyntheticData:
@@ -85,6 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dim", type=int, default=16, help="input/output width")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--ddp", action="store_true",
+                    help="wrap the model in DistributedDataParallel instead of averaging gradients by hand")
     ap.add_argument("--async-save", action="store_true", help="write periodic checkpoints in the background")
     ap.add_argument("--sync-every", type=int, default=1, help="agree on stopping every K steps")
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep per step (demos and tests)")
@@ -107,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed * 7919 + rank)
     random.seed(args.seed * 31 + rank)
     np.random.seed(args.seed * 131 + rank)
+    if distributed and args.ddp:
+        model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(args.steps, 1))
     data = SyntheticData(args.seed, rank, args.batch, args.dim)
@@ -114,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = Preemptible(args.ckpt_dir, model, optimizer, stateful={"scheduler": scheduler, "data": data},
                           every=args.ckpt_every, keep=args.keep, async_save=args.async_save,
-                          sync_every=args.sync_every)
+                          sync_every=args.sync_every, flag=EARLY_FLAG)
         start = job.resume()
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -132,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         loss = nn.functional.mse_loss(model(x), y) * (1.0 + 0.01 * random.random())
         optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        if distributed:
+        if distributed and not args.ddp:
             average_gradients(params, world)
         optimizer.step()
         scheduler.step()
@@ -147,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     job.finish()
     if rank == 0:
         tmp = args.out + ".tmp"
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        plain = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+        torch.save({"model": plain.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(), "steps": args.steps}, tmp)
         os.replace(tmp, args.out)
         print(f"rank=0 done steps={args.steps} out={args.out}", flush=True)

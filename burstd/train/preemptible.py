@@ -46,11 +46,13 @@ class Preemptible:
         sync_every: int = 1,
         signals: tuple[str | int | signal.Signals, ...] | None = None,
         exit_code: int | None = None,
+        flag: PreemptionFlag | None = None,
     ):
         if every < 0 or sync_every < 1:
             raise ValueError(f"every must be >= 0 and sync_every >= 1 (got every={every}, sync_every={sync_every})")
         self.exit_code = requeue_exit_code() if exit_code is None else exit_code
-        self.flag: PreemptionFlag = install_handlers(signals)
+        # ``flag``: handlers installed earlier (at the top of the script, before slow imports); they may have fired.
+        self.flag: PreemptionFlag = flag if flag is not None else install_handlers(signals)
         self.manager = CheckpointManager(location, model, optimizer, stateful=stateful, keep=keep,
                                          async_save=async_save)
         self.every = every

@@ -76,6 +76,7 @@ class FakeGce:
         self.requests: list[tuple[str, str, dict | None]] = []  # (kind, path, parsed body as JSON)
         self.malformed: list[str] = []
         self.calls: list[str] = []
+        self.created: list[dict] = []  # every instance ever created (a deleted one stays here)
         self.faults = GceFaults()
         fake = self
 
@@ -107,6 +108,7 @@ class FakeGce:
             self.operations.clear()
             self.request_ids.clear()
             self.requests.clear()
+            self.created.clear()
             self.malformed.clear()
             self.calls.clear()
             self.faults = GceFaults()
@@ -265,6 +267,7 @@ class FakeGce:
                 self._finish(op, [{"code": "RESOURCE_ALREADY_EXISTS", "message": f"'{name}' already exists"}], 409)
                 return op
             self.instances[(project, chosen, name)] = self._make_instance(project, chosen, name, props)
+            self.created.append(self.instances[(project, chosen, name)])
         self._finish(op)
         return op
 
@@ -303,6 +306,7 @@ class FakeGce:
         if rid:
             self.request_ids[rid] = op["name"]
         self.instances[(project, zone, parsed["name"])] = self._make_instance(project, zone, parsed["name"], parsed)
+        self.created.append(self.instances[(project, zone, parsed["name"])])
         self._finish(op)
         return op
 

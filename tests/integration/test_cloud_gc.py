@@ -12,6 +12,7 @@ from burstd.cli.cloud_cmd import run_gc
 from burstd.config import parse_config
 from burstd.providers.base import LaunchRequest
 from burstd.providers import make_provider
+from tests.fakes.toml_out import dumps as _toml
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401
 
@@ -90,31 +91,6 @@ def test_burstctl_cloud_gc_on_an_unknown_pool_names_it(aws_env, gce_env, tmp_pat
     path.write_text(_toml(site_config(aws_env, gce_env)))
     result = CliRunner().invoke(app, ["cloud", "gc", "--dry-run", "--pool", "nope", "--config", str(path)])
     assert result.exit_code == 1 and "nope" in result.output
-
-
-def _toml(data: dict) -> str:
-    """Just enough TOML for these configs (tables, arrays of tables, scalars, lists)."""
-    def scalar(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, list):
-            return "[" + ", ".join(scalar(x) for x in v) + "]"
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k} = {scalar(x)}" for k, x in v.items()) + "}"
-        return json.dumps(v)
-
-    out = []
-    for key, value in data.items():
-        if key == "pools":
-            for pool in value:
-                out.append("[[pools]]")
-                out.extend(f"{k} = {scalar(v)}" for k, v in pool.items())
-        else:
-            out.append(f"[{key}]")
-            out.extend(f"{k} = {scalar(v)}" for k, v in value.items())
-    return "\n".join(out) + "\n"
 
 
 @pytest.fixture(autouse=True)

@@ -147,8 +147,8 @@ class Storm:
 
     def nodes_clean_down(self) -> bool:
         """Every cloud node plainly powered down: not DOWN, not on its way anywhere."""
-        return all(set(self.bed.node(n).get("State", "").split("+")) == {"IDLE", "CLOUD", "POWERED_DOWN"}
-                   for n in self.nodes)
+        return all(set(self.bed.node(n).get("State", "").split("+")) - {"NOT_RESPONDING"}
+                   == {"IDLE", "CLOUD", "POWERED_DOWN"} for n in self.nodes)
 
     def reset_nodes(self) -> None:
         """Leave (or start from) a clean slate: a node left DOWN or half powered by an earlier run is forced down."""

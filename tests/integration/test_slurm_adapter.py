@@ -116,11 +116,11 @@ def test_drain_and_resume_a_node(slurm_bed, cli):
     node = slurm_bed.onprem_nodes[-1]
     cli.drain([node], "burstd test: maintenance window")
     try:
-        drained = slurm_bed.wait_for(lambda: (n := cli.snapshot().node(node)).is_drained and n, 20, "drain")
+        drained = slurm_bed.wait_for(lambda: (n := cli.snapshot().node(node)).is_drained and n, 40, "drain")
         assert drained.reason == "burstd test: maintenance window"
     finally:
         cli.resume([node])
-    slurm_bed.wait_for(lambda: not cli.snapshot().node(node).is_drained, 20, f"{node} resumed")
+    slurm_bed.wait_for(lambda: not cli.snapshot().node(node).is_drained, 40, f"{node} resumed")
 
 
 def test_requeue_a_running_job(slurm_bed, bed_user, cleanup, cli):
@@ -129,7 +129,7 @@ def test_requeue_a_running_job(slurm_bed, bed_user, cleanup, cli):
     cleanup.append(job)
     slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", 60, "the job to run")
     cli.requeue(job)
-    back = slurm_bed.wait_for(lambda: (j := _jobs(cli.snapshot(), {job}).get(job)) and j.is_pending and j, 30,
+    back = slurm_bed.wait_for(lambda: (j := _jobs(cli.snapshot(), {job}).get(job)) and j.is_pending and j, 60,
                               "the job back in the queue")
     assert back.restart_count == 1 and back.reason in ("BeginTime", "None", "Priority", "Resources")
 
@@ -137,11 +137,12 @@ def test_requeue_a_running_job(slurm_bed, bed_user, cleanup, cli):
 def test_signal_reaches_the_batch_shell(slurm_bed, bed_user, cleanup, cli):
     wd = slurm_bed.workdir(bed_user)
     marker = Path(wd) / f"sig-{uuid.uuid4().hex}.txt"
-    script = (f"#!/bin/bash\ntrap 'echo got USR1 > {marker}; exit 0' USR1\n"
+    ready = Path(str(marker) + ".ready")
+    script = (f"#!/bin/bash\ntrap 'echo got USR1 > {marker}; exit 0' USR1\ntouch {ready}\n"
               "for i in $(seq 300); do sleep 1; done\n")
     job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-o", "/dev/null", "-J", "sig"], script, user=bed_user)
     cleanup.append(job)
-    slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", 60, "the job to run")
+    slurm_bed.wait_for(ready.exists, 60, "the batch shell to set its trap")  # RUNNING comes before the trap
     cli.signal(job, "USR1", batch=True)
     assert slurm_bed.wait_for(lambda: marker.exists() and marker.read_text(), 30, "the trap") == "got USR1\n"
 
@@ -172,11 +173,11 @@ def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
     with slurm_bed.hooks("stub"):
         mark = slurm_bed.hooks_log.stat().st_size if slurm_bed.hooks_log.exists() else 0
         cli.power_up([node])
-        slurm_bed.wait_for(lambda: f" resume {node}" in _log_since(slurm_bed, mark), 20, "the resume hook")
+        slurm_bed.wait_for(lambda: f" resume {node}" in _log_since(slurm_bed, mark), 40, "the resume hook")
         assert cli.snapshot().node(node).is_powering_up
         cli.power_down([node], force=True, reason="burstd test")
-        slurm_bed.wait_for(lambda: f" suspend {node}" in _log_since(slurm_bed, mark), 20, "the suspend hook")
-        slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 40, f"{node} powered down")
+        slurm_bed.wait_for(lambda: f" suspend {node}" in _log_since(slurm_bed, mark), 40, "the suspend hook")
+        slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
     cli.set_node_address(node, "10.250.0.9", node)
     assert cli.snapshot().node(node).address == "10.250.0.9"
     cli.set_node_address(node, node, node)

@@ -40,8 +40,8 @@ def test_bed_is_up_with_onprem_nodes_and_hidden_free_cloud_nodes(slurm_bed):
 
 
 def test_onprem_job_runs_as_the_user_on_a_node_with_its_own_hostname(slurm_bed, bed_user):
-    job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-o", "out-%j.txt", "-N", "2", "--ntasks-per-node=1"],
-                           "#!/bin/sh\nid -un\nsrun hostname | sort\n", user=bed_user)
+    opts = ["-p", slurm_bed.onprem_partition, "-o", "out-%j.txt", "-N", "2", "--ntasks-per-node=1"]
+    job = slurm_bed.sbatch(opts, "#!/bin/sh\nid -un\nsrun hostname | sort\n", user=bed_user)
     assert slurm_bed.wait_for(lambda: _done(slurm_bed, job), 60, f"job {job} to finish") == "COMPLETED"
     lines = _output(slurm_bed, job, bed_user).split()
     assert lines[0] == bed_user
@@ -50,7 +50,8 @@ def test_onprem_job_runs_as_the_user_on_a_node_with_its_own_hostname(slurm_bed, 
 
 def test_slurmrestd_answers_with_a_jwt_and_refuses_without(slurm_bed):
     url = f"{slurm_bed.rest_url}/slurm/v0.0.38/nodes"
-    ok = httpx.get(url, headers={"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": slurm_bed.jwt()}, timeout=10)
+    auth = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": slurm_bed.jwt()}
+    ok = httpx.get(url, headers=auth, timeout=10)
     assert ok.status_code == 200
     assert {n["name"] for n in ok.json()["nodes"]} >= set(slurm_bed.onprem_nodes)
     assert httpx.get(url, timeout=10).status_code == 401
@@ -60,8 +61,8 @@ def test_stub_hooks_log_the_hostlist_and_the_resume_file(slurm_bed, bed_user):
     node = slurm_bed.cloud_nodes[-1]
     with slurm_bed.hooks("stub"):
         mark = slurm_bed.hooks_log.stat().st_size
-        job = slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-w", node, "-o", "/dev/null"], "#!/bin/sh\ntrue\n",
-                               user=bed_user)
+        job = slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-w", node, "-o", "/dev/null"],
+                               "#!/bin/sh\ntrue\n", user=bed_user)
         log = slurm_bed.wait_for(lambda: _new_log(slurm_bed, mark) if "SLURM_RESUME_FILE"
                                  in _new_log(slurm_bed, mark) else None, 30, "the stub resume hook")
         assert f" resume {node}\n" in log
@@ -69,7 +70,8 @@ def test_stub_hooks_log_the_hostlist_and_the_resume_file(slurm_bed, bed_user):
         assert resume["jobs"][0]["job_id"] == job and resume["all_nodes"] == node
         slurm_bed.run(["scancel", str(job)])
         slurm_bed.run(["scontrol", "update", f"nodename={node}", "state=POWER_DOWN_FORCE", "reason=test"])
-        slurm_bed.wait_for(lambda: f" suspend {node}" in _new_log(slurm_bed, mark), 30, "the stub suspend hook")
+        slurm_bed.wait_for(lambda: f" suspend {node}" in _new_log(slurm_bed, mark), 30,
+                           "the stub suspend hook")
         slurm_bed.wait_for(lambda: "POWERED_DOWN" in slurm_bed.node(node).get("State", ""), 40,
                            f"{node} powered down")
     assert not netns.netns_exists(slurm_bed.config.netns_of(node))  # a stub starts nothing
@@ -93,7 +95,8 @@ def test_bare_hooks_burst_a_job_onto_a_namespace_vm_and_power_it_down_after(slur
     slurm_bed.wait_for(lambda: netns.netns_exists(ns), 15, f"namespace {ns} from the resume hook")
     assert slurm_bed.wait_for(lambda: _done(slurm_bed, job), 90, f"job {job} to finish") == "COMPLETED"
     assert _output(slurm_bed, job, bed_user).strip() == node  # ran inside the VM: its own hostname
-    assert slurm_bed.node(node).get("NodeAddr") == slurm_bed.config.node_address(node).split("/")[0]  # cloud_reg_addrs
+    # cloud_reg_addrs: the address comes from the slurmd's registration
+    assert slurm_bed.node(node).get("NodeAddr") == slurm_bed.config.node_address(node).split("/")[0]
     # SuspendTime (10 s in tests) after the job, the suspend hook removes the VM and Slurm powers it down
     slurm_bed.wait_for(lambda: not netns.netns_exists(ns), 60, f"namespace {ns} removed by the suspend hook")
     slurm_bed.wait_for(lambda: "POWERED_DOWN" in slurm_bed.node(node).get("State", ""), 40,

@@ -7,6 +7,7 @@ run the same command again until it finishes; the final weights and optimizer st
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -44,7 +45,15 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=REPO, env=env or _env(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_all(proc)  # torchrun's workers too: never leave a rank behind
+        out, err = proc.communicate()
+        raise AssertionError(f"{cmd} ran over {timeout}s:\n{out[-2000:]}\n{err[-2000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -79,6 +88,7 @@ def _wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float 
 def _kill_all(proc: subprocess.Popen) -> None:
     """SIGKILL torchrun and its workers (they run in sessions of their own, so killpg alone misses them)."""
     workers = _children(proc.pid)
+    workers += [grandchild for pid in workers for grandchild in _children(pid)]  # bash -> torchrun -> workers
     for pid in [proc.pid, *workers]:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -115,13 +125,23 @@ def _assert_bit_identical(a_path: Path, b_path: Path) -> None:
     assert a["scheduler"] == b["scheduler"]
 
 
+_REFERENCES: dict[tuple[str, ...], Path] = {}
+
+
+def _reference(tmp_path_factory, *flags: str) -> Path:
+    """Final state of an uninterrupted run with these model flags (computed once per session)."""
+    if flags not in _REFERENCES:
+        d = tmp_path_factory.mktemp("reference")
+        out = d / "final.pt"
+        res = _run(_cmd(d / "ckpt", out, *flags))
+        assert res.returncode == 0, res.stdout + res.stderr
+        _REFERENCES[flags] = out
+    return _REFERENCES[flags]
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("reference")
-    out = d / "final.pt"
-    res = _run(_cmd(d / "ckpt", out))
-    assert res.returncode == 0, res.stdout + res.stderr
-    return out
+    return _reference(tmp_path_factory)
 
 
 def _signal_lines(text: str) -> list[tuple[int, float]]:
@@ -133,10 +153,22 @@ def _steps_done_before(text: str, when: float) -> int:
     return max(done, default=0)
 
 
-@pytest.mark.parametrize("target", ["workers", "torchrun"])
-def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical(tmp_path, reference, target):
+@pytest.mark.parametrize(
+    "target,flags",
+    [
+        ("workers", ()),  # what burstd-agent does
+        ("torchrun", ()),  # sbatch --signal forwarded to torchrun --signals-to-handle
+        ("workers", ("--async-save", "--ckpt-every", "3")),  # a background save may be in flight
+        ("workers", ("--ddp",)),  # DistributedDataParallel model
+    ],
+    ids=["to-workers", "to-torchrun", "async-periodic", "ddp"],
+)
+def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical(tmp_path, tmp_path_factory,
+                                                                                 target, flags):
+    model_flags = tuple(f for f in flags if f == "--ddp")
+    reference = _reference(tmp_path_factory, *model_flags)
     ckpt, out, log = tmp_path / "ckpt", tmp_path / "final.pt", tmp_path / "run1.log"
-    proc = _start(_cmd(ckpt, out, "--step-sleep", "0.15", signals_to_handle=(target == "torchrun")), log)
+    proc = _start(_cmd(ckpt, out, "--step-sleep", "0.15", *flags, signals_to_handle=(target == "torchrun")), log)
     try:
         _wait_for_step(log, 8, proc)
         if target == "workers":  # what the node agent does: signal the training processes themselves
@@ -158,13 +190,14 @@ def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical
     first_signal = min(t for _r, t in signals)
     done_at_signal = _steps_done_before(text, first_signal)
     saved = _complete_steps(ckpt)
-    assert len(saved) == 1, saved
-    assert done_at_signal <= saved[0] <= done_at_signal + 1, (done_at_signal, saved)
+    assert saved, text[-3000:]
+    assert done_at_signal <= saved[-1] <= done_at_signal + 1, (done_at_signal, saved)
+    assert json.loads((ckpt / f"step-{saved[-1]:09d}" / "burstd-checkpoint.json").read_text())["reason"] == "preempt"
     assert not out.exists()
 
-    res = _run(_cmd(ckpt, out))
+    res = _run(_cmd(ckpt, out, *flags))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"resumed from {ckpt}/step-{saved[0]:09d}" in res.stdout + res.stderr
+    assert f"resumed from {ckpt}/step-{saved[-1]:09d}" in res.stdout + res.stderr
     _assert_bit_identical(reference, out)
 
 

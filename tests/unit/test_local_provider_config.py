@@ -13,8 +13,8 @@ def test_local_provider_is_built_like_the_other_providers_and_maps_nodes_to_addr
 
     conf = parse_config({
         "cluster": {"id": "site"}, "daemon": {"state_dir": str(tmp_path)},
-        "pools": [{"name": "p", "provider": "local", "partition": "cloud", "node_prefix": "cn", "node_count": 3,
-                   "price_per_hour": 0.5, "max_nodes": 2,
+        "pools": [{"name": "p", "provider": "local", "partition": "cloud", "node_prefix": "cn",
+                   "node_count": 3, "price_per_hour": 0.5, "max_nodes": 2,
                    "instance_types": [{"name": "a", "cpus": 2, "memory_mb": 1000},
                                       {"name": "b", "cpus": 4, "memory_mb": 2000, "price_per_hour": 0.9}],
                    "local": {"subnet": "10.9.0.0/24", "first_host": 50}}],

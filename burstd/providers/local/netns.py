@@ -213,7 +213,8 @@ def shell_destroy(spec: VmSpec) -> str:
 
 def _run(argv: list[str], what: str, check: bool = True, env: dict[str, str] | None = None,
          stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE if stdout is subprocess.PIPE else stdout,
+    stderr = subprocess.PIPE if stdout is subprocess.PIPE else stdout
+    proc = subprocess.run(argv, stdout=stdout, stderr=stderr,
                           stdin=subprocess.DEVNULL, text=True, env=env or {"PATH": SANE_PATH, "LANG": "C"})
     if check and proc.returncode != 0:
         err = (proc.stderr or "").strip() if isinstance(proc.stderr, str) else ""
@@ -417,6 +418,11 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
     with open(console, "ab") as log:
         if spec.boot_delay_s > 0:
             _run(delayed_start_argv(spec), f"start slurmd in {spec.netns}", env=slurmd_env(spec), stdout=log)
+            # setsid -f returns before its child has entered the namespace: wait until it has, so that the
+            # VM's "boot" is visibly under way (and killed by a destroy) once create returns
+            deadline = time.monotonic() + 5
+            while not netns_pids(spec.netns) and time.monotonic() < deadline:
+                time.sleep(0.01)
             rec.state = "booting"
         else:
             proc = _run(start_argv(spec), f"start slurmd in {spec.netns}", check=False, env=slurmd_env(spec),

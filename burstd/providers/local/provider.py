@@ -14,8 +14,8 @@ VMs a launch fails with ``ErrorKind.CAPACITY``. Every VM record carries the tags
 
 Per-VM extras (the metadata endpoint the agent polls, an agent process) plug in through :class:`VmHook`: the
 provider calls ``vm_started`` after a VM is up (what it returns is stored in the record's ``extra``) and
-``vm_stopping`` before the VM is torn down. Anything a hook starts *inside* the namespace (``netns.enter_argv``)
-dies with the VM; anything it starts outside must be stopped in ``vm_stopping``.
+``vm_stopping`` before the VM is torn down. Anything a hook starts *inside* the namespace
+(``netns.enter_argv``) dies with the VM; anything it starts outside must be stopped in ``vm_stopping``.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ class LocalProvider:
         self.hooks = list(hooks)
         self.network = ipaddress.IPv4Network(self.local.subnet, strict=False)
         self.conf_server = self.local.conf_server or f"{self.network.network_address + 1}:6817"
-        self.capacity = next(c for c in (self.local.capacity, pool.max_nodes, pool.node_count) if c is not None)
+        limits = (self.local.capacity, pool.max_nodes, pool.node_count)
+        self.capacity = next(c for c in limits if c is not None)
         self.offering = Offering(instance_type=pool.instance_types[0].name, zone=ZONE, market=pool.market)
 
     @classmethod
@@ -132,7 +133,8 @@ class LocalProvider:
         return Instance(
             instance_id=rec.instance_id, lease_id=rec.tags.get(TAG_LEASE, ""), node_name=rec.node_name,
             pool=self.name, state=state, launched_at=rec.created_at, offering=self.offering,
-            address=rec.ip, price_per_hour_micros=int(rec.tags.get("burstd:price_micros", self._price_micros())),
+            address=rec.ip,
+            price_per_hour_micros=int(rec.tags.get("burstd:price_micros", self._price_micros())),
             preempted=state == "preempted", extra={"netns": rec.netns, **rec.extra},
         )
 
@@ -143,13 +145,15 @@ class LocalProvider:
 
     def launch(self, request: LaunchRequest) -> Instance:
         if request.pool != self.name:
-            raise ProviderError(ErrorKind.CONFIG, f"launch for pool {request.pool!r} sent to pool {self.name!r}")
+            raise ProviderError(ErrorKind.CONFIG,
+                                f"launch for pool {request.pool!r} sent to pool {self.name!r}")
         if self.offering in request.exclude:
             raise ProviderError(ErrorKind.CAPACITY, f"the only offering of pool {self.name!r} is cooled down",
                                 code="OfferingExcluded", offering=self.offering)
         address = self.address_of(request.node_name)
         if not netns.link_exists(self.local.bridge):
-            raise ProviderError(ErrorKind.CONFIG, f"bridge {self.local.bridge!r} does not exist: bring the test "
+            raise ProviderError(ErrorKind.CONFIG,
+                                f"bridge {self.local.bridge!r} does not exist: bring the test "
                                 "bed up (`burstctl testbed up`) or fix pools.local.bridge", code="NoBridge")
         ns = self.netns_of(request.node_name)
         with self._locked():
@@ -193,7 +197,8 @@ class LocalProvider:
             except Exception as exc:  # a VM without its services is no VM: take it back, let the daemon retry
                 self._stop_hooks(rec)
                 netns.destroy(rec.netns, self.records_dir)
-                raise ProviderError(ErrorKind.TRANSIENT, f"VM {rec.netns}: per-VM service failed to start: {exc}",
+                raise ProviderError(ErrorKind.TRANSIENT,
+                                    f"VM {rec.netns}: per-VM service failed to start: {exc}",
                                     code="VmHookFailed") from exc
             if self.hooks:
                 netns.write_record(self.records_dir, rec)

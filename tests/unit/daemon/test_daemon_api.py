@@ -26,6 +26,7 @@ def _config(tmp_path):
     return parse_config({
         "api": {"socket": str(tmp_path / "burstd.sock")},
         "daemon": {"state_dir": str(tmp_path)},
+        "budget": {"default_account_usd": 20},
         "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
                    "node_count": 4, "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}],
                    "price_per_hour": 0.5}],
@@ -146,3 +147,44 @@ def test_post_unix_json_reports_refusal_detail(daemon):
     with pytest.raises(ApiError) as e:
         post_unix_json(cfg.api.socket, "/v1/hooks/resume", {"hostlist": "cloud99"})
     assert e.value.status == 404 and "cloud99" in str(e.value)
+
+
+def test_tcp_listener_needs_the_bearer_token(tmp_path):
+    import socket as _socket
+
+    import httpx
+
+    with _socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    cfg = parse_config({
+        "api": {"socket": str(tmp_path / "b.sock"), "tcp_listen": f"127.0.0.1:{port}", "token_file": str(token)},
+        "pools": _config(tmp_path).model_dump()["pools"],
+    })
+    clock = FakeClock()
+    store = FakeStore(clock)
+    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
+    server = ApiServer(create_app(rec, cfg), cfg)
+    server.start()
+    try:
+        assert server.wait_started()
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{url}/v1/status").status_code == 403
+        assert httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        ok = httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200 and store.get_setting("paused") == "1"
+    finally:
+        server.stop()
+
+
+def test_metrics_render_lease_and_hook_counts(daemon):
+    cfg, rec, store, woken, cfg_file = daemon
+    rc, err, _ = hook(cfg_file, "resume", "cloud1")
+    assert rc == 0, err
+    rec.cycle()
+    text = rec.metrics.render().decode()
+    assert 'burstd_hook_calls_total{hook="resume",outcome="ok"} 1.0' in text
+    assert 'burstd_leases{pool="local",state="BOOTING"} 1.0' in text
+    assert "burstd_resume_to_launch_seconds_count 1.0" in text

@@ -85,3 +85,19 @@ def test_status_leases_pause_through_the_api(live):
     assert r.exit_code != 0 and "unknown node" in r.output
     r = CliRunner().invoke(app, ["events", "--json", "-c", path])
     assert [e["to_state"] for e in json.loads(r.output)] == ["REQUESTED", "LAUNCHING", "BOOTING"]
+
+
+def test_explain_says_why_a_job_waits(live):
+    from burstd.domain.slurm import Job
+
+    path, rec, store = live
+    now = rec.clock()
+    rec.adapter.jobs = [Job(77, "j", "alice", "chem", ("batch",), "PENDING", reason="Resources",
+                            submit_time=int(now - 10))]
+    rec.cycle()
+    r = CliRunner().invoke(app, ["explain", "77", "--json", "-c", path])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["job_id"] == 77 and data["burst"] is False and "waited 10s" in json.dumps(data)
+    r = CliRunner().invoke(app, ["explain", "78", "-c", path])
+    assert "not in the queue" in r.output or "not in the last" in r.output

@@ -226,3 +226,62 @@ def test_ledger_accrual_every_cycle_lands_exactly_in_the_store(store):
                for iv in store.spend_intervals(lease.lease_id))
     # an allocation seen late (first seen at 122.9 though it began at 100) is still charged from its start
     assert min(iv.start for iv in store.spend_intervals(lease.lease_id) if iv.job_id == 1) == T0 + 100
+
+
+def test_accrue_spend_follows_jobs_on_and_off_the_node(store):
+    """The daemon's whole accrual duty in two calls a cycle: tell the Store who is on the node, accrue."""
+    from burstd.domain.budget import Allocation
+    from burstd.domain.lease import LeaseState as S
+    from burstd.policy.ledger import lease_cost
+
+    lease = store.create_lease(pool="aws-a", node_name="n1", account="chem", price_per_hour_micros=3_600_000, at=T0)
+    lid = lease.lease_id
+    assert store.accrue_spend(lid, T0 + 100) == []  # not launched: nothing to charge
+    store.transition(lid, S.LAUNCHING, "go", at=T0)
+    store.transition(lid, S.BOOTING, "up", at=T0 + 1, launched_at=T0)
+    store.transition(lid, S.READY, "registered", at=T0 + 60)
+    # cycle at +120: job 5 runs since +60
+    store.record_allocations(lid, [Allocation(5, T0 + 60, None, "bio", "ann")])
+    store.close_allocations(lid, T0 + 120, still_running=[5])
+    store.accrue_spend(lid, T0 + 120)
+    # cycle at +300: job 5 is gone (ended between snapshots; we saw it last at +120, it is closed at +300)
+    store.close_allocations(lid, T0 + 300, still_running=[])
+    store.accrue_spend(lid, T0 + 300)
+    assert store.accrue_spend(lid, T0 + 300) == []  # called twice: nothing left to do
+    store.transition(lid, S.TERMINATING, "idle", at=T0 + 400)
+    done = store.transition(lid, S.TERMINATED, "gone", at=T0 + 401, ended_at=T0 + 400)
+    store.accrue_spend(lid, T0 + 10_000)
+    assert store.allocations(lid) == [Allocation(5, T0 + 60, T0 + 300, "bio", "ann")]
+    # $3.60/h = 1,000 micros a second
+    assert store.spend("job") == {"5": 240_000, OVERHEAD: 160_000}
+    assert store.spend("account") == {"bio": 240_000, "chem": 160_000}
+    assert sum(store.spend("job").values()) == lease_cost(done, T0 + 10_000) == 400_000
+
+
+def test_two_accruers_at_once_record_the_spend_once(db_url):
+    import threading
+
+    from burstd.db.store import Store
+    from burstd.domain.lease import LeaseState as S
+
+    setup = Store.open(db_url)
+    lease = setup.create_lease(pool="aws-a", node_name="n1", account="chem", price_per_hour_micros=3_600_000)
+    setup.transition(lease.lease_id, S.LAUNCHING, "go")
+    setup.transition(lease.lease_id, S.BOOTING, "up", launched_at=T0)
+    barrier = threading.Barrier(4)
+    written: list[int] = []
+
+    def accruer() -> None:
+        s = Store.open(db_url, migrate_to_head=False)
+        barrier.wait()
+        written.append(sum(iv.cost_micros for iv in s.accrue_spend(lease.lease_id, T0 + 3 * HOUR)))
+        s.close()
+
+    threads = [threading.Thread(target=accruer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(written) == [0, 0, 0, 3 * 3_600_000]
+    assert setup.spend("account") == {"chem": 3 * 3_600_000}
+    setup.close()

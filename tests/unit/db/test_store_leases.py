@@ -210,3 +210,25 @@ def test_bad_fields_are_rejected_before_writing(store):
         store.transition(lease.lease_id, S.LAUNCHING, "go", launched_at=float("nan"))
     assert store.lease(lease.lease_id).state == S.REQUESTED
     assert store.lease_for_node("n2") is None
+
+
+@pytest.mark.parametrize(
+    "path,ended",
+    [
+        ([S.LAUNCHING, S.BOOTING, S.READY, S.TERMINATING, S.TERMINATED], 14.0),  # normal life: termination time
+        ([S.LAUNCHING, S.FAILED, S.TERMINATED], 11.0),  # failed, no instance found: spend stopped at the failure
+        ([S.LAUNCHING, S.BOOTING, S.FAILED, S.TERMINATING, S.TERMINATED], 14.0),  # failed, instance cleaned up
+        ([S.REFUSED], 10.0),
+    ],
+)
+def test_ended_at_is_where_spend_stops(store, path, ended):
+    lease = store.create_lease(pool="p", node_name="n1", at=1.0)
+    final = _walk(store, lease.lease_id, *path, t0=10.0)
+    assert final.ended_at == ended
+
+
+def test_failed_then_terminating_reopens_the_end(store):
+    lease = store.create_lease(pool="p", node_name="n1")
+    failed = _walk(store, lease.lease_id, S.LAUNCHING, S.BOOTING, S.FAILED, t0=10.0)
+    assert failed.ended_at == 12.0
+    assert store.transition(lease.lease_id, S.TERMINATING, "instance found", at=20.0).ended_at is None

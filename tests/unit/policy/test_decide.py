@@ -172,9 +172,10 @@ def test_every_pending_job_considered_gets_an_explanation():
 
 def test_array_record_costs_every_task():
     arr = pending(1, array_tasks="0-99")  # 100 one-hour tasks at $1 = $100+ > $50
-    d = one(busy_cluster(arr), bk=book({"chem": 50.0}))
+    cfg = config(policy={"waiting": {"kind": "none"}})
+    d = one(busy_cluster(arr), cfg, bk=book({"chem": 50.0}))
     assert d.eligible == [] and "the job needs $110.00" in d.explanations[1].reason
-    d = one(busy_cluster(arr), bk=book({"chem": 500.0}))  # throttle-free array of 100 on a 20-node pool: fits
+    d = one(busy_cluster(arr), cfg, bk=book({"chem": 500.0}))  # throttle-free array of 100 on a 20-node pool: fits
     assert d.eligible[0].expected_cost_micros == 110_000_000
 
 
@@ -191,3 +192,18 @@ def test_nan_price_or_interruption_rate_is_a_clear_error():
         one(busy_cluster(pending(1)), prices=[PriceQuote("aws-cpu", "spot", 1_000_000, interruption_rate=math.nan)])
     with pytest.raises(PriceError, match="pool aws-cpu"):
         one(busy_cluster(pending(1)), prices=[PriceQuote("aws-cpu", "spot", -5)])
+
+
+def test_without_a_budget_book_the_config_budgets_decide():
+    cfg = config(budget={"accounts": {"chem": 100.0}})
+    d = decide(busy_cluster(pending(1), pending(2, account="bio")), [], None, None, cfg)
+    assert [e.job_id for e in d.eligible] == [1]
+    assert "account chem has $100.00 left" in d.explanations[1].reason
+
+
+def test_prewarm_only_with_new_demand_and_within_cap_and_site_budget():
+    cfg = config(pools=[pool(max_nodes=3)], policy={"prewarm_nodes": 5})
+    d = one(busy_cluster(pending(1)), cfg)
+    assert [(p.pool, p.count) for p in d.prewarm] == [("aws-cpu", 2)]  # 3-node cap, 1 taken by the job
+    assert one(busy_cluster(pending(1, comment="burst:no")), cfg).prewarm == []
+    assert one(busy_cluster(pending(1)), cfg, bk=book(site=1.2)).prewarm == []  # idle nodes would overspend

@@ -1,0 +1,57 @@
+"""decide() over 10,000 / 100,000 pending jobs and 1,000 / 10,000 nodes: time per cycle and growth.
+
+    python bench/bench_decide.py            # prints a table and the growth ratios
+
+The baseline, measured in the same run on the same queue, is the least any policy must do: sort the
+pending jobs by priority. Growth ratio = time(10x input) / time(input); linear is 10.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from decide_world import world  # noqa: E402
+
+from burstd.policy.decide import decide  # noqa: E402
+
+
+def best_of(fn, n=3):
+    best = float("inf")
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    rows = []
+    for pending, nodes in ((10_000, 1_000), (100_000, 10_000)):
+        snap, leases, book, cfg = world(pending, nodes)
+        base = best_of(lambda: sorted((j for j in snap.jobs if j.is_pending),
+                                      key=lambda j: (-j.priority, j.submit_time or 0, j.job_id)))
+        full = best_of(lambda: decide(snap, leases, book, None, cfg))
+        fast = best_of(lambda: decide(snap, leases, book, None, cfg, explain=False))
+        d = decide(snap, leases, book, None, cfg)
+        rows.append({"pending": pending, "nodes": nodes, "decide_s": round(full, 4),
+                     "decide_no_explain_s": round(fast, 4), "sort_baseline_s": round(base, 4),
+                     "vs_sort": round(full / base, 1), "eligible": len(d.eligible),
+                     "explanations": len(d.explanations)})
+    for r in rows:
+        print(f"{r['pending']:>7} pending {r['nodes']:>6} nodes: decide {r['decide_s'] * 1000:8.1f} ms "
+              f"(no explanations {r['decide_no_explain_s'] * 1000:7.1f} ms), sort baseline "
+              f"{r['sort_baseline_s'] * 1000:6.1f} ms, x{r['vs_sort']} of sort; {r['eligible']} eligible")
+    growth = rows[1]["decide_s"] / rows[0]["decide_s"]
+    base_growth = rows[1]["sort_baseline_s"] / rows[0]["sort_baseline_s"]
+    print(f"growth for 10x input: decide x{growth:.1f}, sort baseline x{base_growth:.1f} (linear = 10)")
+    print(json.dumps({"rows": rows, "growth_decide": round(growth, 2), "growth_sort": round(base_growth, 2)}))
+
+
+if __name__ == "__main__":
+    main()

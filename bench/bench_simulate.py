@@ -1,0 +1,84 @@
+"""simulate over the whole SDSC-BLUE trace and the Philly trace: wall time and the policy table.
+
+    python bench/bench_simulate.py [--limit-jobs N] [--workers 2] [--out bench/results]
+
+For each trace it runs the six built-in policies through the same decide(), prints the table with cost
+relative to ondemand-all and wait/JCT relative to never (both from the same run), and checks the claim
+"burstd is cheaper than compute-wait and constant-wait at equal or lower mean wait". It writes the JSON
+report and the cost-versus-wait plot to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from burstd.simulate.report import plot_frontier, simulate_trace  # noqa: E402
+
+import os  # noqa: E402
+
+_HERE = Path(__file__).resolve()
+SHARED = Path(os.environ["BURSTD_SHARED"]) if os.environ.get("BURSTD_SHARED") else next(
+    (p / "shared" for p in (_HERE.parents[1], _HERE.parents[2], _HERE.parents[3]) if (p / "shared").is_dir()),
+    _HERE.parents[2] / "shared")
+TRACES = {
+    "sdsc-blue": "traces/swf/SDSC-BLUE-2000-4.2-cln.swf.gz",
+    "philly": "traces/gpu/philly_trace_rfold.csv.gz",
+}
+COLS = ("cloud_cost_usd", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s", "bounded_slowdown_mean",
+        "preemptions", "lost_node_hours", "cost_vs_ondemand_all", "wait_vs_never", "jct_vs_never", "wall_s")
+
+
+def table(name: str, rep: dict) -> str:
+    lines = [f"## {name}: {rep['jobs_read']} jobs, {rep['onprem_units']} on-prem {rep['units']}, spot preemption "
+             f"rate {rep['spot_preemption_rate_per_node_hour']}/node-h", "",
+             "| policy | " + " | ".join(COLS) + " |", "|---" * (len(COLS) + 1) + "|"]
+    for pol, row in rep["policies"].items():
+        lines.append(f"| {pol} | " + " | ".join(str(row.get(c, "")) for c in COLS) + " |")
+    return "\n".join(lines)
+
+
+def check(rep: dict) -> list[str]:
+    p = rep["policies"]
+    out = []
+    b = p.get("burstd")
+    for base in ("compute-wait", "constant-wait"):
+        if b is None or base not in p:
+            continue
+        o = p[base]
+        ok = b["cloud_cost_usd"] < o["cloud_cost_usd"] and b["wait_mean_s"] <= o["wait_mean_s"]
+        out.append(f"burstd vs {base}: cost {b['cloud_cost_usd']:.0f} vs {o['cloud_cost_usd']:.0f} "
+                   f"(x{b['cloud_cost_usd'] / max(o['cloud_cost_usd'], 1e-9):.2f}), mean wait {b['wait_mean_s']:.0f} s "
+                   f"vs {o['wait_mean_s']:.0f} s: {'BEATS' if ok else 'DOES NOT BEAT'}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--limit-jobs", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--trace", action="append", choices=sorted(TRACES), default=None)
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in a.trace or list(TRACES):
+        t = time.perf_counter()
+        rep = simulate_trace(SHARED / TRACES[name], limit_jobs=a.limit_jobs, workers=a.workers)
+        rep["wall_s_total"] = round(time.perf_counter() - t, 1)
+        (out / f"simulate-{name}.json").write_text(json.dumps(rep, indent=2))
+        plot_frontier(rep, out / f"frontier-{name}.png")
+        print(table(name, rep))
+        print(f"\nwall time (all policies, {a.workers} workers): {rep['wall_s_total']} s")
+        for line in check(rep):
+            print(line)
+        print(flush=True)
+
+
+if __name__ == "__main__":
+    main()

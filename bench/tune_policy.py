@@ -1,0 +1,58 @@
+"""Sweep the burstd waiting knobs on a training prefix of a trace (docs/policy.md, "How the default was tuned").
+
+    python bench/tune_policy.py TRACE --limit-jobs 30000 --grid "burstd_wait_per_node_hour_s=60,300" ...
+
+Prints one line per setting: cost and mean wait, next to the constant-wait and compute-wait baselines
+(their knobs are fixed, never tuned here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from burstd.simulate.policies import make_setup, run_policy  # noqa: E402
+from burstd.simulate.report import default_spot_root  # noqa: E402
+from burstd.simulate.traces import read_trace  # noqa: E402
+
+
+def run(args):
+    path, limit, name, knobs = args
+    jobs, info = read_trace(path, limit_jobs=limit)
+    setup = make_setup(info, info.format == "philly", None, None, None, default_spot_root())
+    if knobs:
+        cfg = setup.config
+        w = cfg.policy.waiting.model_copy(update=knobs)
+        setup.config = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"waiting": w})})
+    r = run_policy(name, setup, jobs)
+    return name, knobs, round(r.cloud_cost_usd, 1), round(r.wait_mean_s, 1), r.jobs_burst, r.preemptions
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--limit-jobs", type=int, default=30000)
+    ap.add_argument("--grid", action="append", default=[], help="knob=v1,v2 (repeatable)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--sweep-policy", default="burstd", help="which policy the grid applies to")
+    ap.add_argument("--no-baselines", action="store_true")
+    a = ap.parse_args()
+    axes = [(k, [float(x) for x in v.split(",")]) for k, v in (g.split("=", 1) for g in a.grid)]
+    tasks = [] if a.no_baselines else [(a.trace, a.limit_jobs, "constant-wait", {}),
+                                       (a.trace, a.limit_jobs, "compute-wait", {})]
+    for combo in itertools.product(*[vals for _, vals in axes]):
+        tasks.append((a.trace, a.limit_jobs, a.sweep_policy, {k: v for (k, _), v in zip(axes, combo)}))
+    with ProcessPoolExecutor(a.workers) as ex:
+        for name, knobs, cost, wait, nb, pre in ex.map(run, tasks):
+            print(json.dumps({"policy": name, "knobs": knobs, "cost": cost, "wait_mean_s": wait, "burst": nb,
+                              "preemptions": pre}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""``burstctl demo``: the whole story on one machine, with nothing but the embedded defaults.
+
+    sudo burstctl demo                    # bring up a Slurm bed, start burstd, overload it, watch, tear down
+    sudo burstctl demo --jobs 10 --json summary.json
+
+It brings up the test bed (real slurmctld + two on-prem slurmd nodes + CLOUD nodes whose power-saving hooks are
+burstd's), starts the daemon with the local provider and SQLite, submits with plain ``sbatch`` (as a normal
+user) more whole-node jobs than the on-prem nodes hold, and shows them pending on-prem, bursting onto cloud nodes
+(network-namespace VMs running a real slurmd), finishing, and the cloud nodes suspending after idle. Then it
+prints a summary and tears everything down (``--keep`` leaves the bed up).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from burstd.cli.common import console, fail
+
+DEMO_BED = "demo"
+DEMO_SLOT = "21"
+
+
+def _bed():
+    os.environ.setdefault("BURSTD_BED_NAME", DEMO_BED)
+    os.environ.setdefault("BURSTD_BED_SLOT", DEMO_SLOT)
+    from burstd.testbed import Bed, BedConfig
+
+    overrides = {k: v for k, v in {"suspend_time": 15, "suspend_timeout": 10}.items()
+                 if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
+    return Bed(BedConfig.from_env(**overrides))
+
+
+def _daemon_config(bed, work: Path, min_wait_s: float) -> Path:
+    from burstd.daemon.runner import config_with
+
+    text = config_with(Path(bed.burstd_config).read_text(), {
+        "database": {"url": f"sqlite:///{work}/burstd.db"},
+        "daemon": {"state_dir": str(work / "state"), "cycle_interval_s": 2, "log_format": "json"},
+        "policy.waiting": {"kind": "constant", "min_wait_s": min_wait_s, "min_expected_wait_s": 0},
+        "budget": {"default_account_usd": 50},
+    })
+    path = work / "burstd.toml"
+    path.write_text(text)
+    return path
+
+
+def _view(jobs: dict[int, dict], nodes: dict[str, str], leases: Counter, cloud_prefix: str, phase: str) -> Table:
+    t = Table(title=f"burstd demo: {phase}", expand=False)
+    t.add_column("job")
+    t.add_column("state")
+    t.add_column("where")
+    for jid, info in sorted(jobs.items()):
+        where = info.get("NodeList", "") or info.get("Partition", "")
+        tag = "[magenta]cloud[/]" if where.startswith(cloud_prefix) else ("on-prem" if where and
+                                                                          not where.startswith("(") else "")
+        style = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "CONFIGURING": "blue"}.get(
+            info.get("JobState", ""), "white")
+        t.add_row(str(jid), f"[{style}]{info.get('JobState', '?')}[/]", f"{where} {tag}".strip())
+    t.add_section()
+    t.add_row("nodes", " ".join(f"{n}={s}" for n, s in sorted(nodes.items())), "")
+    t.add_row("leases", " ".join(f"{k}={v}" for k, v in sorted(leases.items())) or "none", "")
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("demo")
+    def demo(
+        jobs: int = typer.Option(8, "--jobs", min=1, max=40, help="whole-node jobs to submit"),
+        job_seconds: int = typer.Option(20, "--job-seconds", min=1, help="how long each job sleeps"),
+        user: str = typer.Option("burstuser", "--user", help="normal user that submits the jobs"),
+        min_wait: float = typer.Option(5.0, "--min-wait", help="seconds a job pends on-prem before it may burst"),
+        as_json: str = typer.Option(None, "--json", help="write the summary to this file"),
+        keep: bool = typer.Option(False, "--keep", help="leave the test bed up afterwards"),
+        timeout: float = typer.Option(600, "--timeout", help="give up after this many seconds"),
+    ) -> None:
+        """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
+        if os.geteuid() != 0:
+            fail("the demo needs root: it creates network namespaces and runs slurmctld/slurmd")
+        from burstd.config import load_config
+        from burstd.daemon.client import ApiClient
+        from burstd.daemon.runner import DaemonProcess
+        from burstd.daemon.wiring import make_providers
+
+        bed = _bed()
+        console.print(f"[bold]1/5[/] bringing up the Slurm test bed [cyan]{bed.name}[/] (slurmctld, "
+                      f"{len(bed.onprem_nodes)} on-prem nodes, {len(bed.cloud_nodes)} CLOUD nodes)...")
+        bed.up()
+        work = Path(tempfile.mkdtemp(prefix="burstd-demo-"))
+        cfg_path = _daemon_config(bed, work, min_wait)
+        cfg = load_config(cfg_path)
+        prefix = cfg.pools[0].node_prefix
+        daemon = DaemonProcess(cfg_path, log_path=work / "burstd.log")
+        summary: dict = {}
+        try:
+            with bed.hooks("burstd"):
+                console.print(f"[bold]2/5[/] starting burstd (local provider, SQLite at {work}/burstd.db)...")
+                daemon.start()
+                cpus = bed.config.onprem_cpus
+                console.print(f"[bold]3/5[/] submitting {jobs} whole-node jobs with plain sbatch as [cyan]{user}[/] "
+                              f"to partition {bed.onprem_partition} ({len(bed.onprem_nodes)} nodes)...")
+                script = f"#!/bin/sh\nhostname\nsleep {job_seconds}\n"
+                ids = [bed.sbatch(["-p", bed.onprem_partition, "-N", "1", "-n", str(cpus), "-t", "10",
+                                   "-o", "demo-%j.out"], script, user=user) for _ in range(jobs)]
+                phase = "jobs pending on-prem, waiting to burst"
+                deadline = time.monotonic() + timeout
+                api = ApiClient(cfg.api.socket)
+                with Live(console=console, refresh_per_second=2) as live:
+                    while time.monotonic() < deadline:
+                        infos = {j: bed.job(j) for j in ids}
+                        nodes = bed.node_states(bed.cloud_partition)
+                        rows = api.get("/v1/leases", all=True)
+                        leases = Counter(r["state"] for r in rows)
+                        done = all(i.get("JobState") == "COMPLETED" for i in infos.values())
+                        open_leases = sum(v for k, v in leases.items() if k not in ("TERMINATED", "REFUSED"))
+                        if any(i.get("NodeList", "").startswith(prefix) for i in infos.values()):
+                            phase = "jobs bursting onto cloud nodes"
+                        if done:
+                            phase = "all jobs done; cloud nodes suspend after idle"
+                        live.update(_view(infos, nodes, leases, prefix, phase))
+                        if done and rows and open_leases == 0 and all(s.endswith("~") for s in nodes.values()):
+                            phase = "finished"
+                            live.update(_view(infos, nodes, leases, prefix, phase))
+                            break
+                        time.sleep(1)
+                api.close()
+                console.print("[bold]4/5[/] summary")
+                workdir = bed.workdir(user)
+                hosts = {}
+                for j in ids:
+                    out = workdir / f"demo-{j}.out"
+                    hosts[j] = out.read_text().split()[0] if out.exists() and out.read_text().strip() else ""
+                provider = make_providers(cfg)[cfg.pools[0].name]
+                alive = [i for i in provider.list_instances() if not i.is_gone]
+                from burstd.providers.local import netns
+
+                left_ns = sorted(netns.list_netns() & {f"{bed.netns_prefix}{n}" for n in bed.cloud_nodes})
+                with ApiClient(cfg.api.socket) as api:
+                    rows = api.get("/v1/leases", all=True)
+                summary = {
+                    "jobs_submitted": len(ids),
+                    "jobs_completed": sum(1 for j in ids if bed.job(j).get("JobState") == "COMPLETED"),
+                    "jobs_on_cloud": sum(1 for h in hosts.values() if h.startswith(prefix)),
+                    "jobs_on_prem": sum(1 for h in hosts.values() if h and not h.startswith(prefix)),
+                    "leases_by_state": dict(Counter(r["state"] for r in rows)),
+                    "leaked_vms": len(alive) + len([n for n in left_ns if n not in
+                                                    {i.extra.get("netns") for i in alive}]),
+                    "finished": phase == "finished",
+                    "hosts": {str(j): h for j, h in hosts.items()},
+                }
+                t = Table("", "")
+                for k in ("jobs_submitted", "jobs_completed", "jobs_on_cloud", "jobs_on_prem", "leases_by_state",
+                          "leaked_vms", "finished"):
+                    t.add_row(k, str(summary[k]))
+                console.print(t)
+        finally:
+            console.print("[bold]5/5[/] tearing down" + (" (keeping the bed up)" if keep else "") + "...")
+            daemon.stop()
+            try:
+                from burstd.daemon.wiring import make_providers as _mp
+
+                for p in _mp(cfg).values():
+                    left = [i.instance_id for i in p.list_instances() if not i.is_gone]
+                    if left:
+                        p.terminate(left)
+            finally:
+                if not keep:
+                    bed.down()
+        if as_json:
+            Path(as_json).write_text(json.dumps(summary, indent=2) + "\n")
+            console.print(f"summary written to {as_json}")
+        if not summary.get("finished") or summary.get("leaked_vms"):
+            raise typer.Exit(1)

@@ -1,0 +1,215 @@
+"""Budgets, spend and bad input through the real burstctl, against the daemon's real API over its socket and a
+real SQLite Store. Slurm and the cloud are the only fakes here (the edges this file does not test; the bed test
+``test_budget_bed.py`` runs the same paths against real Slurm and network-namespace VMs).
+
+Bad input gets a clear error and changes nothing: a negative / NaN / sub-micro-dollar budget, a trace with a
+garbage line, a config price of NaN, a price source that says NaN (no launch). An unknown account is accepted
+with a warning naming the accounts burstd knows (see burstd/daemon/budgets.py for why not a refusal).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from burstd.cli.app import app
+from burstd.config import parse_config
+from burstd.daemon.api import ApiServer, create_app
+from burstd.daemon.reconcile import Reconciler
+from burstd.db.store import Store
+from burstd.domain.budget import PriceQuote
+from burstd.domain.lease import LeaseState
+from burstd.domain.slurm import Job
+from burstd.policy.decide import decide
+from burstd.policy.ledger import lease_cost
+from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider
+
+POOL = {"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud", "node_count": 4,
+        "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}], "price_per_hour": 3.6}
+POOL_TOML = """
+[[pools]]
+name = "local"
+provider = "local"
+partition = "cloud"
+node_prefix = "cloud"
+node_count = 4
+price_per_hour = 3.6
+instance_types = [{ name = "ns", cpus = 2, memory_mb = 1000 }]
+"""
+
+
+@pytest.fixture
+def live(tmp_path):
+    cfg = parse_config({"api": {"socket": str(tmp_path / "s.sock")}, "pools": [POOL],
+                        "database": {"url": f"sqlite:///{tmp_path}/burstd.db"},
+                        "budget": {"accounts": {"chem": 10, "bio": 10}}})
+    clock = FakeClock(1_773_144_000.0)
+    store = Store.open(cfg.database.url)
+    adapter = FakeAdapter()
+    provider = FakeProvider("local", clock)
+    rec = Reconciler(cfg, store, adapter, {"local": provider}, decide, clock=clock)
+    server = ApiServer(create_app(rec, cfg), cfg)
+    server.start()
+    assert server.wait_started()
+    path = tmp_path / "burstd.toml"
+    path.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n' + POOL_TOML)
+    try:
+        yield str(path), rec, store, adapter, provider, clock
+    finally:
+        server.stop()
+        store.close()
+
+
+class Result:
+    def __init__(self, r):
+        self.exit_code = r.exit_code
+        self.output = " ".join(r.output.split())  # rich wraps long lines at the terminal width
+
+
+def cli(*args: str) -> Result:
+    return Result(CliRunner().invoke(app, list(args)))
+
+
+def limits(store) -> dict[str, int]:
+    return {b.account: b.limit_micros for b in store.budgets()}
+
+
+# --- budgets --------------------------------------------------------------------------------------------
+def test_budget_set_and_show(live):
+    path, rec, store, *_ = live
+    r = cli("budget", "set", "chem", "250.5", "-c", path)
+    assert r.exit_code == 0, r.output
+    assert limits(store) == {"chem": 250_500_000}
+    shown = json.loads(cli("budget", "show", "--json", "-c", path).output)
+    assert shown["accounts"]["chem"]["limit_micros"] == 250_500_000
+
+
+@pytest.mark.parametrize("bad, what", [
+    ("-5", "finite amount >= 0"),
+    ("nan", "finite amount >= 0"),
+    ("inf", "finite amount >= 0"),
+    ("lots", "not an amount in USD"),
+    ("0.0000001", "more precision than a micro-dollar"),  # passes the CLI, refused by the daemon (422)
+])
+def test_bad_budget_is_refused_and_changes_nothing(live, bad, what):
+    path, rec, store, *_ = live
+    assert cli("budget", "set", "chem", "12", "-c", path).exit_code == 0
+    before = limits(store)
+    r = cli("budget", "set", "chem", bad, "-c", path)
+    assert r.exit_code != 0, r.output
+    assert what in r.output and "chem" in r.output, r.output
+    assert limits(store) == before == {"chem": 12_000_000}
+
+
+def test_negative_budget_through_the_api_is_a_422_naming_the_account(live):
+    from burstd.daemon.client import ApiClient, ApiError
+
+    path, rec, store, *_ = live
+    with ApiClient(rec.config.api.socket) as api, pytest.raises(ApiError) as err:
+        api.put("/v1/budgets/chem", json={"usd": -5})
+    assert err.value.status == 422 and "account chem" in str(err.value) and "negative" in str(err.value)
+    assert limits(store) == {}
+
+
+def test_unknown_account_is_stored_with_a_warning_naming_known_accounts(live):
+    path, rec, store, adapter, *_ = live
+    adapter.jobs = [Job(1, "j", "ann", "bio", ("onprem",), "PENDING")]
+    rec.cycle()  # the daemon has seen account bio in Slurm's queue
+    r = cli("budget", "set", "chme", "5", "-c", path)
+    assert r.exit_code == 0, r.output
+    assert "warning" in r.output and "'chme'" in r.output and "bio" in r.output and "chem" in r.output, r.output
+    assert limits(store) == {"chme": 5_000_000}
+    r = cli("budget", "set", "bio", "5", "-c", path)  # seen in the queue: no warning
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+
+
+# --- spend and its plot -----------------------------------------------------------------------------------
+def _burst_two_accounts(rec, store, adapter, clock):
+    """Two leases launched through the daemon's cycle, jobs of chem and bio on them, then closed."""
+    made = []
+    adapter.jobs = [Job(11, "j", "ann", "chem", ("onprem", "cloud"), "PENDING", time_limit_min=60),
+                    Job(12, "j", "ann", "bio", ("onprem", "cloud"), "PENDING", time_limit_min=60)]
+    rec.cycle()  # the daemon sees the jobs (and their accounts) before Slurm resumes nodes for them
+    for node, job, acct in (("cloud1", 11, "chem"), ("cloud2", 12, "bio")):
+        rec.request_resume([node], {node: (job,)})
+        rec.cycle()
+        lease = store.lease_for_node(node)
+        assert lease is not None and lease.launched_at is not None, lease
+        made.append((lease, job, acct))
+    clock.advance(600)
+    adapter.jobs = [Job(j, "j", "ann", a, ("cloud",), "RUNNING", nodes=l.node_name, start_time=int(clock()),
+                        cpus=2) for l, j, a in made]
+    rec.cycle()
+    clock.advance(1800)
+    adapter.jobs = []
+    rec.cycle()
+    clock.advance(300)
+    for lease, _, _ in made:  # an admin terminates them: the daemon's own path to TERMINATED
+        rec.add_intent("terminate", [lease.node_name], "test is done")
+    for _ in range(3):
+        rec.cycle()
+        clock.advance(5)
+    rec.cycle()
+    return [store.lease(lease.lease_id) for lease, _, _ in made]
+
+
+def test_spend_attributed_plus_overhead_equals_lease_cost_and_plot(live, tmp_path):
+    path, rec, store, adapter, provider, clock = live
+    closed = _burst_two_accounts(rec, store, adapter, clock)
+    assert all(x.state == LeaseState.TERMINATED and x.accrued_until == x.ended_at for x in closed), closed
+    cost = sum(lease_cost(x, x.ended_at, store.price_points(x.lease_id)) for x in closed)
+    assert cost > 0
+    by_job = json.loads(cli("spend", "--by", "job", "--json", "-c", path).output)
+    by_acct = json.loads(cli("spend", "--by", "account", "--json", "-c", path).output)
+    assert sum(by_job.values()) == cost == sum(by_acct.values()), (by_job, by_acct, cost)
+    assert by_job["11"] > 0 and by_job["12"] > 0 and by_job["(overhead)"] > 0, by_job
+    # 30 min of a $3.60/h node per job, split exactly (the jobs held the whole node)
+    assert by_job["11"] == by_job["12"] == 1_800_000, by_job
+    [alloc] = store.allocations(closed[0].lease_id)  # recorded from the snapshots, end = first snapshot without it
+    assert (alloc.job_id, alloc.account, alloc.user, alloc.weight, alloc.end - alloc.start) == (11, "chem", "ann", 2, 1800)
+
+    for name in ("spend.png", "spend.html"):
+        out = tmp_path / name
+        r = cli("spend", "--by", "account", "--plot", str(out), "-c", path)
+        assert r.exit_code == 0, r.output
+        assert out.stat().st_size > 1000
+    assert (tmp_path / "spend.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "spend.html").read_text()
+    assert "<td>chem</td>" in page and "<td>bio</td>" in page and "data:image/png;base64," in page
+    r = cli("spend", "--plot", str(tmp_path / "spend.pdf"), "-c", path)
+    assert r.exit_code != 0 and ".png or .html" in r.output
+    assert not (tmp_path / "spend.pdf").exists()
+
+
+# --- prices -------------------------------------------------------------------------------------------------
+def test_price_source_returning_nan_refuses_the_launch(live, caplog):
+    path, rec, store, adapter, provider, clock = live
+    rec.price_source = lambda cfg: {("local", "spot"): PriceQuote("local", "spot", math.nan)}
+    rec.request_resume(["cloud3"], {"cloud3": (21,)})
+    adapter.jobs = [Job(21, "j", "ann", "chem", ("onprem",), "PENDING")]
+    rec.cycle()
+    lease = store.leases()[0]
+    assert lease.state == LeaseState.REFUSED and "no valid price for pool local" in lease.reason, lease
+    assert provider.launch_calls == []
+    assert any("price" in r.getMessage() or "decide failed" in r.getMessage() for r in caplog.records)
+
+
+def test_config_price_nan_is_a_config_error_naming_the_key(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(POOL_TOML.replace("price_per_hour = 3.6", "price_per_hour = nan"))
+    r = cli("config", "check", str(bad))
+    assert r.exit_code == 2
+    assert "pools[0].price_per_hour" in r.output and str(bad) in r.output, r.output
+
+
+# --- traces ----------------------------------------------------------------------------------------------
+def test_simulate_trace_with_a_garbage_line_names_the_line(tmp_path):
+    good = "1 0 0 100 8 -1 -1 8 200 -1 1 3 2 -1 1 -1 -1 -1\n2 10 0 50 16 -1 -1 16 50 -1 1 4 4 -1 1 -1 -1 -1\n"
+    trace = tmp_path / "bad.swf"
+    trace.write_text("; MaxProcs: 64\n" + good + "this is not an swf line\n")
+    r = cli("simulate", "--trace", str(trace), "--onprem-cpus", "32", "--json")
+    assert r.exit_code != 0
+    assert "bad.swf:4" in r.output, r.output

@@ -1,0 +1,191 @@
+"""The burst loop end to end with a cloud pool: the burstd daemon process, an AWS pool against moto (real boto3
+over HTTP, through the fault proxy) or a GCP pool against the fake Compute Engine endpoint (the real
+google-cloud-compute client), the live Slurm bed calling burstd's hooks.
+
+The fake clouds' instances never boot; ``CloudBootStandIn`` starts a namespace slurmd for each live instance in
+place of the node bootstrap and tears it down when the instance is gone. A capacity error is injected on the
+first offering, so the launches must land on the next one.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from burstd.config import load_config
+from burstd.daemon.runner import DaemonProcess
+from burstd.providers import make_provider
+from tests.fakes.cloud_boot import CloudBootStandIn
+from tests.fakes.gce import gce_env, gce_server  # noqa: F401
+from tests.fakes.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, REGION, aws_env, moto_server  # noqa: F401
+from tests.fakes.toml_out import dumps
+from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms, cloud_namespaces, leases, wait_for
+
+pytestmark = [pytest.mark.bed, pytest.mark.slow]
+JOBS = 4  # two on-prem nodes of 2 CPUs, whole-node jobs: two must burst
+
+
+def cloud_config(bed, directory: Path, provider: str, aws_env, gce_env) -> Path:
+    path = bed_daemon_config(bed, directory, cloud={"api_attempts": 3, "retry_base_s": 0.05, "retry_max_s": 0.2,
+                                                    "capacity_cooldown_s": 600})
+    data = tomllib.loads(path.read_text())
+    [local] = data["pools"]
+    pool = {k: local[k] for k in ("partition", "node_prefix", "node_count", "features")}
+    types = local["instance_types"]
+    if provider == "aws":
+        subnets = sorted(aws_env.client(direct=True).describe_subnets()["Subnets"],
+                         key=lambda s: s["AvailabilityZone"])[:2]
+        pool |= {"name": "aws", "provider": "aws", "price_per_hour": 0.1, "ondemand_price_per_hour": 0.3,
+                 "instance_types": [dict(types[0], name="m5.large"), dict(types[0], name="c5.large")],
+                 "aws": {"region": REGION, "subnets": [s["SubnetId"] for s in subnets], "image_id": "ami-12c6146b",
+                         "endpoint_url": aws_env.url, "conf_server": bed.config.conf_server}}
+    else:
+        pool |= {"name": "gcp", "provider": "gcp", "price_per_hour": 0.1,
+                 "instance_types": [dict(types[0], name="n2-standard-2"), dict(types[0], name="e2-standard-2")],
+                 "gcp": {"project": gce_env.project, "region": "us-central1",
+                         "zones": ["us-central1-a", "us-central1-b"], "api_endpoint": gce_env.url,
+                         "anonymous_credentials": True, "conf_server": bed.config.conf_server}}
+    data["pools"] = [pool]
+    path.write_text(dumps(data))
+    load_config(path)  # valid
+    return path
+
+
+@contextlib.contextmanager
+def daemon_with_cloud(bed, config_path: Path, log_path: Path, boot_dir: Path):
+    cfg = load_config(config_path)
+    cloud = make_provider(cfg.pools[0], cfg)  # the test's own view of the fake cloud
+    env = {"AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY,
+           "AWS_DEFAULT_REGION": REGION}
+    daemon = DaemonProcess(config_path, log_path=log_path, env=env)
+    boot = CloudBootStandIn(bed, [cloud], boot_dir)
+    with bed.hooks("burstd"):
+        daemon.start()
+        boot.start()
+        try:
+            yield daemon, cloud, boot
+        finally:
+            daemon.stop()
+            cleanup_vms(config_path)
+            boot.close()
+            cloud.close()
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp"])
+def test_jobs_burst_onto_a_cloud_pool_land_past_a_capacity_error_run_and_everything_is_cleaned_up(
+        slurm_bed, bed_user, tmp_path, aws_env, gce_env, provider):
+    cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env)
+    cfg = load_config(cfg_path)
+    pool = cfg.pools[0]
+    if provider == "aws":
+        first_zone = aws_env.client(direct=True).describe_subnets(SubnetIds=[pool.aws.subnets[0]])["Subnets"][0][
+            "AvailabilityZone"]
+        aws_env.faults.exhaust("m5.large", first_zone)
+    else:
+        for z in pool.gcp.zones:
+            gce_env.fake.exhaust("n2-standard-2", z)
+    with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
+        script = "#!/bin/sh\nhostname\nsleep 8\n"
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
+                                  "-o", "out-%j.txt"], script, user=bed_user) for _ in range(JOBS)]
+
+        def done():
+            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
+            assert not {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"} & set(states.values()), \
+                (states, daemon.log_tail())
+            return all(s == "COMPLETED" for s in states.values()) and states
+
+        wait_for(done, 300, "every job COMPLETED")
+        workdir = slurm_bed.workdir(bed_user)
+        hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
+        on_cloud = sorted(h for h in hosts.values() if h in slurm_bed.cloud_nodes)
+        assert len(on_cloud) >= JOBS - len(slurm_bed.onprem_nodes), hosts
+
+        # The cloud saw the right requests, and none for the offering that had no capacity.
+        rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] == "TERMINATED" for x in r) and r,
+                        180, "every lease TERMINATED")
+        lease_ids = {r["lease_id"] for r in rows}
+        assert {r["node_name"] for r in rows} >= set(on_cloud)
+        if provider == "aws":
+            fleets = aws_env.faults.fleet_requests
+            assert fleets and all(f["Type"] == "instant" and
+                                  f["TargetCapacitySpecification.DefaultTargetCapacityType"] == "spot" for f in fleets)
+            assert {f["ClientToken"].rsplit("-", 1)[0] for f in fleets} <= lease_ids
+            tagged = {f[k.replace(".Key", ".Value")] for f in fleets for k, v in f.items()
+                      if k.startswith("TagSpecification.") and k.endswith(".Key") and v == "burstd:lease"}
+            assert tagged and tagged <= lease_ids
+            instances = [i for r in aws_env.client(direct=True).describe_instances()["Reservations"]
+                         for i in r["Instances"]]
+            assert instances and all(i["State"]["Name"] == "terminated" for i in instances)
+            assert not any(i["InstanceType"] == "m5.large" and i["Placement"]["AvailabilityZone"] == first_zone
+                           for i in instances)
+            user_data = [aws_env.client(direct=True).describe_instance_attribute(
+                InstanceId=i["InstanceId"], Attribute="userData")["UserData"].get("Value", "") for i in instances]
+            rendered = "\n".join(base64.b64decode(u).decode() for u in user_data if u)
+        else:
+            bodies = [b for kind, _, b in gce_env.fake.requests if kind == "bulkInsert"]
+            assert bodies and all(b["instanceProperties"]["scheduling"]["provisioningModel"] == "SPOT" for b in bodies)
+            assert {b["instanceProperties"]["labels"]["burstd-lease"] for b in bodies} <= lease_ids
+            landed = [b["instanceProperties"]["machineType"] for b in bodies]
+            assert "e2-standard-2" in landed and landed.count("n2-standard-2") <= 1  # cooled down after one error
+            assert gce_env.fake.live(gce_env.project) == []
+            rendered = "\n".join(i["value"] for b in bodies for i in b["instanceProperties"]["metadata"]["items"])
+        assert ("up", on_cloud[0], next(iid for e, n, iid in boot.history if n == on_cloud[0])) in boot.history
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left")
+        assert boot.errors == []
+
+    # No munge key (the bed's real one) and no credential in the daemon's log, the database or what the cloud got.
+    key = Path("/etc/munge/munge.key").read_bytes()
+    log_text = (tmp_path / "burstd.log").read_bytes()
+    db = Path(cfg.database.url.removeprefix("sqlite:///")).read_bytes()
+    for blob in (log_text, db, rendered.encode()):
+        for secret in (key, base64.b64encode(key), FAKE_SECRET_KEY.encode(), FAKE_ACCESS_KEY.encode()):
+            assert secret not in blob
+
+
+def created_per_lease(provider: str, aws_env, gce_env) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    if provider == "aws":
+        for r in aws_env.client(direct=True).describe_instances()["Reservations"]:
+            for i in r["Instances"]:
+                lease = {t["Key"]: t["Value"] for t in i.get("Tags", [])}.get("burstd:lease", "")
+                counts[lease] = counts.get(lease, 0) + 1
+    else:
+        for i in gce_env.fake.created:
+            lease = i["labels"].get("burstd-lease", "")
+            counts[lease] = counts.get(lease, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("point", ["launch.after_provider", "terminate.before_provider"])
+@pytest.mark.parametrize("provider", ["aws", "gcp"])
+def test_daemon_killed_at_a_cloud_call_restarts_without_duplicate_or_orphan(
+        slurm_bed, bed_user, tmp_path, aws_env, gce_env, provider, point):
+    from burstd.daemon.faults import CRASH_EXIT
+
+    cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env)
+    with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
+        daemon.stop()
+        daemon.start(crash_at=point)
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
+                                  "-o", "out-%j.txt"], "#!/bin/sh\nhostname\nsleep 20\n", user=bed_user)
+                for _ in range(JOBS)]  # on-prem stays busy long enough for the overflow to burst
+        assert daemon.wait_exit(240) == CRASH_EXIT, daemon.log_tail()
+        daemon.start()  # restart, no crash point
+
+        def done():
+            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
+            return all(s == "COMPLETED" for s in states.values()) and states
+
+        wait_for(done, 300, "every job COMPLETED after the restart")
+        rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] == "TERMINATED" for x in r) and r,
+                        180, "every lease TERMINATED")
+        counts = created_per_lease(provider, aws_env, gce_env)
+        assert counts and all(n == 1 for n in counts.values()), counts  # no duplicate VM for any lease
+        assert set(counts) <= {r["lease_id"] for r in rows}
+        wait_for(lambda: not [i for i in cloud.list_instances() if not i.is_gone], 60, "no instance left")
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left")

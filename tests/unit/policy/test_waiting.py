@@ -1,0 +1,52 @@
+"""Waiting policies: none, constant, compute, burstd."""
+
+from __future__ import annotations
+
+import pytest
+
+from burstd.config import WaitingPolicy
+from burstd.policy.waiting import format_duration, required_wait_s, verdict
+
+W = WaitingPolicy(min_wait_s=600, wait_per_node_hour_s=60, max_wait_s=7200, min_expected_wait_s=1800,
+                  burstd_wait_per_node_hour_s=600, burstd_min_wait_s=120)
+
+
+def v(kind, waited, expected, node_hours=1.0, limit=3600.0, keep=False, floor=0.0):
+    return verdict(W.model_copy(update={"kind": kind}), waited_s=waited, expected_wait_s=expected,
+                   node_hours=node_hours, time_limit_s=limit, floor_s=floor, keep=keep)
+
+
+@pytest.mark.parametrize("kind, node_hours, want", [
+    ("none", 100, 0), ("constant", 100, 600), ("compute", 1, 600), ("compute", 50, 3000), ("compute", 1000, 7200),
+])
+def test_required_wait_grows_with_size_only_for_compute(kind, node_hours, want):
+    assert required_wait_s(W.model_copy(update={"kind": kind}), node_hours) == want
+
+
+def test_floor_applies_to_every_kind():
+    assert required_wait_s(W.model_copy(update={"kind": "none"}), 1, floor_s=900) == 900
+    assert not v("none", 800, 99999, floor=900).ready
+
+
+def test_burstd_keeps_a_job_whose_on_prem_start_is_near_however_long_it_waited():
+    r = v("burstd", waited=10 * 3600, expected=600)
+    assert not r.ready and "sooner than the 30 min worth bursting for" in r.why
+
+
+def test_burstd_bursts_a_long_predicted_wait_at_once_but_not_before_its_minimum():
+    assert v("burstd", waited=130, expected=4 * 3600, node_hours=10).ready  # 4 h >= 600 s x 10 node-h
+    assert not v("burstd", waited=60, expected=4 * 3600, node_hours=10).ready
+    # a big job predicted to wait less than its size warrants waits out the compute-wait
+    big = v("burstd", waited=130, expected=2 * 3600, node_hours=100)
+    assert not big.ready and "wants 1.7 h" in big.why
+    assert v("burstd", waited=6000, expected=2 * 3600, node_hours=100).ready
+
+
+def test_keep_fraction_gives_hysteresis():
+    assert not v("burstd", waited=1000, expected=1000).ready
+    assert v("burstd", waited=1000, expected=1000, keep=True).ready  # 1000 >= 0.5 x 1800
+
+
+def test_durations_read_well():
+    assert [format_duration(x) for x in (45, 14 * 60, 3 * 3600, 2.5 * 86400, float("inf"))] == [
+        "45 s", "14 min", "3 h", "2.5 d", "forever"]

@@ -1,0 +1,69 @@
+"""burstctl simulate: the table per policy from a real trace slice; bad input is a clear error."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from burstd.cli.app import app
+
+SWF = ("; MaxProcs: 32\n; MaxNodes: 4\n" + "".join(
+    f"{i} {i * 60} 0 {3600 + 600 * (i % 5)} {8 * (1 + i % 4)} -1 -1 -1 {7200 + 600 * (i % 5)} -1 1 {i % 3} "
+    f"{i % 2} -1 1 -1 -1 -1\n" for i in range(1, 80)))
+
+
+def calm_spot_traces(root):
+    """Spot traces in the skypilot layout that never preempt."""
+    for sub in ("preemption/1-node/aws-04-19-2023", "preemption/1-node/gcp-04-30-2023"):
+        (root / sub).mkdir(parents=True)
+        (root / sub / "z.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [1] * 100}))
+    return root
+
+
+def test_simulate_prints_every_metric_for_every_policy(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    plot = tmp_path / "frontier.png"
+    spot = calm_spot_traces(tmp_path / "spot")
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--plot", str(plot),
+                                 "--spot-traces", str(spot)])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["onprem_units"] == 32 and rep["jobs_read"] == 79
+    assert list(rep["policies"]) == ["never", "ondemand-all", "spot-all", "constant-wait", "compute-wait", "burstd"]
+    for name, row in rep["policies"].items():
+        for m in ("cloud_cost_usd", "jobs", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s",
+                  "bounded_slowdown_mean", "preemptions", "lost_node_hours"):
+            assert m in row, (name, m)
+        assert row["jobs"] == 79
+    never, od = rep["policies"]["never"], rep["policies"]["ondemand-all"]
+    assert never["cloud_cost_usd"] == 0 and od["cloud_cost_usd"] > 0 and od["cost_vs_ondemand_all"] == 1.0
+    assert od["wait_mean_s"] < never["wait_mean_s"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_policy_subset_and_limit(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--policy", "never,burstd",
+                                 "--limit-jobs", "10", "--spot-traces", str(calm_spot_traces(tmp_path / "s"))])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert list(rep["policies"]) == ["never", "burstd"] and rep["jobs_read"] == 10
+
+
+def test_garbage_trace_and_unknown_policy_are_clear_errors(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF + "this is not a job\n")
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json"])
+    assert r.exit_code == 1 and "site.swf:82" in r.output and "18 fields" in r.output
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--policy", "cheapest"])
+    assert r.exit_code == 1 and "unknown policy cheapest" in r.output
+
+
+def test_missing_spot_traces_are_a_clear_error(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--spot-traces", str(tmp_path)])
+    assert r.exit_code == 1 and "no spot traces under" in r.output
