@@ -100,14 +100,18 @@ def scan_processes(proc_root: str = "/proc", *, same_netns: bool = True) -> list
     return out
 
 
-def select_targets(procs: Iterable[Proc], torch_jobs: set[str] | frozenset[str] = frozenset()) -> dict[str, list[Proc]]:
+def select_targets(
+    procs: Iterable[Proc], torch_jobs: set[str] | frozenset[str] = frozenset()
+) -> dict[str, list[Proc]]:
     """Job id -> the processes to signal (pure; see the module docstring for the rule).
 
     ``torch_jobs``: jobs already seen with torch workers; they never fall back to leaf processes (once the
     workers have exited, the leaves are torchrun's agent and the batch shell, which must not be signalled).
     """
     jobs: dict[str, dict[int, Proc]] = {}
-    parents: set[int] = set()  # of every job process, signalled or not: a shell waiting on torchrun is no leaf
+    parents: set[int] = (
+        set()
+    )  # of every job process, signalled or not: a shell waiting on torchrun is no leaf
     for p in procs:
         if p.job_id:
             parents.add(p.ppid)
@@ -116,7 +120,8 @@ def select_targets(procs: Iterable[Proc], torch_jobs: set[str] | frozenset[str] 
     out: dict[str, list[Proc]] = {}
     for job, members in jobs.items():
         workers = [
-            p for p in members.values()
+            p
+            for p in members.values()
             if p.local_rank is not None and not (p.ppid in members and members[p.ppid].local_rank is not None)
         ]
         if workers:
@@ -128,7 +133,9 @@ def select_targets(procs: Iterable[Proc], torch_jobs: set[str] | frozenset[str] 
     return out
 
 
-def find_targets(proc_root: str = "/proc", torch_jobs: set[str] | frozenset[str] = frozenset()) -> dict[str, list[Proc]]:
+def find_targets(
+    proc_root: str = "/proc", torch_jobs: set[str] | frozenset[str] = frozenset()
+) -> dict[str, list[Proc]]:
     return select_targets(scan_processes(proc_root), torch_jobs)
 
 
@@ -181,8 +188,14 @@ class NoticeHandler:
         st = self._handled.get(n.key)
         if st is None:
             st = self._handled[n.key] = _Handled(first_seen=self.clock())
-            log.warning("notice node=%s kind=%s action=%s deadline=%s source=%s", self.node, n.kind, n.action,
-                        iso(n.deadline), n.source)
+            log.warning(
+                "notice node=%s kind=%s action=%s deadline=%s source=%s",
+                self.node,
+                n.kind,
+                n.action,
+                iso(n.deadline),
+                n.source,
+            )
         return st
 
     def _drain(self, n: Notice, st: _Handled) -> None:
@@ -193,7 +206,7 @@ class NoticeHandler:
             self.drain([self.node], reason)
             st.drained = True
             log.info("drained node=%s reason=%r", self.node, reason)
-        except Exception as exc:  # retried next poll; signalling must not wait for Slurm
+        except Exception as exc:  # noqa: BLE001 - retried next poll; signalling must not wait for Slurm
             log.error("drain failed node=%s error=%s (retrying next poll)", self.node, exc)
 
     def _report(self, n: Notice, st: _Handled) -> None:
@@ -203,7 +216,7 @@ class NoticeHandler:
         try:
             ok = self.report(n)
             log.info("reported to daemon node=%s ok=%s", self.node, ok)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - logged; one failure must not stop the loop
             log.error("report to daemon failed node=%s error=%s", self.node, exc)
 
     def _interruption(self, n: Notice) -> None:
@@ -212,7 +225,9 @@ class NoticeHandler:
         if now >= n.deadline:
             if not st.expired:
                 st.expired = True
-                log.warning("deadline passed node=%s deadline=%s: nothing more to do", self.node, iso(n.deadline))
+                log.warning(
+                    "deadline passed node=%s deadline=%s: nothing more to do", self.node, iso(n.deadline)
+                )
             return
         self._drain(n, st)
         if now >= st.first_seen + self.lead_time_s:
@@ -222,7 +237,7 @@ class NoticeHandler:
     def _signal(self, st: _Handled) -> None:
         try:
             targets = self.targets(torch_jobs=frozenset(self._torch_jobs))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - logged; one failure must not stop the loop
             log.error("process scan failed node=%s error=%s", self.node, exc)
             return
         for job, procs in targets.items():
@@ -241,8 +256,15 @@ class NoticeHandler:
                     log.error("cannot signal pid=%s job=%s: %s", p.pid, job, exc)
                     continue
                 self.signalled_jobs.setdefault(job, []).append(p.pid)
-                log.info("signalled node=%s job=%s pid=%s comm=%s local_rank=%s signal=%s", self.node, job, p.pid,
-                         p.comm, p.local_rank, _signal.Signals(self.signum).name)
+                log.info(
+                    "signalled node=%s job=%s pid=%s comm=%s local_rank=%s signal=%s",
+                    self.node,
+                    job,
+                    p.pid,
+                    p.comm,
+                    p.local_rank,
+                    _signal.Signals(self.signum).name,
+                )
 
     def _rebalance(self, n: Notice) -> None:
         st = self._state(n)

@@ -43,11 +43,19 @@ def _slurm_drain(cfg: SlurmConfig) -> Callable[[list[str], str], None]:
         for n in nodes:
             check_name("node name", n)
         check_reason(reason)
-        argv = [f"{cfg.bin_dir}/scontrol", "update", f"nodename={','.join(nodes)}", "state=DRAIN", f"reason={reason}"]
+        argv = [
+            f"{cfg.bin_dir}/scontrol",
+            "update",
+            f"nodename={','.join(nodes)}",
+            "state=DRAIN",
+            f"reason={reason}",
+        ]
         env = None
         if cfg.conf:
             env = dict(os.environ, SLURM_CONF=cfg.conf)
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=cfg.command_timeout_s, env=env)
+        r = subprocess.run(
+            argv, check=False, capture_output=True, text=True, timeout=cfg.command_timeout_s, env=env
+        )
         if r.returncode != 0:
             raise SlurmError(f"scontrol update nodename={','.join(nodes)} state=DRAIN: {r.stderr.strip()}")
 
@@ -55,8 +63,12 @@ def _slurm_drain(cfg: SlurmConfig) -> Callable[[list[str], str], None]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="burstd-agent", description="Act on the cloud's spot preemption notices.")
-    ap.add_argument("--config", "-c", help="burstd config file (its [agent] and [slurm] sections); default: none")
+    ap = argparse.ArgumentParser(
+        prog="burstd-agent", description="Act on the cloud's spot preemption notices."
+    )
+    ap.add_argument(
+        "--config", "-c", help="burstd config file (its [agent] and [slurm] sections); default: none"
+    )
     ap.add_argument("--provider", choices=["aws", "gcp", "local"])
     ap.add_argument("--metadata-url")
     ap.add_argument("--node", help="Slurm node name (default: the short hostname)")
@@ -98,7 +110,9 @@ def build_config(args: argparse.Namespace) -> tuple[AgentConfig, SlurmConfig]:
     return agent, slurm
 
 
-def run(agent: AgentConfig, slurm: SlurmConfig, *, once: bool = False, stop: threading.Event | None = None) -> int:
+def run(
+    agent: AgentConfig, slurm: SlurmConfig, *, once: bool = False, stop: threading.Event | None = None
+) -> int:
     stop = stop or threading.Event()
     node = agent.node_name or socket.gethostname().split(".")[0]
     watcher = make_watcher(agent)
@@ -114,8 +128,13 @@ def run(agent: AgentConfig, slurm: SlurmConfig, *, once: bool = False, stop: thr
         lead_time_s=agent.lead_time_s,
         on_rebalance=agent.on_rebalance,
     )
-    log.info("watching node=%s provider=%s url=%s every=%ss", node, agent.provider, watcher.base_url,
-             agent.poll_interval_s)
+    log.info(
+        "watching node=%s provider=%s url=%s every=%ss",
+        node,
+        agent.provider,
+        watcher.base_url,
+        agent.poll_interval_s,
+    )
     try:
         while not stop.is_set():
             try:

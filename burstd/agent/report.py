@@ -28,7 +28,9 @@ def _client(daemon_url: str, token_file: str | None, timeout_s: float) -> tuple[
         headers["Authorization"] = "Bearer " + Path(token_file).read_text().strip()
     if daemon_url.startswith("unix:"):
         transport = httpx.HTTPTransport(uds=daemon_url.removeprefix("unix:"))
-        return httpx.Client(transport=transport, timeout=timeout_s, headers=headers, trust_env=False), "http://burstd"
+        return httpx.Client(
+            transport=transport, timeout=timeout_s, headers=headers, trust_env=False
+        ), "http://burstd"
     return httpx.Client(timeout=timeout_s, headers=headers, trust_env=False), daemon_url.rstrip("/")
 
 
@@ -43,7 +45,12 @@ def notice_body(node: str, notice: Notice) -> dict:
 
 
 def report_notice(
-    daemon_url: str | None, node: str, notice: Notice, *, token_file: str | None = None, timeout_s: float = 3.0
+    daemon_url: str | None,
+    node: str,
+    notice: Notice,
+    *,
+    token_file: str | None = None,
+    timeout_s: float = 3.0,
 ) -> bool:
     """Post the notice; True when the daemon took it. Never raises: failures are logged."""
     if not daemon_url:

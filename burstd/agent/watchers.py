@@ -106,7 +106,11 @@ class AwsImdsWatcher(_HttpWatcher):
         # renew when less than a tenth of the lifetime (at most a minute) is left
         margin = min(60.0, self.token_ttl_s / 10)
         if renew or self._token is None or now >= self._token_expires - margin:
-            r = self._request("PUT", self.TOKEN_PATH, headers={"X-aws-ec2-metadata-token-ttl-seconds": str(self.token_ttl_s)})
+            r = self._request(
+                "PUT",
+                self.TOKEN_PATH,
+                headers={"X-aws-ec2-metadata-token-ttl-seconds": str(self.token_ttl_s)},
+            )
             if r.status_code != 200:
                 raise WatchError(f"IMDSv2 token refused: HTTP {r.status_code} {r.text[:200]}")
             self._token, self._token_expires = r.text.strip(), now + self.token_ttl_s
@@ -131,7 +135,9 @@ class AwsImdsWatcher(_HttpWatcher):
         if r.status_code == 200:
             try:
                 data = json.loads(r.text)
-                notices.append(Notice("interruption", str(data["action"]), parse_iso(data["time"]), self.source))
+                notices.append(
+                    Notice("interruption", str(data["action"]), parse_iso(data["time"]), self.source)
+                )
             except (ValueError, KeyError, TypeError) as exc:
                 raise WatchError(f"malformed spot/instance-action {r.text[:200]!r}: {exc}") from None
         r = self._get(self.REBALANCE_PATH)
@@ -174,16 +180,24 @@ class GcpMetadataWatcher(_HttpWatcher):
         params: dict[str, str] = {}
         timeout = httpx.Timeout(self.timeout_s)
         if self._etag is not None and self._first_seen is None:
-            params = {"wait_for_change": "true", "last_etag": self._etag, "timeout_sec": str(int(self.wait_s))}
+            params = {
+                "wait_for_change": "true",
+                "last_etag": self._etag,
+                "timeout_sec": str(int(self.wait_s)),
+            }
             timeout = httpx.Timeout(self.timeout_s, read=self.wait_s + self.timeout_s + 5)
-        r = self._request("GET", self.PATH, params=params, headers={"Metadata-Flavor": "Google"}, timeout=timeout)
+        r = self._request(
+            "GET", self.PATH, params=params, headers={"Metadata-Flavor": "Google"}, timeout=timeout
+        )
         if r.status_code != 200:
             raise WatchError(f"GET {self.PATH}: HTTP {r.status_code} {r.text[:200]}")
         self._etag = r.headers.get("ETag", self._etag)
         if r.text.strip().upper() == "TRUE":
             if self._first_seen is None:
                 self._first_seen = self.clock()
-            return [Notice("interruption", "terminate", float(int(self._first_seen + self.notice_s)), self.source)]
+            return [
+                Notice("interruption", "terminate", float(int(self._first_seen + self.notice_s)), self.source)
+            ]
         return []
 
 

@@ -32,8 +32,10 @@ def local_vm(cfg: Config, node: str) -> tuple[PoolConfig, str, str]:
     if pool is None:
         fail(f"node {node!r} belongs to no configured pool")
     if pool.provider != "local":
-        fail(f"node {node} is in pool {pool.name} (provider {pool.provider}): only local VMs can be preempted "
-             "on command")
+        fail(
+            f"node {node} is in pool {pool.name} (provider {pool.provider}): only local VMs can be preempted "
+            "on command"
+        )
     local = pool.local
     prefix = local.netns_prefix if local else "sl-"
     return pool, str(records_dir_of(cfg, pool)), f"{prefix}{node}"
@@ -43,7 +45,9 @@ def register(app: typer.Typer) -> None:
     @app.command("preempt")
     def preempt_cmd(
         node: str = typer.Argument(..., help="Slurm node name of a running local-provider VM"),
-        notice: float = typer.Option(None, "--notice", min=0, help="seconds of warning [default: the pool's notice_s]"),
+        notice: float = typer.Option(
+            None, "--notice", min=0, help="seconds of warning [default: the pool's notice_s]"
+        ),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,
     ) -> None:
@@ -57,8 +61,18 @@ def register(app: typer.Typer) -> None:
         notice_s = notice if notice is not None else (pool.local.notice_s if pool.local else 120.0)
         deadline = preempt(records, netns, notice_s)
         if as_json:
-            print_json({"node": node, "netns": netns, "notice_s": notice_s, "deadline": iso(deadline),
-                        "deadline_unix": deadline})
+            print_json(
+                {
+                    "node": node,
+                    "netns": netns,
+                    "notice_s": notice_s,
+                    "deadline": iso(deadline),
+                    "deadline_unix": deadline,
+                }
+            )
             return
-        console.print(f"node {node} (netns {netns}): preemption notice given, reclaimed at {iso(deadline)} "
-                      f"(in {max(0, deadline - time.time()):.0f} s)", highlight=False)
+        console.print(
+            f"node {node} (netns {netns}): preemption notice given, reclaimed at {iso(deadline)} "
+            f"(in {max(0, deadline - time.time()):.0f} s)",
+            highlight=False,
+        )

@@ -39,7 +39,12 @@ class Notice:
         return (self.kind, self.action, self.deadline)
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "action": self.action, "deadline": iso(self.deadline), "source": self.source}
+        return {
+            "kind": self.kind,
+            "action": self.action,
+            "deadline": iso(self.deadline),
+            "source": self.source,
+        }
 
 
 def iso(ts: float) -> str:

@@ -38,8 +38,12 @@ def _job_in(netns: str, job_id: str, marker: Path, local_rank: str | None = "0")
     env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job_id}
     if local_rank is not None:
         env["LOCAL_RANK"] = local_rank
-    p = subprocess.Popen(["nsenter", f"--net=/run/netns/{netns}", sys.executable, "-c", code], env=env,
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        ["nsenter", f"--net=/run/netns/{netns}", sys.executable, "-c", code],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout.readline().strip() == "ready"
     return p
 
@@ -64,7 +68,9 @@ def two_vms():
         subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
     yield names
     for ns in names:
-        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        pids = subprocess.run(
+            ["ip", "netns", "pids", ns], check=False, capture_output=True, text=True
+        ).stdout.split()
         for pid in pids:
             try:
                 os.kill(int(pid), 9)
@@ -81,8 +87,9 @@ def test_notice_reaches_the_agent_in_its_vm_which_drains_and_signals_only_its_ow
     (bin_dir / "scontrol").chmod(0o755)
     records = tmp_path / "records"
     argv = agent_argv("zzcloud1", metadata_port=1338, poll_interval_s=0.2) + ["--slurm-bin-dir", str(bin_dir)]
-    extra = start_vm_services(netns=vm_a, node="zzcloud1", address="10.0.0.1", instance_id="i-a",
-                              records_dir=records, agent=argv)
+    extra = start_vm_services(
+        netns=vm_a, node="zzcloud1", address="10.0.0.1", instance_id="i-a", records_dir=records, agent=argv
+    )
     assert extra["metadata_url"] == "http://169.254.169.254:1338"
     job = f"9{uuid.uuid4().int % 10**6}"
     mine = _job_in(vm_a, job, tmp_path / "a.marker")
@@ -93,8 +100,11 @@ def test_notice_reaches_the_agent_in_its_vm_which_drains_and_signals_only_its_ow
         deadline = preempt(records, vm_a, notice_s=60, reclaim=False)
         _wait(lambda: (tmp_path / "a.marker").exists(), 20, "the job in the preempted VM to get SIGUSR1")
         assert mine.wait(10) == 0
-        log = _wait(lambda: (tmp_path / "scontrol.log").exists() and (tmp_path / "scontrol.log").read_text(), 10,
-                    "the drain")
+        log = _wait(
+            lambda: (tmp_path / "scontrol.log").exists() and (tmp_path / "scontrol.log").read_text(),
+            10,
+            "the drain",
+        )
         args = log.splitlines()
         assert args[:3] == ["update", "nodename=zzcloud1", "state=DRAIN"]
         assert parse_preemption_reason(args[3].removeprefix("reason=")).deadline == deadline
@@ -126,25 +136,40 @@ def test_random_preemption_rate_announces_then_reclaims_the_vm(tmp_path):
         bin_dir.mkdir()
         (bin_dir / "scontrol").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {tmp_path}/scontrol.log\n')
         (bin_dir / "scontrol").chmod(0o755)
-        cfg = parse_config({
-            "daemon": {"state_dir": str(tmp_path / "state")},
-            "slurm": {"bin_dir": str(bin_dir)},
-            "agent": {"poll_interval_s": 0.2, "daemon_url": f"unix:{tmp_path}/no-daemon.sock"},
-            "pools": [{"name": "p", "provider": "local", "partition": "cloud", "node_prefix": "zzc", "node_count": 1,
-                       "price_per_hour": 0.1, "instance_types": [{"name": "n", "cpus": 1, "memory_mb": 100}],
-                       "local": {"preempt_rate_per_hour": 3600 * 20, "notice_s": 2}}],
-        })
+        cfg = parse_config(
+            {
+                "daemon": {"state_dir": str(tmp_path / "state")},
+                "slurm": {"bin_dir": str(bin_dir)},
+                "agent": {"poll_interval_s": 0.2, "daemon_url": f"unix:{tmp_path}/no-daemon.sock"},
+                "pools": [
+                    {
+                        "name": "p",
+                        "provider": "local",
+                        "partition": "cloud",
+                        "node_prefix": "zzc",
+                        "node_count": 1,
+                        "price_per_hour": 0.1,
+                        "instance_types": [{"name": "n", "cpus": 1, "memory_mb": 100}],
+                        "local": {"preempt_rate_per_hour": 3600 * 20, "notice_s": 2},
+                    }
+                ],
+            }
+        )
         hook = PreemptionHook(cfg, cfg.pools[0])
         vm = SimpleNamespace(netns=ns, node_name="zzc1", ip="10.0.0.9", instance_id="i-r", tags={}, extra={})
         vm.extra = hook.vm_started(vm)
         assert vm.extra["chaos_pid"]
-        _wait(lambda: (tmp_path / "scontrol.log").exists(), 20, "the random notice to reach the agent (drain)")
+        _wait(
+            lambda: (tmp_path / "scontrol.log").exists(), 20, "the random notice to reach the agent (drain)"
+        )
         assert "state=DRAIN" in (tmp_path / "scontrol.log").read_text()
         _wait(lambda: not os.path.exists(f"/run/netns/{ns}"), 30, "the VM to be reclaimed at the deadline")
         assert "reclaimed" in (metadata_dir(hook.records_dir, ns) / "reclaim.log").read_text()
     finally:
         if os.path.exists(f"/run/netns/{ns}"):
-            for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+            for pid in subprocess.run(
+                ["ip", "netns", "pids", ns], check=False, capture_output=True, text=True
+            ).stdout.split():
                 try:
                     os.kill(int(pid), 9)
                 except ProcessLookupError:

@@ -30,8 +30,13 @@ pytestmark = [pytest.mark.bed, pytest.mark.torch, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "sbatch_templates" / "torchrun-multi-node.sbatch"
-for _needed in (REPO / "tests" / "bed.py", TEMPLATE, REPO / "burstd" / "daemon" / "main.py",
-                REPO / "burstd" / "train" / "example.py", REPO / "burstd" / "providers" / "local" / "provider.py"):
+for _needed in (
+    REPO / "tests" / "bed.py",
+    TEMPLATE,
+    REPO / "burstd" / "daemon" / "main.py",
+    REPO / "burstd" / "train" / "example.py",
+    REPO / "burstd" / "providers" / "local" / "provider.py",
+):
     if not _needed.exists():
         pytest.skip(f"needs {_needed.relative_to(REPO)} (bed, daemon, train)", allow_module_level=True)
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -52,8 +57,9 @@ def burst_cluster(slurm_bed):
     from tests.integration.daemon_bed import bed_daemon_config, running_daemon, world_readable_dir
 
     d = world_readable_dir("burstd-preempt-")
-    cfg_path = bed_daemon_config(slurm_bed, d, agent={"poll_interval_s": 1.0},
-                                 budget={"default_account_usd": 100000})
+    cfg_path = bed_daemon_config(
+        slurm_bed, d, agent={"poll_interval_s": 1.0}, budget={"default_account_usd": 100000}
+    )
     cfg = load_config(cfg_path)
     with running_daemon(slurm_bed, cfg_path, d / "burstd.log"):
         yield slurm_bed, cfg_path, cfg, d
@@ -80,11 +86,20 @@ def _submit(bed, partition: str, ckpt: Path, log: Path, name: str) -> int:
         "GLOO_SOCKET_IFNAME": "eth0",
         "OMP_NUM_THREADS": "1",
         "TRAIN_ARGS": f"-m burstd.train.example --steps {STEPS} --seed {SEED} --ckpt-every {CKPT_EVERY} "
-                      f"--step-sleep {STEP_SLEEP}",
+        f"--step-sleep {STEP_SLEEP}",
     }
     export = "ALL," + ",".join(f"{k}={v}" for k, v in exports.items())
-    opts = ["-p", partition, "-N", "2", "--cpus-per-task=2", "--time=20", f"--job-name={name}", f"--output={log}",
-            f"--export={export}"]
+    opts = [
+        "-p",
+        partition,
+        "-N",
+        "2",
+        "--cpus-per-task=2",
+        "--time=20",
+        f"--job-name={name}",
+        f"--output={log}",
+        f"--export={export}",
+    ]
     return bed.sbatch(opts, TEMPLATE.read_text())
 
 
@@ -118,12 +133,18 @@ def _assert_same_weights(a: Path, b: Path) -> None:
         assert torch.equal(sa["model"][k], sb["model"][k]), f"weights differ in {k}"
     for pa, pb in zip(sa["optimizer"]["state"].values(), sb["optimizer"]["state"].values(), strict=True):
         for k in pa:
-            assert torch.equal(torch.as_tensor(pa[k]), torch.as_tensor(pb[k])), f"optimizer state differs in {k}"
+            assert torch.equal(torch.as_tensor(pa[k]), torch.as_tensor(pb[k])), (
+                f"optimizer state differs in {k}"
+            )
 
 
 def _job_done(bed, job: int) -> str | None:
     state = bed.job(job).get("JobState", "")
-    return state if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY") else None
+    return (
+        state
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+        else None
+    )
 
 
 def _nodes(bed, job: int) -> list[str]:
@@ -138,8 +159,11 @@ def _instance_of(cfg, node: str) -> str | None:
     from burstd.providers.local.provider import LocalProvider
 
     pool = cfg.pool_of_node(node)
-    live = [i for i in LocalProvider.from_config(cfg, pool.name).list_instances()
-            if i.node_name == node and not i.is_gone]
+    live = [
+        i
+        for i in LocalProvider.from_config(cfg, pool.name).list_instances()
+        if i.node_name == node and not i.is_gone
+    ]
     return live[0].instance_id if live else None
 
 
@@ -166,28 +190,58 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
     ckpt.mkdir()
     job = _submit(bed, bed.cloud_partition, ckpt, log, "preempted")
     try:
-        bed.wait_for(lambda: bed.job(job).get("JobState") == "RUNNING", 240, "the job to run on two cloud nodes")
+        bed.wait_for(
+            lambda: bed.job(job).get("JobState") == "RUNNING", 240, "the job to run on two cloud nodes"
+        )
         first_nodes = _nodes(bed, job)
         assert len(first_nodes) == 2 and all(n in bed.cloud_nodes for n in first_nodes), first_nodes
-        bed.wait_for(lambda: log.exists() and (_steps_by_run(log) or [[]])[-1] and
-                     max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 3, 240, "training to be well under way")
+        bed.wait_for(
+            lambda: (
+                log.exists()
+                and (_steps_by_run(log) or [[]])[-1]
+                and max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 3
+            ),
+            240,
+            "training to be well under way",
+        )
         victim = first_nodes[-1]
         victim_instance = _instance_of(cfg, victim)
 
         # the notice, through the victim VM's metadata endpoint
-        out = subprocess.run([sys.executable, "-m", "burstd.cli.app", "preempt", victim, "--notice", str(NOTICE_S),
-                              "--json", "-c", str(cfg_path)], capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "burstd.cli.app",
+                "preempt",
+                victim,
+                "--notice",
+                str(NOTICE_S),
+                "--json",
+                "-c",
+                str(cfg_path),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            cwd=REPO,
+            check=True,
+        )
         notice_at = time.time()
         deadline = json.loads(out.stdout)["deadline_unix"]
 
         # the agent drains the node with the deadline in the reason
-        reason = bed.wait_for(lambda: "burstd-preempt" in bed.node(victim).get("Reason", "") and
-                              bed.node(victim)["Reason"], 30, "the agent to drain the victim")
+        reason = bed.wait_for(
+            lambda: "burstd-preempt" in bed.node(victim).get("Reason", "") and bed.node(victim)["Reason"],
+            30,
+            "the agent to drain the victim",
+        )
         assert "terminate at" in reason
 
         # every rank checkpoints before the deadline; the job is requeued
-        bed.wait_for(lambda: int(bed.job(job).get("Restarts", "0")) >= 1, NOTICE_S + 60, "the job to be requeued")
+        bed.wait_for(
+            lambda: int(bed.job(job).get("Restarts", "0")) >= 1, NOTICE_S + 60, "the job to be requeued"
+        )
         ckpts = _complete_checkpoints(ckpt)
         runs = _steps_by_run(log)
         last_step_run1 = max(runs[0])
@@ -196,9 +250,13 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
         assert last_step_run1 - stop_step <= 1, f"lost {last_step_run1 - stop_step} steps"
 
         # the requeued job resumes elsewhere (fresh VMs: the preempted one is gone) from that checkpoint
-        bed.wait_for(lambda: len(_steps_by_run(log)) >= 2 and _steps_by_run(log)[1], 300, "the second run to train")
+        bed.wait_for(
+            lambda: len(_steps_by_run(log)) >= 2 and _steps_by_run(log)[1], 300, "the second run to train"
+        )
         second = {n: _instance_of(cfg, n) for n in _nodes(bed, job)}
-        assert victim_instance not in second.values(), f"run 2 on the preempted VM {victim_instance}: {second}"
+        assert victim_instance not in second.values(), (
+            f"run 2 on the preempted VM {victim_instance}: {second}"
+        )
         state = bed.wait_for(lambda: _job_done(bed, job), 600, "the requeued job to finish")
         assert state == "COMPLETED", log.read_text()[-4000:]
         runs = _steps_by_run(log)
@@ -213,26 +271,32 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
 
 
 def test_node_killed_without_notice_resumes_from_last_periodic_checkpoint(burst_cluster):
-    bed, cfg_path, cfg, d = burst_cluster
+    bed, _cfg_path, cfg, d = burst_cluster
     from burstd.providers.local.provider import LocalProvider
 
     d = d / "kill"
     d.mkdir()
-    ref, ref_ckpt, ref_log = _run_reference(bed, d)
+    ref, ref_ckpt, _ref_log = _run_reference(bed, d)
     ckpt, log = d / "ckpt", d / "job.log"
     ckpt.mkdir()
     job = _submit(bed, bed.cloud_partition, ckpt, log, "killed")
     try:
-        bed.wait_for(lambda: bed.job(job).get("JobState") == "RUNNING", 240, "the job to run on two cloud nodes")
+        bed.wait_for(
+            lambda: bed.job(job).get("JobState") == "RUNNING", 240, "the job to run on two cloud nodes"
+        )
         first_nodes = _nodes(bed, job)
         bed.wait_for(lambda: 2 * CKPT_EVERY in _complete_checkpoints(ckpt), 240, "two periodic checkpoints")
-        bed.wait_for(lambda: max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 4, 60, "steps past the checkpoint")
+        bed.wait_for(
+            lambda: max(_steps_by_run(log)[-1]) >= 2 * CKPT_EVERY + 4, 60, "steps past the checkpoint"
+        )
         victim = first_nodes[-1]
         provider = LocalProvider.from_config(cfg, cfg.pool_of_node(victim).name)
         instance = _instance_of(cfg, victim)
         # a hard crash: SIGKILL to everything in the VM first (destroying it alone would send SIGTERM, which
         # burstd.train already turns into a checkpoint), then the VM is gone
-        pids = subprocess.run(["ip", "netns", "pids", provider.netns_of(victim)], capture_output=True, text=True).stdout.split()
+        pids = subprocess.run(
+            ["ip", "netns", "pids", provider.netns_of(victim)], check=False, capture_output=True, text=True
+        ).stdout.split()
         for pid in pids:
             try:
                 os.kill(int(pid), signal.SIGKILL)
@@ -247,8 +311,9 @@ def test_node_killed_without_notice_resumes_from_last_periodic_checkpoint(burst_
         assert state == "COMPLETED", log.read_text()[-4000:]
         assert int(bed.job(job).get("Restarts", "0")) >= 1
         runs = _steps_by_run(log)
-        assert min(runs[-1]) == periodic + 1 or any(min(r) == periodic + 1 for r in runs[1:] if r), \
+        assert min(runs[-1]) == periodic + 1 or any(min(r) == periodic + 1 for r in runs[1:] if r), (
             f"did not resume from the last periodic checkpoint {periodic}"
+        )
         assert max(runs[-1]) == STEPS
         bed.wait_for(lambda: _job_done(bed, ref), 600, "the reference job to finish")
         _assert_same_weights(ckpt / "final.pt", ref_ckpt / "final.pt")

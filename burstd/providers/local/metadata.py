@@ -77,7 +77,9 @@ def announce_preemption(
     current = read_notice(state_dir)
     if current is not None:
         return current[1]
-    _write_atomic(Path(state_dir) / NOTICE_FILE, {"action": action, "time": iso(deadline), "deadline": deadline})
+    _write_atomic(
+        Path(state_dir) / NOTICE_FILE, {"action": action, "time": iso(deadline), "deadline": deadline}
+    )
     return deadline
 
 
@@ -120,11 +122,13 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "burstd-local-imds/1"
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's name
+    def log_message(self, format: str, *args) -> None:
         if self.server.verbose:
             sys.stderr.write(f"metadata {self.address_string()} {format % args}\n")
 
-    def _send(self, code: int, body: str = "", ctype: str = "text/plain", headers: dict | None = None) -> None:
+    def _send(
+        self, code: int, body: str = "", ctype: str = "text/plain", headers: dict | None = None
+    ) -> None:
         data = body.encode()
         self.send_response(code)
         self.send_header("Content-Type", ctype)
@@ -135,7 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         path = urlsplit(self.path).path
         if path != "/latest/api/token":
             return self._send(404, "Not Found")
@@ -152,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.issue_token(token, ttl)
         self._send(200, token, headers={"X-aws-ec2-metadata-token-ttl-seconds": str(ttl)})
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         if url.path.startswith("/computeMetadata/"):
             return self._gcp(url.path, parse_qs(url.query))
@@ -230,7 +234,9 @@ class MetadataServer(ThreadingHTTPServer):
         return f"http://{host}:{port}"
 
     def start(self) -> MetadataServer:
-        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), name="local-imds", daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, args=(0.05,), name="local-imds", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -270,11 +276,19 @@ class MetadataServer(ThreadingHTTPServer):
         ident = self.identity
         md = "/latest/meta-data/"
         if path == "/latest/meta-data" or path == md:
-            keys = ["events/", "hostname", "instance-id", "instance-life-cycle", "local-ipv4", "spot/", "tags/"]
+            keys = [
+                "events/",
+                "hostname",
+                "instance-id",
+                "instance-life-cycle",
+                "local-ipv4",
+                "spot/",
+                "tags/",
+            ]
             return "\n".join(keys), "text/plain"
         if not path.startswith(md):
             return None
-        key = path[len(md):]
+        key = path[len(md) :]
         plain = {
             "instance-id": ident.instance_id,
             "hostname": ident.node,
@@ -296,8 +310,8 @@ class MetadataServer(ThreadingHTTPServer):
             return json.dumps({"noticeTime": data["noticeTime"]}), "application/json"
         if key in ("tags/instance", "tags/instance/"):
             return "\n".join(sorted(ident.tags)), "text/plain"
-        if key.startswith("tags/instance/") and key[len("tags/instance/"):] in ident.tags:
-            return ident.tags[key[len("tags/instance/"):]], "text/plain"
+        if key.startswith("tags/instance/") and key[len("tags/instance/") :] in ident.tags:
+            return ident.tags[key[len("tags/instance/") :]], "text/plain"
         return None
 
 
@@ -310,7 +324,10 @@ def add_link_local_alias(netns: str, *, ip_bin: str = "ip") -> None:
     Each namespace has its own loopback, so every VM gets its own private 169.254.169.254.
     """
     r = subprocess.run(
-        [ip_bin, "-n", netns, "addr", "add", f"{LINK_LOCAL}/32", "dev", "lo"], capture_output=True, text=True
+        [ip_bin, "-n", netns, "addr", "add", f"{LINK_LOCAL}/32", "dev", "lo"],
+        check=False,
+        capture_output=True,
+        text=True,
     )
     if r.returncode != 0 and "File exists" not in r.stderr:
         raise RuntimeError(f"cannot add {LINK_LOCAL} to {netns}: {r.stderr.strip()}")
@@ -329,9 +346,19 @@ def server_argv(
     nsenter, not ``ip netns exec``: the latter remounts /sys (see TESTBED.md gotcha 2).
     """
     argv = [
-        python, "-m", "burstd.providers.local.metadata",
-        "--state-dir", str(state_dir), "--listen", listen,
-        "--instance-id", identity.instance_id, "--node", identity.node, "--address", identity.address,
+        python,
+        "-m",
+        "burstd.providers.local.metadata",
+        "--state-dir",
+        str(state_dir),
+        "--listen",
+        listen,
+        "--instance-id",
+        identity.instance_id,
+        "--node",
+        identity.node,
+        "--address",
+        identity.address,
     ]
     for k, v in identity.tags.items():
         argv += ["--tag", f"{k}={v}"]
@@ -348,7 +375,9 @@ def _parse_listen(text: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m burstd.providers.local.metadata", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m burstd.providers.local.metadata", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--listen", type=_parse_listen, default=("0.0.0.0", 1338))
     ap.add_argument("--instance-id", required=True)
@@ -359,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     tags = dict(t.split("=", 1) for t in a.tag if "=" in t)
     host, port = a.listen
-    srv = MetadataServer(a.state_dir, Identity(a.instance_id, a.node, a.address, tags), host, port, verbose=a.verbose)
+    srv = MetadataServer(
+        a.state_dir, Identity(a.instance_id, a.node, a.address, tags), host, port, verbose=a.verbose
+    )
     sys.stderr.write(f"burstd local metadata for {a.node} on {srv.url}, state {a.state_dir}\n")
     try:
         srv.serve_forever()

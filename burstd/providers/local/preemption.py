@@ -78,7 +78,12 @@ def _spawn(argv: list[str], log_path: Path, env: dict[str, str]) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
         p = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
             close_fds=True,
         )
     return p.pid
@@ -97,8 +102,17 @@ def agent_argv(
     python: str = sys.executable,
 ) -> list[str]:
     """burstd-agent as the local provider runs it inside a VM."""
-    argv = [python, "-m", "burstd.agent.main", "--provider", "local", "--node", node,
-            "--metadata-url", f"http://{LINK_LOCAL}:{metadata_port}"]
+    argv = [
+        python,
+        "-m",
+        "burstd.agent.main",
+        "--provider",
+        "local",
+        "--node",
+        node,
+        "--metadata-url",
+        f"http://{LINK_LOCAL}:{metadata_port}",
+    ]
     if config:
         argv += ["--config", config]
     if poll_interval_s is not None:
@@ -135,13 +149,29 @@ def vm_services_plan(config, pool, node: str) -> tuple[list[str], dict[str, str]
 
 
 def start_vm_services_for(
-    config, pool, *, netns: str, node: str, address: str, instance_id: str, records_dir: str | os.PathLike,
+    config,
+    pool,
+    *,
+    netns: str,
+    node: str,
+    address: str,
+    instance_id: str,
+    records_dir: str | os.PathLike,
     tags: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """``start_vm_services`` with everything taken from the burstd config (the LocalProvider's one call)."""
     argv, env, port = vm_services_plan(config, pool, node)
-    return start_vm_services(netns=netns, node=node, address=address, instance_id=instance_id,
-                             records_dir=records_dir, metadata_port=port, tags=tags, agent=argv, env=env)
+    return start_vm_services(
+        netns=netns,
+        node=node,
+        address=address,
+        instance_id=instance_id,
+        records_dir=records_dir,
+        metadata_port=port,
+        tags=tags,
+        agent=argv,
+        env=env,
+    )
 
 
 _NETNS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -168,24 +198,47 @@ def start_vm_services(
         raise ValueError(f"invalid namespace name {netns!r}")
     state = metadata_dir(records_dir, netns)
     state.mkdir(parents=True, exist_ok=True)
-    clear_notices(state)  # a relaunched VM starts without its predecessor's notice (and its reclaimer stands down)
+    clear_notices(
+        state
+    )  # a relaunched VM starts without its predecessor's notice (and its reclaimer stands down)
     add_link_local_alias(netns)
     ident = Identity(instance_id=instance_id, node=node, address=address, tags=dict(tags or {}))
     enter = ["nsenter", f"--net=/run/netns/{netns}", "--"]  # not `ip netns exec` (TESTBED.md gotcha 2)
     full_env = _env(env)
-    _spawn(enter + server_argv(None, state, ident, listen=f"0.0.0.0:{metadata_port}"), state / "metadata.log", full_env)
+    _spawn(
+        enter + server_argv(None, state, ident, listen=f"0.0.0.0:{metadata_port}"),
+        state / "metadata.log",
+        full_env,
+    )
     if agent:
         _spawn(enter + agent, state / "agent.log", full_env)
     return {"metadata_url": f"http://{LINK_LOCAL}:{metadata_port}", "metadata_dir": str(state)}
 
 
-def reclaimer_argv(records_dir: str | os.PathLike, netns: str, deadline: float, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "burstd.providers.local.preemption", "reclaim", "--records-dir", str(records_dir),
-            "--netns", netns, "--at", f"{deadline:.3f}"]
+def reclaimer_argv(
+    records_dir: str | os.PathLike, netns: str, deadline: float, python: str = sys.executable
+) -> list[str]:
+    return [
+        python,
+        "-m",
+        "burstd.providers.local.preemption",
+        "reclaim",
+        "--records-dir",
+        str(records_dir),
+        "--netns",
+        netns,
+        "--at",
+        f"{deadline:.3f}",
+    ]
 
 
 def preempt(
-    records_dir: str | os.PathLike, netns: str, notice_s: float, *, reclaim: bool = True, now: float | None = None
+    records_dir: str | os.PathLike,
+    netns: str,
+    notice_s: float,
+    *,
+    reclaim: bool = True,
+    now: float | None = None,
 ) -> float:
     """Announce a spot interruption on a local VM and (``reclaim``) destroy it at the deadline.
 
@@ -201,7 +254,9 @@ def preempt(
     return deadline
 
 
-def reclaim_at(records_dir: str | os.PathLike, netns: str, deadline: float, *, sleep=time.sleep, clock=time.time) -> bool:
+def reclaim_at(
+    records_dir: str | os.PathLike, netns: str, deadline: float, *, sleep=time.sleep, clock=time.time
+) -> bool:
     """Sleep until ``deadline``, then destroy the VM keeping its record as ``preempted``.
 
     Stands down (returns False) when the notice is gone by then: the VM was terminated and launched anew.
@@ -223,14 +278,40 @@ def reclaim_at(records_dir: str | os.PathLike, netns: str, deadline: float, *, s
         return vms.destroy(netns, records_dir, keep_record_as=PREEMPTED)
 
 
-def chaos_argv(records_dir: str | os.PathLike, netns: str, rate_per_hour: float, notice_s: float,
-               python: str = sys.executable) -> list[str]:
-    return [python, "-m", "burstd.providers.local.preemption", "chaos", "--records-dir", str(records_dir),
-            "--netns", netns, "--rate", str(rate_per_hour), "--notice", str(notice_s)]
+def chaos_argv(
+    records_dir: str | os.PathLike,
+    netns: str,
+    rate_per_hour: float,
+    notice_s: float,
+    python: str = sys.executable,
+) -> list[str]:
+    return [
+        python,
+        "-m",
+        "burstd.providers.local.preemption",
+        "chaos",
+        "--records-dir",
+        str(records_dir),
+        "--netns",
+        netns,
+        "--rate",
+        str(rate_per_hour),
+        "--notice",
+        str(notice_s),
+    ]
 
 
-def chaos(records_dir: str | os.PathLike, netns: str, rate_per_hour: float, notice_s: float, *,
-          rng: random.Random | None = None, sleep=time.sleep, alive=None, reclaim: bool = True) -> float | None:
+def chaos(
+    records_dir: str | os.PathLike,
+    netns: str,
+    rate_per_hour: float,
+    notice_s: float,
+    *,
+    rng: random.Random | None = None,
+    sleep=time.sleep,
+    alive=None,
+    reclaim: bool = True,
+) -> float | None:
     """Preempt ``netns`` after an exponentially distributed time (mean 1/rate); stop when the VM is gone.
 
     Returns the deadline announced, or None when the VM went away (or was preempted) first.
@@ -265,13 +346,22 @@ class PreemptionHook:
 
     def vm_started(self, vm) -> dict[str, str]:
         extra = start_vm_services_for(
-            self.config, self.pool, netns=vm.netns, node=vm.node_name, address=vm.ip,
-            instance_id=vm.instance_id, records_dir=self.records_dir, tags=dict(vm.tags),
+            self.config,
+            self.pool,
+            netns=vm.netns,
+            node=vm.node_name,
+            address=vm.ip,
+            instance_id=vm.instance_id,
+            records_dir=self.records_dir,
+            tags=dict(vm.tags),
         )
         local = self.pool.local
         if local is not None and local.preempt_rate_per_hour > 0:
-            pid = _spawn(chaos_argv(self.records_dir, vm.netns, local.preempt_rate_per_hour, local.notice_s),
-                         metadata_dir(self.records_dir, vm.netns) / "chaos.log", _env())
+            pid = _spawn(
+                chaos_argv(self.records_dir, vm.netns, local.preempt_rate_per_hour, local.notice_s),
+                metadata_dir(self.records_dir, vm.netns) / "chaos.log",
+                _env(),
+            )
             extra["chaos_pid"] = str(pid)
         return extra
 

@@ -42,8 +42,12 @@ def test_plain_job_signals_its_leaf_processes_never_slurmstepd():
 
 
 def test_targets_are_grouped_per_job():
-    procs = [P(11, 1, "bash", job="1"), P(12, 11, "python", job="1", rank="0"),
-             P(21, 1, "bash", job="2"), P(22, 21, "sleep", job="2")]
+    procs = [
+        P(11, 1, "bash", job="1"),
+        P(12, 11, "python", job="1", rank="0"),
+        P(21, 1, "bash", job="2"),
+        P(22, 21, "sleep", job="2"),
+    ]
     got = {j: [p.pid for p in ps] for j, ps in select_targets(procs).items()}
     assert got == {"1": [12], "2": [22]}
 
@@ -56,7 +60,9 @@ def _spawn(env_extra: dict, marker) -> subprocess.Popen:
         "time.sleep(60)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "LOCAL_RANK"))}
-    p = subprocess.Popen([sys.executable, "-c", code], env={**env, **env_extra}, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], env={**env, **env_extra}, stdout=subprocess.PIPE, text=True
+    )
     assert p.stdout.readline().strip() == "ready"
     return p
 
@@ -71,9 +77,13 @@ def test_scan_finds_real_processes_of_a_job_and_the_handler_signals_them(tmp_pat
         assert sorted(p.pid for p in mine) == sorted([w0.pid, w1.pid])
         assert all(p.start_ticks > 0 for p in mine)
         drained = []
-        h = NoticeHandler("cloud7", drain=lambda n, r: drained.append((n, r)),
-                          targets=lambda torch_jobs: {j: ps for j, ps in find_targets(torch_jobs=torch_jobs).items()
-                                                      if j == job})
+        h = NoticeHandler(
+            "cloud7",
+            drain=lambda n, r: drained.append((n, r)),
+            targets=lambda torch_jobs: {
+                j: ps for j, ps in find_targets(torch_jobs=torch_jobs).items() if j == job
+            },
+        )
         h.handle([Notice("interruption", "terminate", time.time() + 60, "local")])
         assert w0.wait(10) == 0 and w1.wait(10) == 0
         assert (tmp_path / "w0").read_text() == "got" and (tmp_path / "w1").read_text() == "got"
@@ -97,9 +107,13 @@ class Rig:
         self.drain_fails = drain_fails
         self.procs = targets if targets is not None else {"7": [P(13, 12, "python", rank="0")]}
         self.h = NoticeHandler(
-            "cloud7", drain=self.drain, report=self.report,
+            "cloud7",
+            drain=self.drain,
+            report=self.report,
             targets=lambda torch_jobs=frozenset(): select_targets(self.flat(), torch_jobs),
-            kill=lambda pid, sig: self.kills.append((pid, sig)), clock=lambda: self.now, **kw,
+            kill=lambda pid, sig: self.kills.append((pid, sig)),
+            clock=lambda: self.now,
+            **kw,
         )
 
     def flat(self):
@@ -198,7 +212,12 @@ def test_rebalance_never_overwrites_an_interruption_drain_reason():
 
 
 def test_torchrun_agent_is_never_signalled_even_after_its_workers_exit():
-    tree = [P(11, 1, "bash"), P(12, 11, "pt_elastic"), P(13, 12, "python", rank="0"), P(14, 12, "python", rank="1")]
+    tree = [
+        P(11, 1, "bash"),
+        P(12, 11, "pt_elastic"),
+        P(13, 12, "python", rank="0"),
+        P(14, 12, "python", rank="1"),
+    ]
     r = Rig(targets={"7": tree})
     n = notice(r.now + 120)
     r.h.handle([n])

@@ -22,8 +22,19 @@ def test_once_drains_the_node_through_scontrol_with_the_deadline(tmp_path):
     try:
         _fake_scontrol(tmp_path / "bin", tmp_path / "argv")
         deadline = announce_preemption(srv.state_dir, 120)
-        rc = main(["--once", "--provider", "local", "--metadata-url", srv.url, "--node", "cloud3",
-                   "--slurm-bin-dir", str(tmp_path / "bin")])
+        rc = main(
+            [
+                "--once",
+                "--provider",
+                "local",
+                "--metadata-url",
+                srv.url,
+                "--node",
+                "cloud3",
+                "--slurm-bin-dir",
+                str(tmp_path / "bin"),
+            ]
+        )
         assert rc == 0
         argv = (tmp_path / "argv").read_text().splitlines()
         assert argv[:3] == ["update", "nodename=cloud3", "state=DRAIN"]
@@ -37,8 +48,22 @@ def test_no_notice_touches_nothing(tmp_path):
     srv = MetadataServer(tmp_path / "vm", Identity("i-1", "cloud3"), "127.0.0.1", 0).start()
     try:
         _fake_scontrol(tmp_path / "bin", tmp_path / "argv")
-        assert main(["--once", "--provider", "local", "--metadata-url", srv.url, "--node", "cloud3",
-                     "--slurm-bin-dir", str(tmp_path / "bin")]) == 0
+        assert (
+            main(
+                [
+                    "--once",
+                    "--provider",
+                    "local",
+                    "--metadata-url",
+                    srv.url,
+                    "--node",
+                    "cloud3",
+                    "--slurm-bin-dir",
+                    str(tmp_path / "bin"),
+                ]
+            )
+            == 0
+        )
         assert not os.path.exists(tmp_path / "argv")
     finally:
         srv.stop()

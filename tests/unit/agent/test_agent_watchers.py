@@ -25,7 +25,10 @@ from burstd.providers.local.metadata import (
 def imds(tmp_path):
     """A real local metadata server on 127.0.0.1 (random port), its state dir in tmp_path."""
     srv = MetadataServer(
-        tmp_path / "vm", Identity("i-local-cloud7", "cloud7", "10.77.0.107", {"burstd:lease": "L-7"}), "127.0.0.1", 0
+        tmp_path / "vm",
+        Identity("i-local-cloud7", "cloud7", "10.77.0.107", {"burstd:lease": "L-7"}),
+        "127.0.0.1",
+        0,
     ).start()
     srv.wait_step_s = 0.02
     yield srv
@@ -59,8 +62,12 @@ def test_announced_interruption_is_seen_with_its_deadline(imds):
 def test_instance_action_body_has_the_aws_shape(imds):
     deadline = announce_preemption(imds.state_dir, 120, action="stop")
     with httpx.Client() as c:
-        tok = c.put(imds.url + "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "30"}).text
-        r = c.get(imds.url + "/latest/meta-data/spot/instance-action", headers={"X-aws-ec2-metadata-token": tok})
+        tok = c.put(
+            imds.url + "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "30"}
+        ).text
+        r = c.get(
+            imds.url + "/latest/meta-data/spot/instance-action", headers={"X-aws-ec2-metadata-token": tok}
+        )
     assert r.status_code == 200
     assert json.loads(r.text) == {"action": "stop", "time": iso(deadline)}
     assert parse_iso(json.loads(r.text)["time"]) == deadline
@@ -80,11 +87,19 @@ def test_rebalance_recommendation_is_a_separate_notice(imds):
 def test_imdsv2_refuses_get_without_token_and_put_without_ttl(imds):
     with httpx.Client() as c:
         assert c.get(imds.url + "/latest/meta-data/instance-id").status_code == 401
-        assert c.get(imds.url + "/latest/meta-data/instance-id",
-                     headers={"X-aws-ec2-metadata-token": "forged"}).status_code == 401
+        assert (
+            c.get(
+                imds.url + "/latest/meta-data/instance-id", headers={"X-aws-ec2-metadata-token": "forged"}
+            ).status_code
+            == 401
+        )
         assert c.put(imds.url + "/latest/api/token").status_code == 400
-        assert c.put(imds.url + "/latest/api/token",
-                     headers={"X-aws-ec2-metadata-token-ttl-seconds": "99999"}).status_code == 400
+        assert (
+            c.put(
+                imds.url + "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "99999"}
+            ).status_code
+            == 400
+        )
 
 
 def test_token_refused_after_a_metadata_restart_is_renewed(tmp_path):

@@ -10,7 +10,9 @@ from burstd.providers.local.preemption import RandomPreemptions, agent_argv, met
 
 
 def test_preempt_announces_through_the_vm_metadata_and_keeps_the_first_deadline(tmp_path):
-    srv = MetadataServer(metadata_dir(tmp_path, "sl-cloud1"), Identity("i-1", "cloud1"), "127.0.0.1", 0).start()
+    srv = MetadataServer(
+        metadata_dir(tmp_path, "sl-cloud1"), Identity("i-1", "cloud1"), "127.0.0.1", 0
+    ).start()
     try:
         w = AwsImdsWatcher(srv.url, source="local")
         assert w.poll() == []
@@ -51,7 +53,9 @@ def test_zero_rate_never_preempts():
 
 
 def test_agent_argv_watches_the_vm_link_local_metadata():
-    argv = agent_argv("cloud1", metadata_port=1338, poll_interval_s=1, daemon_url="unix:/run/burstd/burstd.sock")
+    argv = agent_argv(
+        "cloud1", metadata_port=1338, poll_interval_s=1, daemon_url="unix:/run/burstd/burstd.sock"
+    )
     assert argv[1:3] == ["-m", "burstd.agent.main"]
     assert argv[argv.index("--metadata-url") + 1] == "http://169.254.169.254:1338"
     assert argv[argv.index("--node") + 1] == "cloud1"
@@ -61,14 +65,25 @@ def test_vm_services_plan_wires_the_agent_to_this_daemon_and_slurm():
     from burstd.config import parse_config
     from burstd.providers.local.preemption import vm_services_plan
 
-    cfg = parse_config({
-        "slurm": {"conf": "/var/lib/bed/slurm.conf", "bin_dir": "/opt/slurm/bin"},
-        "api": {"socket": "/run/bed/burstd.sock"},
-        "agent": {"poll_interval_s": 1.5, "signal": "USR2"},
-        "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
-                   "node_count": 2, "price_per_hour": 0.1, "instance_types": [{"name": "n", "cpus": 2, "memory_mb": 1}],
-                   "local": {"metadata_port": 1400}}],
-    })
+    cfg = parse_config(
+        {
+            "slurm": {"conf": "/var/lib/bed/slurm.conf", "bin_dir": "/opt/slurm/bin"},
+            "api": {"socket": "/run/bed/burstd.sock"},
+            "agent": {"poll_interval_s": 1.5, "signal": "USR2"},
+            "pools": [
+                {
+                    "name": "local",
+                    "provider": "local",
+                    "partition": "cloud",
+                    "node_prefix": "cloud",
+                    "node_count": 2,
+                    "price_per_hour": 0.1,
+                    "instance_types": [{"name": "n", "cpus": 2, "memory_mb": 1}],
+                    "local": {"metadata_port": 1400},
+                }
+            ],
+        }
+    )
     argv, env, port = vm_services_plan(cfg, cfg.pools[0], "cloud2")
     opt = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1, 2)}
     assert port == 1400 and opt["--metadata-url"] == "http://169.254.169.254:1400"
@@ -82,8 +97,16 @@ def test_chaos_preempts_after_a_random_time_unless_the_vm_goes_first(tmp_path):
     from burstd.providers.local.preemption import chaos
 
     slept = []
-    d = chaos(tmp_path, "sl-x", 3600.0, 30, rng=random.Random(3), sleep=slept.append, alive=lambda: True,
-              reclaim=False)
+    d = chaos(
+        tmp_path,
+        "sl-x",
+        3600.0,
+        30,
+        rng=random.Random(3),
+        sleep=slept.append,
+        alive=lambda: True,
+        reclaim=False,
+    )
     assert d is not None and read_notice(metadata_dir(tmp_path, "sl-x"))[1] == d
     assert 0 < sum(slept) < 60  # mean 1 s at 3600/h
     gone = chaos(tmp_path, "sl-y", 3600.0, 30, rng=random.Random(3), sleep=slept.append, alive=lambda: False)

@@ -33,12 +33,15 @@ subnets = ["subnet-1"]
 """
 
 
-@pytest.mark.parametrize("node,message", [
-    ("cloud9", "belongs to no configured pool"),
-    ("aws1", "only local VMs can be preempted"),
-    ("cloud2", "has no running VM (netns zz-agent-test-cloud2 not found)"),
-    ("x;rm", "invalid node name"),
-])
+@pytest.mark.parametrize(
+    "node,message",
+    [
+        ("cloud9", "belongs to no configured pool"),
+        ("aws1", "only local VMs can be preempted"),
+        ("cloud2", "has no running VM (netns zz-agent-test-cloud2 not found)"),
+        ("x;rm", "invalid node name"),
+    ],
+)
 def test_preempt_refuses_with_a_clear_message(tmp_path, node, message):
     cfg = tmp_path / "burstd.toml"
     cfg.write_text(CONFIG)
