@@ -85,6 +85,19 @@ def _bed_hooks_marker(request):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _bed_jobs_cancelled_after_test(request):
+    """Jobs a test leaves behind (a failed assertion mid-story) must not leak into the next test on the
+    shared session bed: cancel every job still in the queue when a bed test ends."""
+    yield
+    if "slurm_bed" not in request.fixturenames:
+        return
+    bed = request.getfixturevalue("slurm_bed")
+    left = bed.run(["squeue", "-h", "-o", "%A"], check=False).stdout.split()
+    if left:
+        bed.run(["scancel", *left], check=False)
+
+
 @pytest.fixture
 def bed_user() -> str:
     """The normal (non-root) user jobs are submitted as."""

@@ -211,7 +211,7 @@ def register(app: typer.Typer) -> None:
             print_json(data)
             return
         if data.get("sentence"):
-            console.print(data["sentence"], highlight=False)
+            console.print(data["sentence"], highlight=False, soft_wrap=True)  # one line: greppable
             return
         verdict = "[green]bursts[/]" if data.get("burst") else "[yellow]stays on-prem[/]"
         console.print(f"job {job_id}: {verdict}" + (f" to {data['pool']}" if data.get("pool") else "")
