@@ -222,6 +222,9 @@ class WaitingPolicy(_Section):
     burstd_wait_per_node_hour_s: NonNegFloat = 3600.0
     burstd_min_wait_s: NonNegFloat = 120.0
     wait_to_runtime_ratio: NonNegFloat = 0.0
+    # burstd kind: a job preempted max_preemptions_spot times (so it may only burst on-demand, at several
+    # times the spot price) stays on-prem while its expected on-prem start is under this x its time limit
+    escalated_wait_to_runtime_ratio: NonNegFloat = 0.0
     # an already-eligible job keeps its cloud partition until its expected wait drops below
     # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
     keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5

@@ -62,8 +62,9 @@ class ExplanationMap(MutableMapping[int, Explanation]):
 
     ``decide()`` explains every pending job, but over a 100,000-job queue formatting 100,000 sentences
     costs more than deciding; nearly all are never read. A producer stores a compact record with
-    ``put(job_id, render, *args)``; reading ``m[job_id]`` (or iterating values/items) calls
-    ``render(*args)`` once and keeps the ``Explanation``. Behaves like a dict otherwise.
+    ``put(job_id, render, *args)`` (a hot loop may write ``records[job_id] = (render, *args)`` itself);
+    reading ``m[job_id]`` (or iterating values/items) calls ``render(*args)`` once and keeps the
+    ``Explanation``. Behaves like a dict otherwise.
     """
 
     __slots__ = ("_d",)
@@ -71,13 +72,18 @@ class ExplanationMap(MutableMapping[int, Explanation]):
     def __init__(self) -> None:
         self._d: dict[int, Any] = {}
 
+    @property
+    def records(self) -> dict[int, Any]:
+        """The backing dict: ``Explanation``s and not-yet-rendered ``(render, *args)`` tuples."""
+        return self._d
+
     def put(self, job_id: int, render: Callable[..., Explanation], *args: Any) -> None:
-        self._d[job_id] = (render, args)
+        self._d[job_id] = (render, *args)
 
     def __getitem__(self, job_id: int) -> Explanation:
         v = self._d[job_id]
         if type(v) is tuple:
-            v = self._d[job_id] = v[0](*v[1])
+            v = self._d[job_id] = v[0](*v[1:])
         return v
 
     def __setitem__(self, job_id: int, value: Explanation) -> None:

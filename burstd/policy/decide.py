@@ -26,6 +26,7 @@ R running jobs (fit results are cached per job shape).
 from __future__ import annotations
 
 import bisect
+import gc
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -374,14 +375,17 @@ def _r_gate(jid: int, fmt: str, args: tuple) -> Explanation:
     return Explanation(jid, False, None, "stays on-prem: " + fmt.format(*args))
 
 
-def _r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind: str) -> Explanation:
+def _r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind: str | int) -> Explanation:
     dur = waiting.format_duration
     if code == 1:
         why = f"minimum wait {dur(num)}"
     elif code == 2:
         why = f"waiting policy {kind} wants {dur(num)} on-prem first"
-    else:
+    elif code == 3:
         why = f"expected on-prem start is sooner than the {dur(num)} worth bursting for"
+    else:
+        why = (f"preempted {kind} times, so on-demand only, and the expected on-prem start is sooner than "
+               f"{dur(num)} (waiting.escalated_wait_to_runtime_ratio x its time limit)")
     return Explanation(jid, False, None, f"{_figures(waited, expected, dur)}stays on-prem: {why}")
 
 
@@ -418,6 +422,17 @@ def decide(
 
     ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
     """
+    gc_was_on = gc.isenabled()
+    gc.disable()  # the loop allocates ~1 record a job and makes no cycles: no collector passes over the snapshot
+    try:
+        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None, prices: PriceInput,
+            config: Config, now: float | None, stats: DecideStats | None, explain: bool) -> Decisions:
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     if budgets is None:  # no store budgets: the config's [budget] section decides
@@ -466,10 +481,11 @@ def decide(
     pending.sort(key=_priority_key)
     explanations = ExplanationMap()
     out.explanations = explanations
-    put = explanations.put
+    records = explanations.records
     revoke = out.revoke
     add_revoke = revoke.append
     th_cache: dict[tuple, tuple] = {}
+    esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" else 0.0
     gpn_cache: dict[tuple, int] = {}
     expected_start_in = model.expected_start_in
     counting = stats is not None
@@ -499,7 +515,7 @@ def decide(
 
         if not pi.home:
             if explain_on:
-                put(jid, _r_direct, jid)
+                records[jid] = (_r_direct, jid)
             continue
         gate = None
         if not pi.managed:
@@ -533,7 +549,7 @@ def decide(
             for p in has_cloud:
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
-                put(jid, _r_gate, jid, gate, garg)
+                records[jid] = (_r_gate, jid, gate, garg)
             continue
         limit_min = job.time_limit_min if job.time_limit_min is not None else pi.max_time_min
         limit_s = limit_min * 60.0
@@ -571,6 +587,10 @@ def decide(
                 wcode, wnum, wkind = 3, th[2], th[6]
             elif expected < th[3] and waited < th[4]:
                 wcode, wnum, wkind = 2, th[5], th[6]
+            elif esc_ratio and job.restart_count >= max_spot and expected < esc_ratio * limit_s:
+                # escalated to on-demand: bursting buys at most ``expected`` of wait at several times the
+                # spot price; while that is short next to the run itself, the job goes back on-prem
+                wcode, wnum, wkind = 4, esc_ratio * limit_s, job.restart_count
         why = ""
         chosen: Offer | None = None
         verdict_left = None
@@ -636,9 +656,9 @@ def decide(
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
                 if wcode:
-                    put(jid, _r_wait, jid, waited, expected, wcode, wnum, wkind)
+                    records[jid] = (_r_wait, jid, waited, expected, wcode, wnum, wkind)
                 else:
-                    put(jid, _r_stay, jid, waited, expected, why)
+                    records[jid] = (_r_stay, jid, waited, expected, why)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         for p in has_cloud:
@@ -648,7 +668,7 @@ def decide(
             out.eligible.append(MakeEligible(jid, chosen.pool, chosen.partition, chosen.market, cost))
             newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
         if explain_on:
-            put(jid, _r_burst, jid, waited, expected, verdict_left, job.account, period, chosen)
+            records[jid] = (_r_burst, jid, waited, expected, verdict_left, job.account, period, chosen)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 

@@ -207,3 +207,43 @@ def test_prewarm_only_with_new_demand_and_within_cap_and_site_budget():
     assert [(p.pool, p.count) for p in d.prewarm] == [("aws-cpu", 2)]  # 3-node cap, 1 taken by the job
     assert one(busy_cluster(pending(1, comment="burst:no")), cfg).prewarm == []
     assert one(busy_cluster(pending(1)), cfg, bk=book(site=1.2)).prewarm == []  # idle nodes would overspend
+
+
+def test_an_escalated_job_goes_home_while_its_on_prem_start_is_near_next_to_its_run_time():
+    # expected on-prem start in 10 h; time limit 1 h; preempted twice, so on-demand only
+    job = pending(1, restart_count=2)
+    stays = one(busy_cluster(job), config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 20}}))
+    assert stays.eligible == []
+    assert "preempted 2 times, so on-demand only" in stays.explanations[1].reason
+    assert "sooner than 20 h" in stays.explanations[1].reason
+    goes = one(busy_cluster(job), config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 5}}))
+    assert [e.market for e in goes.eligible] == ["on-demand"]
+    # not escalated yet (spot still allowed): the knob does not apply
+    fresh = one(busy_cluster(pending(1, restart_count=1)),
+                config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 20}}))
+    assert [e.market for e in fresh.eligible] == ["spot"]
+    # a baseline waiting policy ignores it (compute-wait keeps its published definition)
+    base = one(busy_cluster(job), config(policy={"waiting": {"kind": "compute", "min_wait_s": 60,
+                                                             "escalated_wait_to_runtime_ratio": 20}}))
+    assert [e.market for e in base.eligible] == ["on-demand"]
+
+
+def test_explanations_are_rendered_only_when_read_and_cover_every_pending_job():
+    from burstd.domain.decisions import Explanation, ExplanationMap
+
+    calls = []
+
+    def render(jid, text):
+        calls.append(jid)
+        return Explanation(jid, False, None, text)
+
+    m = ExplanationMap()
+    m.put(7, render, 7, "stays")
+    m[8] = Explanation(8, True, "p", "burst")
+    assert calls == [] and len(m) == 2 and 7 in m and set(m) == {7, 8}
+    assert m[7].reason == "stays" and m[7].reason == "stays" and calls == [7]  # rendered once, kept
+    assert dict(m.items()) == {7: Explanation(7, False, None, "stays"), 8: Explanation(8, True, "p", "burst")}
+    d = one(busy_cluster(pending(1), pending(2, waited_s=10), pending(3, comment="burst:no")))
+    assert isinstance(d.explanations, ExplanationMap)
+    assert set(d.explanations) == {1, 2, 3}
+    assert "opted out" in d.explanations[3].reason and d.explanations[1].burst
