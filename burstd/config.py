@@ -256,6 +256,10 @@ class PolicyConfig(_Section):
     # bounds the work a spot preemption loses (for the spot vs on-demand choice)
     boot_overhead_s: NonNegFloat = 300.0
     checkpoint_interval_s: PosFloat = 3600.0
+    # rank spot against on-demand by the expected time a job of N nodes needs to finish on spot, when any of
+    # its nodes' preemption restarts it from its last checkpoint (docs/policy.md, "Spot or on-demand");
+    # false: the plain "price x (1 + rework)" ranking, which ignores that a job's risk grows with its nodes
+    risk_aware_market: bool = True
     # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
     idle_commit_s: NonNegFloat = 600.0
     # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts

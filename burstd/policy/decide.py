@@ -315,7 +315,7 @@ def _figures(waited: float, expected: float, dur) -> str:
 
 def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | None, fits: dict[str, str],
                 escalated: bool, node_units: int, limit_s: float, ckpt_s: float, boot_s: float,
-                stats: DecideStats | None) -> tuple[list[tuple[float, Offer]], str]:
+                stats: DecideStats | None, risk_nodes: int = 0) -> tuple[list[tuple[float, Offer]], str]:
     candidates: list[tuple[float, Offer]] = []
     misfit = ""
     for name, pool in pools.items():
@@ -335,7 +335,11 @@ def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | Non
         for market, offer in pool.offers.items():
             if escalated and market == "spot":
                 continue
-            candidates.append((_effective_cost(offer, node_units, limit_s, ckpt_s, boot_s), offer))
+            if risk_nodes:
+                c = _risk_cost(offer, risk_nodes, node_units, limit_s, ckpt_s, boot_s)
+            else:
+                c = _effective_cost(offer, node_units, limit_s, ckpt_s, boot_s)
+            candidates.append((c, offer))  # INF (never finishes on spot) ranks last, still an option
     candidates.sort(key=lambda c: (c[0], c[1].pool, c[1].market))
     return candidates, misfit
 
@@ -345,6 +349,39 @@ def _effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boo
     hours = seconds / 3600.0
     rework_h = offer.interruption_rate * hours * (min(seconds, ckpt_s) / 2 + boot_s) / 3600.0
     return offer.price_micros * nodes * (hours + rework_h)
+
+
+def spot_hours(rate_per_node_h: float, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
+    """Expected node-hours, boots included, a job of ``nodes`` nodes and ``seconds`` of work bills per node
+    when any node's preemption (``rate_per_node_h`` each, so ``nodes`` x that for the job) restarts it from
+    its last checkpoint (every ``ckpt_s``) on freshly booted nodes.
+
+    Each checkpoint segment of length s is retried until one attempt of s + boot survives: with
+    preemptions at rate r the expected time is (e^(r(s+b)) - 1) / r (the classic restart result). With
+    r -> 0 this is the work plus one boot; a big job on a volatile market grows exponentially, so it is
+    cheaper on-demand even at several times the price (INF: it would practically never finish on spot).
+    """
+    r = rate_per_node_h * nodes
+    b = boot_s / 3600.0
+    if r <= 0:
+        return seconds / 3600.0 + b
+    c = ckpt_s / 3600.0
+    total_h = seconds / 3600.0
+    full, rest = divmod(total_h, c) if c > 0 else (0.0, total_h)
+    out = 0.0
+    for seg, count in ((c, full), (rest, 1.0)):
+        if count <= 0 or seg <= 0:
+            continue
+        x = r * (seg + b)
+        if x > 50:
+            return INF
+        out += count * math.expm1(x) / r
+    return out
+
+
+def _risk_cost(offer: Offer, nodes: int, units: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
+    """Expected $ of ``units`` node-slots (``nodes`` a task) on ``offer``: price x ``spot_hours``."""
+    return offer.price_micros * units * spot_hours(offer.interruption_rate, nodes, seconds, ckpt_s, boot_s)
 
 
 def _priority_key(j: Job) -> tuple:
@@ -462,6 +499,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     period = config.budget.period
     boot_s = pol.boot_overhead_s
     ckpt_s = pol.checkpoint_interval_s
+    risk_nodes = 1 if pol.risk_aware_market else 0
     accrual = config.budget.accrual_interval_s
     ahead = [0, 0]
     partition_max = {p.name: p.max_time_min for p in snapshot.partitions}
@@ -609,7 +647,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 if fits is None:
                     fits = fit_cache[shape_key] = {}
                 cached = cand_cache[ckey] = _candidates(job, pools, pi.allowed, fits, escalated, nodes * tasks,
-                                                        limit_s, ckpt_s, boot_s, stats)
+                                                        limit_s, ckpt_s, boot_s, stats, risk_nodes and nodes)
             candidates, misfit = cached
             if not candidates:
                 if escalated and not misfit:

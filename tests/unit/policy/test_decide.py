@@ -247,3 +247,24 @@ def test_explanations_are_rendered_only_when_read_and_cover_every_pending_job():
     assert isinstance(d.explanations, ExplanationMap)
     assert set(d.explanations) == {1, 2, 3}
     assert "opted out" in d.explanations[3].reason and d.explanations[1].burst
+
+
+def test_spot_hours_restart_model():
+    from burstd.policy.decide import spot_hours
+
+    assert spot_hours(0.0, 8, 7200, 3600, 300) == pytest.approx(2 + 300 / 3600)  # no risk: work + one boot
+    one_node, eight = spot_hours(0.3, 1, 36000, 3600, 120), spot_hours(0.3, 8, 36000, 3600, 120)
+    assert 10 < one_node < 13 and eight > 3 * one_node  # a job's risk grows with its node count
+    assert spot_hours(0.3, 8, 36000, 1800, 120) < eight  # checkpointing more often loses less
+    assert spot_hours(0.3, 1000, 36000, 3600, 120) == math.inf
+
+
+def test_a_big_long_job_on_a_volatile_spot_market_goes_on_demand_from_the_start():
+    prices = [PriceQuote("aws-cpu", "spot", 1_000_000, 0.3), PriceQuote("aws-cpu", "on-demand", 3_000_000, 0.0)]
+    small = pending(1, cpus=8, limit_min=600)
+    big = pending(2, cpus=64, node_count=8, limit_min=600)
+    snap = busy_cluster(small, big, nodes=16)
+    d = one(snap, config(policy={"waiting": {"kind": "none"}}), prices=prices)
+    assert {e.job_id: e.market for e in d.eligible} == {1: "spot", 2: "on-demand"}
+    plain = one(snap, config(policy={"waiting": {"kind": "none"}, "risk_aware_market": False}), prices=prices)
+    assert {e.job_id: e.market for e in plain.eligible} == {1: "spot", 2: "spot"}
