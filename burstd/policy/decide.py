@@ -421,7 +421,8 @@ def _r_wait(jid: int, waited: float, expected: float, code: int, num: float, kin
     elif code == 3:
         why = f"expected on-prem start is sooner than the {dur(num)} worth bursting for"
     else:
-        why = (f"preempted {kind} times, so on-demand only, and the expected on-prem start is sooner than "
+        head = ("too big and long to finish on spot" if kind == -1 else f"preempted {kind} times")
+        why = (f"{head}, so on-demand only, and the expected on-prem start is sooner than "
                f"{dur(num)} (waiting.escalated_wait_to_runtime_ratio x its time limit)")
     return Explanation(jid, False, None, f"{_figures(waited, expected, dur)}stays on-prem: {why}")
 
@@ -625,10 +626,6 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 wcode, wnum, wkind = 3, th[2], th[6]
             elif expected < th[3] and waited < th[4]:
                 wcode, wnum, wkind = 2, th[5], th[6]
-            elif esc_ratio and job.restart_count >= max_spot and expected < esc_ratio * limit_s:
-                # escalated to on-demand: bursting buys at most ``expected`` of wait at several times the
-                # spot price; while that is short next to the run itself, the job goes back on-prem
-                wcode, wnum, wkind = 4, esc_ratio * limit_s, job.restart_count
         why = ""
         chosen: Offer | None = None
         verdict_left = None
@@ -649,6 +646,14 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 cached = cand_cache[ckey] = _candidates(job, pools, pi.allowed, fits, escalated, nodes * tasks,
                                                         limit_s, ckpt_s, boot_s, stats, risk_nodes and nodes)
             candidates, misfit = cached
+            if (esc_ratio and candidates and expected < esc_ratio * limit_s
+                    and candidates[0][1].market != "spot"
+                    and (escalated or any(c[1].market == "spot" for c in candidates))):
+                # on-demand only (preempted max_preemptions_spot times, or too big and long to finish on
+                # spot): bursting buys at most ``expected`` of wait at several times the spot price; while
+                # that is short next to the run itself, the job waits on-prem
+                wcode, wnum, wkind = 4, esc_ratio * limit_s, (job.restart_count if escalated else -1)
+                candidates = []
             if not candidates:
                 if escalated and not misfit:
                     misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
