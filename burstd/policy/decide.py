@@ -648,7 +648,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             candidates, misfit = cached
             if (esc_ratio and candidates and expected < esc_ratio * limit_s
                     and candidates[0][1].market != "spot"
-                    and (escalated or any(c[1].market == "spot" for c in candidates))):
+                    and (escalated or (risk_nodes and any(c[1].market == "spot" and c[1].pool == candidates[0][1].pool
+                                                          for c in candidates)))):
                 # on-demand only (preempted max_preemptions_spot times, or too big and long to finish on
                 # spot): bursting buys at most ``expected`` of wait at several times the spot price; while
                 # that is short next to the run itself, the job waits on-prem

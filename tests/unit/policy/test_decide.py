@@ -268,3 +268,12 @@ def test_a_big_long_job_on_a_volatile_spot_market_goes_on_demand_from_the_start(
     assert {e.job_id: e.market for e in d.eligible} == {1: "spot", 2: "on-demand"}
     plain = one(snap, config(policy={"waiting": {"kind": "none"}}), prices=prices)
     assert {e.job_id: e.market for e in plain.eligible} == {1: "spot", 2: "spot"}
+
+
+def test_a_pool_that_is_on_demand_by_configuration_is_not_an_escalation():
+    # the cheapest fit is an on-demand-only pool; spot elsewhere costs more: no escalation, so it bursts
+    cfg = config(pools=[pool("od", "cloud-od", "o", price=2.0, ondemand=None, market="on-demand"),
+                        pool("sp", "cloud-sp", "s", price=5.0, ondemand=None)],
+                 policy={"waiting": {"escalated_wait_to_runtime_ratio": 100}})
+    d = one(busy_cluster(pending(1)), cfg)
+    assert [(e.pool, e.market) for e in d.eligible] == [("od", "on-demand")]
