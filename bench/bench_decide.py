@@ -2,8 +2,10 @@
 
     python bench/bench_decide.py            # prints a table and the growth ratios
 
-The baseline, measured in the same run on the same queue, is the least any policy must do: sort the
-pending jobs by priority. Growth ratio = time(10x input) / time(input); linear is 10.
+Two baselines, measured in the same run on the same queue: the least any policy must do (sort the
+pending jobs by priority), and the previous implementation (``bench/decide_v1.py``, a frozen copy of
+decide() before the speed work; its decisions and explanations are checked equal). Growth ratio =
+time(10x input) / time(input); linear is 10.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from decide_world import world  # noqa: E402
+import decide_v1
+from decide_world import world
 
-from burstd.policy.decide import decide  # noqa: E402
+from burstd.policy.decide import decide
 
 
 def best_of(fn, n=3):
@@ -30,23 +33,31 @@ def best_of(fn, n=3):
     return best
 
 
+def measure(pending: int, nodes: int) -> dict:
+    snap, leases, book, cfg = world(pending, nodes)
+    base = best_of(lambda: sorted((j for j in snap.jobs if j.is_pending),
+                                  key=lambda j: (-j.priority, j.submit_time or 0, j.job_id)))
+    full = best_of(lambda: decide(snap, leases, book, None, cfg))
+    fast = best_of(lambda: decide(snap, leases, book, None, cfg, explain=False))
+    old = best_of(lambda: decide_v1.decide(snap, leases, book, None, cfg))
+    d = decide(snap, leases, book, None, cfg)
+    d1 = decide_v1.decide(snap, leases, book, None, cfg)
+    same = (d.eligible == d1.eligible and d.revoke == d1.revoke and d.prewarm == d1.prewarm
+            and d.release == d1.release and dict(d.explanations.items()) == d1.explanations)
+    return {"pending": pending, "nodes": nodes, "decide_s": round(full, 4),
+            "decide_no_explain_s": round(fast, 4), "sort_baseline_s": round(base, 4),
+            "vs_sort": round(full / base, 1), "v1_s": round(old, 4),
+            "speedup_vs_v1": round(old / full, 2), "same_as_v1": same, "eligible": len(d.eligible),
+            "explanations": len(d.explanations)}
+
+
 def main() -> None:
-    rows = []
-    for pending, nodes in ((10_000, 1_000), (100_000, 10_000)):
-        snap, leases, book, cfg = world(pending, nodes)
-        base = best_of(lambda: sorted((j for j in snap.jobs if j.is_pending),
-                                      key=lambda j: (-j.priority, j.submit_time or 0, j.job_id)))
-        full = best_of(lambda: decide(snap, leases, book, None, cfg))
-        fast = best_of(lambda: decide(snap, leases, book, None, cfg, explain=False))
-        d = decide(snap, leases, book, None, cfg)
-        rows.append({"pending": pending, "nodes": nodes, "decide_s": round(full, 4),
-                     "decide_no_explain_s": round(fast, 4), "sort_baseline_s": round(base, 4),
-                     "vs_sort": round(full / base, 1), "eligible": len(d.eligible),
-                     "explanations": len(d.explanations)})
+    rows = [measure(p, n) for p, n in ((10_000, 1_000), (100_000, 10_000))]
     for r in rows:
         print(f"{r['pending']:>7} pending {r['nodes']:>6} nodes: decide {r['decide_s'] * 1000:8.1f} ms "
               f"(no explanations {r['decide_no_explain_s'] * 1000:7.1f} ms), sort baseline "
-              f"{r['sort_baseline_s'] * 1000:6.1f} ms, x{r['vs_sort']} of sort; {r['eligible']} eligible")
+              f"{r['sort_baseline_s'] * 1000:6.1f} ms, x{r['vs_sort']} of sort; v1 {r['v1_s'] * 1000:7.1f} ms "
+              f"(x{r['speedup_vs_v1']} faster, same decisions: {r['same_as_v1']}); {r['eligible']} eligible")
     growth = rows[1]["decide_s"] / rows[0]["decide_s"]
     base_growth = rows[1]["sort_baseline_s"] / rows[0]["sort_baseline_s"]
     print(f"growth for 10x input: decide x{growth:.1f}, sort baseline x{base_growth:.1f} (linear = 10)")

@@ -222,6 +222,9 @@ class WaitingPolicy(_Section):
     burstd_wait_per_node_hour_s: NonNegFloat = 3600.0
     burstd_min_wait_s: NonNegFloat = 120.0
     wait_to_runtime_ratio: NonNegFloat = 0.0
+    # burstd kind: a job preempted max_preemptions_spot times (so it may only burst on-demand, at several
+    # times the spot price) stays on-prem while its expected on-prem start is under this x its time limit
+    escalated_wait_to_runtime_ratio: NonNegFloat = 1.0
     # an already-eligible job keeps its cloud partition until its expected wait drops below
     # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
     keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
@@ -253,6 +256,11 @@ class PolicyConfig(_Section):
     # bounds the work a spot preemption loses (for the spot vs on-demand choice)
     boot_overhead_s: NonNegFloat = 300.0
     checkpoint_interval_s: PosFloat = 3600.0
+    # rank spot against on-demand by the expected time a job of N nodes needs to finish on spot, when any of
+    # its nodes' preemption restarts it from its last checkpoint (docs/policy.md, "Spot or on-demand");
+    # false (default): the plain "price x (1 + rework)" ranking. Off by default: on the built-in sites'
+    # training prefixes it sent big jobs to on-demand that, tried on spot, were cheaply preempted and sent home
+    risk_aware_market: bool = False
     # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
     idle_commit_s: NonNegFloat = 600.0
     # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts

@@ -26,6 +26,7 @@ R running jobs (fit results are cached per job shape).
 from __future__ import annotations
 
 import bisect
+import gc
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +34,15 @@ from dataclasses import dataclass, field
 
 from burstd.config import Config, PoolConfig
 from burstd.domain.budget import BudgetBook, PriceQuote
-from burstd.domain.decisions import Decisions, Explanation, MakeEligible, Prewarm, Release, RevokeEligible
+from burstd.domain.decisions import (
+    Decisions,
+    Explanation,
+    ExplanationMap,
+    MakeEligible,
+    Prewarm,
+    Release,
+    RevokeEligible,
+)
 from burstd.domain.lease import Lease
 from burstd.domain.money import format_usd, usd_to_micros
 from burstd.domain.slurm import Job, Node, Snapshot
@@ -306,7 +315,7 @@ def _figures(waited: float, expected: float, dur) -> str:
 
 def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | None, fits: dict[str, str],
                 escalated: bool, node_units: int, limit_s: float, ckpt_s: float, boot_s: float,
-                stats: DecideStats | None) -> tuple[list[tuple[float, Offer]], str]:
+                stats: DecideStats | None, risk_nodes: int = 0) -> tuple[list[tuple[float, Offer]], str]:
     candidates: list[tuple[float, Offer]] = []
     misfit = ""
     for name, pool in pools.items():
@@ -326,7 +335,11 @@ def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | Non
         for market, offer in pool.offers.items():
             if escalated and market == "spot":
                 continue
-            candidates.append((_effective_cost(offer, node_units, limit_s, ckpt_s, boot_s), offer))
+            if risk_nodes:
+                c = _risk_cost(offer, risk_nodes, node_units, limit_s, ckpt_s, boot_s)
+            else:
+                c = _effective_cost(offer, node_units, limit_s, ckpt_s, boot_s)
+            candidates.append((c, offer))  # INF (never finishes on spot) ranks last, still an option
     candidates.sort(key=lambda c: (c[0], c[1].pool, c[1].market))
     return candidates, misfit
 
@@ -336,6 +349,100 @@ def _effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boo
     hours = seconds / 3600.0
     rework_h = offer.interruption_rate * hours * (min(seconds, ckpt_s) / 2 + boot_s) / 3600.0
     return offer.price_micros * nodes * (hours + rework_h)
+
+
+def spot_hours(rate_per_node_h: float, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
+    """Expected node-hours, boots included, a job of ``nodes`` nodes and ``seconds`` of work bills per node
+    when any node's preemption (``rate_per_node_h`` each, so ``nodes`` x that for the job) restarts it from
+    its last checkpoint (every ``ckpt_s``) on freshly booted nodes.
+
+    Each checkpoint segment of length s is retried until one attempt of s + boot survives: with
+    preemptions at rate r the expected time is (e^(r(s+b)) - 1) / r (the classic restart result). With
+    r -> 0 this is the work plus one boot; a big job on a volatile market grows exponentially, so it is
+    cheaper on-demand even at several times the price (INF: it would practically never finish on spot).
+    """
+    r = rate_per_node_h * nodes
+    b = boot_s / 3600.0
+    if r <= 0:
+        return seconds / 3600.0 + b
+    c = ckpt_s / 3600.0
+    total_h = seconds / 3600.0
+    full, rest = divmod(total_h, c) if c > 0 else (0.0, total_h)
+    out = 0.0
+    for seg, count in ((c, full), (rest, 1.0)):
+        if count <= 0 or seg <= 0:
+            continue
+        x = r * (seg + b)
+        if x > 50:
+            return INF
+        out += count * math.expm1(x) / r
+    return out
+
+
+def _risk_cost(offer: Offer, nodes: int, units: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
+    """Expected $ of ``units`` node-slots (``nodes`` a task) on ``offer``: price x ``spot_hours``."""
+    return offer.price_micros * units * spot_hours(offer.interruption_rate, nodes, seconds, ckpt_s, boot_s)
+
+
+def _priority_key(j: Job) -> tuple:
+    return (-j.priority, j.submit_time or 0, j.job_id)
+
+
+# Explanations are stored as compact records and rendered on read (``ExplanationMap``).
+_G_UNMANAGED = "partition {} is not one burstd manages (policy.onprem_partitions)"
+_G_PAUSED = "bursting is paused"
+_G_OPTOUT = "the job opted out (--comment={})"
+_G_ACCOUNT = "account {} is excluded"
+_G_USER = "user {} is excluded"
+_G_PARTITION = "partition {} is excluded"
+_G_QOS = "QOS {} is excluded"
+_G_HET = "heterogeneous jobs do not burst"
+_G_HELD = "the job is held"
+_G_PREEMPTED = "preempted {} times (max_preemptions_total {}): on-prem only"
+_G_REASON = "pending for {}, not for resources"
+_G_PRIORITY = "priority {} is below min_priority {}"
+_G_NOLIMIT = "no time limit, so its cloud cost has no bound"
+
+
+def _r_direct(jid: int) -> Explanation:
+    return Explanation(jid, False, None, "submitted to a cloud partition directly; burstd leaves it alone")
+
+
+def _r_gate(jid: int, fmt: str, args: tuple) -> Explanation:
+    return Explanation(jid, False, None, "stays on-prem: " + fmt.format(*args))
+
+
+def _r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind: str | int) -> Explanation:
+    dur = waiting.format_duration
+    if code == 1:
+        why = f"minimum wait {dur(num)}"
+    elif code == 2:
+        why = f"waiting policy {kind} wants {dur(num)} on-prem first"
+    elif code == 3:
+        why = f"expected on-prem start is sooner than the {dur(num)} worth bursting for"
+    else:
+        head = ("too big and long to finish on spot" if kind == -1 else f"preempted {kind} times")
+        why = (f"{head}, so on-demand only, and the expected on-prem start is sooner than "
+               f"{dur(num)} (waiting.escalated_wait_to_runtime_ratio x its time limit)")
+    return Explanation(jid, False, None, f"{_figures(waited, expected, dur)}stays on-prem: {why}")
+
+
+_W_FULL = "pool {} is full ({}/{} nodes)"
+_W_ACCT_CAP = "account {} is at its cloud node cap ({})"
+
+
+def _r_stay(jid: int, waited: float, expected: float, why: str | tuple[str, tuple]) -> Explanation:
+    if type(why) is tuple:
+        why = why[0].format(*why[1])
+    return Explanation(jid, False, None, f"{_figures(waited, expected, waiting.format_duration)}stays on-prem: {why}")
+
+
+def _r_burst(jid: int, waited: float, expected: float, left: int | None, account: str, period: str,
+             chosen: Offer) -> Explanation:
+    left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
+    mkt = "" if chosen.market == "spot" else " on-demand"
+    return Explanation(jid, True, chosen.pool, f"{_figures(waited, expected, waiting.format_duration)}{left_s}pool "
+                       f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
 
 
 def decide(
@@ -353,6 +460,17 @@ def decide(
 
     ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
     """
+    gc_was_on = gc.isenabled()
+    gc.disable()  # the loop allocates ~1 record a job and makes no cycles: no collector passes over the snapshot
+    try:
+        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None, prices: PriceInput,
+            config: Config, now: float | None, stats: DecideStats | None, explain: bool) -> Decisions:
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     if budgets is None:  # no store budgets: the config's [budget] section decides
@@ -382,6 +500,7 @@ def decide(
     period = config.budget.period
     boot_s = pol.boot_overhead_s
     ckpt_s = pol.checkpoint_interval_s
+    risk_nodes = 1 if pol.risk_aware_market else 0
     accrual = config.budget.accrual_interval_s
     ahead = [0, 0]
     partition_max = {p.name: p.max_time_min for p in snapshot.partitions}
@@ -396,16 +515,23 @@ def decide(
     part_cache: dict[tuple[str, ...], _Parts] = {}
     fit_cache: dict[tuple, dict[str, str]] = {}
     cand_cache: dict[tuple, tuple[list[tuple[float, Offer]], str]] = {}
-    dur = waiting.format_duration
 
     pending = [j for j in snapshot.jobs if j.state == "PENDING"]
-    pending.sort(key=lambda j: (-j.priority, j.submit_time or 0, j.job_id))
-    explanations = out.explanations
+    pending.sort(key=_priority_key)
+    explanations = ExplanationMap()
+    out.explanations = explanations
+    records = explanations.records
     revoke = out.revoke
+    add_revoke = revoke.append
+    th_cache: dict[tuple, tuple] = {}
+    esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" else 0.0
+    gpn_cache: dict[tuple, int] = {}
+    expected_start_in = model.expected_start_in
+    counting = stats is not None
+    if counting:
+        stats.jobs += len(pending)
 
     for job in pending:
-        if stats is not None:
-            stats.jobs += 1
         parts = job.partitions
         pi = part_cache.get(parts)
         if pi is None:
@@ -415,7 +541,12 @@ def decide(
         nodes = job.node_count if job.node_count > 1 else 1
         tasks = array_task_count(job.array_tasks) if job.array_tasks else 1
         gres = job.gres
-        gpn = sum(g.count for g in gres if g.name == "gpu") if gres else 0
+        if gres:
+            gpn = gpn_cache.get(gres)
+            if gpn is None:
+                gpn = gpn_cache[gres] = sum(g.count for g in gres if g.name == "gpu")
+        else:
+            gpn = 0
         if gpn:
             track, own = 1, gpn * nodes
         else:
@@ -423,73 +554,85 @@ def decide(
 
         if not pi.home:
             if explain_on:
-                explanations[jid] = Explanation(jid, False, None,
-                                                "submitted to a cloud partition directly; burstd leaves it alone")
+                records[jid] = (_r_direct, jid)
             continue
-        gate = ""
+        gate = None
         if not pi.managed:
-            gate = f"partition {','.join(pi.home)} is not one burstd manages (policy.onprem_partitions)"
+            gate, garg = _G_UNMANAGED, (",".join(pi.home),)
         elif pol.paused:
-            gate = "bursting is paused"
+            gate, garg = _G_PAUSED, ()
         elif opt_out and opt_out in job.comment:
-            gate = f"the job opted out (--comment={opt_out})"
+            gate, garg = _G_OPTOUT, (opt_out,)
         elif job.account in excl_acct:
-            gate = f"account {job.account} is excluded"
+            gate, garg = _G_ACCOUNT, (job.account,)
         elif job.user in excl_user:
-            gate = f"user {job.user} is excluded"
+            gate, garg = _G_USER, (job.user,)
         elif pi.excluded:
-            gate = f"partition {pi.excluded} is excluded"
+            gate, garg = _G_PARTITION, (pi.excluded,)
         elif job.qos and job.qos in excl_qos:
-            gate = f"QOS {job.qos} is excluded"
+            gate, garg = _G_QOS, (job.qos,)
         elif job.het_job_id is not None:
-            gate = "heterogeneous jobs do not burst"
+            gate, garg = _G_HET, ()
         elif job.hold:
-            gate = "the job is held"
+            gate, garg = _G_HELD, ()
         elif job.restart_count >= max_total:
-            gate = f"preempted {job.restart_count} times (max_preemptions_total {max_total}): on-prem only"
+            gate, garg = _G_PREEMPTED, (job.restart_count, max_total)
         elif not has_cloud and job.reason not in burst_reasons:
-            gate = f"pending for {job.reason}, not for resources"
+            gate, garg = _G_REASON, (job.reason,)
         elif job.priority < min_prio:
-            gate = f"priority {job.priority} is below min_priority {min_prio}"
+            gate, garg = _G_PRIORITY, (job.priority, min_prio)
         elif job.time_limit_min is None and pi.max_time_min is None:
-            gate = "no time limit, so its cloud cost has no bound"
-        if gate:
+            gate, garg = _G_NOLIMIT, ()
+        if gate is not None:
             ahead[track] += own * tasks
             for p in has_cloud:
-                revoke.append(RevokeEligible(jid, p))
+                add_revoke(RevokeEligible(jid, p))
             if explain_on:
-                explanations[jid] = Explanation(jid, False, None, f"stays on-prem: {gate}")
+                records[jid] = (_r_gate, jid, gate, garg)
             continue
         limit_min = job.time_limit_min if job.time_limit_min is not None else pi.max_time_min
         limit_s = limit_min * 60.0
 
         # expected on-prem wait
-        if stats is not None:
+        if counting:
             stats.estimates += 1
         st = job.start_time
         if not has_cloud and st is not None and now - 60 <= st < now + _FAR_FUTURE:
-            expected = max(float(st) - now, 0.0)
+            expected = float(st) - now
+            expected = expected if expected > 0.0 else 0.0  # noqa: FURB136 (hot loop: no call)
         else:
-            expected = model.expected_start_in(track, own, ahead[track], stats)
+            expected = expected_start_in(track, own, ahead[track], stats)
         since = job.eligible_time if job.eligible_time is not None else job.submit_time
-        waited = max(now - float(since if since is not None else now), 0.0)
+        waited = now - float(since) if since is not None else 0.0
+        waited = waited if waited > 0.0 else 0.0  # noqa: FURB136
 
         floor = pi.floor
         if qos_floor and job.qos in qos_floor:
             floor = max(floor, qos_floor[job.qos])
+        # the waiting policy (burstd.policy.waiting.verdict, with its thresholds cached per job shape)
+        wcode = 0
         if expected == INF:
-            wv = waiting.WaitVerdict(waited >= floor, floor, "floor")
+            if waited < floor:
+                wcode, wnum, wkind = 1, floor, "floor"
         else:
-            wv = waiting.verdict(w, waited_s=waited, expected_wait_s=expected,
-                                 node_hours=nodes * tasks * limit_s / 3600.0, time_limit_s=limit_s, floor_s=floor,
-                                 keep=bool(has_cloud))
+            keep = bool(has_cloud)
+            tkey = (nodes * tasks, limit_s, floor, keep)
+            th = th_cache.get(tkey)
+            if th is None:
+                th = th_cache[tkey] = waiting.thresholds(w, nodes * tasks * limit_s / 3600.0, limit_s, floor, keep)
+            if waited < th[0]:
+                wcode, wnum, wkind = 2, th[1], th[6]
+            elif expected < th[2]:
+                wcode, wnum, wkind = 3, th[2], th[6]
+            elif expected < th[3] and waited < th[4]:
+                wcode, wnum, wkind = 2, th[5], th[6]
         why = ""
         chosen: Offer | None = None
         verdict_left = None
         cost = 0
         want_nodes = 0
-        if not wv.ready:
-            why = wv.why if explain_on else "x"
+        if wcode:
+            pass
         else:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
             escalated = job.restart_count >= max_spot
@@ -501,8 +644,17 @@ def decide(
                 if fits is None:
                     fits = fit_cache[shape_key] = {}
                 cached = cand_cache[ckey] = _candidates(job, pools, pi.allowed, fits, escalated, nodes * tasks,
-                                                        limit_s, ckpt_s, boot_s, stats)
+                                                        limit_s, ckpt_s, boot_s, stats, risk_nodes and nodes)
             candidates, misfit = cached
+            if (esc_ratio and candidates and expected < esc_ratio * limit_s
+                    and candidates[0][1].market != "spot"
+                    and (escalated or (risk_nodes and any(c[1].market == "spot" and c[1].pool == candidates[0][1].pool
+                                                          for c in candidates)))):
+                # on-demand only (preempted max_preemptions_spot times, or too big and long to finish on
+                # spot): bursting buys at most ``expected`` of wait at several times the spot price; while
+                # that is short next to the run itself, the job waits on-prem
+                wcode, wnum, wkind = 4, esc_ratio * limit_s, (job.restart_count if escalated else -1)
+                candidates = []
             if not candidates:
                 if escalated and not misfit:
                     misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
@@ -515,51 +667,52 @@ def decide(
                 # nodes it holds at once (an array runs as many tasks as its throttle and the pool allow)
                 want_nodes = 0 if already else nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
                 acct_cap = pol.max_nodes_per_account.get(job.account, pol.default_max_nodes_per_account)
-                secs = launch_seconds(limit_s, config) + accrual
+                secs = -1.0
+                nodes_by_pool = commit.nodes_by_pool
                 for _, offer in candidates:
                     cap = pools[offer.pool].cap
-                    in_pool = commit.nodes_by_pool.get(offer.pool, 0)
+                    in_pool = nodes_by_pool.get(offer.pool, 0)
                     hold_nodes = want_nodes
                     if tasks > 1 and in_pool + hold_nodes > cap and in_pool + nodes <= cap:
                         hold_nodes = cap - in_pool
                     if in_pool + hold_nodes > cap:
-                        why = why or f"pool {offer.pool} is full ({in_pool}/{cap} nodes)"
+                        why = why or (_W_FULL, (offer.pool, in_pool, cap))
                         continue
                     if acct_cap is not None and commit.nodes_by_account.get(job.account, 0) + hold_nodes > acct_cap:
-                        why = why or f"account {job.account} is at its cloud node cap ({acct_cap})"
+                        why = why or (_W_ACCT_CAP, (job.account, acct_cap))
                         continue
+                    if secs < 0:
+                        secs = launch_seconds(limit_s, config) + accrual
                     cost = 0 if already else nodes * tasks * cost_micros(offer.price_micros, secs)
-                    if stats is not None:
+                    if counting:
                         stats.guard_checks += 1
                     v = check_launch(budgets, commit, account=job.account, cost_micros=cost,
                                      rate_micros_per_hour=hold_nodes * offer.price_micros, config=config,
                                      limits=limits, with_reason=explain_on)
                     if not v.ok:
-                        why = why or v.reason or "x"
+                        why = why or ("{}", (v.reason or "x",))
                         continue
                     chosen, verdict_left, want_nodes, why = offer, v.account_left_micros, hold_nodes, ""
                     break
         if chosen is None:
             ahead[track] += own * tasks
             for p in has_cloud:
-                revoke.append(RevokeEligible(jid, p))
+                add_revoke(RevokeEligible(jid, p))
             if explain_on:
-                explanations[jid] = Explanation(jid, False, None, f"{_figures(waited, expected, dur)}stays on-prem: {why}")
+                if wcode:
+                    records[jid] = (_r_wait, jid, waited, expected, wcode, wnum, wkind)
+                else:
+                    records[jid] = (_r_stay, jid, waited, expected, why)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         for p in has_cloud:
             if p != chosen.partition:
-                revoke.append(RevokeEligible(jid, p))
+                add_revoke(RevokeEligible(jid, p))
         if chosen.partition not in has_cloud:
             out.eligible.append(MakeEligible(jid, chosen.pool, chosen.partition, chosen.market, cost))
             newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
         if explain_on:
-            left = "" if verdict_left is None else (
-                f"account {job.account} has {format_usd(max(verdict_left, 0))} left this {period}, ")
-            mkt = "" if chosen.market == "spot" else " on-demand"
-            explanations[jid] = Explanation(jid, True, chosen.pool, f"{_figures(waited, expected, dur)}{left}pool "
-                                            f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
-
+            records[jid] = (_r_burst, jid, waited, expected, verdict_left, job.account, period, chosen)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 

@@ -71,24 +71,39 @@ def verdict(
     ``keep`` is True for a job that is already burst-eligible: its thresholds shrink by ``keep_fraction``
     so that small changes in the estimate do not flip it back and forth between cycles.
     """
+    first_s, first_r, soon_s, burst_s, need_s, need, kind = thresholds(w, node_hours, time_limit_s, floor_s, keep)
+    if waited_s < first_s:
+        return WaitVerdict(False, first_r, kind)
+    if expected_wait_s < soon_s:
+        return WaitVerdict(False, need, kind, soon_s)
+    if expected_wait_s >= burst_s:
+        return WaitVerdict(True, need, kind)
+    return WaitVerdict(waited_s >= need_s, need, kind)
+
+
+def thresholds(
+    w: WaitingPolicy, node_hours: float, time_limit_s: float, floor_s: float = 0.0, keep: bool = False
+) -> tuple[float, float, float, float, float, float, str]:
+    """The figures ``verdict`` compares against, for callers that decide many jobs of one shape
+    (``decide()`` caches them per shape): ``(first_s, first_report_s, soon_s, burst_s, need_s, need, kind)``.
+
+    A job is not ready while ``waited < first_s`` (it is told it needs ``first_report_s``), nor while
+    ``expected < soon_s``; it is ready when ``expected >= burst_s``, else when ``waited >= need_s``.
+    The ``*_s`` thresholds are already scaled by ``keep_fraction`` when ``keep``.
+    """
     need = required_wait_s(w, node_hours, floor_s)
     scale = w.keep_fraction if keep else 1.0
     if w.kind != "burstd":
-        return WaitVerdict(waited_s >= need * scale, need, w.kind)
+        # plain size-based wait: one threshold (expressed so that the burstd steps never fire)
+        return need * scale, need, -INFINITY, INFINITY, need * scale, need, w.kind
     # burstd: compute-wait, told by the queue. (1) A job whose on-prem start is near (expected remaining
     # wait below min_expected_wait_s) stays, however long it has waited: bursting it buys little wait for
     # a whole job's cost. (2) A job predicted to wait long for its size (expected remaining wait of at
     # least burstd_wait_per_node_hour_s x node-hours) bursts without first sitting out the compute-wait:
     # compute-wait would burst it anyway, only later. (3) Otherwise, compute-wait.
     first = max(w.burstd_min_wait_s, floor_s)
-    if waited_s < first * scale:
-        return WaitVerdict(False, first, "burstd")
     soon = max(w.min_expected_wait_s, w.wait_to_runtime_ratio * time_limit_s) * scale
-    if expected_wait_s < soon:
-        return WaitVerdict(False, need, "burstd", soon)
-    if expected_wait_s >= w.burstd_wait_per_node_hour_s * node_hours * scale:
-        return WaitVerdict(True, need, "burstd")
-    return WaitVerdict(waited_s >= need * scale, need, "burstd")
+    return first * scale, first, soon, w.burstd_wait_per_node_hour_s * node_hours * scale, need * scale, need, "burstd"
 
 
 def _dur(seconds: float) -> str:

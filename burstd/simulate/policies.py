@@ -91,7 +91,12 @@ def policy_config(base: Config, name: str, constant_wait_s: float | None = None)
     waiting = w.model_copy(update={"kind": kind})
     if name == "constant-wait" and constant_wait_s is not None:
         waiting = waiting.model_copy(update={"min_wait_s": constant_wait_s})
-    return base.model_copy(update={"pools": pools, "policy": pol.model_copy(update={"waiting": waiting})})
+    update: dict = {"waiting": waiting}
+    if name in ("constant-wait", "compute-wait"):
+        # the baselines as published (Starburst): spot first, on-demand after repeated preemption, ranked
+        # by price alone; the risk-aware market choice is part of burstd's policy, not theirs
+        update["risk_aware_market"] = False
+    return base.model_copy(update={"pools": pools, "policy": pol.model_copy(update=update)})
 
 
 def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: int | None, onprem_gpus: int | None,

@@ -207,3 +207,73 @@ def test_prewarm_only_with_new_demand_and_within_cap_and_site_budget():
     assert [(p.pool, p.count) for p in d.prewarm] == [("aws-cpu", 2)]  # 3-node cap, 1 taken by the job
     assert one(busy_cluster(pending(1, comment="burst:no")), cfg).prewarm == []
     assert one(busy_cluster(pending(1)), cfg, bk=book(site=1.2)).prewarm == []  # idle nodes would overspend
+
+
+def test_an_escalated_job_goes_home_while_its_on_prem_start_is_near_next_to_its_run_time():
+    # expected on-prem start in 10 h; time limit 1 h; preempted twice, so on-demand only
+    job = pending(1, restart_count=2)
+    stays = one(busy_cluster(job), config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 20}}))
+    assert stays.eligible == []
+    assert "preempted 2 times, so on-demand only" in stays.explanations[1].reason
+    assert "sooner than 20 h" in stays.explanations[1].reason
+    goes = one(busy_cluster(job), config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 5}}))
+    assert [e.market for e in goes.eligible] == ["on-demand"]
+    # not escalated yet (spot still allowed): the knob does not apply
+    fresh = one(busy_cluster(pending(1, restart_count=1)),
+                config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 20}}))
+    assert [e.market for e in fresh.eligible] == ["spot"]
+    # a baseline waiting policy ignores it (compute-wait keeps its published definition)
+    base = one(busy_cluster(job), config(policy={"waiting": {"kind": "compute", "min_wait_s": 60,
+                                                             "escalated_wait_to_runtime_ratio": 20}}))
+    assert [e.market for e in base.eligible] == ["on-demand"]
+
+
+def test_explanations_are_rendered_only_when_read_and_cover_every_pending_job():
+    from burstd.domain.decisions import Explanation, ExplanationMap
+
+    calls = []
+
+    def render(jid, text):
+        calls.append(jid)
+        return Explanation(jid, False, None, text)
+
+    m = ExplanationMap()
+    m.put(7, render, 7, "stays")
+    m[8] = Explanation(8, True, "p", "burst")
+    assert calls == [] and len(m) == 2 and 7 in m and set(m) == {7, 8}
+    assert m[7].reason == "stays" and m[7].reason == "stays" and calls == [7]  # rendered once, kept
+    assert dict(m.items()) == {7: Explanation(7, False, None, "stays"), 8: Explanation(8, True, "p", "burst")}
+    d = one(busy_cluster(pending(1), pending(2, waited_s=10), pending(3, comment="burst:no")))
+    assert isinstance(d.explanations, ExplanationMap)
+    assert set(d.explanations) == {1, 2, 3}
+    assert "opted out" in d.explanations[3].reason and d.explanations[1].burst
+
+
+def test_spot_hours_restart_model():
+    from burstd.policy.decide import spot_hours
+
+    assert spot_hours(0.0, 8, 7200, 3600, 300) == pytest.approx(2 + 300 / 3600)  # no risk: work + one boot
+    one_node, eight = spot_hours(0.3, 1, 36000, 3600, 120), spot_hours(0.3, 8, 36000, 3600, 120)
+    assert 10 < one_node < 13 and eight > 3 * one_node  # a job's risk grows with its node count
+    assert spot_hours(0.3, 8, 36000, 1800, 120) < eight  # checkpointing more often loses less
+    assert spot_hours(0.3, 1000, 36000, 3600, 120) == math.inf
+
+
+def test_a_big_long_job_on_a_volatile_spot_market_goes_on_demand_from_the_start():
+    prices = [PriceQuote("aws-cpu", "spot", 1_000_000, 0.3), PriceQuote("aws-cpu", "on-demand", 3_000_000, 0.0)]
+    small = pending(1, cpus=8, limit_min=600)
+    big = pending(2, cpus=64, node_count=8, limit_min=600)
+    snap = busy_cluster(small, big, nodes=16)
+    d = one(snap, config(policy={"waiting": {"kind": "none"}, "risk_aware_market": True}), prices=prices)
+    assert {e.job_id: e.market for e in d.eligible} == {1: "spot", 2: "on-demand"}
+    plain = one(snap, config(policy={"waiting": {"kind": "none"}}), prices=prices)
+    assert {e.job_id: e.market for e in plain.eligible} == {1: "spot", 2: "spot"}
+
+
+def test_a_pool_that_is_on_demand_by_configuration_is_not_an_escalation():
+    # the cheapest fit is an on-demand-only pool; spot elsewhere costs more: no escalation, so it bursts
+    cfg = config(pools=[pool("od", "cloud-od", "o", price=2.0, ondemand=None, market="on-demand"),
+                        pool("sp", "cloud-sp", "s", price=5.0, ondemand=None)],
+                 policy={"waiting": {"escalated_wait_to_runtime_ratio": 100}})
+    d = one(busy_cluster(pending(1)), cfg)
+    assert [(e.pool, e.market) for e in d.eligible] == [("od", "on-demand")]

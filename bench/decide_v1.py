@@ -1,0 +1,612 @@
+"""Frozen copy of decide() before the 2026-11 speed work (bench/bench_decide.py compares against it).
+
+    decisions = decide(snapshot, leases, budgets, prices, config, now)
+
+One pass over the pending jobs in priority order (highest priority, then oldest first):
+
+1. hard gates: paused, opt-out comment, excluded account/user/partition/QOS, heterogeneous or held job,
+   pending for a reason that is not about resources, priority below ``min_priority``, no time limit, too
+   many preemptions (escalation: ``max_preemptions_spot`` -> on-demand only -> ``max_preemptions_total`` ->
+   on-prem only);
+2. expected on-prem wait: Slurm's backfill estimate (``Job.start_time`` on a pending job that is not yet
+   burst-eligible), else a fluid model: the job starts when the capacity freed by running on-prem jobs
+   (at their end times or time limits) covers the demand of the jobs ahead of it that stay on-prem;
+3. the waiting policy (``burstd.policy.waiting``) with per-partition/QOS minimum waits;
+4. fit (CPUs, memory, GPUs and GPU type, features, pool accounts, ``policy.burst_to``), then the cheapest
+   (pool, market) by expected cost including the rework that spot preemptions cost, that still fits the
+   pool's and the account's node caps and the budget guard (``burstd.policy.budget``) with every earlier
+   decision of this cycle already counted.
+
+Jobs that already carry a cloud partition and fail any of this lose it (``RevokeEligible``); thresholds
+for keeping are ``waiting.keep_fraction`` of those for bursting, so estimates that wobble do not flap.
+Every pending job considered gets an ``Explanation``. Cost is O(P log P + R log R) for P pending jobs and
+R running jobs (fit results are cached per job shape).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from burstd.config import Config, PoolConfig
+from burstd.domain.budget import BudgetBook, PriceQuote
+from burstd.domain.decisions import Decisions, Explanation, MakeEligible, Prewarm, Release, RevokeEligible
+from burstd.domain.lease import Lease
+from burstd.domain.money import format_usd, usd_to_micros
+from burstd.domain.slurm import Job, Node, Snapshot
+from burstd.policy import waiting
+from burstd.policy.budget import (
+    Committed,
+    Limits,
+    PriceError,
+    account_limit,
+    burn_cap,
+    check_launch,
+    committed_spend,
+    cost_micros,
+    launch_seconds,
+    validate_book,
+    validate_quote,
+)
+
+INF = float("inf")
+_FAR_FUTURE = 365 * 86400  # Slurm reports "unknown" start times as far-future values
+
+PriceInput = Mapping[tuple[str, str], PriceQuote] | Iterable[PriceQuote] | None
+
+
+@dataclass(slots=True)
+class DecideStats:
+    """Work counters (for scaling-shape tests): how many times each inner step ran."""
+
+    jobs: int = 0
+    estimates: int = 0
+    bisect_steps: int = 0
+    fit_checks: int = 0
+    guard_checks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    pool: str
+    partition: str
+    market: str
+    price_micros: int
+    interruption_rate: float
+
+
+@dataclass(slots=True)
+class _Pool:
+    cfg: PoolConfig
+    cap: int
+    offers: dict[str, Offer] = field(default_factory=dict)
+    features: frozenset[str] = frozenset()
+    gpu_types: frozenset[str | None] = frozenset()
+
+
+def normalize_prices(prices: PriceInput) -> dict[tuple[str, str], PriceQuote]:
+    if not prices:
+        return {}
+    items = prices.values() if isinstance(prices, Mapping) else prices
+    out: dict[tuple[str, str], PriceQuote] = {}
+    for q in items:
+        validate_quote(q)
+        out[(q.pool, q.market)] = q
+    return out
+
+
+def pool_offers(pool: PoolConfig, quotes: Mapping[tuple[str, str], PriceQuote]) -> dict[str, Offer]:
+    """The markets a pool can launch in, at the quoted price (else the configured one)."""
+    offers: dict[str, Offer] = {}
+    configured = {pool.market: pool.price_per_hour}
+    if pool.ondemand_price_per_hour is not None:
+        configured.setdefault("on-demand", pool.ondemand_price_per_hour)
+    for market, usd in configured.items():
+        q = quotes.get((pool.name, market))
+        price = q.price_per_hour_micros if q else usd_to_micros(usd)
+        rate = q.interruption_rate if q else 0.0
+        offers[market] = Offer(pool.name, pool.partition, market, price, rate if market == "spot" else 0.0)
+    return offers
+
+
+_FEATURE_SPLIT = re.compile(r"[&,()\[\]]")
+
+
+def parse_features(expr: str) -> list[frozenset[str]]:
+    """A constraint expression as a list of alternatives (AND inside, OR between), counts dropped."""
+    if not expr:
+        return []
+    alts = []
+    for alt in expr.split("|"):
+        names = frozenset(t.split("*")[0].strip() for t in _FEATURE_SPLIT.split(alt) if t.strip())
+        if names:
+            alts.append(names)
+    return alts
+
+
+def array_task_count(spec: str) -> int:
+    """Number of tasks in a pending array record's ``array_tasks`` ("1-9", "1,3,5-7:2", "0-99%4")."""
+    if not spec:
+        return 1
+    n = 0
+    for part in spec.split("%")[0].split(","):
+        part = part.strip()
+        if not part:
+            continue
+        step = 1
+        if ":" in part:
+            part, s = part.split(":", 1)
+            step = max(1, int(s)) if s.isdigit() else 1
+        if "-" in part:
+            a, b = part.split("-", 1)
+            if a.isdigit() and b.isdigit() and int(b) >= int(a):
+                n += (int(b) - int(a)) // step + 1
+            else:
+                n += 1
+        else:
+            n += 1
+    return max(n, 1)
+
+
+def array_throttle(spec: str) -> int | None:
+    """The ``%N`` limit of an array record, if any."""
+    if "%" in spec:
+        tail = spec.rsplit("%", 1)[1]
+        if tail.isdigit() and int(tail) > 0:
+            return int(tail)
+    return None
+
+
+_SUMMARY_CACHE: list = [None, None, None]  # (nodes tuple, onprem set, result): one entry, identity-checked
+
+
+def node_summary(nodes: tuple[Node, ...], onprem: frozenset[str]) -> tuple[int, int, tuple[Node, ...]]:
+    """Usable on-prem CPUs and GPUs, and the cloud nodes. Cached for the very same ``nodes`` tuple (the
+    simulator passes one tuple every cycle); the result depends only on its arguments."""
+    c = _SUMMARY_CACHE
+    if c[0] is nodes and c[1] == onprem:
+        return c[2]
+    total_cpu = total_gpu = 0
+    cloud = []
+    for n in nodes:
+        if "CLOUD" in n.flags:
+            cloud.append(n)
+            continue
+        if onprem and not (set(n.partitions) & onprem):
+            continue
+        if n.state in ("DOWN", "DRAINED", "FUTURE") or n.is_drained:
+            continue
+        total_cpu += n.cpus
+        if n.gres:
+            total_gpu += sum(g.count for g in n.gres if g.name == "gpu")
+    result = (total_cpu, total_gpu, tuple(cloud))
+    c[0], c[1], c[2] = nodes, onprem, result
+    return result
+
+
+class OnPremModel:
+    """Expected on-prem start from running jobs' end times (fluid model, per CPU and GPU track)."""
+
+    def __init__(self, snapshot: Snapshot, cloud_partitions: frozenset[str], onprem: frozenset[str], now: float):
+        self.now = now
+        total_cpu, total_gpu, _ = node_summary(snapshot.nodes, onprem)
+        used_cpu = used_gpu = 0
+        ends_cpu: list[tuple[float, int]] = []
+        ends_gpu: list[tuple[float, int]] = []
+        limits = []
+        for j in snapshot.jobs:
+            if not j.is_running or (j.partitions and j.partitions[0] in cloud_partitions):
+                continue
+            if j.end_time is not None:
+                end = float(j.end_time)
+            elif j.start_time is not None and j.time_limit_min:
+                end = float(j.start_time) + j.time_limit_min * 60
+            else:
+                end = now + 86400.0
+            end = max(end, now)
+            if j.time_limit_min:
+                limits.append(j.time_limit_min * 60.0)
+            gpus = j.gpus * max(j.node_count, 1)
+            used_cpu += j.cpus
+            ends_cpu.append((end, j.cpus))
+            if gpus:
+                used_gpu += gpus
+                ends_gpu.append((end, gpus))
+        self.total = (total_cpu, total_gpu)
+        self.free = (max(total_cpu - used_cpu, 0), max(total_gpu - used_gpu, 0))
+        self.mean_limit = (sum(limits) / len(limits)) if limits else 3600.0
+        self.tracks = []
+        for ends in (ends_cpu, ends_gpu):
+            ends.sort()
+            times = [e for e, _ in ends]
+            cum, acc = [], 0
+            for _, c in ends:
+                acc += c
+                cum.append(acc)
+            self.tracks.append((times, cum))
+
+    def expected_start_in(self, track: int, own: int, ahead: int, stats: DecideStats | None = None) -> float:
+        """Seconds until ``own`` units fit after ``ahead`` units queued before them (INF: never fits)."""
+        total = self.total[track]
+        if own > total:
+            return INF
+        need = own + ahead - self.free[track]
+        if need <= 0:
+            return 0.0
+        times, cum = self.tracks[track]
+        if cum and need <= cum[-1]:
+            k = bisect.bisect_left(cum, need)
+            if stats is not None:
+                stats.bisect_steps += max(1, len(cum).bit_length())
+            return max(times[k] - self.now, 0.0)
+        # beyond every running job: the queue drains in rounds of the whole cluster
+        last = (times[-1] - self.now) if times else 0.0
+        over = need - (cum[-1] if cum else 0)
+        return last + math.ceil(over / max(total, 1)) * self.mean_limit
+
+
+def _job_fit(job: Job, pool: _Pool) -> str:
+    nodes = max(job.node_count, 1)
+    cpn = -(-job.cpus // nodes)
+    cfg = pool.cfg
+    if cpn > cfg.cpus:
+        return f"needs {cpn} CPUs a node, pool {cfg.name} has {cfg.cpus}"
+    if job.memory_mb and job.memory_mb > cfg.memory_mb:
+        return f"needs {job.memory_mb} MiB a node, pool {cfg.name} has {cfg.memory_mb}"
+    gpus = job.gpus
+    if gpus > cfg.gpus:
+        return f"needs {gpus} GPUs a node, pool {cfg.name} has {cfg.gpus}"
+    if gpus:
+        types = {g.type for g in job.gres if g.name == "gpu" and g.type}
+        for t in types:
+            if pool.gpu_types != frozenset({t}):
+                return f"needs GPU type {t}, pool {cfg.name} has {'/'.join(sorted(str(x) for x in pool.gpu_types))}"
+    alts = parse_features(job.features)
+    if alts and not any(a <= pool.features for a in alts):
+        return f"needs features {job.features}, pool {cfg.name} has {','.join(sorted(pool.features)) or 'none'}"
+    if nodes > pool.cap:
+        return f"needs {nodes} nodes, pool {cfg.name} has at most {pool.cap}"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What a job's partition list means for policy (cached per distinct list)."""
+
+    cloud: tuple[str, ...]  # cloud partitions it already carries
+    home: tuple[str, ...]  # its on-prem partitions
+    managed: bool  # at least one home partition is in policy.onprem_partitions
+    excluded: str  # excluded home partitions, "" if none
+    floor: float  # min wait from policy.min_wait_s_by_partition
+    allowed: frozenset[str] | None  # pools from policy.burst_to; None = every pool
+    max_time_min: int | None  # the first home partition's MaxTime (for jobs without a limit)
+
+
+def _parts_info(parts, cloud_parts, onprem, pol, partition_max) -> _Parts:
+    cloud = tuple(p for p in parts if p in cloud_parts)
+    home = tuple(p for p in parts if p not in cloud_parts)
+    managed = not onprem or bool(set(home) & onprem)
+    excluded = ",".join(sorted(set(home) & set(pol.exclude_partitions)))
+    floor = max([pol.min_wait_s_by_partition.get(p, 0.0) for p in home] + [0.0])
+    allowed = None
+    for p in home:
+        if p in pol.burst_to:
+            allowed = (allowed or frozenset()) | frozenset(pol.burst_to[p])
+    max_time = next((partition_max[p] for p in home if partition_max.get(p)), None)
+    return _Parts(cloud, home, managed, excluded, floor, allowed, max_time)
+
+
+def _figures(waited: float, expected: float, dur) -> str:
+    return (f"waited {dur(waited)}, expected on-prem start "
+            + ("never (too big for on-prem)" if expected == INF else f"in {dur(expected)}") + ", ")
+
+
+def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | None, fits: dict[str, str],
+                escalated: bool, node_units: int, limit_s: float, ckpt_s: float, boot_s: float,
+                stats: DecideStats | None) -> tuple[list[tuple[float, Offer]], str]:
+    candidates: list[tuple[float, Offer]] = []
+    misfit = ""
+    for name, pool in pools.items():
+        if allowed is not None and name not in allowed:
+            continue
+        if pool.cfg.accounts is not None and job.account not in pool.cfg.accounts:
+            misfit = misfit or f"account {job.account} may not use pool {name}"
+            continue
+        why = fits.get(name)
+        if why is None:
+            if stats is not None:
+                stats.fit_checks += 1
+            why = fits[name] = _job_fit(job, pool)
+        if why:
+            misfit = misfit or why
+            continue
+        for market, offer in pool.offers.items():
+            if escalated and market == "spot":
+                continue
+            candidates.append((_effective_cost(offer, node_units, limit_s, ckpt_s, boot_s), offer))
+    candidates.sort(key=lambda c: (c[0], c[1].pool, c[1].market))
+    return candidates, misfit
+
+
+def _effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
+    """Expected $ including rework: each preemption loses up to a checkpoint interval plus a boot."""
+    hours = seconds / 3600.0
+    rework_h = offer.interruption_rate * hours * (min(seconds, ckpt_s) / 2 + boot_s) / 3600.0
+    return offer.price_micros * nodes * (hours + rework_h)
+
+
+def decide(
+    snapshot: Snapshot,
+    leases: Sequence[Lease],
+    budgets: BudgetBook | None,
+    prices: PriceInput,
+    config: Config,
+    now: float | None = None,
+    *,
+    stats: DecideStats | None = None,
+    explain: bool = True,
+) -> Decisions:
+    """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing).
+
+    ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
+    """
+    explain_on = explain
+    now = snapshot.taken_at if now is None else float(now)
+    if budgets is None:  # no store budgets: the config's [budget] section decides
+        budgets = BudgetBook(now, now)
+    validate_book(budgets)
+    quotes = normalize_prices(prices)
+    pol = config.policy
+    w = pol.waiting
+    out = Decisions()
+
+    pools: dict[str, _Pool] = {}
+    part_to_pool: dict[str, str] = {}
+    for p in config.pools:
+        gpu_types = frozenset(t.gpu_type for t in p.instance_types)
+        cap = p.node_count if p.max_nodes is None else min(p.max_nodes, p.node_count)
+        pools[p.name] = _Pool(p, cap, pool_offers(p, quotes), frozenset(p.features), gpu_types)
+        part_to_pool[p.partition] = p.name
+    cloud_parts = frozenset(part_to_pool)
+    onprem = frozenset(pol.onprem_partitions)
+    jobs_by_id = {j.job_id: j for j in snapshot.jobs}
+    live = [lease for lease in leases if lease.is_live]
+    commit: Committed = committed_spend(live, jobs_by_id, now, config, quotes)
+    leased_jobs = {jid for lease in live for jid in lease.job_ids}
+    model = OnPremModel(snapshot, cloud_parts, onprem, now)
+    limits = Limits(budgets, config)
+    s_limit = limits.site
+    period = config.budget.period
+    boot_s = pol.boot_overhead_s
+    ckpt_s = pol.checkpoint_interval_s
+    accrual = config.budget.accrual_interval_s
+    ahead = [0, 0]
+    partition_max = {p.name: p.max_time_min for p in snapshot.partitions}
+    excl_acct, excl_user = frozenset(pol.exclude_accounts), frozenset(pol.exclude_users)
+    excl_qos = frozenset(pol.exclude_qos)
+    burst_reasons = frozenset(pol.burst_reasons)
+    opt_out = pol.opt_out_comment
+    max_total, max_spot, min_prio = pol.max_preemptions_total, pol.max_preemptions_spot, pol.min_priority
+    qos_floor = pol.min_wait_s_by_qos
+    acct_pools = any(p.accounts is not None for p in config.pools)
+    newly: dict[str, int] = {}
+    part_cache: dict[tuple[str, ...], _Parts] = {}
+    fit_cache: dict[tuple, dict[str, str]] = {}
+    cand_cache: dict[tuple, tuple[list[tuple[float, Offer]], str]] = {}
+    dur = waiting.format_duration
+
+    pending = [j for j in snapshot.jobs if j.state == "PENDING"]
+    pending.sort(key=lambda j: (-j.priority, j.submit_time or 0, j.job_id))
+    explanations = out.explanations
+    revoke = out.revoke
+
+    for job in pending:
+        if stats is not None:
+            stats.jobs += 1
+        parts = job.partitions
+        pi = part_cache.get(parts)
+        if pi is None:
+            pi = part_cache[parts] = _parts_info(parts, cloud_parts, onprem, pol, partition_max)
+        has_cloud = pi.cloud
+        jid = job.job_id
+        nodes = job.node_count if job.node_count > 1 else 1
+        tasks = array_task_count(job.array_tasks) if job.array_tasks else 1
+        gres = job.gres
+        gpn = sum(g.count for g in gres if g.name == "gpu") if gres else 0
+        if gpn:
+            track, own = 1, gpn * nodes
+        else:
+            track, own = 0, job.cpus
+
+        if not pi.home:
+            if explain_on:
+                explanations[jid] = Explanation(jid, False, None,
+                                                "submitted to a cloud partition directly; burstd leaves it alone")
+            continue
+        gate = ""
+        if not pi.managed:
+            gate = f"partition {','.join(pi.home)} is not one burstd manages (policy.onprem_partitions)"
+        elif pol.paused:
+            gate = "bursting is paused"
+        elif opt_out and opt_out in job.comment:
+            gate = f"the job opted out (--comment={opt_out})"
+        elif job.account in excl_acct:
+            gate = f"account {job.account} is excluded"
+        elif job.user in excl_user:
+            gate = f"user {job.user} is excluded"
+        elif pi.excluded:
+            gate = f"partition {pi.excluded} is excluded"
+        elif job.qos and job.qos in excl_qos:
+            gate = f"QOS {job.qos} is excluded"
+        elif job.het_job_id is not None:
+            gate = "heterogeneous jobs do not burst"
+        elif job.hold:
+            gate = "the job is held"
+        elif job.restart_count >= max_total:
+            gate = f"preempted {job.restart_count} times (max_preemptions_total {max_total}): on-prem only"
+        elif not has_cloud and job.reason not in burst_reasons:
+            gate = f"pending for {job.reason}, not for resources"
+        elif job.priority < min_prio:
+            gate = f"priority {job.priority} is below min_priority {min_prio}"
+        elif job.time_limit_min is None and pi.max_time_min is None:
+            gate = "no time limit, so its cloud cost has no bound"
+        if gate:
+            ahead[track] += own * tasks
+            for p in has_cloud:
+                revoke.append(RevokeEligible(jid, p))
+            if explain_on:
+                explanations[jid] = Explanation(jid, False, None, f"stays on-prem: {gate}")
+            continue
+        limit_min = job.time_limit_min if job.time_limit_min is not None else pi.max_time_min
+        limit_s = limit_min * 60.0
+
+        # expected on-prem wait
+        if stats is not None:
+            stats.estimates += 1
+        st = job.start_time
+        if not has_cloud and st is not None and now - 60 <= st < now + _FAR_FUTURE:
+            expected = max(float(st) - now, 0.0)
+        else:
+            expected = model.expected_start_in(track, own, ahead[track], stats)
+        since = job.eligible_time if job.eligible_time is not None else job.submit_time
+        waited = max(now - float(since if since is not None else now), 0.0)
+
+        floor = pi.floor
+        if qos_floor and job.qos in qos_floor:
+            floor = max(floor, qos_floor[job.qos])
+        if expected == INF:
+            wv = waiting.WaitVerdict(waited >= floor, floor, "floor")
+        else:
+            wv = waiting.verdict(w, waited_s=waited, expected_wait_s=expected,
+                                 node_hours=nodes * tasks * limit_s / 3600.0, time_limit_s=limit_s, floor_s=floor,
+                                 keep=bool(has_cloud))
+        why = ""
+        chosen: Offer | None = None
+        verdict_left = None
+        cost = 0
+        want_nodes = 0
+        if not wv.ready:
+            why = wv.why if explain_on else "x"
+        else:
+            # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
+            escalated = job.restart_count >= max_spot
+            shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features)
+            ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
+            cached = cand_cache.get(ckey)
+            if cached is None:
+                fits = fit_cache.get(shape_key)
+                if fits is None:
+                    fits = fit_cache[shape_key] = {}
+                cached = cand_cache[ckey] = _candidates(job, pools, pi.allowed, fits, escalated, nodes * tasks,
+                                                        limit_s, ckpt_s, boot_s, stats)
+            candidates, misfit = cached
+            if not candidates:
+                if escalated and not misfit:
+                    misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
+                why = misfit or "no cloud pool is configured for it"
+            else:
+                if has_cloud:  # keep the pool it already has when that one still passes (stability)
+                    keep_pool = part_to_pool[has_cloud[0]]
+                    candidates = sorted(candidates, key=lambda c: c[1].pool != keep_pool)
+                already = jid in leased_jobs
+                # nodes it holds at once (an array runs as many tasks as its throttle and the pool allow)
+                want_nodes = 0 if already else nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
+                acct_cap = pol.max_nodes_per_account.get(job.account, pol.default_max_nodes_per_account)
+                secs = launch_seconds(limit_s, config) + accrual
+                for _, offer in candidates:
+                    cap = pools[offer.pool].cap
+                    in_pool = commit.nodes_by_pool.get(offer.pool, 0)
+                    hold_nodes = want_nodes
+                    if tasks > 1 and in_pool + hold_nodes > cap and in_pool + nodes <= cap:
+                        hold_nodes = cap - in_pool
+                    if in_pool + hold_nodes > cap:
+                        why = why or f"pool {offer.pool} is full ({in_pool}/{cap} nodes)"
+                        continue
+                    if acct_cap is not None and commit.nodes_by_account.get(job.account, 0) + hold_nodes > acct_cap:
+                        why = why or f"account {job.account} is at its cloud node cap ({acct_cap})"
+                        continue
+                    cost = 0 if already else nodes * tasks * cost_micros(offer.price_micros, secs)
+                    if stats is not None:
+                        stats.guard_checks += 1
+                    v = check_launch(budgets, commit, account=job.account, cost_micros=cost,
+                                     rate_micros_per_hour=hold_nodes * offer.price_micros, config=config,
+                                     limits=limits, with_reason=explain_on)
+                    if not v.ok:
+                        why = why or v.reason or "x"
+                        continue
+                    chosen, verdict_left, want_nodes, why = offer, v.account_left_micros, hold_nodes, ""
+                    break
+        if chosen is None:
+            ahead[track] += own * tasks
+            for p in has_cloud:
+                revoke.append(RevokeEligible(jid, p))
+            if explain_on:
+                explanations[jid] = Explanation(jid, False, None, f"{_figures(waited, expected, dur)}stays on-prem: {why}")
+            continue
+        commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
+        for p in has_cloud:
+            if p != chosen.partition:
+                revoke.append(RevokeEligible(jid, p))
+        if chosen.partition not in has_cloud:
+            out.eligible.append(MakeEligible(jid, chosen.pool, chosen.partition, chosen.market, cost))
+            newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
+        if explain_on:
+            left = "" if verdict_left is None else (
+                f"account {job.account} has {format_usd(max(verdict_left, 0))} left this {period}, ")
+            mkt = "" if chosen.market == "spot" else " on-demand"
+            explanations[jid] = Explanation(jid, True, chosen.pool, f"{_figures(waited, expected, dur)}{left}pool "
+                                            f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
+
+    _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
+    return out
+
+
+def _prewarm_and_release(snapshot: Snapshot, live: list[Lease], budgets: BudgetBook, config: Config,
+                         pools: dict[str, _Pool], commit: Committed, newly: dict[str, int], out: Decisions,
+                         s_limit: int | None) -> None:
+    pol = config.policy
+    by_node = {lease.node_name: lease for lease in live}
+    site_out = s_limit is not None and s_limit - budgets.site_spent_micros - commit.site <= 0
+    cloud_nodes = node_summary(snapshot.nodes, frozenset(pol.onprem_partitions))[2]
+    for node in cloud_nodes:
+        if node.is_powered_down or node.is_powering_up or node.state != "IDLE":
+            continue
+        if "POWERING_DOWN" in node.flags or "POWER_DOWN" in node.flags:
+            continue
+        if pol.paused:
+            out.release.append(Release(node.name, "bursting is paused"))
+            continue
+        lease = by_node.get(node.name)
+        if site_out:
+            out.release.append(Release(node.name, "the site budget is spent"))
+        elif lease is not None and lease.account:
+            lim = account_limit(budgets, lease.account, config)
+            ab = budgets.accounts.get(lease.account)
+            spent = ab.spent_micros if ab else 0
+            if lim is not None and lim - spent - commit.accounts.get(lease.account, 0) < 0:
+                out.release.append(Release(node.name, f"account {lease.account} budget is spent"))
+    if pol.paused or pol.prewarm_nodes <= 0:
+        return
+    for name, demand in newly.items():
+        pool = pools[name]
+        room = pool.cap - commit.nodes_by_pool.get(name, 0)
+        count = min(pol.prewarm_nodes, room)
+        if demand <= 0 or count <= 0:
+            continue
+        offer = min(pool.offers.values(), key=lambda o: o.price_micros)
+        idle_cost = count * cost_micros(offer.price_micros, pol.idle_commit_s + config.budget.accrual_interval_s)
+        site_left = None if s_limit is None else s_limit - budgets.site_spent_micros - commit.site
+        cap = burn_cap(budgets, config)
+        if site_left is not None and idle_cost > site_left:
+            continue
+        if cap is not None and commit.rate_micros_per_hour + count * offer.price_micros > cap:
+            continue
+        commit.add("", name, idle_cost, count * offer.price_micros, count)
+        out.prewarm.append(Prewarm(name, count))
+
+
+__all__ = ["decide", "DecideStats", "OnPremModel", "normalize_prices", "pool_offers", "array_task_count",
+           "parse_features", "PriceError", "node_summary"]
