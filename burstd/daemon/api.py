@@ -255,6 +255,12 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         log.warning("preemption notice", extra=ev(node=body.node, kind=body.kind, deadline=body.deadline))
         return {"queued": nodes}
 
+    def _pool_health() -> dict:
+        try:
+            return rec.health.status()
+        except Exception as exc:  # noqa: BLE001 - status must answer even if the settings are unreadable
+            return {"error": str(exc)}
+
     @app.get("/v1/status", tags=["read"])
     def status(who: str = read) -> dict:
         leases = rec.store.leases(states=OPEN_STATES)
@@ -289,6 +295,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                 "snapshot_at": snap.taken_at if snap else None,
             },
             "nodes": nodes,
+            "pool_health": _pool_health(),
             "last_cycle": rec.last_report.as_dict() if rec.last_report else None,
         }
 

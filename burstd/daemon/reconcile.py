@@ -328,8 +328,8 @@ def plan_leases(world: World, config: Config) -> list[Action]:
             elif inst is not None and not fresh:  # a fresh one was just asked; the listing predates it
                 out.append(Terminate(lease.lease_id, "terminate again (instance still listed)", _ids(inst, lease)))
         elif st == S.FAILED:
-            if listed and inst is None:
-                out.append(Close(lease.lease_id, "failed lease has no instance"))
+            if listed and inst is None:  # keep why it failed as the lease's final reason
+                out.append(Close(lease.lease_id, lease.reason or "failed lease has no instance"))
             elif inst is not None:
                 out.append(Terminate(lease.lease_id, "clean up failed lease", _ids(inst, lease)))
 
@@ -366,9 +366,37 @@ def plan_orphans(world: World, config: Config) -> list[Action]:
     return out
 
 
-def plan_decisions(decisions: Decisions, config: Config) -> list[Action]:
+def plan_blocked(snapshot: Snapshot | None, blocked: dict[str, str], config: Config) -> list[Action]:
+    """Pending jobs that may run in a pool that takes no launches now (every offering exhausted, quota,
+    protected mode): remove that cloud partition so they run on-prem. Level-triggered: repeats each cycle."""
+    if snapshot is None or not blocked:
+        return []
+    parts = set()
+    for name in blocked:
+        try:
+            parts.add(config.pool(name).partition)
+        except KeyError:
+            continue
     out: list[Action] = []
+    for job in snapshot.pending:
+        if len(job.partitions) > 1:
+            for part in job.partitions:
+                if part in parts:
+                    out.append(RemovePartition(job.job_id, part))
+    return out
+
+
+def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None) -> list[Action]:
+    out: list[Action] = []
+    blocked_parts = set()
+    for name in blocked or {}:
+        try:
+            blocked_parts.add(config.pool(name).partition)
+        except KeyError:
+            continue
     for d in decisions.eligible:
+        if d.partition in blocked_parts:
+            continue  # the pool cannot launch now: the job stays on-prem (``burstctl status`` says why)
         out.append(AddPartition(d.job_id, d.partition))
     for r in decisions.revoke:
         out.append(RemovePartition(r.job_id, r.partition))
@@ -424,6 +452,7 @@ class Executor:
         self.again = False  # something changed that the next cycle should look at right away
         self.report: CycleReport | None = None
         self.hook_started: dict[str, float] = {}
+        self.health = None  # PoolHealth: launch failures and boot failures per pool
 
     def apply(self, actions: Iterable[Action]) -> None:
         for action in actions:
@@ -476,9 +505,15 @@ class Executor:
                 log.warning("launch will be retried", extra=ev(lease_id=lease.lease_id, node=lease.node_name,
                                                                   error=str(exc), error_class=str(exc.kind)))
                 return
-            self._do_Fail(Fail(lease.lease_id, f"launch failed: {exc}", requeue=lease.job_ids))
+            # capacity (every offering exhausted), quota or config: the pool takes no new jobs for a while
+            # and the jobs that asked for this node go back on-prem
+            reason = f"launch failed ({exc.kind}): {exc}"
+            self._health("record_launch_failure", lease.pool, str(exc), str(exc.kind))
+            self._do_Fail(Fail(lease.lease_id, reason, requeue=lease.job_ids))
+            self._send_on_prem(lease)
             return
         crash_point("launch.after_provider")
+        self._health("record_launch_success", lease.pool)
         self.metrics.launch_latency.observe(max(self.clock() - lease.created_at, 0.0))
         self._move(lease.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
                    instance_id=inst.instance_id, launched_at=inst.launched_at)
@@ -495,15 +530,37 @@ class Executor:
         if a.power_down:
             self._slurm_power_down(lease.node_name, f"burstd refused: {a.reason}", force=True)
             # keep Slurm from scheduling the job onto the pool again at once
-            part = self._partition_of(lease.pool)
-            for job_id in lease.job_ids:
-                job = self._job(job_id)
-                if job is not None and part in job.partitions and len(job.partitions) > 1:
-                    self._quiet(self.adapter.remove_partition, job_id, part)
+            self._send_on_prem(lease)
+
+    def _send_on_prem(self, lease: Lease) -> None:
+        """Remove the lease's cloud partition from the jobs that asked for its node (Slurm checks that another
+        partition is left; a job that has only the cloud partition keeps it)."""
+        part = self._partition_of(lease.pool)
+        if not part:
+            return
+        job_ids = dict.fromkeys(lease.job_ids)
+        if self.snapshot is not None:
+            for job in self.snapshot.jobs:
+                try:
+                    if job.nodes and lease.node_name in expand_hostlist(job.nodes):
+                        job_ids[job.job_id] = None
+                except HostlistError:
+                    continue
+        for job_id in job_ids:
+            self._quiet(self.adapter.remove_partition, job_id, part)
+
+    def _health(self, method: str, *args) -> None:
+        if self.health is None:
+            return
+        try:
+            getattr(self.health, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - bookkeeping must not undo the action
+            log.error("pool health not recorded", extra=ev(call=method, error=str(exc)))
 
     def _do_MarkReady(self, a: MarkReady) -> None:
         crash_point("ready.before")
         lease = self._move(a.lease_id, S.READY, "slurmd registered", ready_at=self.clock())
+        self._health("record_boot_success", lease.pool)
         self.metrics.ready_latency.observe(max(self.clock() - lease.created_at, 0.0))
 
     def _do_Fail(self, a: Fail) -> None:
@@ -511,6 +568,8 @@ class Executor:
         if S.FAILED not in _allowed(lease.state):
             return
         self._move(a.lease_id, S.FAILED, a.reason)
+        if lease.state == S.BOOTING:
+            self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
             self._slurm_power_down(lease.node_name, f"burstd: {a.reason}", force=True)
         for job_id in a.requeue:
@@ -613,7 +672,8 @@ Decider = Callable[..., Decisions]
 
 class Reconciler:
     def __init__(self, config: Config, store, adapter, providers: dict[str, Provider], decider: Decider,
-                 metrics: Metrics | None = None, clock: Callable[[], float] = time.time, decider_name: str = ""):
+                 metrics: Metrics | None = None, clock: Callable[[], float] = time.time, decider_name: str = "",
+                 health=None):
         self.config = config
         self.store = store
         self.adapter = adapter
@@ -628,6 +688,11 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
+        if health is None:
+            from burstd.daemon.pools import PoolHealth
+
+            health = PoolHealth(store, config, clock)
+        self.health = health
         self.on_wake: Callable[[], None] = lambda: None
         from burstd.daemon.spend import SpendAccrual
 
@@ -717,6 +782,7 @@ class Reconciler:
                       self.clock)
         ex.report = report
         ex.hook_started = self.hook_started
+        ex.health = self.health
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
@@ -767,7 +833,9 @@ class Reconciler:
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
                                          self._budget_book(), self._prices(), cfg, self.clock())
                 self.last_decisions = decisions
-                ex.apply(plan_decisions(decisions, self.config))
+                blocked = self._blocked()
+                ex.apply(plan_blocked(snapshot, blocked, self.config))
+                ex.apply(plan_decisions(decisions, self.config, blocked))
             except Exception as exc:  # noqa: BLE001
                 self.metrics.error(exc)
                 report.errors.append(f"decide: {exc}")
@@ -823,6 +891,13 @@ class Reconciler:
             validate_quote(q)
         return quotes
 
+    def _blocked(self) -> dict[str, str]:
+        try:
+            return self.health.blocked()
+        except Exception as exc:  # noqa: BLE001
+            log.error("pool health unreadable", extra=ev(error=str(exc)))
+            return {}
+
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
         """The budget guard for this pass: ``burstd.policy.budget.guard_launch`` when the policy package
         and a budget book are there, else the simple rule in ``burstd.daemon.rules``. Leases approved in
@@ -832,6 +907,10 @@ class Reconciler:
         state: dict[str, Any] = {}
 
         def refusal(lease: Lease) -> str | None:
+            if "blocked" not in state:
+                state["blocked"] = self._blocked()
+            if lease.pool in state["blocked"]:
+                return state["blocked"][lease.pool]
             if "book" not in state:
                 state["book"] = self._budget_book()
             book = state["book"]
