@@ -147,10 +147,20 @@ class RemovePartition:
     partition: str
 
 
+@dataclass(frozen=True, slots=True)
+class ReleaseJob:
+    """``scontrol release``: Slurm holds a job whose cloud node failed to launch; burstd lets it run again."""
+
+    job_id: int
+
+
 Action = (
     Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | AddPartition | RemovePartition
+    | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob
 )
+
+#: Slurm's reason for a job it requeued and held after its (cloud) node failed to come up.
+LAUNCH_FAILED_HELD = "launch_failed_requeued_held"
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +376,22 @@ def plan_orphans(world: World, config: Config) -> list[Action]:
     return out
 
 
+def plan_held(snapshot: Snapshot | None, failed_jobs: Iterable[int] = ()) -> list[Action]:
+    """Jobs Slurm held because their cloud node failed to launch: release them (burstd already failed the
+    lease and, for an exhausted pool, removed its partition), so they run wherever they can. A job is
+    released when Slurm names that reason, or when it is held and was on a lease burstd failed lately
+    (``failed_jobs``); a hold an admin or user put on any other job is left alone."""
+    if snapshot is None:
+        return []
+    failed = set(failed_jobs)
+    out: list[Action] = []
+    for job in snapshot.pending:
+        held = job.hold or "REQUEUE_HOLD" in job.state_flags or "held" in job.reason.lower()
+        if job.reason == LAUNCH_FAILED_HELD or (job.job_id in failed and held):
+            out.append(ReleaseJob(job.job_id))
+    return out
+
+
 def plan_blocked(snapshot: Snapshot | None, blocked: dict[str, str], config: Config) -> list[Action]:
     """Pending jobs that may run in a pool that takes no launches now (every offering exhausted, quota,
     protected mode): remove that cloud partition so they run on-prem. Level-triggered: repeats each cycle."""
@@ -453,6 +479,7 @@ class Executor:
         self.report: CycleReport | None = None
         self.hook_started: dict[str, float] = {}
         self.health = None  # PoolHealth: launch failures and boot failures per pool
+        self.failed_jobs: dict[int, float] = {}  # job id -> when a lease it asked for failed (held jobs to release)
 
     def apply(self, actions: Iterable[Action]) -> None:
         for action in actions:
@@ -547,6 +574,7 @@ class Executor:
                 except HostlistError:
                     continue
         for job_id in job_ids:
+            self.failed_jobs[job_id] = self.clock()
             self._quiet(self.adapter.remove_partition, job_id, part)
 
     def _health(self, method: str, *args) -> None:
@@ -573,6 +601,7 @@ class Executor:
         if a.power_down:
             self._slurm_power_down(lease.node_name, f"burstd: {a.reason}", force=True)
         for job_id in a.requeue:
+            self.failed_jobs[job_id] = self.clock()
             self._quiet(self.adapter.requeue, job_id)
         self.again = True
 
@@ -624,6 +653,13 @@ class Executor:
     def _do_AddPartition(self, a: AddPartition) -> None:
         self.adapter.add_partition(a.job_id, a.partition)
         log.info("job made burst-eligible", extra=ev(job_id=a.job_id, partition=a.partition))
+
+    def _do_ReleaseJob(self, a: ReleaseJob) -> None:
+        release = getattr(self.adapter, "release_hold", None)
+        if release is None:
+            return
+        self._quiet(release, a.job_id)
+        log.info("held job released (its cloud node failed to launch)", extra=ev(job_id=a.job_id))
 
     def _do_RemovePartition(self, a: RemovePartition) -> None:
         self.adapter.remove_partition(a.job_id, a.partition)
@@ -688,6 +724,7 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
+        self.failed_jobs: dict[int, float] = {}
         if health is None:
             from burstd.daemon.pools import PoolHealth
 
@@ -783,6 +820,10 @@ class Reconciler:
         ex.report = report
         ex.hook_started = self.hook_started
         ex.health = self.health
+        now = self.clock()
+        for job_id in [j for j, t in self.failed_jobs.items() if now - t > 3600]:
+            del self.failed_jobs[job_id]
+        ex.failed_jobs = self.failed_jobs
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
@@ -827,14 +868,16 @@ class Reconciler:
 
         # 5. decide which jobs may burst, and do it
         if snapshot is not None:
+            # pools that cannot launch now send their pending jobs on-prem; held failed launches run again
+            blocked = self._blocked()
+            ex.apply(plan_blocked(snapshot, blocked, self.config))
+            ex.apply(plan_held(snapshot, self.failed_jobs))
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
                                          self._budget_book(), self._prices(), cfg, self.clock())
                 self.last_decisions = decisions
-                blocked = self._blocked()
-                ex.apply(plan_blocked(snapshot, blocked, self.config))
                 ex.apply(plan_decisions(decisions, self.config, blocked))
             except Exception as exc:  # noqa: BLE001
                 self.metrics.error(exc)

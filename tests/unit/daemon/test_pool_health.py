@@ -42,6 +42,19 @@ def test_capacity_failure_sends_jobs_on_prem_keeps_reason_and_blocks_the_pool_un
     rec.cycle()
     assert not any(c[0] == "add_partition" for c in adapter.calls), adapter.calls
     assert ("remove_partition", 8, "cloud") in adapter.calls
+    assert not any(c[0] == "release_hold" for c in adapter.calls)
+
+    # Slurm holds a job whose cloud node failed to launch: burstd releases it (and only that kind of hold)
+    adapter.jobs += [Job(6, "j", "u", "a", ("onprem",), "PENDING", reason="launch_failed_requeued_held"),
+                     Job(10, "j", "u", "a", ("onprem",), "PENDING", reason="JobHeldUser", hold=True)]
+    adapter.calls.clear()
+    rec.cycle()
+    assert ("release_hold", 6) in adapter.calls and ("release_hold", 10) not in adapter.calls
+    # however Slurm words it, a held job whose lease failed is released
+    adapter.jobs[-2] = Job(6, "j", "u", "a", ("onprem",), "PENDING", reason="JobHeldAdmin", hold=True)
+    adapter.calls.clear()
+    rec.cycle()
+    assert ("release_hold", 6) in adapter.calls and ("release_hold", 10) not in adapter.calls
     health = rec.health.status()["local"]
     assert not health["launching"] and "injected" in health["last_launch_failure"]["text"]
     assert health["blocked_reason"].startswith("last launch failure: ")
