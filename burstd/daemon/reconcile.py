@@ -909,6 +909,14 @@ class Reconciler:
         return report
 
     # --- inputs for the guard and the decider -------------------------------------------------
+    def budget_book(self) -> BudgetBook | None:
+        """The budget book as the decider sees it (also for ``/v1/explain``)."""
+        return self._budget_book()
+
+    def prices(self) -> dict:
+        """This cycle's validated price quotes (also for ``/v1/explain``)."""
+        return self._prices()
+
     def _budget_book(self) -> BudgetBook | None:
         fn = getattr(self.store, "budget_book", None)
         if fn is None:
