@@ -703,6 +703,26 @@ class UnknownNode(ValueError):
     pass
 
 
+#: How long the daemon reuses a pool's spot price history answer.
+SPOT_PRICE_TTL_S = 300.0
+
+
+class _CachedSpotHistory:
+    """Just ``describe_spot_price_history`` of an EC2 client, each pool's answer reused for SPOT_PRICE_TTL_S."""
+
+    def __init__(self, ec2, cache: dict, key: str, clock: Callable[[], float]):
+        self._ec2, self._cache, self._key, self._clock = ec2, cache, key, clock
+
+    def describe_spot_price_history(self, **kwargs):
+        now = self._clock()
+        hit = self._cache.get(self._key)
+        if hit is not None and now - hit[0] < SPOT_PRICE_TTL_S:
+            return hit[1]
+        resp = self._ec2.describe_spot_price_history(**kwargs)
+        self._cache[self._key] = (now, resp)
+        return resp
+
+
 Decider = Callable[..., Decisions]
 
 
@@ -725,6 +745,7 @@ class Reconciler:
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
         self.failed_jobs: dict[int, float] = {}
+        self._spot_cache: dict[str, tuple[float, Any]] = {}
         if health is None:
             from burstd.daemon.pools import PoolHealth
 
@@ -737,9 +758,19 @@ class Reconciler:
         try:
             from burstd.policy.prices import price_table
 
-            self.price_source: Callable[[Config], dict] | None = lambda cfg: price_table(cfg).quotes
+            self.price_source: Callable[[Config], dict] | None = (
+                lambda cfg: price_table(cfg, aws_client=self._aws_price_client).quotes)
         except ImportError:
             self.price_source = None
+
+    def _aws_price_client(self, pool) -> Any:
+        """The pool's boto3 EC2 client (from its AWS provider) for spot price history, its answers kept for
+        ``SPOT_PRICE_TTL_S`` so a 2 s cycle does not call DescribeSpotPriceHistory every time. A pool
+        without one (not AWS, or a fake) raises, and ``price_table`` keeps the configured price."""
+        ec2 = getattr(self.providers.get(pool.name), "ec2", None)
+        if ec2 is None:
+            raise LookupError(f"pool {pool.name} has no EC2 client")
+        return _CachedSpotHistory(ec2, self._spot_cache, pool.name, self.clock)
 
     # --- called from the API (fast: record, wake, return) ---------------------------------------
     def check_nodes(self, nodes: Sequence[str]) -> None:
