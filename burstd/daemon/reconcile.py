@@ -46,6 +46,8 @@ S = LeaseState
 OPEN_STATES = frozenset(set(LeaseState) - set(FINAL_STATES))
 #: States in which a node's lease is "the" lease: a new resume for the node is a repeat, not a new VM.
 ACTIVE_STATES = frozenset({S.REQUESTED, S.LAUNCHING, S.BOOTING, S.READY, S.DRAINING})
+#: The setting that holds hook/agent/admin requests not yet applied by a cycle (a JSON list).
+INTENTS_SETTING = "pending_intents"
 #: A lease that changed less than this before the world was observed is not judged on that world.
 FRESH_S = 2.0
 
@@ -108,6 +110,13 @@ class Drain:
 
 
 @dataclass(frozen=True, slots=True)
+class Undrain:
+    """A DRAINING lease whose node an admin resumed in Slurm (``scontrol update state=resume``)."""
+
+    lease_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class TerminateOrphan:
     pool: str
     instance_id: str
@@ -155,7 +164,7 @@ class ReleaseJob:
 
 
 Action = (
-    Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | TerminateOrphan | CreateLease
+    Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
     | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob
 )
 
@@ -220,6 +229,11 @@ def node_registered(node: Node | None) -> bool:
     if node.is_powering_up or node.is_powered_down or node.has("NOT_RESPONDING") or node.has("POWERING_DOWN"):
         return False
     return node.state not in ("DOWN", "UNKNOWN", "FUTURE")
+
+
+def node_drained(node: Node) -> bool:
+    """Drained or draining in Slurm, however the state is spelled (``IDLE+DRAIN``, ``DRAINING``, ``DRAINED``)."""
+    return node.is_drained or node.state.startswith("DRAIN") or any(f.startswith("DRAIN") for f in node.flags)
 
 
 def node_released(node: Node | None) -> bool:
@@ -332,6 +346,9 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                                 requeue=requeue))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
+            elif st == S.DRAINING and node is not None and not node_drained(node) and node_registered(node) \
+                    and not fresh:
+                out.append(Undrain(lease.lease_id))
         elif st == S.TERMINATING:
             if listed and inst is None:
                 out.append(Close(lease.lease_id, "instance gone"))
@@ -609,6 +626,9 @@ class Executor:
         lease = self._move(a.lease_id, S.DRAINING, a.reason)
         self._quiet(self.adapter.drain, [lease.node_name], a.reason[:200])
 
+    def _do_Undrain(self, a: Undrain) -> None:
+        self._move(a.lease_id, S.READY, "node undrained in Slurm")
+
     def _do_Terminate(self, a: Terminate) -> None:
         lease = self.store.lease(a.lease_id)
         if lease.state in FINAL_STATES:
@@ -738,7 +758,7 @@ class Reconciler:
         self.decider_name = decider_name or getattr(decider, "__name__", "decide")
         self.metrics = metrics or Metrics()
         self.clock = clock
-        self._intents: list[Intent] = []
+        self._intents: list[Intent] = self._load_intents()  # requests queued before a restart
         self.hook_started: dict[str, float] = {}  # lease id -> when its ResumeProgram started (in memory only)
         self._lock = threading.Lock()  # lease creation and the intent queue
         self.last_snapshot: Snapshot | None = None
@@ -815,11 +835,36 @@ class Reconciler:
         return {"created": created, "existing": existing, "deferred": deferred}
 
     def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
+        """Queue a request for the next cycle, durably: it is in the store before this returns, so a daemon
+        killed before the cycle still drains/terminates after its restart (the cycle applies it and then
+        forgets it; applying one twice is harmless)."""
         self.check_nodes(nodes)
         now = self.clock()
         with self._lock:
-            self._intents.extend(Intent(kind, n, reason, now) for n in nodes)
+            queued = [*self._intents, *(Intent(kind, n, reason, now) for n in nodes)]
+            self._save_intents(queued)  # raises: the caller (the API) answers an error, nothing is queued
+            self._intents = queued
         self.wake()
+
+    def _save_intents(self, intents: Sequence[Intent]) -> None:
+        import json
+
+        self.store.set_setting(INTENTS_SETTING, json.dumps([dataclasses.asdict(i) for i in intents]))
+
+    def _load_intents(self) -> list[Intent]:
+        import json
+
+        try:
+            raw = self.store.get_setting(INTENTS_SETTING)
+        except Exception as exc:  # noqa: BLE001 - a store without settings (unit-test fakes)
+            log.warning("queued requests not restored", extra=ev(error=str(exc)))
+            return []
+        try:
+            return [Intent(str(d["kind"]), str(d["node"]), str(d.get("reason", "")), float(d.get("at", 0.0)))
+                    for d in json.loads(raw or "[]")]
+        except (ValueError, TypeError, KeyError) as exc:
+            log.error("queued requests unreadable; dropped", extra=ev(setting=INTENTS_SETTING, error=str(exc)))
+            return []
 
     def wake(self) -> None:
         self.on_wake()
@@ -884,11 +929,20 @@ class Reconciler:
             self.last_snapshot = snapshot
             ex.snapshot = snapshot
 
-        # 3. hook / agent / admin intents
+        # 3. hook / agent / admin intents (kept in the store until applied)
         with self._lock:
-            intents, self._intents = self._intents, []
+            intents = list(self._intents)
         leases = self.store.leases(states=OPEN_STATES)
         ex.apply(plan_intents(intents, leases, snapshot))
+        crash_point("cycle.after_intents")
+        if intents:
+            with self._lock:
+                rest = self._intents[len(intents):]  # requests that arrived while these were applied
+                try:
+                    self._save_intents(rest)
+                    self._intents = rest
+                except Exception as exc:  # noqa: BLE001 - applied again next cycle: harmless
+                    report.errors.append(f"intents: {exc}")
 
         # 4. leases vs Slurm vs provider, and orphans
         leases = tuple(self.store.leases(states=OPEN_STATES))
