@@ -133,6 +133,18 @@ def register(app: typer.Typer) -> None:
         for n in data["nodes"]:
             t.add_row(n["name"], n["state"], ",".join(n["flags"]), n["lease_state"] or "-")
         console.print(t)
+        for pool, h in (data.get("pool_health") or {}).items():
+            if not isinstance(h, dict):
+                continue
+            if h.get("protected"):
+                console.print(f"[bold red]pool {pool} PROTECTED[/] since {_ago(h.get('protected_since'))}: "
+                              f"{h.get('protected_reason')} (burstctl cloud unprotect {pool})", highlight=False)
+            if h.get("last_launch_failure"):
+                console.print(f"[yellow]pool {pool}[/] {h['last_launch_failure']['text']}"
+                              + ("" if h.get("launching") else " (not launching)"), highlight=False)
+            for c in h.get("cooldowns") or []:
+                console.print(f"  pool {pool}: offering {c['offering']} cooling down until "
+                              f"{time.strftime('%H:%M:%S', time.localtime(c['until']))} ({c['reason']})", highlight=False)
         lc = data.get("last_cycle")
         if lc:
             acts = ", ".join(f"{k}={v}" for k, v in lc["actions"].items()) or "nothing to do"

@@ -255,6 +255,12 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         log.warning("preemption notice", extra=ev(node=body.node, kind=body.kind, deadline=body.deadline))
         return {"queued": nodes}
 
+    def _pool_health() -> dict:
+        try:
+            return rec.health.status()
+        except Exception as exc:  # noqa: BLE001 - status must answer even if the settings are unreadable
+            return {"error": str(exc)}
+
     @app.get("/v1/status", tags=["read"])
     def status(who: str = read) -> dict:
         leases = rec.store.leases(states=OPEN_STATES)
@@ -289,6 +295,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                 "snapshot_at": snap.taken_at if snap else None,
             },
             "nodes": nodes,
+            "pool_health": _pool_health(),
             "last_cycle": rec.last_report.as_dict() if rec.last_report else None,
         }
 
@@ -316,24 +323,19 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         snap = rec.last_snapshot
         if snap is None:
             raise HTTPException(503, "no Slurm snapshot yet: the first cycle has not run")
-        try:
-            from burstd.policy.explain import explain_job
-        except ImportError:
-            explain_job = None
-        if explain_job is not None and rec.last_decisions is not None:
-            result = explain_job(job_id, snap, decisions=rec.last_decisions,
-                                 leases=rec.store.leases(states=OPEN_STATES), config=config, now=rec.clock())
-            return dataclasses.asdict(result)
-        d = rec.last_decisions
-        if d is not None and job_id in d.explanations:
-            return dataclasses.asdict(d.explanations[job_id])
-        job = next((j for j in snap.jobs if j.job_id == job_id), None)
-        if job is None:
-            raise HTTPException(404, f"job {job_id} is not in the last Slurm snapshot")
-        on = set(job.partitions) & {p.partition for p in config.pools}
-        return {"job_id": job_id, "burst": bool(on), "pool": None,
-                "reason": (f"already burst-eligible ({', '.join(sorted(on))})" if on else
-                           f"job is {job.state}; the last cycle made no decision about it")}
+        from burstd.policy.explain import explain_job
+
+        leases = rec.store.leases(states=OPEN_STATES)
+        if rec.last_decisions is not None:
+            result = explain_job(job_id, snap, decisions=rec.last_decisions, leases=leases, config=config,
+                                 now=rec.clock())
+        else:  # no decision yet (first cycle, or the decider failed): run the daemon's decider afresh (pure)
+            try:
+                decisions = rec.decider(snap, list(leases), rec.budget_book(), rec.prices(), config, rec.clock())
+            except Exception as exc:  # noqa: BLE001 - e.g. PriceError naming a pool
+                raise HTTPException(503, f"cannot explain job {job_id}: {exc}") from None
+            result = explain_job(job_id, snap, decisions=decisions, leases=leases, config=config, now=rec.clock())
+        return result.as_dict()
 
     @app.post("/v1/pause", tags=["admin"])
     def pause(body: ReasonBody | None = None, who: str = admin) -> dict:

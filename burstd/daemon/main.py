@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from burstd.daemon.api import ApiServer, create_app
     from burstd.daemon.metrics import Metrics
+    from burstd.daemon.pools import PoolHealth
     from burstd.daemon.reconcile import Reconciler
     from burstd.daemon.service import LoopService
     from burstd.daemon.wiring import make_decider, make_providers, make_slurm_adapter, open_store
@@ -70,10 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     store = open_store(config)
     adapter = make_slurm_adapter(config)
-    providers = make_providers(config)
+    health = PoolHealth(store, config)  # one capacity cooldown for every cloud pool, restored from the store
+    providers = make_providers(config, cooldown=health.cooldown)
     decider, decider_name = make_decider(config)
     metrics = Metrics()
-    rec = Reconciler(config, store, adapter, providers, decider, metrics, decider_name=decider_name)
+    rec = Reconciler(config, store, adapter, providers, decider, metrics, decider_name=decider_name,
+                     health=health)
     if args.once:
         report = rec.cycle()
         print(report.as_dict())

@@ -46,6 +46,8 @@ S = LeaseState
 OPEN_STATES = frozenset(set(LeaseState) - set(FINAL_STATES))
 #: States in which a node's lease is "the" lease: a new resume for the node is a repeat, not a new VM.
 ACTIVE_STATES = frozenset({S.REQUESTED, S.LAUNCHING, S.BOOTING, S.READY, S.DRAINING})
+#: The setting that holds hook/agent/admin requests not yet applied by a cycle (a JSON list).
+INTENTS_SETTING = "pending_intents"
 #: A lease that changed less than this before the world was observed is not judged on that world.
 FRESH_S = 2.0
 
@@ -108,6 +110,13 @@ class Drain:
 
 
 @dataclass(frozen=True, slots=True)
+class Undrain:
+    """A DRAINING lease whose node an admin resumed in Slurm (``scontrol update state=resume``)."""
+
+    lease_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class TerminateOrphan:
     pool: str
     instance_id: str
@@ -147,10 +156,20 @@ class RemovePartition:
     partition: str
 
 
+@dataclass(frozen=True, slots=True)
+class ReleaseJob:
+    """``scontrol release``: Slurm holds a job whose cloud node failed to launch; burstd lets it run again."""
+
+    job_id: int
+
+
 Action = (
-    Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | AddPartition | RemovePartition
+    Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
+    | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob
 )
+
+#: Slurm's reason for a job it requeued and held after its (cloud) node failed to come up.
+LAUNCH_FAILED_HELD = "launch_failed_requeued_held"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +229,11 @@ def node_registered(node: Node | None) -> bool:
     if node.is_powering_up or node.is_powered_down or node.has("NOT_RESPONDING") or node.has("POWERING_DOWN"):
         return False
     return node.state not in ("DOWN", "UNKNOWN", "FUTURE")
+
+
+def node_drained(node: Node) -> bool:
+    """Drained or draining in Slurm, however the state is spelled (``IDLE+DRAIN``, ``DRAINING``, ``DRAINED``)."""
+    return node.is_drained or node.state.startswith("DRAIN") or any(f.startswith("DRAIN") for f in node.flags)
 
 
 def node_released(node: Node | None) -> bool:
@@ -322,14 +346,17 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                                 requeue=requeue))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
+            elif st == S.DRAINING and node is not None and not node_drained(node) and node_registered(node) \
+                    and not fresh:
+                out.append(Undrain(lease.lease_id))
         elif st == S.TERMINATING:
             if listed and inst is None:
                 out.append(Close(lease.lease_id, "instance gone"))
             elif inst is not None and not fresh:  # a fresh one was just asked; the listing predates it
                 out.append(Terminate(lease.lease_id, "terminate again (instance still listed)", _ids(inst, lease)))
         elif st == S.FAILED:
-            if listed and inst is None:
-                out.append(Close(lease.lease_id, "failed lease has no instance"))
+            if listed and inst is None:  # keep why it failed as the lease's final reason
+                out.append(Close(lease.lease_id, lease.reason or "failed lease has no instance"))
             elif inst is not None:
                 out.append(Terminate(lease.lease_id, "clean up failed lease", _ids(inst, lease)))
 
@@ -366,9 +393,53 @@ def plan_orphans(world: World, config: Config) -> list[Action]:
     return out
 
 
-def plan_decisions(decisions: Decisions, config: Config) -> list[Action]:
+def plan_held(snapshot: Snapshot | None, failed_jobs: Iterable[int] = ()) -> list[Action]:
+    """Jobs Slurm held because their cloud node failed to launch: release them (burstd already failed the
+    lease and, for an exhausted pool, removed its partition), so they run wherever they can. A job is
+    released when Slurm names that reason, or when it is held and was on a lease burstd failed lately
+    (``failed_jobs``); a hold an admin or user put on any other job is left alone."""
+    if snapshot is None:
+        return []
+    failed = set(failed_jobs)
     out: list[Action] = []
+    for job in snapshot.pending:
+        held = job.hold or "REQUEUE_HOLD" in job.state_flags or "held" in job.reason.lower()
+        if job.reason == LAUNCH_FAILED_HELD or (job.job_id in failed and held):
+            out.append(ReleaseJob(job.job_id))
+    return out
+
+
+def plan_blocked(snapshot: Snapshot | None, blocked: dict[str, str], config: Config) -> list[Action]:
+    """Pending jobs that may run in a pool that takes no launches now (every offering exhausted, quota,
+    protected mode): remove that cloud partition so they run on-prem. Level-triggered: repeats each cycle."""
+    if snapshot is None or not blocked:
+        return []
+    parts = set()
+    for name in blocked:
+        try:
+            parts.add(config.pool(name).partition)
+        except KeyError:
+            continue
+    out: list[Action] = []
+    for job in snapshot.pending:
+        if len(job.partitions) > 1:
+            for part in job.partitions:
+                if part in parts:
+                    out.append(RemovePartition(job.job_id, part))
+    return out
+
+
+def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None) -> list[Action]:
+    out: list[Action] = []
+    blocked_parts = set()
+    for name in blocked or {}:
+        try:
+            blocked_parts.add(config.pool(name).partition)
+        except KeyError:
+            continue
     for d in decisions.eligible:
+        if d.partition in blocked_parts:
+            continue  # the pool cannot launch now: the job stays on-prem (``burstctl status`` says why)
         out.append(AddPartition(d.job_id, d.partition))
     for r in decisions.revoke:
         out.append(RemovePartition(r.job_id, r.partition))
@@ -424,6 +495,8 @@ class Executor:
         self.again = False  # something changed that the next cycle should look at right away
         self.report: CycleReport | None = None
         self.hook_started: dict[str, float] = {}
+        self.health = None  # PoolHealth: launch failures and boot failures per pool
+        self.failed_jobs: dict[int, float] = {}  # job id -> when a lease it asked for failed (held jobs to release)
 
     def apply(self, actions: Iterable[Action]) -> None:
         for action in actions:
@@ -476,9 +549,15 @@ class Executor:
                 log.warning("launch will be retried", extra=ev(lease_id=lease.lease_id, node=lease.node_name,
                                                                   error=str(exc), error_class=str(exc.kind)))
                 return
-            self._do_Fail(Fail(lease.lease_id, f"launch failed: {exc}", requeue=lease.job_ids))
+            # capacity (every offering exhausted), quota or config: the pool takes no new jobs for a while
+            # and the jobs that asked for this node go back on-prem
+            reason = f"launch failed ({exc.kind}): {exc}"
+            self._health("record_launch_failure", lease.pool, str(exc), str(exc.kind))
+            self._do_Fail(Fail(lease.lease_id, reason, requeue=lease.job_ids))
+            self._send_on_prem(lease)
             return
         crash_point("launch.after_provider")
+        self._health("record_launch_success", lease.pool)
         self.metrics.launch_latency.observe(max(self.clock() - lease.created_at, 0.0))
         self._move(lease.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
                    instance_id=inst.instance_id, launched_at=inst.launched_at)
@@ -495,15 +574,38 @@ class Executor:
         if a.power_down:
             self._slurm_power_down(lease.node_name, f"burstd refused: {a.reason}", force=True)
             # keep Slurm from scheduling the job onto the pool again at once
-            part = self._partition_of(lease.pool)
-            for job_id in lease.job_ids:
-                job = self._job(job_id)
-                if job is not None and part in job.partitions and len(job.partitions) > 1:
-                    self._quiet(self.adapter.remove_partition, job_id, part)
+            self._send_on_prem(lease)
+
+    def _send_on_prem(self, lease: Lease) -> None:
+        """Remove the lease's cloud partition from the jobs that asked for its node (Slurm checks that another
+        partition is left; a job that has only the cloud partition keeps it)."""
+        part = self._partition_of(lease.pool)
+        if not part:
+            return
+        job_ids = dict.fromkeys(lease.job_ids)
+        if self.snapshot is not None:
+            for job in self.snapshot.jobs:
+                try:
+                    if job.nodes and lease.node_name in expand_hostlist(job.nodes):
+                        job_ids[job.job_id] = None
+                except HostlistError:
+                    continue
+        for job_id in job_ids:
+            self.failed_jobs[job_id] = self.clock()
+            self._quiet(self.adapter.remove_partition, job_id, part)
+
+    def _health(self, method: str, *args) -> None:
+        if self.health is None:
+            return
+        try:
+            getattr(self.health, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - bookkeeping must not undo the action
+            log.error("pool health not recorded", extra=ev(call=method, error=str(exc)))
 
     def _do_MarkReady(self, a: MarkReady) -> None:
         crash_point("ready.before")
         lease = self._move(a.lease_id, S.READY, "slurmd registered", ready_at=self.clock())
+        self._health("record_boot_success", lease.pool)
         self.metrics.ready_latency.observe(max(self.clock() - lease.created_at, 0.0))
 
     def _do_Fail(self, a: Fail) -> None:
@@ -511,15 +613,21 @@ class Executor:
         if S.FAILED not in _allowed(lease.state):
             return
         self._move(a.lease_id, S.FAILED, a.reason)
+        if lease.state == S.BOOTING:
+            self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
             self._slurm_power_down(lease.node_name, f"burstd: {a.reason}", force=True)
         for job_id in a.requeue:
+            self.failed_jobs[job_id] = self.clock()
             self._quiet(self.adapter.requeue, job_id)
         self.again = True
 
     def _do_Drain(self, a: Drain) -> None:
         lease = self._move(a.lease_id, S.DRAINING, a.reason)
         self._quiet(self.adapter.drain, [lease.node_name], a.reason[:200])
+
+    def _do_Undrain(self, a: Undrain) -> None:
+        self._move(a.lease_id, S.READY, "node undrained in Slurm")
 
     def _do_Terminate(self, a: Terminate) -> None:
         lease = self.store.lease(a.lease_id)
@@ -566,6 +674,13 @@ class Executor:
         self.adapter.add_partition(a.job_id, a.partition)
         log.info("job made burst-eligible", extra=ev(job_id=a.job_id, partition=a.partition))
 
+    def _do_ReleaseJob(self, a: ReleaseJob) -> None:
+        release = getattr(self.adapter, "release_hold", None)
+        if release is None:
+            return
+        self._quiet(release, a.job_id)
+        log.info("held job released (its cloud node failed to launch)", extra=ev(job_id=a.job_id))
+
     def _do_RemovePartition(self, a: RemovePartition) -> None:
         self.adapter.remove_partition(a.job_id, a.partition)
         log.info("job burst eligibility revoked", extra=ev(job_id=a.job_id, partition=a.partition))
@@ -608,12 +723,33 @@ class UnknownNode(ValueError):
     pass
 
 
+#: How long the daemon reuses a pool's spot price history answer.
+SPOT_PRICE_TTL_S = 300.0
+
+
+class _CachedSpotHistory:
+    """Just ``describe_spot_price_history`` of an EC2 client, each pool's answer reused for SPOT_PRICE_TTL_S."""
+
+    def __init__(self, ec2, cache: dict, key: str, clock: Callable[[], float]):
+        self._ec2, self._cache, self._key, self._clock = ec2, cache, key, clock
+
+    def describe_spot_price_history(self, **kwargs):
+        now = self._clock()
+        hit = self._cache.get(self._key)
+        if hit is not None and now - hit[0] < SPOT_PRICE_TTL_S:
+            return hit[1]
+        resp = self._ec2.describe_spot_price_history(**kwargs)
+        self._cache[self._key] = (now, resp)
+        return resp
+
+
 Decider = Callable[..., Decisions]
 
 
 class Reconciler:
     def __init__(self, config: Config, store, adapter, providers: dict[str, Provider], decider: Decider,
-                 metrics: Metrics | None = None, clock: Callable[[], float] = time.time, decider_name: str = ""):
+                 metrics: Metrics | None = None, clock: Callable[[], float] = time.time, decider_name: str = "",
+                 health=None):
         self.config = config
         self.store = store
         self.adapter = adapter
@@ -622,12 +758,19 @@ class Reconciler:
         self.decider_name = decider_name or getattr(decider, "__name__", "decide")
         self.metrics = metrics or Metrics()
         self.clock = clock
-        self._intents: list[Intent] = []
+        self._intents: list[Intent] = self._load_intents()  # requests queued before a restart
         self.hook_started: dict[str, float] = {}  # lease id -> when its ResumeProgram started (in memory only)
         self._lock = threading.Lock()  # lease creation and the intent queue
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
+        self.failed_jobs: dict[int, float] = {}
+        self._spot_cache: dict[str, tuple[float, Any]] = {}
+        if health is None:
+            from burstd.daemon.pools import PoolHealth
+
+            health = PoolHealth(store, config, clock)
+        self.health = health
         self.on_wake: Callable[[], None] = lambda: None
         from burstd.daemon.spend import SpendAccrual
 
@@ -635,9 +778,19 @@ class Reconciler:
         try:
             from burstd.policy.prices import price_table
 
-            self.price_source: Callable[[Config], dict] | None = lambda cfg: price_table(cfg).quotes
+            self.price_source: Callable[[Config], dict] | None = (
+                lambda cfg: price_table(cfg, aws_client=self._aws_price_client).quotes)
         except ImportError:
             self.price_source = None
+
+    def _aws_price_client(self, pool) -> Any:
+        """The pool's boto3 EC2 client (from its AWS provider) for spot price history, its answers kept for
+        ``SPOT_PRICE_TTL_S`` so a 2 s cycle does not call DescribeSpotPriceHistory every time. A pool
+        without one (not AWS, or a fake) raises, and ``price_table`` keeps the configured price."""
+        ec2 = getattr(self.providers.get(pool.name), "ec2", None)
+        if ec2 is None:
+            raise LookupError(f"pool {pool.name} has no EC2 client")
+        return _CachedSpotHistory(ec2, self._spot_cache, pool.name, self.clock)
 
     # --- called from the API (fast: record, wake, return) ---------------------------------------
     def check_nodes(self, nodes: Sequence[str]) -> None:
@@ -682,11 +835,36 @@ class Reconciler:
         return {"created": created, "existing": existing, "deferred": deferred}
 
     def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
+        """Queue a request for the next cycle, durably: it is in the store before this returns, so a daemon
+        killed before the cycle still drains/terminates after its restart (the cycle applies it and then
+        forgets it; applying one twice is harmless)."""
         self.check_nodes(nodes)
         now = self.clock()
         with self._lock:
-            self._intents.extend(Intent(kind, n, reason, now) for n in nodes)
+            queued = [*self._intents, *(Intent(kind, n, reason, now) for n in nodes)]
+            self._save_intents(queued)  # raises: the caller (the API) answers an error, nothing is queued
+            self._intents = queued
         self.wake()
+
+    def _save_intents(self, intents: Sequence[Intent]) -> None:
+        import json
+
+        self.store.set_setting(INTENTS_SETTING, json.dumps([dataclasses.asdict(i) for i in intents]))
+
+    def _load_intents(self) -> list[Intent]:
+        import json
+
+        try:
+            raw = self.store.get_setting(INTENTS_SETTING)
+        except Exception as exc:  # noqa: BLE001 - a store without settings (unit-test fakes)
+            log.warning("queued requests not restored", extra=ev(error=str(exc)))
+            return []
+        try:
+            return [Intent(str(d["kind"]), str(d["node"]), str(d.get("reason", "")), float(d.get("at", 0.0)))
+                    for d in json.loads(raw or "[]")]
+        except (ValueError, TypeError, KeyError) as exc:
+            log.error("queued requests unreadable; dropped", extra=ev(setting=INTENTS_SETTING, error=str(exc)))
+            return []
 
     def wake(self) -> None:
         self.on_wake()
@@ -717,6 +895,11 @@ class Reconciler:
                       self.clock)
         ex.report = report
         ex.hook_started = self.hook_started
+        ex.health = self.health
+        now = self.clock()
+        for job_id in [j for j, t in self.failed_jobs.items() if now - t > 3600]:
+            del self.failed_jobs[job_id]
+        ex.failed_jobs = self.failed_jobs
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
@@ -746,11 +929,20 @@ class Reconciler:
             self.last_snapshot = snapshot
             ex.snapshot = snapshot
 
-        # 3. hook / agent / admin intents
+        # 3. hook / agent / admin intents (kept in the store until applied)
         with self._lock:
-            intents, self._intents = self._intents, []
+            intents = list(self._intents)
         leases = self.store.leases(states=OPEN_STATES)
         ex.apply(plan_intents(intents, leases, snapshot))
+        crash_point("cycle.after_intents")
+        if intents:
+            with self._lock:
+                rest = self._intents[len(intents):]  # requests that arrived while these were applied
+                try:
+                    self._save_intents(rest)
+                    self._intents = rest
+                except Exception as exc:  # noqa: BLE001 - applied again next cycle: harmless
+                    report.errors.append(f"intents: {exc}")
 
         # 4. leases vs Slurm vs provider, and orphans
         leases = tuple(self.store.leases(states=OPEN_STATES))
@@ -761,13 +953,17 @@ class Reconciler:
 
         # 5. decide which jobs may burst, and do it
         if snapshot is not None:
+            # pools that cannot launch now send their pending jobs on-prem; held failed launches run again
+            blocked = self._blocked()
+            ex.apply(plan_blocked(snapshot, blocked, self.config))
+            ex.apply(plan_held(snapshot, self.failed_jobs))
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
                                          self._budget_book(), self._prices(), cfg, self.clock())
                 self.last_decisions = decisions
-                ex.apply(plan_decisions(decisions, self.config))
+                ex.apply(plan_decisions(decisions, self.config, blocked))
             except Exception as exc:  # noqa: BLE001
                 self.metrics.error(exc)
                 report.errors.append(f"decide: {exc}")
@@ -798,6 +994,14 @@ class Reconciler:
         return report
 
     # --- inputs for the guard and the decider -------------------------------------------------
+    def budget_book(self) -> BudgetBook | None:
+        """The budget book as the decider sees it (also for ``/v1/explain``)."""
+        return self._budget_book()
+
+    def prices(self) -> dict:
+        """This cycle's validated price quotes (also for ``/v1/explain``)."""
+        return self._prices()
+
     def _budget_book(self) -> BudgetBook | None:
         fn = getattr(self.store, "budget_book", None)
         if fn is None:
@@ -823,6 +1027,13 @@ class Reconciler:
             validate_quote(q)
         return quotes
 
+    def _blocked(self) -> dict[str, str]:
+        try:
+            return self.health.blocked()
+        except Exception as exc:  # noqa: BLE001
+            log.error("pool health unreadable", extra=ev(error=str(exc)))
+            return {}
+
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
         """The budget guard for this pass: ``burstd.policy.budget.guard_launch`` when the policy package
         and a budget book are there, else the simple rule in ``burstd.daemon.rules``. Leases approved in
@@ -832,6 +1043,10 @@ class Reconciler:
         state: dict[str, Any] = {}
 
         def refusal(lease: Lease) -> str | None:
+            if "blocked" not in state:
+                state["blocked"] = self._blocked()
+            if lease.pool in state["blocked"]:
+                return state["blocked"][lease.pool]
             if "book" not in state:
                 state["book"] = self._budget_book()
             book = state["book"]

@@ -25,15 +25,18 @@ def make_slurm_adapter(config: Config):
     return make_adapter(config.slurm)
 
 
-def make_provider(pool: PoolConfig, config: Config) -> Provider:
+def make_provider(pool: PoolConfig, config: Config, cooldown=None) -> Provider:
     """The pool's provider, through ``burstd.providers.make_provider`` (the local one gets the per-VM
-    metadata endpoint and burstd-agent there)."""
+    metadata endpoint and burstd-agent there). ``cooldown``: the daemon's one ``OfferingCooldown`` shared by
+    the cloud pools (``PoolHealth.cooldown``, persisted in the store)."""
     providers = importlib.import_module("burstd.providers")
-    return providers.make_provider(pool, config)
+    if pool.provider == "local" or cooldown is None:
+        return providers.make_provider(pool, config)
+    return providers.make_provider(pool, config, cooldown=cooldown)
 
 
-def make_providers(config: Config) -> dict[str, Provider]:
-    return {pool.name: make_provider(pool, config) for pool in config.pools}
+def make_providers(config: Config, cooldown=None) -> dict[str, Provider]:
+    return {pool.name: make_provider(pool, config, cooldown) for pool in config.pools}
 
 
 def make_decider(config: Config) -> tuple[Callable, str]:

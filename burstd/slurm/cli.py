@@ -244,6 +244,9 @@ class CliAdapter:
     def requeue(self, job_id: int) -> None:
         self._scontrol("requeue", str(_job_id(job_id)))
 
+    def release_hold(self, job_id: int) -> None:
+        self._scontrol("release", str(_job_id(job_id)))
+
     def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
         sig = _signal(signal)
         args = [f"--signal={sig}"]

@@ -204,6 +204,9 @@ class PyslurmAdapter:
     def requeue(self, job_id: int) -> None:
         self._call("Job.requeue", self.pyslurm.Job(_job_id(job_id)).requeue)
 
+    def release_hold(self, job_id: int) -> None:
+        self._call("Job.release", self.pyslurm.Job(_job_id(job_id)).release)
+
     def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
         steps = "batch" if batch else "all" if full else "children"
         self._call("Job.send_signal", self.pyslurm.Job(_job_id(job_id)).send_signal, _signal(signal), steps=steps)

@@ -201,6 +201,9 @@ class RestAdapter:
             raise self._unsupported("requeue a job")
         self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}/requeue")
 
+    def release_hold(self, job_id: int) -> None:
+        raise self._unsupported("release a held job")
+
     def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
         params: dict[str, str] = {"signal": _signal(signal)}
         if batch or full:

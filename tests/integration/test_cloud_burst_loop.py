@@ -194,10 +194,8 @@ def test_daemon_killed_at_a_cloud_call_restarts_without_duplicate_or_orphan(
 @pytest.mark.parametrize("provider", ["aws", "gcp"])
 def test_every_offering_exhausted_fails_the_lease_cleanly_with_the_reason_shown(
         slurm_bed, bed_user, tmp_path, aws_env, gce_env, provider):
-    """No instance is made, the lease FAILS with the capacity reason in ``burstctl events``, then closes.
-
-    Not asserted here: that the job then runs on-prem. With the daemon as merged, the job stays pending with the
-    cloud partition after the failed resume (seen on this bed); that is the burst loop's part (see the report).
+    """No instance is made, the lease FAILS with the capacity reason (``burstctl events``, and its final reason),
+    the jobs go back on-prem and complete there, and ``burstctl status --json`` says why the pool is not launching.
     """
     import json
 
@@ -232,10 +230,41 @@ def test_every_offering_exhausted_fails_the_lease_cleanly_with_the_reason_shown(
         failed = wait_for(capacity_failures, 120, "a lease FAILED for capacity in the event log")
         assert any("InsufficientInstanceCapacity" in e["reason"] or "ZONE_RESOURCE_POOL_EXHAUSTED" in e["reason"]
                    or "cooling down" in e["reason"] for e in failed)
+        # What `burstctl status` says: the pool's last launch failure, with the provider's reason.
+        result = runner.invoke(app, ["status", "--json", "--config", str(cfg_path)])
+        assert result.exit_code == 0, result.output
+        health = json.loads(result.output)["pool_health"][pool.name]
+        text = health["last_launch_failure"]["text"]
+        assert text.startswith("last launch failure: ") and not health["launching"], health
+        assert any(code in text for code in ("InsufficientInstanceCapacity", "ZONE_RESOURCE_POOL_EXHAUSTED",
+                                             "cooling down", "capacity")), text
+        plain = runner.invoke(app, ["status", "--config", str(cfg_path)])
+        assert plain.exit_code == 0 and "last launch failure" in plain.output, plain.output
+
+        # The jobs go back on-prem and complete there.
+        def done():
+            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
+            assert not {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"} & set(states.values()), \
+                (states, daemon.log_tail())
+            return all(s == "COMPLETED" for s in states.values()) and states
+
+        try:
+            wait_for(done, 240, "every job COMPLETED on-prem")
+        except AssertionError as exc:
+            info = {j: {k: slurm_bed.job(j).get(k) for k in ("JobState", "Partition", "Reason", "NodeList")}
+                    for j in jobs}
+            sq = slurm_bed.run(["squeue", "-h", "-a", "-O", "JobID,State,Reason,Priority,Partition"], check=False)
+            raise AssertionError(f"{exc}: {info}\n{getattr(sq, 'stdout', sq)}\n{daemon.log_tail()}") from None
+        workdir = slurm_bed.workdir(bed_user)
+        hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
+        assert set(hosts.values()) <= set(slurm_bed.onprem_nodes), hosts
+
         rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] in ("TERMINATED", "REFUSED") for x in r)
                         and r, 60, "the failed leases closed")
         assert rows and cloud.list_instances() == [] and boot.history == []
-        slurm_bed.run(["scancel", *map(str, jobs)], check=False)
+        # the capacity reason stays the failed lease's final reason
+        closed = [r for r in rows if r["lease_id"] in {e["lease_id"] for e in failed}]
+        assert closed and all("capacity" in (r.get("reason") or "") for r in closed), closed
     if provider == "aws":
         assert aws_env.client(direct=True).describe_instances()["Reservations"] == []
     else:

@@ -99,6 +99,9 @@ class FakeAdapter:
     def remove_partition(self, job_id, partition):
         self.calls.append(("remove_partition", job_id, partition))
 
+    def release_hold(self, job_id):
+        self.calls.append(("release_hold", job_id))
+
     def requeue(self, job_id):
         self.calls.append(("requeue", job_id))
 

@@ -101,3 +101,27 @@ def test_explain_says_why_a_job_waits(live):
     assert data["job_id"] == 77 and data["burst"] is False and "waited 10s" in json.dumps(data)
     r = CliRunner().invoke(app, ["explain", "78", "-c", path])
     assert "not in the queue" in r.output or "not in the last" in r.output
+
+
+def test_explain_answers_for_running_and_unknown_jobs_and_before_any_decision(live):
+    from burstd.domain.slurm import Job
+
+    path, rec, _ = live
+    rec.adapter.jobs = [Job(80, "j", "alice", "chem", ("batch",), "RUNNING", nodes="onprem1")]
+    rec.cycle()
+    r = CliRunner().invoke(app, ["explain", "80", "--json", "-c", path])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["found"] is True and data["state"] == "RUNNING" and "running on-prem on onprem1" in data["sentence"]
+    r = CliRunner().invoke(app, ["explain", "81", "-c", path])
+    assert r.exit_code == 0 and "job 81: not in the queue" in r.output
+
+    # no decision recorded yet (first cycle, or the decider failed): the API decides afresh
+    rec.last_decisions = None
+    rec.adapter.jobs = [Job(82, "j", "alice", "chem", ("batch",), "PENDING", reason="Resources",
+                            submit_time=int(rec.clock() - 10))]
+    rec.last_snapshot = rec.adapter.snapshot()
+    r = CliRunner().invoke(app, ["explain", "82", "--json", "-c", path])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["job_id"] == 82 and data["burst"] is False and "waited 10s" in data["reason"]
