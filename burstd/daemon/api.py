@@ -35,7 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from burstd.config import ApiConfig, Config
 from burstd.daemon.hostlist import HostlistError, expand_hostlist
 from burstd.daemon.logging import ev, get_logger
-from burstd.daemon.reconcile import OPEN_STATES, Reconciler, UnknownNode
+from burstd.daemon.reconcile import OPEN_STATES, Reconciler, UnknownNode, notice_reason
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.money import format_usd
 
@@ -249,9 +249,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def notice(body: NoticeCall, who: str = hook) -> dict:
         """burstd-agent: a preemption notice for a node (drains its lease, wakes the loop)."""
         nodes = nodes_of(body.node)
-        reason = f"{body.kind}" + (f" deadline {body.deadline:.0f}" if body.deadline else "") + (
-            f": {body.detail}" if body.detail else "")
-        rec.add_intent("notice", nodes, reason[:200])
+        rec.add_intent("notice", nodes, notice_reason(body.kind, body.deadline, body.detail))
         log.warning("preemption notice", extra=ev(node=body.node, kind=body.kind, deadline=body.deadline))
         return {"queued": nodes}
 

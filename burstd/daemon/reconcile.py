@@ -35,6 +35,7 @@ from burstd.domain.budget import BudgetBook
 from burstd.domain.decisions import Decisions, MakeEligible, Prewarm, Release, RevokeEligible
 from burstd.domain.lease import FINAL_STATES, IllegalTransition, Lease, LeaseState, may_own_instance
 from burstd.domain.money import cost_micros, usd_to_micros
+from burstd.domain.preemption import Notice, parse_preemption_reason
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Provider, ProviderError
 from burstd.slurm.base import SlurmError
@@ -222,6 +223,46 @@ def jobs_on_node(snapshot: Snapshot | None, node: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def notice_reason(kind: str, deadline: float | None = None, detail: str = "") -> str:
+    """How a preemption notice is recorded (the intent's and then the DRAINING lease's reason): the same text
+    for a notice the agent POSTs to ``/v1/notices`` and one the cycle reads from the node's Slurm reason."""
+    return (f"{kind}" + (f" deadline {deadline:.0f}" if deadline else "") + (f": {detail}" if detail else ""))[:200]
+
+
+def node_notice(node: Node | None, lease: Lease) -> Notice | None:
+    """The interruption notice the agent left in the node's Slurm drain reason (``preemption_reason``), when it
+    can be about this lease's VM: an admin's reason, a rebalance recommendation, or a notice whose deadline
+    predates the lease (left over from the node's previous VM) is None."""
+    if node is None or not node.reason:
+        return None
+    notice = parse_preemption_reason(node.reason)
+    if notice is None or notice.kind != "interruption":
+        return None
+    if notice.deadline <= (lease.launched_at or lease.created_at):
+        return None
+    return notice
+
+
+def plan_node_notices(leases: Sequence[Lease], snapshot: Snapshot | None) -> list[Intent]:
+    """Server-side preemption notices: a READY lease whose node the agent drained with a ``burstd-preempt``
+    reason gets the same "notice" intent an agent report (POST /v1/notices) makes, so ``plan_intents`` drains
+    it the same way. Read from Slurm every cycle, so nothing is lost across a daemon restart; a DRAINING
+    lease gets nothing (repeated cycles repeat nothing). The deadline is judged in ``plan_leases``."""
+    if snapshot is None:
+        return []
+    out: list[Intent] = []
+    for lease in leases:
+        if lease.state != S.READY:
+            continue
+        node = snapshot.node(lease.node_name)
+        notice = node_notice(node, lease)
+        if notice is not None:
+            out.append(Intent("notice", lease.node_name,
+                              notice_reason("spot-interruption", notice.deadline, f"Slurm reason {node.reason}"),
+                              snapshot.taken_at))
+    return out
+
+
 def node_registered(node: Node | None) -> bool:
     """slurmd on the node has registered: it left POWERING_UP and responds."""
     if node is None:
@@ -346,6 +387,11 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                                 requeue=requeue))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
+            elif (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
+                # the cloud reclaims the VM now (or did): the same path as a vanished instance, and the VM too
+                why = f"preempted: notice deadline {notice.deadline:.0f} passed ({node.reason})"
+                out.append(Fail(lease.lease_id, why[:200], requeue=requeue))
+                out.append(Terminate(lease.lease_id, "preempted (notice deadline passed)", _ids(inst, lease)))
             elif st == S.DRAINING and node is not None and not node_drained(node) and node_registered(node) \
                     and not fresh:
                 out.append(Undrain(lease.lease_id))
@@ -624,6 +670,9 @@ class Executor:
 
     def _do_Drain(self, a: Drain) -> None:
         lease = self._move(a.lease_id, S.DRAINING, a.reason)
+        node = self.snapshot.node(lease.node_name) if self.snapshot is not None else None
+        if node is not None and node_drained(node) and parse_preemption_reason(node.reason) is not None:
+            return  # the agent drained it with the notice in the reason: keep that (the cycle reads it back)
         self._quiet(self.adapter.drain, [lease.node_name], a.reason[:200])
 
     def _do_Undrain(self, a: Undrain) -> None:
@@ -933,7 +982,8 @@ class Reconciler:
         with self._lock:
             intents = list(self._intents)
         leases = self.store.leases(states=OPEN_STATES)
-        ex.apply(plan_intents(intents, leases, snapshot))
+        # plus the notices the agent left in Slurm node reasons (not queued: read again every cycle)
+        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot))
         crash_point("cycle.after_intents")
         if intents:
             with self._lock:

@@ -1,0 +1,165 @@
+"""Server-side preemption: the ``burstd-preempt`` drain reason the agent leaves on a node drives the lease.
+
+Plan level (pure functions) first, then whole cycles with the fakes: drain once, terminate and requeue once
+the deadline passed, nothing for other reasons, nothing repeated, nothing lost across a restart.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from burstd.daemon.reconcile import (
+    Drain, Fail, Intent, Reconciler, Terminate, World, notice_reason, plan_intents, plan_leases, plan_node_notices,
+)
+from burstd.daemon.rules import first_rule
+from burstd.domain.lease import Lease, LeaseState
+from burstd.domain.preemption import Notice, preemption_reason
+from burstd.domain.slurm import Job, Node, Snapshot
+from burstd.providers.base import Instance
+from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
+from tests.unit.daemon.test_daemon_reconcile import CFG
+from tests.unit.daemon.test_durable_intents import ready_lease
+
+S = LeaseState
+NOW = 1_000_000.0
+DEADLINE = NOW + 120
+
+
+def _reason(deadline=DEADLINE, kind="interruption", action="terminate"):
+    return preemption_reason(Notice(kind=kind, action=action, deadline=deadline, source="aws"))
+
+
+def _lease(state, node="cloud1", lid="L1", launched=NOW - 600):
+    return Lease(lid, "local", node, state, created_at=NOW - 700, state_since=NOW - 50, instance_id="i-1",
+                 launched_at=launched, job_ids=(5,))
+
+
+def _node(reason, name="cloud1"):
+    return Node(name, "MIXED", ("CLOUD", "DRAIN"), reason=reason)
+
+
+def _world(lease, node, now=NOW, jobs=()):
+    snap = Snapshot(taken_at=now, nodes=(node,), jobs=tuple(jobs))
+    return World(now, now, snap, {"local": (Instance("i-1", lease.lease_id, lease.node_name, "local", "running",
+                                                     lease.launched_at or 0.0),)}, (lease,))
+
+
+# --- plan level --------------------------------------------------------------------------------------
+def test_preempt_reason_on_ready_lease_becomes_the_agent_notice_and_drains_it():
+    lease = _lease(S.READY)
+    snap = Snapshot(taken_at=NOW, nodes=(_node(_reason()),))
+    intents = plan_node_notices([lease], snap)
+    expected = notice_reason("spot-interruption", DEADLINE, f"Slurm reason {_reason()}")
+    assert intents == [Intent("notice", "cloud1", expected, NOW)]
+    assert expected.startswith(f"spot-interruption deadline {DEADLINE:.0f}")
+    # the same plan_intents path an agent POST /v1/notices takes
+    assert plan_intents(intents, [lease], snap) == [Drain("L1", expected)]
+    # before the deadline the decision table leaves the lease alone
+    assert plan_leases(_world(lease, _node(_reason())), CFG) == []
+
+
+def test_deadline_passed_fails_requeues_what_runs_there_and_terminates_the_vm():
+    job = Job(9, "j", "u", "a", ("cloud",), "RUNNING", nodes="cloud[1-2]")
+    for state in (S.READY, S.DRAINING):
+        lease = _lease(state)
+        actions = plan_leases(_world(lease, _node(_reason()), now=DEADLINE + 1, jobs=[job]), CFG)
+        assert [type(a) for a in actions] == [Fail, Terminate]
+        fail, term = actions
+        assert fail.requeue == (5, 9) and fail.power_down and "deadline" in fail.reason
+        assert term.instance_ids == ("i-1",)
+
+
+@pytest.mark.parametrize("reason", [
+    "maintenance",  # an admin's drain
+    "",
+    "burstd-preempt: terminate at not-a-time (aws)",
+    "burstd-preempt terminate at 2025-11-22T00:00:00Z",
+    _reason(kind="rebalance"),  # a recommendation, not a reclaim: no deadline to enforce
+    _reason(deadline=NOW - 650),  # older than this lease's VM: left over from the node's previous one
+])
+def test_other_reasons_leave_the_lease_untouched(reason):
+    for state in (S.READY, S.DRAINING):
+        lease = _lease(state)
+        snap = Snapshot(taken_at=NOW, nodes=(_node(reason),))
+        assert plan_node_notices([lease], snap) == []
+        assert plan_leases(_world(lease, _node(reason), now=DEADLINE + 3600), CFG) == []
+
+
+def test_only_ready_leases_get_a_notice_and_no_snapshot_means_nothing():
+    snap = Snapshot(taken_at=NOW, nodes=(_node(_reason()),))
+    for state in (S.DRAINING, S.BOOTING, S.TERMINATING, S.FAILED):
+        assert plan_node_notices([_lease(state)], snap) == []
+    assert plan_node_notices([_lease(S.READY)], None) == []
+
+
+# --- whole cycles -------------------------------------------------------------------------------------
+def _env():
+    clock = FakeClock(NOW)
+    store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
+    rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
+    return clock, store, adapter, provider, rec
+
+
+def _agent_drains(adapter, node, deadline):
+    adapter.nodes[node] = Node(node, "MIXED", ("CLOUD", "DRAIN"), reason=_reason(deadline))
+
+
+def test_cycles_drain_once_then_terminate_and_requeue_once_after_the_deadline():
+    clock, store, adapter, provider, rec = _env()
+    lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
+    adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
+    deadline = clock() + 120
+    _agent_drains(adapter, "cloud1", deadline)
+    clock.advance(2)
+    rec.cycle()
+    got = store.lease(lease.lease_id)
+    assert got.state == S.DRAINING
+    assert got.reason == notice_reason("spot-interruption", deadline, f"Slurm reason {_reason(deadline)}")
+    assert not [c for c in adapter.calls if c[0] == "drain"]  # the agent's reason stays in Slurm
+    n_events = len(store.events(lease.lease_id))
+
+    for _ in range(3):  # before the deadline: nothing more
+        clock.advance(10)
+        rec.cycle()
+    assert store.lease(lease.lease_id).state == S.DRAINING and len(store.events(lease.lease_id)) == n_events
+
+    clock.advance(120)
+    rec.cycle()
+    assert store.lease(lease.lease_id).state in (S.TERMINATING, S.TERMINATED)
+    assert provider.live() == []
+    for _ in range(3):
+        clock.advance(5)
+        rec.cycle()
+    assert store.lease(lease.lease_id).state == S.TERMINATED
+    assert adapter.calls.count(("requeue", 4)) == 1
+    assert any(e["to_state"] == "FAILED" and "notice deadline" in e["reason"] for e in store.events())
+
+
+def test_a_restarted_daemon_still_enforces_the_deadline():
+    clock, store, adapter, provider, rec = _env()
+    lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
+    adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
+    deadline = clock() + 60
+    _agent_drains(adapter, "cloud1", deadline)
+    clock.advance(2)
+    rec.cycle()
+    assert store.lease(lease.lease_id).state == S.DRAINING
+
+    # the daemon dies; the deadline passes while it is down; a new one starts on the same store and Slurm
+    clock.advance(300)
+    rec2 = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
+    rec2.cycle()
+    rec2.cycle()
+    assert store.lease(lease.lease_id).state == S.TERMINATED
+    assert adapter.calls.count(("requeue", 4)) == 1 and provider.live() == []
+
+
+def test_an_admin_drain_reason_changes_nothing_over_cycles():
+    clock, store, adapter, provider, rec = _env()
+    lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
+    adapter.nodes["cloud1"] = Node("cloud1", "IDLE", ("CLOUD", "DRAIN"), reason="maintenance")
+    for _ in range(3):
+        clock.advance(3600)
+        rec.cycle()
+    assert store.lease(lease.lease_id).state == S.READY and provider.live() != []
+    assert not [c for c in adapter.calls if c[0] in ("drain", "requeue")]
