@@ -33,11 +33,11 @@ from pydantic import BaseModel, Field
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from burstd.config import ApiConfig, Config
-from burstd.daemon.hostlist import HostlistError, expand_hostlist
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.reconcile import OPEN_STATES, Reconciler, UnknownNode, notice_reason
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.money import format_usd
+from burstd.slurm.hostlist import HostlistError, expand
 
 log = get_logger("api")
 PEER_KEY = "burstd.peer"  # ASGI scope key: (pid, uid, gid) of the unix-socket peer
@@ -195,7 +195,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     def nodes_of(hostlist: str) -> list[str]:
         try:
-            nodes = expand_hostlist(hostlist)
+            nodes = list(dict.fromkeys(expand(hostlist, validate=True)))  # each node once
         except HostlistError as exc:
             raise HTTPException(422, str(exc)) from None
         try:
@@ -214,7 +214,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             jobs: dict[str, list[int]] = {}
             for j in body.jobs:
                 try:
-                    for n in expand_hostlist(j.nodes) if j.nodes else []:
+                    for n in dict.fromkeys(expand(j.nodes, validate=True)) if j.nodes else []:
                         jobs.setdefault(n, []).append(j.job_id)
                 except HostlistError as exc:
                     rec.metrics.hook_calls.labels(kind, "rejected").inc()

@@ -25,7 +25,7 @@ import sys  # noqa: E402
 import tomllib  # noqa: E402
 
 from burstd.daemon.client import ApiError, post_unix_json  # noqa: E402
-from burstd.daemon.hostlist import HostlistError, expand_hostlist  # noqa: E402
+from burstd.slurm.hostlist import HostlistError, expand  # noqa: E402  (standard library only)
 
 KINDS = ("resume", "suspend", "resume-fail")
 DEFAULT_SOCKET = "/run/burstd/burstd.sock"
@@ -65,7 +65,7 @@ def run(argv: list[str]) -> int:
         return EXIT_USAGE
     kind, hostlist = argv
     try:
-        expand_hostlist(hostlist)  # fail before bothering the daemon
+        expand(hostlist, validate=True)  # fail before bothering the daemon
         jobs = _resume_jobs() if kind == "resume" else []
         sock, timeout = _settings()
     except (HostlistError, ValueError) as exc:

@@ -27,7 +27,6 @@ from typing import Any
 
 from burstd.config import Config
 from burstd.daemon.faults import crash_point
-from burstd.daemon.hostlist import HostlistError, expand_hostlist
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.rules import launch_refusal
@@ -39,6 +38,7 @@ from burstd.domain.preemption import Notice, parse_preemption_reason
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Provider, ProviderError
 from burstd.slurm.base import SlurmError
+from burstd.slurm.hostlist import HostlistError, expand
 
 log = get_logger("reconcile")
 S = LeaseState
@@ -216,7 +216,7 @@ def jobs_on_node(snapshot: Snapshot | None, node: str) -> tuple[int, ...]:
     for job in snapshot.jobs:
         if job.is_running and job.nodes:
             try:
-                if node in expand_hostlist(job.nodes):
+                if node in expand(job.nodes, validate=True):
                     out.append(job.job_id)
             except HostlistError:
                 continue
@@ -632,7 +632,7 @@ class Executor:
         if self.snapshot is not None:
             for job in self.snapshot.jobs:
                 try:
-                    if job.nodes and lease.node_name in expand_hostlist(job.nodes):
+                    if job.nodes and lease.node_name in expand(job.nodes, validate=True):
                         job_ids[job.job_id] = None
                 except HostlistError:
                     continue

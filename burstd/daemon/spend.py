@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from burstd.daemon.hostlist import HostlistError, expand_hostlist
 from burstd.daemon.logging import ev, get_logger
 from burstd.domain.budget import Allocation
 from burstd.domain.lease import FINAL_STATES, LeaseState
 from burstd.domain.slurm import Snapshot
+from burstd.slurm.hostlist import HostlistError, expand
 
 log = get_logger("spend")
 OPEN = frozenset(set(LeaseState) - set(FINAL_STATES))
@@ -34,7 +34,7 @@ def running_jobs_by_node(snapshot: Snapshot) -> dict[str, list]:
         if not job.is_running or not job.nodes:
             continue
         try:
-            nodes = expand_hostlist(job.nodes)
+            nodes = dict.fromkeys(expand(job.nodes, validate=True))  # each node once
         except HostlistError:
             continue
         for n in nodes:

@@ -7,9 +7,21 @@
 
 from __future__ import annotations
 
-from burstd.slurm.base import SlurmAdapter, SlurmError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from burstd.slurm.base import SlurmAdapter, SlurmError
 
 __all__ = ["SlurmAdapter", "SlurmError", "make_adapter"]
+
+
+def __getattr__(name: str):
+    # lazy, so that importing ``burstd.slurm.hostlist`` (the Slurm hooks do) stays standard library only
+    if name in ("SlurmAdapter", "SlurmError"):
+        from burstd.slurm import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_adapter(slurm_config=None) -> SlurmAdapter:

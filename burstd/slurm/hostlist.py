@@ -1,6 +1,9 @@
 """Slurm hostlist expressions, without calling Slurm: ``c[1-3,7],n01`` <-> ``["c1", "c2", "c3", "c7", "n01"]``.
 
-Pure functions (no I/O), so the policy and tests can use them freely.
+Pure functions (no I/O), so the policy and tests can use them freely; standard library only, so the Slurm
+hooks (``burstd.daemon.hooks``) import it too. ``expand(expr, validate=True)`` is for names that come from
+outside (hook calls, the API): it also refuses an empty or whitespace-carrying expression and any name that
+is not a valid node name, and caps the count at ``MAX_VALIDATED_HOSTS``; the error names the bad part.
 
     >>> expand("cloud[1-3],onprem[01-02]")
     ['cloud1', 'cloud2', 'cloud3', 'onprem01', 'onprem02']
@@ -14,6 +17,9 @@ import re
 from collections.abc import Iterable
 
 MAX_HOSTS = 1_000_000  # refuse absurd expressions instead of eating memory
+MAX_VALIDATED_HOSTS = 100_000  # the bound for expressions from outside (hooks, the API)
+MAX_VALIDATED_CHARS = 65_536
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # a node name the daemon accepts
 
 
 class HostlistError(ValueError):
@@ -27,63 +33,79 @@ def _split_top(expr: str) -> list[str]:
         if ch == "[":
             depth += 1
             if depth > 1:
-                raise HostlistError(f"nested brackets in hostlist {expr!r}")
+                raise HostlistError(f"malformed hostlist {expr!r}: nested brackets")
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise HostlistError(f"unbalanced ']' in hostlist {expr!r}")
+                raise HostlistError(f"malformed hostlist {expr!r}: unbalanced ']'")
         elif ch == "," and depth == 0:
             parts.append(expr[start:i])
             start = i + 1
     if depth:
-        raise HostlistError(f"unbalanced '[' in hostlist {expr!r}")
+        raise HostlistError(f"malformed hostlist {expr!r}: unbalanced '['")
     parts.append(expr[start:])
     return [p.strip() for p in parts if p.strip()]
 
 
-def _range_values(body: str, expr: str) -> list[str]:
+def _range_values(body: str, expr: str, limit: int) -> list[str]:
     out: list[str] = []
     for item in body.split(","):
         item = item.strip()
         if not item:
-            raise HostlistError(f"empty range in hostlist {expr!r}")
+            raise HostlistError(f"malformed hostlist {expr!r}: empty range")
         lo, sep, hi = item.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise HostlistError(f"bad range {item!r} in hostlist {expr!r}")
+            raise HostlistError(f"malformed hostlist {expr!r}: bad range {item!r}")
         if not sep:
             out.append(lo)
             continue
         a, b = int(lo), int(hi)
         if b < a:
-            raise HostlistError(f"descending range {item!r} in hostlist {expr!r}")
-        if b - a + 1 > MAX_HOSTS:
-            raise HostlistError(f"range {item!r} in hostlist {expr!r} is too large")
+            raise HostlistError(f"malformed hostlist {expr!r}: range {item!r} runs backwards")
+        if b - a + 1 + len(out) > limit:
+            raise HostlistError(f"range {item!r} in hostlist {expr!r} is too large (more than {limit} hosts)")
         width = len(lo) if lo.startswith("0") else 0
         out.extend(str(n).zfill(width) for n in range(a, b + 1))
     return out
 
 
-def _expand_one(part: str, expr: str) -> list[str]:
+def _expand_one(part: str, expr: str, limit: int) -> list[str]:
     m = re.search(r"\[([^\]]*)\]", part)
     if not m:
         return [part]
     prefix, suffix = part[: m.start()], part[m.end() :]
-    tails = _expand_one(suffix, expr) if suffix else [""]
-    names = [prefix + v + t for v in _range_values(m.group(1), expr) for t in tails]
-    if len(names) > MAX_HOSTS:
-        raise HostlistError(f"hostlist {expr!r} is too large")
-    return names
+    tails = _expand_one(suffix, expr, limit) if suffix else [""]
+    values = _range_values(m.group(1), expr, limit)
+    if len(values) * len(tails) > limit:  # checked before building the product
+        raise HostlistError(f"hostlist {expr!r} is too large (more than {limit} hosts)")
+    return [prefix + v + t for v in values for t in tails]
 
 
-def expand(expr: str | None) -> list[str]:
-    """All host names of a hostlist expression, in order (duplicates kept, as Slurm does)."""
+def expand(expr: str | None, *, validate: bool = False) -> list[str]:
+    """All host names of a hostlist expression, in order (duplicates kept, as Slurm does).
+
+    ``validate=True`` (names from outside): an empty expression, whitespace, an expression longer than
+    ``MAX_VALIDATED_CHARS``, more than ``MAX_VALIDATED_HOSTS`` names, or a name that does not match
+    ``NAME_RE`` (``cloud1;id``) raises ``HostlistError`` naming it. Without it, empty gives ``[]``.
+    """
+    limit = MAX_VALIDATED_HOSTS if validate else MAX_HOSTS
+    if validate:
+        if not isinstance(expr, str) or not expr.strip():
+            raise HostlistError("empty hostlist")
+        expr = expr.strip()
+        if any(c.isspace() for c in expr) or len(expr) > MAX_VALIDATED_CHARS:
+            raise HostlistError(f"malformed hostlist {expr[:80]!r}: whitespace or too long")
     if not expr:
         return []
     out: list[str] = []
     for part in _split_top(expr):
-        out.extend(_expand_one(part, expr))
-        if len(out) > MAX_HOSTS:
-            raise HostlistError(f"hostlist {expr!r} is too large")
+        out.extend(_expand_one(part, expr, limit))
+        if len(out) > limit:
+            raise HostlistError(f"hostlist {expr!r} is too large (more than {limit} hosts)")
+    if validate:
+        for name in out:
+            if not NAME_RE.fullmatch(name):
+                raise HostlistError(f"malformed hostlist {expr!r}: bad name {name!r}")
     return out
 
 
