@@ -36,6 +36,19 @@ def test_slurm_conf_has_a_cloud_node_and_partition_line_per_pool():
     assert "PartitionName=cloud-gpu Nodes=gpu[1-2] MaxTime=INFINITE State=UP" in lines
 
 
+@pytest.mark.parametrize(("release", "expected"), [
+    ((22, 5), "SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs,enable_configless"),
+    ((23, 11), "SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs,enable_configless"),
+    ((24, 11), "SlurmctldParameters=idle_on_node_suspend,enable_configless"),  # defunct (fatal) from 24.11
+    ((26, 5), "SlurmctldParameters=idle_on_node_suspend,enable_configless"),
+])
+def test_slurm_conf_drops_cloud_reg_addrs_where_slurm_made_it_defunct(release, expected):
+    cfg = parse_config({"pools": POOLS})
+    lines = slurm_conf_lines(cfg, slurm_release=release)
+    assert expected in lines
+    assert sum(line.startswith("SlurmctldParameters=") for line in lines) == 1
+
+
 def test_install_hooks_writes_executable_scripts(tmp_path):
     paths = install_hooks(str(tmp_path), "/usr/bin/python3", "/etc/burstd/burstd.toml")
     assert sorted(os.path.basename(p) for p in paths) == ["resume", "resume-fail", "suspend"]
