@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from burstd.config import Config, ConfigError, load_config
 
@@ -19,7 +20,9 @@ JsonFlag = typer.Option(False, "--json", help="Print machine-readable JSON inste
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    # One line per error, never wrapped at the terminal width (scripts grep it); the message is escaped so a
+    # hostlist such as cloud[1-3] is not read as rich markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
