@@ -168,8 +168,24 @@ def test_a_name_with_the_text_separator_falls_back_to_json_and_stays_exact(slurm
     assert got.name == name and adapter.text_fallbacks == 1
 
 
+def _idle_powered_down_cloud_node(bed, cli, timeout: float = 180) -> str:
+    """A cloud node Slurm will resume on request: earlier tests on the session bed may leave nodes powering
+    down (SuspendTimeout) or drained by a preemption story, and Slurm ignores POWER_UP for those."""
+    busy = {"POWERING_DOWN", "POWERING_UP", "POWER_DOWN", "DRAIN", "COMPLETING"}
+
+    def pick():
+        snap = cli.snapshot()
+        for name in bed.cloud_nodes:
+            n = snap.node(name)
+            if n and n.state == "IDLE" and n.is_powered_down and not busy & set(n.flags):
+                return name
+        return None
+
+    return bed.wait_for(pick, timeout, "an idle powered-down cloud node")
+
+
 def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
-    node = slurm_bed.cloud_nodes[0]
+    node = _idle_powered_down_cloud_node(slurm_bed, cli)
     with slurm_bed.hooks("stub"):
         mark = slurm_bed.hooks_log.stat().st_size if slurm_bed.hooks_log.exists() else 0
         cli.power_up([node])
