@@ -31,6 +31,32 @@ def check_reason(reason: str) -> str:
     return reason
 
 
+class PartitionEdits:
+    """``add_partition``/``remove_partition`` for every backend, on top of its ``_job_partitions`` (the job's
+    current list, read fresh) and ``set_partitions``: one rule, so the backends cannot drift apart."""
+
+    def _job_partitions(self, job_id: int) -> list[str]:
+        raise NotImplementedError
+
+    def set_partitions(self, job_id: int, partitions: list[str]) -> None:
+        raise NotImplementedError
+
+    def add_partition(self, job_id: int, partition: str) -> None:
+        check_name("partition", partition, PARTITION_RE)
+        current = self._job_partitions(job_id)
+        if partition not in current:
+            self.set_partitions(job_id, current + [partition])
+
+    def remove_partition(self, job_id: int, partition: str) -> None:
+        check_name("partition", partition, PARTITION_RE)
+        current = self._job_partitions(job_id)
+        if partition in current:
+            rest = [p for p in current if p != partition]
+            if not rest:
+                raise SlurmError(f"job {job_id}: cannot remove its only partition {partition!r}")
+            self.set_partitions(job_id, rest)
+
+
 @runtime_checkable
 class SlurmAdapter(Protocol):
     backend: str

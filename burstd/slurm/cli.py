@@ -22,7 +22,7 @@ from pathlib import Path
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Job, Node, Partition, Snapshot
 from burstd.slurm import parse
-from burstd.slurm.base import HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
+from burstd.slurm.base import PartitionEdits, HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-class CliAdapter:
+class CliAdapter(PartitionEdits):
     backend = "cli"
 
     def __init__(self, config: SlurmConfig | None = None, *, job_format: str | None = None) -> None:
@@ -225,21 +225,6 @@ class CliAdapter:
             raise ValueError("a job needs at least one partition")
         names = [check_name("partition", p, PARTITION_RE) for p in partitions]
         self._scontrol("update", f"jobid={_job_id(job_id)}", f"partition={','.join(dict.fromkeys(names))}")
-
-    def add_partition(self, job_id: int, partition: str) -> None:
-        check_name("partition", partition, PARTITION_RE)
-        current = self._job_partitions(job_id)
-        if partition not in current:
-            self.set_partitions(job_id, current + [partition])
-
-    def remove_partition(self, job_id: int, partition: str) -> None:
-        check_name("partition", partition, PARTITION_RE)
-        current = self._job_partitions(job_id)
-        if partition in current:
-            rest = [p for p in current if p != partition]
-            if not rest:
-                raise SlurmError(f"job {job_id}: cannot remove its only partition {partition!r}")
-            self.set_partitions(job_id, rest)
 
     def requeue(self, job_id: int) -> None:
         self._scontrol("requeue", str(_job_id(job_id)))

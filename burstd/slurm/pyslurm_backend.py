@@ -24,7 +24,7 @@ from typing import Any
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Gres, Job, Node, Partition, Snapshot
 from burstd.slurm import parse
-from burstd.slurm.base import PARTITION_RE, SlurmError, check_name, check_reason
+from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
 from burstd.slurm.cli import ADDRESS_RE, _hostlist, _job_id, _signal
 
 
@@ -144,7 +144,7 @@ def _values(collection: Any) -> list[Any]:
     return list(collection)
 
 
-class PyslurmAdapter:
+class PyslurmAdapter(PartitionEdits):
     backend = "pyslurm"
 
     def __init__(self, config: SlurmConfig | None = None, *, module: ModuleType | Any | None = None) -> None:
@@ -185,21 +185,6 @@ class PyslurmAdapter:
         names = list(dict.fromkeys(check_name("partition", p, PARTITION_RE) for p in partitions))
         changes = self.pyslurm.JobSubmitDescription(partitions=names)
         self._call("Job.modify", self.pyslurm.Job(_job_id(job_id)).modify, changes)
-
-    def add_partition(self, job_id: int, partition: str) -> None:
-        check_name("partition", partition, PARTITION_RE)
-        current = self._job_partitions(job_id)
-        if partition not in current:
-            self.set_partitions(job_id, current + [partition])
-
-    def remove_partition(self, job_id: int, partition: str) -> None:
-        check_name("partition", partition, PARTITION_RE)
-        current = self._job_partitions(job_id)
-        if partition in current:
-            rest = [p for p in current if p != partition]
-            if not rest:
-                raise SlurmError(f"job {job_id}: cannot remove its only partition {partition!r}")
-            self.set_partitions(job_id, rest)
 
     def requeue(self, job_id: int) -> None:
         self._call("Job.requeue", self.pyslurm.Job(_job_id(job_id)).requeue)

@@ -23,7 +23,7 @@ import httpx
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Snapshot
 from burstd.slurm import parse
-from burstd.slurm.base import PARTITION_RE, SlurmError, check_name, check_reason
+from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
 from burstd.slurm.cli import ADDRESS_RE, CliAdapter, _hostlist, _job_id, _signal
 
 SUPPORTED_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42",
@@ -57,7 +57,7 @@ def _read_token_file(path: str) -> str:
     return raw
 
 
-class RestAdapter:
+class RestAdapter(PartitionEdits):
     backend = "rest"
 
     def __init__(self, config: SlurmConfig | None = None, *, client: httpx.Client | None = None) -> None:
@@ -167,7 +167,7 @@ class RestAdapter:
         return snap
 
     # ------------------------------------------------------------------ job actions
-    def _current_partitions(self, job_id: int) -> list[str]:
+    def _job_partitions(self, job_id: int) -> list[str]:
         doc = self.request("GET", f"/slurm/{self.version}/job/{_job_id(job_id)}")
         jobs = [j for j in parse.jobs_from_doc(doc) if j.job_id == job_id]
         if not jobs:
@@ -180,21 +180,6 @@ class RestAdapter:
         names = [check_name("partition", p, PARTITION_RE) for p in partitions]
         body = {"partition": ",".join(dict.fromkeys(names))}
         self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}", json=body)
-
-    def add_partition(self, job_id: int, partition: str) -> None:
-        check_name("partition", partition, PARTITION_RE)
-        current = self._current_partitions(job_id)
-        if partition not in current:
-            self.set_partitions(job_id, current + [partition])
-
-    def remove_partition(self, job_id: int, partition: str) -> None:
-        check_name("partition", partition, PARTITION_RE)
-        current = self._current_partitions(job_id)
-        if partition in current:
-            rest = [p for p in current if p != partition]
-            if not rest:
-                raise SlurmError(f"job {job_id}: cannot remove its only partition {partition!r}")
-            self.set_partitions(job_id, rest)
 
     def requeue(self, job_id: int) -> None:
         if version_key(self.version) < (0, 0, 43):
