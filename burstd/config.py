@@ -120,7 +120,6 @@ class AwsPoolConfig(_Section):
         "price-capacity-optimized"
     )
     ondemand_fallback: bool = False
-    all_or_nothing: bool = True
     munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
     endpoint_url: str | None = None  # for tests (moto) or private endpoints
     conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
@@ -176,6 +175,9 @@ class PoolConfig(_Section):
     max_nodes: int | None = Field(default=None, ge=0)
     features: list[str] = []
     accounts: list[str] | None = None  # None = every account may use this pool
+    # A multi-node job's nodes are launched as one gang: every node or none (EC2 Fleet MinTargetCapacity,
+    # GCE bulkInsert minCount), in one zone. False = each node on its own, wherever capacity is.
+    all_or_nothing: bool = True
     aws: AwsPoolConfig | None = None
     gcp: GcpPoolConfig | None = None
     local: LocalPoolConfig | None = None

@@ -55,6 +55,8 @@ class LeaseRow(Base, table=True):
     reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     attempt: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     accrued_until: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    # leases launched together, all or nothing (revision 0003): the gang leader's lease id
+    gang: str | None = Field(default=None, sa_column=Column(String(32), nullable=True, index=True))
     # bumped on every write: a cheap change counter for readers that poll
     version: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
 

@@ -171,6 +171,7 @@ def _row_to_lease(r: Any) -> Lease:
         offering=r.offering,
         attempt=int(r.attempt),
         accrued_until=r.accrued_until,
+        gang=getattr(r, "gang", None),
     )
 
 
@@ -354,6 +355,7 @@ class Store:
         reason: str = "",
         offering: str | None = None,
         lease_id: str | None = None,
+        gang: str | None = None,
         at: float | None = None,
     ) -> Lease:
         """Record the intent to run a VM for ``node_name`` (state REQUESTED); committed before it returns."""
@@ -382,6 +384,7 @@ class Store:
             reason=reason,
             attempt=0,
             accrued_until=None,
+            gang=gang,
             version=0,
         )
         try:
@@ -395,7 +398,7 @@ class Store:
                         to_state=LeaseState.REQUESTED.value,
                         reason=reason,
                         extra={"pool": pool, "node": node_name, "market": market, "price_per_hour_micros": price,
-                               "job_ids": row["job_ids"], "account": account},
+                               "job_ids": row["job_ids"], "account": account} | ({"gang": gang} if gang else {}),
                     )
                 )
         except IntegrityError:
@@ -543,10 +546,12 @@ class Store:
         *,
         pool: str | None = None,
         node: str | None = None,
+        gang: str | None = None,
         since: float | None = None,
         limit: int | None = None,
     ) -> list[Lease]:
-        """Leases, oldest first; ``states`` filters (e.g. ``LIVE_STATES``), ``since`` = touched since."""
+        """Leases, oldest first; ``states`` filters (e.g. ``LIVE_STATES``), ``since`` = touched since,
+        ``gang`` = the leases launched together with that leader."""
         q = select(_lease)
         if states is not None:
             q = q.where(_lease.c.state.in_([LeaseState(s).value for s in states]))
@@ -554,6 +559,8 @@ class Store:
             q = q.where(_lease.c.pool == pool)
         if node is not None:
             q = q.where(_lease.c.node_name == node)
+        if gang is not None:
+            q = q.where(_lease.c.gang == gang)
         if since is not None:
             q = q.where(or_(_lease.c.state_since >= since, _lease.c.created_at >= since))
         q = q.order_by(_lease.c.created_at, _lease.c.id)

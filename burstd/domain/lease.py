@@ -85,6 +85,7 @@ class Lease:
     offering: str | None = None  # the capacity offering that launched it (e.g. "m5.large/us-east-1a")
     attempt: int = 0  # launch attempts made so far (the daemon counts; the token stays the lease id)
     accrued_until: float | None = None  # spend recorded up to here (None = nothing recorded yet)
+    gang: str | None = None  # leases launched together, all or nothing (a multi-node job): the first one's id
 
     @property
     def is_live(self) -> bool:

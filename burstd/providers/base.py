@@ -9,13 +9,19 @@ Contract (the daemon's invariants depend on it):
   daemon can find orphans (invariant 2). One call per cycle.
 * ``terminate`` is idempotent: terminating a gone instance is not an error.
 * Errors are ``ProviderError`` subclasses whose ``kind`` tells the daemon what to do with them.
+* ``launch_gang`` (optional, see ``GangLauncher``) launches several nodes all or nothing, in one zone; it is
+  idempotent on the gang id. ``launch_all_or_nothing`` gives every provider that behaviour.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+import logging
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
+
+log = logging.getLogger("burstd.providers")
 
 
 class ErrorKind(StrEnum):
@@ -86,3 +92,33 @@ class Provider(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class GangLauncher(Protocol):
+    def launch_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
+        """One instance per request, in request order, or ``ProviderError`` with nothing left running.
+
+        One cloud call asks for all of them with a floor of all of them (EC2 Fleet ``MinTargetCapacity``,
+        GCE bulkInsert ``minCount``), in a single zone. Idempotent on ``gang``: a repeat (after a crash or
+        a lost answer) returns the instances already made and labels them with their node and lease.
+        """
+        ...
+
+
+def launch_all_or_nothing(provider: Provider, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
+    """Every node of a gang or none: the provider's own gang launch when it has one, else one launch per
+    node, terminating those already made as soon as one fails (so a half gang never runs up a bill)."""
+    if len(requests) > 1 and isinstance(provider, GangLauncher):
+        return provider.launch_gang(gang, requests)
+    made: list[Instance] = []
+    try:
+        for request in requests:
+            made.append(provider.launch(request))
+    except ProviderError:
+        if made:
+            log.warning("gang %s: %d of %d nodes launched before a failure; terminating them",
+                        gang, len(made), len(requests))
+            provider.terminate([i.instance_id for i in made])
+        raise
+    return made

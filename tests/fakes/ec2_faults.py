@@ -6,7 +6,10 @@ Real boto3 talks HTTP to the proxy; the proxy forwards to moto, and on the way:
   ``errorSet``, as EC2 does) for that offering and launches from the remaining overrides, or from none;
 * ``throttle(n, action)``: the next n calls answer HTTP 503 ``RequestLimitExceeded``;
 * ``fail(n, action, code, status)``: the next n calls answer that error (auth, quota...);
-* ``partial(n)``: the next n CreateFleet calls launch fewer instances than asked (here: none, no error);
+* ``partial(n, keep=0, honour_min=True)``: the next n CreateFleet calls have capacity for only ``keep``
+  instances. Like EC2, a fleet with ``MinTargetCapacity`` above that launches none and answers
+  ``UnfulfillableCapacity``; ``honour_min=False`` hands out the ``keep`` anyway (an API answering less than
+  its floor, which burstd must still never keep half of);
 * ``drop_response(n, action)``: the call reaches moto but the answer is lost (a crash between call and reply);
 * ``delay(seconds, n, action)``: slow answers;
 * ``reclaim(instance_id)``: the instance disappears as a spot reclaim (state reason
@@ -43,7 +46,7 @@ class Faults:
     exhausted: dict[tuple[str, str, str | None], str] = field(default_factory=dict)  # (type, az, market) -> code
     throttles: list[_Rule] = field(default_factory=list)
     failures: list[tuple[_Rule, str, int]] = field(default_factory=list)
-    partials: int = 0
+    partials: list[tuple[int, bool]] = field(default_factory=list)  # (keep, honour_min) per coming call
     drops: list[_Rule] = field(default_factory=list)
     delays: list[tuple[_Rule, float]] = field(default_factory=list)
 
@@ -111,9 +114,9 @@ class Ec2FaultProxy:
         with self._lock:
             self.faults.failures.append((_Rule(action, n), code, status))
 
-    def partial(self, n: int = 1) -> None:
+    def partial(self, n: int = 1, keep: int = 0, honour_min: bool = True) -> None:
         with self._lock:
-            self.faults.partials += n
+            self.faults.partials.extend([(keep, honour_min)] * n)
 
     def drop_response(self, n: int, action: str | None = None) -> None:
         with self._lock:
@@ -228,9 +231,7 @@ class Ec2FaultProxy:
         kept: dict[int, list[dict[str, str]]] = defaultdict(list)
         with self._lock:
             exhausted = dict(self.faults.exhausted)
-            partial = self.faults.partials > 0
-            if partial:
-                self.faults.partials -= 1
+            partial = self.faults.partials.pop(0) if self.faults.partials else None
         for (cfg, _), ov in sorted(overrides.items()):
             az = ov.get("AvailabilityZone") or backend.get_subnet(ov["SubnetId"]).availability_zone
             itype = ov.get("InstanceType", "")
@@ -247,8 +248,25 @@ class Ec2FaultProxy:
                 )
             else:
                 kept[cfg].append(ov)
+        options = "SpotOptions" if lifecycle == "spot" else "OnDemandOptions"
+        floor = int(params.get(f"{options}.MinTargetCapacity", "0") or 0)
+        if params.get(f"{options}.SingleAvailabilityZone") == "true":  # moto ignores it: keep the first AZ only
+            az_of = lambda ov: ov.get("AvailabilityZone") or backend.get_subnet(ov["SubnetId"]).availability_zone
+            first = next((az_of(ov) for ovs in kept.values() for ov in ovs), None)
+            kept = defaultdict(list, {cfg: [ov for ov in ovs if az_of(ov) == first] for cfg, ovs in kept.items()})
+        if partial is not None:
+            keep, honour_min = partial
+            if keep and (keep >= floor or not honour_min):
+                rest = [(k, str(keep) if k == "TargetCapacitySpecification.TotalTargetCapacity" else v)
+                        for k, v in rest]
+            else:
+                if floor > keep:
+                    errors.append(f"<item><lifecycle>{lifecycle}</lifecycle><errorCode>UnfulfillableCapacity"
+                                  f"</errorCode><errorMessage>Unable to fulfill the minimum target capacity "
+                                  f"{floor}.</errorMessage></item>")
+                kept = defaultdict(list)
         error_set = f"<errorSet>{''.join(errors)}</errorSet>" if errors else ""
-        if partial or not any(kept.values()):
+        if not any(kept.values()):
             xml = (
                 '<?xml version="1.0" encoding="UTF-8"?><CreateFleetResponse '
                 'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'

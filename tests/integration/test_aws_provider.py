@@ -284,3 +284,90 @@ def test_no_key_or_credential_in_logs_user_data_tags_or_requests(aws_env, caplog
     ])
     for secret in (MUNGE_KEY, FAKE_ACCESS_KEY, FAKE_SECRET_KEY, "BEGIN RSA", "aws_secret_access_key"):
         assert secret not in corpus
+
+
+# -- gangs: a multi-node job's nodes, all or nothing ----------------------------------------------------------
+def gang_requests(n: int, prefix: str = "lease-g") -> list[LaunchRequest]:
+    return [LaunchRequest(lease_id=f"{prefix}{i}", node_name=f"aws-{i}", pool="aws") for i in range(1, n + 1)]
+
+
+def test_gang_is_one_fleet_with_a_floor_of_every_node_in_one_az_each_tagged_with_its_node(aws_env):
+    p = make(aws_env)
+    reqs = gang_requests(3)
+    insts = p.launch_gang("lease-g1", reqs)
+    assert [(i.node_name, i.lease_id) for i in insts] == [(r.node_name, r.lease_id) for r in reqs]
+    [fleet] = aws_env.faults.fleet_requests
+    assert fleet["TargetCapacitySpecification.TotalTargetCapacity"] == "3"
+    assert fleet["SpotOptions.MinTargetCapacity"] == "3" and fleet["SpotOptions.SingleAvailabilityZone"] == "true"
+    raw = {i["InstanceId"]: i for i in live(aws_env)}
+    assert set(raw) == {i.instance_id for i in insts}
+    assert len({i["Placement"]["AvailabilityZone"] for i in raw.values()}) == 1
+    for inst in insts:
+        tags = {t["Key"]: t["Value"] for t in raw[inst.instance_id]["Tags"]}
+        assert (tags["burstd:node"], tags["burstd:lease"], tags["burstd:gang"]) == (
+            inst.node_name, inst.lease_id, "lease-g1")
+        assert tags["burstd:cluster"] == "site1" and tags["Name"] == inst.node_name
+    # the listing the daemon reads sees each node under its own lease
+    listed = {i.lease_id: i.node_name for i in p.list_instances()}
+    assert listed == {r.lease_id: r.node_name for r in reqs}
+
+
+def test_gang_fleet_body_matches_golden(aws_env):
+    p = make(aws_env, allocation_strategy="lowest-price")
+    sent: list[dict] = []
+    p.ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", lambda params, **_: sent.append(params))
+    p.launch_gang("lease-gold1", gang_requests(2, "lease-gold"))
+    subnets = list(p.aws.subnets)
+    body = json.loads(json.dumps(sent[0]).replace(subnets[0], "SUBNET_A").replace(subnets[1], "SUBNET_B"))
+    assert body["ClientToken"].startswith("lease-gold1-")
+    body["ClientToken"] = "lease-gold1-<digest>"
+    path = GOLDEN / "aws_create_fleet_gang.json"
+    if os.environ.get("BURSTD_UPDATE_GOLDEN"):
+        path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    assert body == json.loads(path.read_text())
+
+
+def test_gang_repeat_after_a_lost_answer_returns_the_same_instances_and_tags_them(aws_env):
+    p = make(aws_env)
+    p.subnet_zones(), p.launch_template()
+    # the fleet is made, every answer lost (the retries under the same token too): nothing tagged yet
+    aws_env.faults.drop_response(FAST.api_attempts, "CreateFleet")
+    reqs = gang_requests(2)
+    with pytest.raises(ProviderError):
+        p.launch_gang("lease-g1", reqs)
+    made = live(aws_env)
+    assert len(made) == 2 and all("burstd:lease" not in {t["Key"] for t in i["Tags"]} for i in made)
+    insts = p.launch_gang("lease-g1", reqs)  # the daemon's retry: same gang
+    assert sorted(i.instance_id for i in insts) == sorted(i["InstanceId"] for i in made)
+    assert {i.lease_id for i in insts} == {"lease-g1", "lease-g2"}
+    again = p.launch_gang("lease-g1", reqs)
+    assert [(i.instance_id, i.lease_id) for i in again] == [(i.instance_id, i.lease_id) for i in insts]
+    assert len(live(aws_env)) == 2
+
+
+def test_gang_without_capacity_for_every_node_launches_none(aws_env):
+    p = make(aws_env)
+    aws_env.faults.partial(1, keep=1)  # capacity for one of two: EC2 honours the floor
+    with pytest.raises(ProviderError) as exc:
+        p.launch_gang("lease-g1", gang_requests(2))
+    assert exc.value.kind is ErrorKind.CAPACITY and "UnfulfillableCapacity" in str(exc.value)
+    assert live(aws_env) == []
+
+
+def test_gang_answered_below_its_floor_is_released_not_kept(aws_env):
+    p = make(aws_env)
+    aws_env.faults.partial(1, keep=1, honour_min=False)  # an API handing out less than the floor anyway
+    with pytest.raises(ProviderError) as exc:
+        p.launch_gang("lease-g1", gang_requests(2))
+    assert exc.value.kind is ErrorKind.CAPACITY and "1 of 2 nodes" in str(exc.value)
+    assert live(aws_env) == []
+
+
+def test_gang_lands_in_the_next_az_when_the_first_is_exhausted(aws_env):
+    p = make(aws_env)
+    first, second = zones(p)
+    aws_env.faults.exhaust("m5.large", first)
+    aws_env.faults.exhaust("c5.large", first)
+    insts = p.launch_gang("lease-g1", gang_requests(2))
+    assert {i.offering.zone for i in insts} == {second}
+    assert p.cooldown.is_cooling(Offering("m5.large", first, "spot"))

@@ -17,7 +17,8 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
@@ -34,6 +35,7 @@ TAG_CLUSTER = "burstd:cluster"
 TAG_POOL = "burstd:pool"
 TAG_NODE = "burstd:node"
 TAG_LEASE = "burstd:lease"
+TAG_GANG = "burstd:gang"  # instances launched together for one multi-node job
 #: State reasons that mean the provider took the instance back (spot reclaim).
 PREEMPT_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
 _STATE = {"pending": "pending", "running": "running", "stopping": "stopping", "stopped": "stopping",
@@ -72,6 +74,37 @@ def build_fleet_request(
     max_price: float | None = None,
 ) -> dict[str, Any]:
     """The CreateFleet body for one node (pure; golden-tested)."""
+    return _fleet_body(token_of=request.lease_id, tags=instance_tags(cluster_id, request.pool, request), count=1,
+                       all_or_nothing=False, market=market, offerings=offerings, launch_template=launch_template,
+                       allocation_strategy=allocation_strategy, max_price=max_price)
+
+
+def build_gang_fleet_request(
+    *,
+    cluster_id: str,
+    pool: str,
+    gang: str,
+    count: int,
+    market: str,
+    offerings: list[tuple[Offering, str]],
+    launch_template: dict[str, str],
+    allocation_strategy: str,
+    max_price: float | None = None,
+) -> dict[str, Any]:
+    """The CreateFleet body for a gang of ``count`` nodes, all or nothing in one AZ (pure; golden-tested).
+
+    The instances carry the gang tag only: which node and lease each one is gets tagged right after the
+    answer (one fleet cannot tag its instances differently)."""
+    tags = [{"Key": "Name", "Value": f"burstd-gang-{gang[:16]}"}, {"Key": TAG_CLUSTER, "Value": cluster_id},
+            {"Key": TAG_POOL, "Value": pool}, {"Key": TAG_GANG, "Value": gang}]
+    return _fleet_body(token_of=gang, tags=tags, count=count, all_or_nothing=True, market=market,
+                       offerings=offerings, launch_template=launch_template,
+                       allocation_strategy=allocation_strategy, max_price=max_price)
+
+
+def _fleet_body(*, token_of: str, tags: list[dict[str, str]], count: int, all_or_nothing: bool, market: str,
+                offerings: list[tuple[Offering, str]], launch_template: dict[str, str], allocation_strategy: str,
+                max_price: float | None) -> dict[str, Any]:
     overrides: list[dict[str, Any]] = []
     for priority, (offering, subnet) in enumerate(offerings):
         o: dict[str, Any] = {"InstanceType": offering.instance_type, "SubnetId": subnet}
@@ -80,11 +113,10 @@ def build_fleet_request(
         if market == "spot" and max_price is not None:
             o["MaxPrice"] = f"{max_price:.5f}"
         overrides.append(o)
-    tags = instance_tags(cluster_id, request.pool, request)
     body: dict[str, Any] = {
-        "ClientToken": client_token(request.lease_id, market, overrides),
+        "ClientToken": client_token(token_of, market, overrides),
         "Type": "instant",
-        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": market},
+        "TargetCapacitySpecification": {"TotalTargetCapacity": count, "DefaultTargetCapacityType": market},
         "LaunchTemplateConfigs": [{"LaunchTemplateSpecification": dict(launch_template), "Overrides": overrides}],
         "TagSpecifications": [
             {"ResourceType": "instance", "Tags": tags},
@@ -92,12 +124,14 @@ def build_fleet_request(
             {"ResourceType": "fleet", "Tags": tags},
         ],
     }
+    # MinTargetCapacity: EC2 launches nothing unless it can launch all; it needs one AZ (or one type).
+    floor = {"MinTargetCapacity": count, "SingleAvailabilityZone": True} if all_or_nothing else {}
     if market == "spot":
         strategy = "lowest-price" if allocation_strategy == "prioritized" else allocation_strategy
-        body["SpotOptions"] = {"AllocationStrategy": strategy, "InstanceInterruptionBehavior": "terminate"}
+        body["SpotOptions"] = {"AllocationStrategy": strategy, "InstanceInterruptionBehavior": "terminate", **floor}
     else:
         od = "prioritized" if allocation_strategy == "prioritized" else "lowest-price"
-        body["OnDemandOptions"] = {"AllocationStrategy": od}
+        body["OnDemandOptions"] = {"AllocationStrategy": od, **floor}
     return body
 
 
@@ -260,20 +294,51 @@ class AwsProvider:
 
     # -- Provider ------------------------------------------------------------------------------------------
 
+    def _markets(self, market: str) -> list[str]:
+        return [market, "on-demand"] if market == "spot" and self.aws.ondemand_fallback else [market]
+
+    def _choices(self, market: str, exclude: frozenset[Offering]) -> list[tuple[Offering, str]]:
+        return [(o, s) for o, s in self.offerings(market) if o not in exclude and not self.cooldown.is_cooling(o)]
+
+    def _create_fleet(self, body: dict[str, Any], choices: list[tuple[Offering, str]], market: str,
+                      failures: list[str]) -> tuple[list[str], ProviderError | None]:
+        """One CreateFleet call: the instance ids it made, and its worst non-capacity error (capacity errors
+        cool their offerings down instead; every error is appended to ``failures``)."""
+        resp = self._call("CreateFleet", lambda: self.ec2.create_fleet(**body))
+        by_key = {(o.instance_type, s): o for o, s in choices}
+        hard: ProviderError | None = None
+        for err in resp.get("Errors", []):
+            ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            offering = by_key.get((ov.get("InstanceType"), ov.get("SubnetId")))
+            code = err.get("ErrorCode", "Unknown")
+            kind = kind_of_code(code)
+            if kind is ErrorKind.CAPACITY and offering is not None:
+                self.cooldown.mark(offering, reason=code)
+                log.warning("aws pool %s: %s on %s/%s (%s): cooling down", self.name, code,
+                            offering.instance_type, offering.zone, market)
+            elif kind is ErrorKind.CAPACITY:
+                for o, _ in choices:  # the fleet did not say which: cool every offering it was offered
+                    self.cooldown.mark(o, reason=code)
+            elif hard is None or kind in (ErrorKind.CONFIG, ErrorKind.QUOTA):
+                hard = ProviderError(kind, err.get("ErrorMessage", ""), code=code, offering=offering)
+            failures.append(f"{market} {ov.get('InstanceType', '?')}/{ov.get('SubnetId', '?')}: {code}")
+        ids = [i for group in resp.get("Instances", []) for i in group.get("InstanceIds", [])]
+        return ids, hard
+
+    def _no_capacity(self, what: str, failures: list[str]) -> ProviderError:
+        return ProviderError(ErrorKind.CAPACITY, f"aws pool {self.name}: no capacity for {what}: "
+                             + "; ".join(failures or ["no offering"]), code="NoCapacity")
+
     def launch(self, request: LaunchRequest) -> Instance:
         existing = self.find_by_lease(request.lease_id)
         if existing is not None:
             log.info("aws pool %s: lease %s already has instance %s", self.name, request.lease_id,
                      existing.instance_id)
             return existing
-        markets = [request.market]
-        if request.market == "spot" and self.aws.ondemand_fallback:
-            markets.append("on-demand")
         template = self.launch_template()
         failures: list[str] = []
-        for market in markets:
-            choices = [(o, s) for o, s in self.offerings(market)
-                       if o not in request.exclude and not self.cooldown.is_cooling(o)]
+        for market in self._markets(request.market):
+            choices = self._choices(market, request.exclude)
             if not choices:
                 failures.append(f"{market}: every offering is cooling down or excluded")
                 continue
@@ -282,44 +347,88 @@ class AwsProvider:
                 launch_template=template, allocation_strategy=self.aws.allocation_strategy,
                 max_price=self.aws.spot_max_price,
             )
-            resp = self._call("CreateFleet", lambda body=body: self.ec2.create_fleet(**body))
-            by_key = {(o.instance_type, s): o for o, s in choices}
-            hard: ProviderError | None = None
-            for err in resp.get("Errors", []):
-                ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
-                offering = by_key.get((ov.get("InstanceType"), ov.get("SubnetId")))
-                code = err.get("ErrorCode", "Unknown")
-                kind = kind_of_code(code)
-                if kind is ErrorKind.CAPACITY and offering is not None:
-                    self.cooldown.mark(offering, reason=code)
-                    log.warning("aws pool %s: %s on %s/%s (%s): cooling down", self.name, code,
-                                offering.instance_type, offering.zone, market)
-                elif kind is ErrorKind.CAPACITY:
-                    for o, _ in choices:  # the fleet did not say which: cool every offering it was offered
-                        self.cooldown.mark(o, reason=code)
-                elif hard is None or kind in (ErrorKind.CONFIG, ErrorKind.QUOTA):
-                    hard = ProviderError(kind, err.get("ErrorMessage", ""), code=code, offering=offering)
-                failures.append(f"{market} {ov.get('InstanceType', '?')}/{ov.get('SubnetId', '?')}: {code}")
-            ids = [i for group in resp.get("Instances", []) for i in group.get("InstanceIds", [])]
+            ids, hard = self._create_fleet(body, choices, market, failures)
             if ids:
                 keep, extra = ids[0], ids[1:]
                 if extra:  # never more than one VM per lease
                     log.warning("aws pool %s: fleet gave %d instances for one node; terminating %s",
                                 self.name, len(ids), extra)
                     self.terminate(extra)
-                raws = self._describe(InstanceIds=[keep])
-                inst = self._to_instance(raws[0])
+                inst = self._to_instance(self._describe(InstanceIds=[keep])[0])
                 log.info("aws pool %s: lease %s -> %s (%s %s %s)", self.name, request.lease_id, keep,
                          inst.offering.instance_type if inst.offering else "?", inst.offering.zone if
                          inst.offering else "?", market)
                 return inst
             if hard is not None and hard.kind is not ErrorKind.CAPACITY:
                 raise hard
-        raise ProviderError(
-            ErrorKind.CAPACITY,
-            f"aws pool {self.name}: no capacity for lease {request.lease_id}: " + "; ".join(failures or ["no offering"]),
-            code="NoCapacity",
-        )
+        raise self._no_capacity(f"lease {request.lease_id}", failures)
+
+    def launch_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
+        """Every node of ``requests`` from one fleet with ``MinTargetCapacity`` = all of them, in one AZ, or
+        none (see ``burstd.providers.base.GangLauncher``)."""
+        requests = list(requests)
+        n = len(requests)
+        found = self._gang_instances(gang)
+        if len(found) >= n:
+            log.info("aws pool %s: gang %s already has %d instances", self.name, gang, len(found))
+            return self._assign(gang, requests, found)
+        if found:  # half a gang from an earlier answer: never keep it
+            self.terminate([r["InstanceId"] for r in found])
+        template = self.launch_template()
+        exclude = frozenset().union(*(r.exclude for r in requests))
+        failures: list[str] = []
+        for market in self._markets(requests[0].market):
+            choices = self._choices(market, exclude)
+            if not choices:
+                failures.append(f"{market}: every offering is cooling down or excluded")
+                continue
+            body = build_gang_fleet_request(
+                cluster_id=self.cluster_id, pool=self.name, gang=gang, count=n, market=market, offerings=choices,
+                launch_template=template, allocation_strategy=self.aws.allocation_strategy,
+                max_price=self.aws.spot_max_price,
+            )
+            ids, hard = self._create_fleet(body, choices, market, failures)
+            if len(ids) >= n:
+                if ids[n:]:
+                    self.terminate(ids[n:])
+                return self._assign(gang, requests, self._describe(InstanceIds=ids[:n]))
+            if ids:  # EC2 honours MinTargetCapacity; this guards the API answering less anyway
+                log.warning("aws pool %s: gang %s got %d of %d nodes; all or nothing: terminating %s",
+                            self.name, gang, len(ids), n, ", ".join(ids))
+                self.terminate(ids)
+                failures.append(f"{market}: {len(ids)} of {n} nodes (released, all or nothing)")
+            if hard is not None and hard.kind is not ErrorKind.CAPACITY:
+                raise hard
+        raise self._no_capacity(f"gang {gang} ({n} nodes, all or nothing)", failures)
+
+    def _gang_instances(self, gang: str) -> list[dict[str, Any]]:
+        return self._describe(Filters=self._tag_filters() + [
+            {"Name": f"tag:{TAG_GANG}", "Values": [gang]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ])
+
+    def _assign(self, gang: str, requests: list[LaunchRequest], raws: list[dict[str, Any]]) -> list[Instance]:
+        """Tag each gang instance (and its volumes) with its node and lease; instances tagged by an earlier
+        call keep theirs. Returns one instance per request, in request order."""
+        leases = {r.lease_id for r in requests}
+        insts = {r["InstanceId"]: self._to_instance(r) for r in raws}
+        volumes = {r["InstanceId"]: [m["Ebs"]["VolumeId"] for m in r.get("BlockDeviceMappings", []) if "Ebs" in m]
+                   for r in raws}
+        by_lease = {i.lease_id: i for i in insts.values() if i.lease_id in leases}
+        free = sorted((i for i in insts.values() if i.lease_id not in leases), key=lambda i: i.instance_id)
+        out: list[Instance] = []
+        for request in requests:
+            inst = by_lease.get(request.lease_id)
+            if inst is None:
+                inst = free.pop(0)
+                tags = instance_tags(self.cluster_id, self.name, request) + [{"Key": TAG_GANG, "Value": gang}]
+                self._call("CreateTags", lambda i=inst.instance_id, t=tags: self.ec2.create_tags(
+                    Resources=[i, *volumes[i]], Tags=t))
+                inst = replace(inst, lease_id=request.lease_id, node_name=request.node_name)
+            out.append(inst)
+        log.info("aws pool %s: gang %s -> %s", self.name, gang,
+                 ", ".join(f"{i.node_name}={i.instance_id}" for i in out))
+        return out
 
     def terminate(self, instance_ids: list[str]) -> None:
         ids = list(dict.fromkeys(instance_ids))

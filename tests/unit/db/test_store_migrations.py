@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -150,12 +151,18 @@ def test_a_database_at_an_older_revision_is_upgraded_with_its_data(db_url):
         command.upgrade(cfg, "0001")
     with engine.begin() as conn:
         assert "lease_allocation" not in inspect(conn).get_table_names()
-    Store(engine).create_lease(pool="p", node_name="n1", lease_id="a" * 32)  # written by the old schema
+        # a row written by the 0001 schema, through that schema's own columns
+        old = sa.Table("lease", sa.MetaData(), autoload_with=conn)
+        conn.execute(old.insert().values(
+            id="a" * 32, pool="p", node_name="n1", open_node="n1", state="READY", market="spot",
+            price_per_hour_micros=0, account="", job_ids=[], created_at=1.0, state_since=1.0, reason="",
+            attempt=0, version=0))
     engine.dispose()
     store = Store.open(db_url)
-    assert store.lease("a" * 32).node_name == "n1"
+    lease = store.lease("a" * 32)
+    assert (lease.node_name, lease.state, lease.gang) == ("n1", "READY", None)
     with store.engine.connect() as conn:
-        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0002"
+        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0003"
     from burstd.domain.budget import Allocation
 
     store.record_allocations("a" * 32, [Allocation(1, 0.0)])
