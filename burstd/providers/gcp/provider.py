@@ -393,6 +393,7 @@ class GcpProvider:
         requests = list(requests)
         n = len(requests)
         found = self._gang_instances(gang)
+        cleared = ""
         if len(found) >= n:
             log.info("gcp pool %s: gang %s already has %d instances", self.name, gang, len(found))
             return self._in_request_order(gang, requests, found)
@@ -400,6 +401,8 @@ class GcpProvider:
             log.warning("gcp pool %s: gang %s has %d of %d instances; all or nothing: deleting them", self.name,
                         gang, len(found), n)
             self.terminate([i.instance_id for i in found])
+            # A new requestId: the first one would answer with the operation that made the half gang.
+            cleared = "/after:" + ",".join(sorted(i.instance_id for i in found))
         script = self.startup_script()
         exclude = frozenset().union(*(r.exclude for r in requests))
         failures: list[str] = []
@@ -409,7 +412,7 @@ class GcpProvider:
             what, market, exclude,
             lambda **kw: build_gang_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, gang=gang,
                                                 requests=requests, startup_script=script, **kw),
-            lambda key: request_id(self.cluster_id, f"gang/{gang}", key), failures)
+            lambda key: request_id(self.cluster_id, f"gang/{gang}", key + cleared), failures)
         if done is None:
             raise self._no_capacity(what, failures)
         found = self._listed(lambda: self._gang_instances(gang), lambda f: len(f) >= n)
