@@ -167,10 +167,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(rows)
             return
-        t = Table("lease", "node", "pool", "state", "since", "instance", "jobs", "reason")
+        t = Table("lease", "node", "pool", "state", "since", "instance", "jobs", "gang", "reason")
         for r in rows:
             t.add_row(r["lease_id"], r["node_name"], r["pool"], r["state"], _ago(r["state_since"]),
-                      r.get("instance_id") or "-", ",".join(map(str, r["job_ids"])) or "-", r.get("reason") or "")
+                      r.get("instance_id") or "-", ",".join(map(str, r["job_ids"])) or "-",
+                      (r.get("gang") or "-")[:8], r.get("reason") or "")
         console.print(t)
 
     @app.command("events")

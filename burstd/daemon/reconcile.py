@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,9 @@ from burstd.domain.lease import FINAL_STATES, IllegalTransition, Lease, LeaseSta
 from burstd.domain.money import cost_micros, usd_to_micros
 from burstd.domain.preemption import Notice, parse_preemption_reason
 from burstd.domain.slurm import Job, Node, Snapshot
-from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Provider, ProviderError
+from burstd.providers.base import (
+    ErrorKind, Instance, LaunchRequest, Provider, ProviderError, launch_all_or_nothing,
+)
 from burstd.slurm.base import SlurmError
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -293,23 +296,47 @@ def plan_launches(
     paused: bool,
     refusal: Callable[[Lease], str | None] = lambda lease: None,
 ) -> list[Action]:
-    """REQUESTED leases -> Launch, Refuse, or wait (an older lease of the same node still owns a VM)."""
+    """REQUESTED leases -> Launch, Refuse, or wait (an older lease of the same node still owns a VM).
+
+    A gang (the nodes of one multi-node job, ``Lease.gang``) goes as one: it waits while any member's node
+    is busy, is refused whole when any member is refused, and gets one Launch (the Executor launches every
+    member with it).
+    """
     busy_nodes = {
         lease.node_name for lease in leases if lease.state != S.REQUESTED and may_own_instance(lease.state)
     }
-    out: list[Action] = []
+    groups: dict[str, list[Lease]] = {}
     for lease in sorted((lease for lease in leases if lease.state == S.REQUESTED), key=lambda x: x.created_at):
-        if lease.node_name in busy_nodes:
-            continue  # the previous VM of this node is still being cleaned up
-        if paused:
-            out.append(Refuse(lease.lease_id, "bursting is paused"))
-            continue
-        why = refusal(lease)
+        groups.setdefault(lease.gang or lease.lease_id, []).append(lease)
+    out: list[Action] = []
+    for members in groups.values():
+        if any(m.node_name in busy_nodes for m in members):
+            continue  # the previous VM of a node is still being cleaned up
+        why = "bursting is paused" if paused else next((w for m in members if (w := refusal(m))), None)
         if why:
-            out.append(Refuse(lease.lease_id, why))
+            if len(members) > 1:
+                why = f"{why} (gang of {len(members)} nodes, all or nothing)"
+            out.extend(Refuse(m.lease_id, why) for m in members)
             continue
-        out.append(Launch(lease.lease_id))
+        out.append(Launch(members[0].lease_id))
     return out
+
+
+def plan_gangs(
+    nodes: Sequence[str],
+    jobs: dict[str, tuple[int, ...]],
+    pool_of: Callable[[str], str | None],
+    all_or_nothing: Callable[[str], bool],
+) -> dict[str, str]:
+    """node -> the first node of its gang: the nodes Slurm resumes together for one multi-node job (Slurm's
+    resume file maps jobs to nodes) in one all-or-nothing pool. A node goes with its first job; nodes whose
+    job has no other node here (or no job) are in no gang."""
+    by_job: dict[tuple[int, str], list[str]] = {}
+    for node in nodes:
+        pool = pool_of(node)
+        if pool is not None and all_or_nothing(pool) and jobs.get(node):
+            by_job.setdefault((jobs[node][0], pool), []).append(node)
+    return {node: members[0] for members in by_job.values() if len(members) > 1 for node in members}
 
 
 def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: Snapshot | None) -> list[Action]:
@@ -543,6 +570,7 @@ class Executor:
         self.hook_started: dict[str, float] = {}
         self.health = None  # PoolHealth: launch failures and boot failures per pool
         self.failed_jobs: dict[int, float] = {}  # job id -> when a lease it asked for failed (held jobs to release)
+        self._gangs_tried: set[str] = set()  # gangs launched (or tried) by this executor
 
     def apply(self, actions: Iterable[Action]) -> None:
         for action in actions:
@@ -571,42 +599,61 @@ class Executor:
         return lease
 
     def _do_Launch(self, a: Launch) -> None:
+        """Launch the lease's VM, or, for a gang, every member's VM in one all-or-nothing call."""
         lease = self.store.lease(a.lease_id)
-        if lease.state == S.REQUESTED:
-            crash_point("launch.before_launching")
-            lease = self._move(a.lease_id, S.LAUNCHING, "launch requested from the provider")
-        elif lease.state != S.LAUNCHING:
+        if lease.gang is None:
+            members = [lease]
+        elif lease.gang in self._gangs_tried:
+            return  # one call per gang and cycle: the other members' Launch actions are the same call
+        else:
+            self._gangs_tried.add(lease.gang)
+            members = self.store.leases(states=(S.REQUESTED, S.LAUNCHING), gang=lease.gang)
+        members = [m for m in members if m.state in (S.REQUESTED, S.LAUNCHING)]
+        if not members:
             return
-        provider = self.providers[lease.pool]
+        crash_point("launch.before_launching")
+        members = [self._move(m.lease_id, S.LAUNCHING, "launch requested from the provider")
+                   if m.state == S.REQUESTED else m for m in members]
+        head = members[0]
+        provider = self.providers[head.pool]
         crash_point("launch.before_provider")
         now = self.clock()
-        hook_t0 = self.hook_started.pop(lease.lease_id, None)
-        if hook_t0 is not None:
-            self.metrics.resume_to_launch.observe(max(now - hook_t0, 0.0))
-        log.info("provider launch call", extra=ev(lease_id=lease.lease_id, node=lease.node_name, pool=lease.pool,
-                                                  since_request_s=round(now - lease.created_at, 4),
-                                                  since_hook_s=None if hook_t0 is None else round(now - hook_t0, 4),
-                                                  job_id=lease.job_ids[0] if lease.job_ids else None))
+        for m in members:
+            hook_t0 = self.hook_started.pop(m.lease_id, None)
+            if hook_t0 is not None:
+                self.metrics.resume_to_launch.observe(max(now - hook_t0, 0.0))
+            log.info("provider launch call", extra=ev(
+                lease_id=m.lease_id, node=m.node_name, pool=m.pool, gang=m.gang,
+                since_request_s=round(now - m.created_at, 4),
+                since_hook_s=None if hook_t0 is None else round(now - hook_t0, 4),
+                job_id=m.job_ids[0] if m.job_ids else None))
+        requests = [LaunchRequest(m.lease_id, m.node_name, m.pool, m.market) for m in members]
         try:
-            inst = provider.launch(LaunchRequest(lease.lease_id, lease.node_name, lease.pool, lease.market))
+            if head.gang is None:
+                instances = [provider.launch(requests[0])]
+            else:
+                instances = launch_all_or_nothing(provider, head.gang, requests)
         except ProviderError as exc:
             self.metrics.error(f"provider_{exc.kind}")
             if exc.kind in (ErrorKind.THROTTLED, ErrorKind.TRANSIENT):
-                log.warning("launch will be retried", extra=ev(lease_id=lease.lease_id, node=lease.node_name,
-                                                                  error=str(exc), error_class=str(exc.kind)))
+                log.warning("launch will be retried", extra=ev(lease_id=head.lease_id, node=head.node_name,
+                                                                  gang=head.gang, error=str(exc),
+                                                                  error_class=str(exc.kind)))
                 return
             # capacity (every offering exhausted), quota or config: the pool takes no new jobs for a while
-            # and the jobs that asked for this node go back on-prem
+            # and the jobs that asked for these nodes go back on-prem
             reason = f"launch failed ({exc.kind}): {exc}"
-            self._health("record_launch_failure", lease.pool, str(exc), str(exc.kind))
-            self._do_Fail(Fail(lease.lease_id, reason, requeue=lease.job_ids))
-            self._send_on_prem(lease)
+            self._health("record_launch_failure", head.pool, str(exc), str(exc.kind))
+            for m in members:
+                self._do_Fail(Fail(m.lease_id, reason, requeue=m.job_ids))
+                self._send_on_prem(m)
             return
         crash_point("launch.after_provider")
-        self._health("record_launch_success", lease.pool)
-        self.metrics.launch_latency.observe(max(self.clock() - lease.created_at, 0.0))
-        self._move(lease.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
-                   instance_id=inst.instance_id, launched_at=inst.launched_at)
+        self._health("record_launch_success", head.pool)
+        for m, inst in zip(members, instances):
+            self.metrics.launch_latency.observe(max(self.clock() - m.created_at, 0.0))
+            self._move(m.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
+                       instance_id=inst.instance_id, launched_at=inst.launched_at)
         crash_point("launch.after_booting")
         self.again = True
 
@@ -862,22 +909,31 @@ class Reconciler:
         jobs = jobs or {}
         created, existing, deferred = [], [], []
         with self._lock:
+            fresh = []
             for node in nodes:
                 current = self.store.lease_for_node(node)
-                if current is not None:
+                if current is None:
+                    fresh.append(node)
+                else:
                     (existing if current.state in ACTIVE_STATES else deferred).append(current.lease_id)
-                    continue
+            pools = {p.name: p for p in self.config.pools}
+            leaders = plan_gangs(fresh, jobs, lambda n: getattr(self.config.pool_of_node(n), "name", None),
+                                 lambda name: pools[name].all_or_nothing)
+            gang_ids = {leader: uuid.uuid4().hex for leader in set(leaders.values())}  # the leader's lease id
+            for node in fresh:
                 pool = self.config.pool_of_node(node)
                 job_ids = tuple(jobs.get(node, ()))
+                gang = gang_ids.get(leaders.get(node, ""))
                 lease = self.store.create_lease(
                     pool=pool.name, node_name=node, market=pool.market,
                     price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=job_ids,
-                    account=self._account_of(job_ids), reason="ResumeProgram",
+                    account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
+                    lease_id=gang if gang is not None and leaders[node] == node else None,
                 )
                 crash_point("resume.after_commit")
                 if hook_t0 is not None:
                     self.hook_started[lease.lease_id] = hook_t0
-                log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name,
+                log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name, gang=gang,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
         self.wake()
@@ -952,7 +1008,8 @@ class Reconciler:
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
-        leases = self.store.leases(states=OPEN_STATES)
+        with self._lock:  # a resume call records a gang's leases under this lock: see all of them or none
+            leases = self.store.leases(states=OPEN_STATES)
         ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)))
 
         # 2. read the world once
@@ -1021,7 +1078,8 @@ class Reconciler:
             self._pressure(snapshot, report)
 
         # 6. a new REQUESTED lease from drift repair launches in this same cycle
-        leases = self.store.leases(states=OPEN_STATES)
+        with self._lock:
+            leases = self.store.leases(states=OPEN_STATES)
         if any(lease.state == S.REQUESTED for lease in leases):
             ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)))
 

@@ -368,7 +368,9 @@ class AwsProvider:
         none (see ``burstd.providers.base.GangLauncher``)."""
         requests = list(requests)
         n = len(requests)
-        found = self._gang_instances(gang)
+        leases = {r.lease_id for r in requests}
+        # ours: unlabelled, or labelled with one of these leases (a member labelled for another lease is not)
+        found = [r for r in self._gang_instances(gang) if self._to_instance(r).lease_id in leases | {""}]
         if len(found) >= n:
             log.info("aws pool %s: gang %s already has %d instances", self.name, gang, len(found))
             return self._assign(gang, requests, found)
@@ -415,7 +417,7 @@ class AwsProvider:
         volumes = {r["InstanceId"]: [m["Ebs"]["VolumeId"] for m in r.get("BlockDeviceMappings", []) if "Ebs" in m]
                    for r in raws}
         by_lease = {i.lease_id: i for i in insts.values() if i.lease_id in leases}
-        free = sorted((i for i in insts.values() if i.lease_id not in leases), key=lambda i: i.instance_id)
+        free = sorted((i for i in insts.values() if not i.lease_id), key=lambda i: i.instance_id)
         out: list[Instance] = []
         for request in requests:
             inst = by_lease.get(request.lease_id)

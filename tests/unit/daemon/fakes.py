@@ -34,14 +34,14 @@ class FakeStore:
         self._ids = itertools.count(1)
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
-                     reason=""):
+                     reason="", gang=None, lease_id=None):
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
-        lid = f"lease-{next(self._ids):04d}"
+        lid = lease_id or f"lease-{next(self._ids):04d}"
         now = self.clock()
         lease = Lease(lid, pool, node_name, LeaseState.REQUESTED, market=market,
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
-                      job_ids=tuple(job_ids), account=account, reason=reason)
+                      job_ids=tuple(job_ids), account=account, reason=reason, gang=gang)
         self._leases[lid] = lease
         self._events.append({"lease_id": lid, "from_state": None, "to_state": "REQUESTED", "reason": reason,
                              "at": now})
@@ -64,8 +64,9 @@ class FakeStore:
     def lease(self, lease_id):
         return self._leases[lease_id]
 
-    def leases(self, states=None):
-        return [x for x in self._leases.values() if states is None or x.state in states]
+    def leases(self, states=None, gang=None):
+        return [x for x in self._leases.values()
+                if (states is None or x.state in states) and (gang is None or x.gang == gang)]
 
     def events(self, lease_id=None, limit=100):
         return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
@@ -159,6 +160,30 @@ class FakeProvider:
 
     def live(self):
         return [i for i in self.instances.values() if not i.is_gone]
+
+
+class FakeGangProvider(FakeProvider):
+    """A provider with its own all-or-nothing gang launch (``burstd.providers.base.GangLauncher``)."""
+
+    def __init__(self, name, clock):
+        super().__init__(name, clock)
+        self.gang_calls: list[tuple[str, tuple[str, ...]]] = []
+
+    def launch_gang(self, gang, requests):
+        """All or nothing, idempotent on the gang (the GangLauncher contract), one call recorded per gang."""
+        self.gang_calls.append((gang, tuple(r.lease_id for r in requests)))
+        if self.fail_next is not None:
+            kind, self.fail_next = self.fail_next, None
+            raise ProviderError(kind, "injected", code="Injected")
+        out = []
+        for r in requests:
+            inst = next((i for i in self.instances.values() if i.lease_id == r.lease_id and not i.is_gone), None)
+            if inst is None:
+                inst = Instance(f"i-{next(self._ids):04d}", r.lease_id, r.node_name, self.name, "running",
+                                self.clock(), extra={"gang": gang})
+                self.instances[inst.instance_id] = inst
+            out.append(inst)
+        return out
 
 
 def as_dict(x):

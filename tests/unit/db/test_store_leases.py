@@ -232,3 +232,15 @@ def test_failed_then_terminating_reopens_the_end(store):
     failed = _walk(store, lease.lease_id, S.LAUNCHING, S.BOOTING, S.FAILED, t0=10.0)
     assert failed.ended_at == 12.0
     assert store.transition(lease.lease_id, S.TERMINATING, "instance found", at=20.0).ended_at is None
+
+
+def test_a_gang_is_recorded_on_each_member_and_queried_together(store):
+    leader = store.create_lease(pool="aws", node_name="aws-1", job_ids=[7], gang="g" * 32, lease_id="g" * 32)
+    store.create_lease(pool="aws", node_name="aws-2", job_ids=[7], gang=leader.lease_id)
+    store.create_lease(pool="aws", node_name="aws-3", job_ids=[8])
+    members = store.leases(gang=leader.lease_id)
+    assert [m.node_name for m in members] == ["aws-1", "aws-2"] and {m.gang for m in members} == {leader.lease_id}
+    assert store.lease_for_node("aws-3").gang is None
+    store.transition(leader.lease_id, LeaseState.LAUNCHING)
+    assert [m.node_name for m in store.leases(states=[LeaseState.REQUESTED], gang=leader.lease_id)] == ["aws-2"]
+    assert store.events(leader.lease_id)[0].extra["gang"] == leader.lease_id
