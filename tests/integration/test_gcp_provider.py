@@ -388,9 +388,14 @@ def test_half_a_gang_found_is_deleted_and_the_gang_made_whole_anew(gce_env):
     assert len({i.offering.zone for i in insts}) == 1
 
 
-def test_gang_id_reused_for_other_leases_is_refused(gce_env):
+def test_gang_asked_again_for_fewer_members_keeps_theirs_and_leaves_the_other_to_orphan_collection(gce_env):
     p = make(gce_env)
-    p.launch_gang("lease-g1", gang_requests(2))
-    with pytest.raises(ProviderError) as exc:
-        p.launch_gang("lease-g1", gang_requests(2, "lease-other"))
-    assert exc.value.kind is ErrorKind.CONFIG and "lease-other1" in str(exc.value) and len(live(gce_env)) == 2
+    first = p.launch_gang("lease-g1", gang_requests(3))
+    # a member failed before the daemon recorded the launch; the retry asks for the two others
+    again = p.launch_gang("lease-g1", gang_requests(3)[1:])
+    assert [i.instance_id for i in again] == [i.instance_id for i in first[1:]]
+    assert gce_env.fake.calls.count("bulkInsert") == 1 and len(live(gce_env)) == 3
+    # the same gang id for leases it never had: a new gang, under its own requestId; the old one untouched
+    other = p.launch_gang("lease-g1", gang_requests(2, "lease-other"))
+    assert [i.lease_id for i in other] == ["lease-other1", "lease-other2"]
+    assert gce_env.fake.calls.count("bulkInsert") == 2 and len(live(gce_env)) == 5

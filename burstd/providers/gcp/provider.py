@@ -389,20 +389,24 @@ class GcpProvider:
 
     def launch_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
         """Every node of ``requests`` from one ``bulkInsert`` with ``minCount`` = all of them, in one zone, or
-        none (see ``burstd.providers.base.GangLauncher``)."""
+        none (see ``burstd.providers.base.GangLauncher``).
+
+        Only gang instances whose ``burstd-members`` entry names one of these leases are this call's: one
+        made for a lease no longer asked for (a member failed in between) is left to orphan collection."""
         requests = list(requests)
         n = len(requests)
-        found = self._gang_instances(gang)
-        cleared = ""
-        if len(found) >= n:
-            log.info("gcp pool %s: gang %s already has %d instances", self.name, gang, len(found))
+        found = self._gang_instances(gang, requests)
+        if len(found) == n:
+            log.info("gcp pool %s: gang %s already has its %d instances", self.name, gang, n)
             return self._in_request_order(gang, requests, found)
+        # The requestId covers the leases asked for, and after a half gang is deleted, what was deleted: the
+        # first requestId would be answered with the operation that made what is now gone.
+        key = "/" + hashlib.sha256(",".join(sorted(r.lease_id for r in requests)).encode()).hexdigest()[:16]
         if found:  # half a gang (minCount should make this impossible): never keep it
             log.warning("gcp pool %s: gang %s has %d of %d instances; all or nothing: deleting them", self.name,
                         gang, len(found), n)
             self.terminate([i.instance_id for i in found])
-            # A new requestId: the first one would answer with the operation that made the half gang.
-            cleared = "/after:" + ",".join(sorted(i.instance_id for i in found))
+            key += "/after:" + ",".join(sorted(i.instance_id for i in found))
         script = self.startup_script()
         exclude = frozenset().union(*(r.exclude for r in requests))
         failures: list[str] = []
@@ -412,11 +416,11 @@ class GcpProvider:
             what, market, exclude,
             lambda **kw: build_gang_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, gang=gang,
                                                 requests=requests, startup_script=script, **kw),
-            lambda key: request_id(self.cluster_id, f"gang/{gang}", key + cleared), failures)
+            lambda offer: request_id(self.cluster_id, f"gang/{gang}", offer + key), failures)
         if done is None:
             raise self._no_capacity(what, failures)
-        found = self._listed(lambda: self._gang_instances(gang), lambda f: len(f) >= n)
-        if len(found) >= n:
+        found = self._listed(lambda: self._gang_instances(gang, requests), lambda f: len(f) == n)
+        if len(found) == n:
             return self._in_request_order(gang, requests, found)
         if found:
             self.terminate([i.instance_id for i in found])
@@ -425,17 +429,14 @@ class GcpProvider:
         log.warning("gcp pool %s: gang %s: %s", self.name, gang, failures[-1])
         raise self._no_capacity(what, failures)
 
-    def _gang_instances(self, gang: str) -> list[Instance]:
+    def _gang_instances(self, gang: str, requests: list[LaunchRequest]) -> list[Instance]:
+        """The live gang instances made for one of ``requests`` (its own name, for its own lease)."""
+        want = {instance_name(r.node_name, r.lease_id): r.lease_id for r in requests}
         found = [self._to_instance(r) for r in self._aggregated(self._filter(**{LABEL_GANG: label_value(gang)}))]
-        return [i for i in found if not i.is_gone]
+        return [i for i in found if not i.is_gone and want.get(i.instance_id.rsplit("/", 1)[-1]) == i.lease_id]
 
     def _in_request_order(self, gang: str, requests: list[LaunchRequest], found: list[Instance]) -> list[Instance]:
-        """One instance per request, by the lease its ``burstd-members`` entry names."""
         by_lease = {i.lease_id: i for i in found}
-        missing = [r.lease_id for r in requests if r.lease_id not in by_lease]
-        if missing:
-            raise ProviderError(ErrorKind.CONFIG, f"gcp pool {self.name}: gang {gang} was launched for other "
-                                f"leases; none of its instances is lease {', '.join(missing)}", code="GangMismatch")
         out = [by_lease[r.lease_id] for r in requests]
         log.info("gcp pool %s: gang %s -> %s", self.name, gang,
                  ", ".join(f"{i.node_name}={i.instance_id}" for i in out))
