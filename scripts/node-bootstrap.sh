@@ -1,7 +1,9 @@
 #!/bin/bash
 # burstd node bootstrap: the start-up script of every burstd cloud node (AWS user data, GCE startup-script).
 #
-# 1. find this node's Slurm name (AWS: instance tag burstd:node via IMDSv2; GCE: metadata attribute burstd-node)
+# 1. find this node's Slurm name (AWS: instance tag burstd:node via IMDSv2, waited for since a gang member gets
+#    it after boot starts; GCE: metadata attribute burstd-node, or for a gang member its own instance name's
+#    entry in the attribute burstd-members)
 # 2. fetch the munge key from the cloud's secret store with the instance's own role
 #    (AWS Secrets Manager, or SSM SecureString when BURSTD_MUNGE_SECRET starts with "ssm:"; GCP Secret Manager)
 # 3. install it as /etc/munge/munge.key, 0400 munge:munge, and (re)start munge
@@ -23,6 +25,8 @@ GCE_MD="${BURSTD_GCE_METADATA_URL:-http://metadata.google.internal}"
 SECRETS_API="${BURSTD_SECRETMANAGER_URL:-https://secretmanager.googleapis.com}"
 MUNGE_KEY="${BURSTD_ROOT}/etc/munge/munge.key"
 STATE_DIR="${BURSTD_ROOT}/var/lib/burstd-node"
+NAME_WAIT_S="${BURSTD_NODE_NAME_WAIT_S:-300}"     # AWS: how long to wait for the burstd:node tag
+NAME_POLL_S="${BURSTD_NODE_NAME_POLL_S:-5}"
 
 log() {
     echo "burstd-bootstrap: $*" >&2
@@ -42,10 +46,46 @@ gce_get() {  # path under computeMetadata/v1
     curl -sf --retry 5 --retry-connrefused -H "Metadata-Flavor: Google" "$GCE_MD/computeMetadata/v1/$1"
 }
 
+# AWS: the instance tag burstd:node. A gang member (one fleet for a multi-node job) is tagged with its node only
+# after the fleet answers, a moment after boot has begun: wait for the tag, up to BURSTD_NODE_NAME_WAIT_S.
+aws_node_name() {
+    local name deadline=$((SECONDS + NAME_WAIT_S))
+    while true; do
+        if name="$(imds_get "meta-data/tags/instance/burstd:node")" && [[ -n "$name" ]]; then
+            echo "$name"
+            return 0
+        fi
+        if ((SECONDS >= deadline)); then
+            log "instance tag burstd:node did not appear within ${NAME_WAIT_S}s (are instance tags in metadata on?)"
+            return 1
+        fi
+        log "instance tag burstd:node not there yet (gang members are tagged after launch); asking again in ${NAME_POLL_S}s"
+        sleep "$NAME_POLL_S"
+    done
+}
+
+# GCE: the metadata attribute burstd-node; a gang member (one bulkInsert, the same metadata for all) instead
+# looks its own instance name up in the attribute burstd-members ({"<instance>": {"node": ..., "lease": ...}}).
+gce_node_name() {
+    local self members
+    if gce_get "instance/attributes/burstd-node"; then return 0; fi
+    members="$(gce_get "instance/attributes/burstd-members")" || {
+        log "neither burstd-node nor burstd-members is in this instance's metadata"
+        return 1
+    }
+    self="$(gce_get "instance/name")" || return 1
+    python3 -c '
+import json, sys
+entry = json.load(sys.stdin).get(sys.argv[1])
+if not isinstance(entry, dict) or not entry.get("node"):
+    sys.exit("burstd-bootstrap: instance %s is not in burstd-members" % sys.argv[1])
+print(entry["node"])' "$self" <<<"$members"
+}
+
 node_name() {
     case "$BURSTD_CLOUD" in
-        aws) imds_get "meta-data/tags/instance/burstd:node" ;;
-        gcp) gce_get "instance/attributes/burstd-node" ;;
+        aws) aws_node_name ;;
+        gcp) gce_node_name ;;
         *) die "unknown BURSTD_CLOUD '$BURSTD_CLOUD'" ;;
     esac
 }

@@ -7,6 +7,7 @@ test (the error is kept in ``malformed`` and answered 400). ``requestId`` must b
 id returns the first operation. Operations start RUNNING and finish on the next get/wait.
 
 Faults: ``exhaust(machine_type, zone, code)`` (ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS] in the operation),
+``limit(machine_type, zone, k)`` (the zone holds only k live VMs of that type),
 ``quota(n)`` (QUOTA_EXCEEDED in the operation), ``rate_limit(n, kind)`` (HTTP 403 rateLimitExceeded),
 ``fail(n, kind, status, reason)``, ``drop_response(n, kind)`` (work done, answer lost), ``delay(s, n, kind)``,
 ``preempt(zone, name)`` (a spot reclaim: with DELETE the instance vanishes and a
@@ -46,6 +47,7 @@ class _Rule:
 @dataclass
 class GceFaults:
     exhausted: dict[tuple[str, str], str] = field(default_factory=dict)
+    limits: dict[tuple[str, str], int] = field(default_factory=dict)  # (machine type, zone) -> VMs it can hold
     quota: int = 0
     rate_limits: list[_Rule] = field(default_factory=list)
     failures: list[tuple[_Rule, int, str]] = field(default_factory=list)
@@ -116,6 +118,12 @@ class FakeGce:
     def exhaust(self, machine_type: str, zone: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED") -> None:
         with self.lock:
             self.faults.exhausted[(machine_type, zone)] = code
+
+    def limit(self, machine_type: str, zone: str, k: int) -> None:
+        """``zone`` holds at most ``k`` live ``machine_type`` VMs: a bulkInsert whose minCount does not fit
+        there fails with ZONE_RESOURCE_POOL_EXHAUSTED (or goes to another allowed zone with room)."""
+        with self.lock:
+            self.faults.limits[(machine_type, zone)] = k
 
     def quota(self, n: int = 1) -> None:
         with self.lock:
@@ -252,24 +260,54 @@ class FakeGce:
             self.faults.quota -= 1
             self._finish(op, [{"code": "QUOTA_EXCEEDED", "message": "Quota 'CPUS' exceeded.  Limit: 8.0"}], 403)
             return op
-        chosen = next((z for z in candidates if (mt, z) not in self.faults.exhausted), None)
-        if chosen is None:
-            code = self.faults.exhausted.get((mt, candidates[0]), "ZONE_RESOURCE_POOL_EXHAUSTED") if candidates \
-                else "ZONE_RESOURCE_POOL_EXHAUSTED"
-            self._finish(op, [{"code": code, "message": f"The zone does not have enough resources available to "
-                                                          f"fulfill the request. '{mt}' in {', '.join(candidates)}"}], 503)
-            return op
         names = list(parsed.get("perInstanceProperties", {}).keys())
         if not names:
             raise _HttpError(400, "bulkInsert without perInstanceProperties names is not supported by the fake")
-        for name in names[: int(parsed.get("count", len(names)))]:
-            if (project, chosen, name) in self.instances:
-                self._finish(op, [{"code": "RESOURCE_ALREADY_EXISTS", "message": f"'{name}' already exists"}], 409)
-                return op
-            self.instances[(project, chosen, name)] = self._make_instance(project, chosen, name, props)
-            self.created.append(self.instances[(project, chosen, name)])
+        count = int(parsed.get("count", len(names)))
+        min_count = int(parsed.get("minCount", count))
+        if not 1 <= min_count <= count <= len(names):
+            raise _HttpError(400, f"bulkInsert: need 1 <= minCount ({min_count}) <= count ({count}) <= named "
+                                  f"instances ({len(names)})")
+        if taken := [n for n in names[:count] if any((project, z, n) in self.instances for z in candidates)]:
+            self._finish(op, [{"code": "RESOURCE_ALREADY_EXISTS", "message": f"'{taken[0]}' already exists"}], 409)
+            return op
+        # Where the instances go: every one in one zone (a zonal call, or target shape ANY_SINGLE_ZONE), or
+        # spread over the allowed zones in order (ANY, BALANCED). Fewer than minCount: none at all.
+        single = zone is not None or parsed.get("locationPolicy", {}).get("targetShape") == "ANY_SINGLE_ZONE"
+        if single:
+            fits = [z for z in candidates if self._room(project, mt, z) >= min_count]
+            plan = {fits[0]: min(count, self._room(project, mt, fits[0]))} if fits else {}
+        else:
+            plan, want = {}, count
+            for z in candidates:
+                if want and (k := min(want, self._room(project, mt, z))):
+                    plan[z], want = k, want - k
+            plan = plan if sum(plan.values()) >= min_count else {}
+        if not plan:
+            code = self.faults.exhausted.get((mt, candidates[0]), "ZONE_RESOURCE_POOL_EXHAUSTED") if candidates \
+                else "ZONE_RESOURCE_POOL_EXHAUSTED"
+            self._finish(op, [{"code": code, "message": f"The zone does not have enough resources available to "
+                                                          f"fulfill the request. {min_count} x '{mt}' in "
+                                                          f"{', '.join(candidates)}"}], 503)
+            return op
+        todo = iter(names)
+        for chosen, k in plan.items():
+            for name in itertools.islice(todo, k):
+                self.instances[(project, chosen, name)] = self._make_instance(project, chosen, name, props)
+                self.created.append(self.instances[(project, chosen, name)])
         self._finish(op)
         return op
+
+    def _room(self, project: str, mt: str, zone: str) -> int:
+        """How many more ``mt`` VMs ``zone`` can hold: none when exhausted, the ``limit`` less the live ones."""
+        if (mt, zone) in self.faults.exhausted:
+            return 0
+        limit = self.faults.limits.get((mt, zone))
+        if limit is None:
+            return 1_000_000
+        used = sum(1 for (p, z, _), i in self.instances.items() if p == project and z == zone
+                   and i["machineType"].rsplit("/", 1)[-1] == mt and i["status"] != "TERMINATED")
+        return max(0, limit - used)
 
     def _route(self, method: str, path: str, query, body: bytes):
         m = re.fullmatch(r"/compute/v1/projects/([^/]+)/(.*)", path)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from burstd.config import CloudConfig, PoolConfig
-from burstd.providers.base import ErrorKind, LaunchRequest, Offering, ProviderError
-from burstd.providers.gcp import GcpProvider, request_id
+from burstd.providers.base import ErrorKind, LaunchRequest, Offering, ProviderError, launch_all_or_nothing
+from burstd.providers.gcp import GcpProvider, instance_name, request_id
 from burstd.providers.offerings import OfferingCooldown
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 
@@ -45,6 +45,12 @@ def live(env, lease: str | None = None) -> list[dict]:
     return [i for i in env.fake.live(env.project) if lease is None or i["labels"].get("burstd-lease") == lease]
 
 
+def exhaust_all(env) -> None:
+    for t in ("n2-standard-2", "e2-standard-2"):
+        for z in ZONES:
+            env.fake.exhaust(t, z)
+
+
 def test_zonal_launch_creates_one_labelled_spot_vm_with_the_bootstrap(gce_env):
     p = make(gce_env, zones=["us-central1-a"])
     inst = p.launch(LaunchRequest(lease_id="lease-0001", node_name="gcp-1", pool="gcp"))
@@ -69,11 +75,17 @@ def test_bulk_insert_body_matches_golden(gce_env):
     p.launch(LaunchRequest(lease_id="lease-golden", node_name="gcp-3", pool="gcp"))
     [(kind, where, body)] = gce_env.fake.requests
     assert kind == "bulkInsert" and where == f"{gce_env.project}/us-central1"  # regional: two zones
-    body = json.loads(json.dumps(body).replace(gce_env.url, "ENDPOINT"))
+    assert_golden(gce_env, p, body, "gce_bulk_insert.json")
+
+
+def assert_golden(env, p: GcpProvider, body: dict, name: str) -> None:
+    """``body`` as sent, but for the endpoint and the rendered start-up script, equals tests/golden/``name``
+    (BURSTD_UPDATE_GOLDEN=1 rewrites it)."""
+    body = json.loads(json.dumps(body).replace(env.url, "ENDPOINT"))
     script = next(i for i in body["instanceProperties"]["metadata"]["items"] if i["key"] == "startup-script")
     assert script["value"] == p.startup_script()
     script["value"] = "<rendered scripts/node-bootstrap.sh>"
-    path = GOLDEN / "gce_bulk_insert.json"
+    path = GOLDEN / name
     if os.environ.get("BURSTD_UPDATE_GOLDEN"):
         path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
     assert body == json.loads(path.read_text())
@@ -112,9 +124,7 @@ def test_zonal_capacity_error_moves_to_the_other_zone_through_the_location_polic
 
 def test_every_offering_exhausted_raises_capacity_and_leaks_nothing(gce_env):
     p = make(gce_env)
-    for t in ("n2-standard-2", "e2-standard-2"):
-        for z in ZONES:
-            gce_env.fake.exhaust(t, z)
+    exhaust_all(gce_env)
     with pytest.raises(ProviderError) as exc:
         p.launch(LaunchRequest(lease_id="lease-x", node_name="gcp-1", pool="gcp"))
     assert exc.value.kind is ErrorKind.CAPACITY and live(gce_env) == []
@@ -229,3 +239,163 @@ def test_the_fake_rejects_a_malformed_body_and_a_non_uuid_request_id(gce_env):
     assert bad_id.status_code == 400 and "UUID" in bad_id.text
     assert len(gce_env.fake.malformed) == 2
     gce_env.fake.malformed.clear()  # expected here; any other test with one fails in the fixture
+
+
+# -- gangs: a multi-node job's nodes, all or nothing ----------------------------------------------------------
+def gang_requests(n: int, prefix: str = "lease-g") -> list[LaunchRequest]:
+    return [LaunchRequest(lease_id=f"{prefix}{k}", node_name=f"gcp-{k}", pool="gcp") for k in range(1, n + 1)]
+
+
+def test_gang_is_one_bulk_insert_of_every_node_in_one_zone_each_listed_under_its_own_lease(gce_env):
+    p = make(gce_env)
+    reqs = gang_requests(3)
+    insts = launch_all_or_nothing(p, "lease-g1", reqs)  # the daemon's entry point picks launch_gang
+    assert [(i.node_name, i.lease_id) for i in insts] == [(r.node_name, r.lease_id) for r in reqs]
+    [(kind, where, body)] = gce_env.fake.requests
+    assert kind == "bulkInsert" and where == f"{gce_env.project}/us-central1"
+    assert (body["count"], body["minCount"]) == ("3", "3")
+    assert body["locationPolicy"]["targetShape"] == "ANY_SINGLE_ZONE"
+    vms = {f"{v['zone'].rsplit('/', 1)[-1]}/{v['name']}": v for v in live(gce_env)}
+    assert set(vms) == {i.instance_id for i in insts}
+    assert len({i.offering.zone for i in insts}) == 1
+    for inst, req in zip(insts, reqs):
+        vm = vms[inst.instance_id]
+        assert vm["name"] == instance_name(req.node_name, req.lease_id)
+        assert vm["labels"] == {"burstd-cluster": "site1", "burstd-pool": "gcp", "burstd-gang": "lease-g1"}
+        meta = {i["key"]: i["value"] for i in vm["metadata"]["items"]}
+        assert json.loads(meta["burstd-members"])[vm["name"]] == {"node": req.node_name, "lease": req.lease_id}
+        assert meta["burstd-gang"] == "lease-g1" and "burstd-node" not in meta
+    # the listing the daemon reads (orphan detection) sees each member under its own lease and node
+    assert {i.lease_id: (i.node_name, i.instance_id) for i in p.list_instances()} == {
+        i.lease_id: (i.node_name, i.instance_id) for i in insts}
+
+
+def test_gang_bulk_insert_body_matches_golden(gce_env):
+    p = make(gce_env)
+    p.launch_gang("lease-gold1", gang_requests(2, "lease-gold"))
+    [(_, _, body)] = gce_env.fake.requests
+    assert_golden(gce_env, p, body, "gce_bulk_insert_gang.json")
+
+
+def test_gang_repeat_returns_the_same_instances_without_a_second_bulk_insert(gce_env):
+    p = make(gce_env)
+    reqs = gang_requests(3)
+    first = p.launch_gang("lease-g1", reqs)
+    again = make(gce_env).launch_gang("lease-g1", list(reversed(reqs)))  # a restarted daemon, any order
+    assert [i.instance_id for i in again] == [i.instance_id for i in reversed(first)]
+    assert [i.lease_id for i in again] == [r.lease_id for r in reversed(reqs)]
+    assert gce_env.fake.calls.count("bulkInsert") == 1 and len(live(gce_env)) == 3
+
+
+def test_gang_repeat_after_every_answer_was_lost_returns_what_the_first_call_made(gce_env):
+    p = make(gce_env)
+    gce_env.fake.drop_response(FAST.api_attempts, "bulkInsert")  # made; the retries under its requestId lost too
+    reqs = gang_requests(2)
+    with pytest.raises(ProviderError) as exc:
+        p.launch_gang("lease-g1", reqs)
+    assert exc.value.kind is ErrorKind.TRANSIENT and len(live(gce_env)) == 2
+    assert len(gce_env.fake.request_ids) == 1  # every retry carried the gang's requestId
+    insts = p.launch_gang("lease-g1", reqs)
+    assert sorted(i.instance_id.split("/")[1] for i in insts) == sorted(v["name"] for v in live(gce_env))
+    assert [i.lease_id for i in insts] == ["lease-g1", "lease-g2"] and len(gce_env.fake.created) == 2
+
+
+def test_gang_lands_whole_in_the_zone_with_room_for_all(gce_env):
+    p = make(gce_env)
+    gce_env.fake.limit("n2-standard-2", "us-central1-a", 2)  # a: room for 2 of 3; b: room for all
+    insts = p.launch_gang("lease-g1", gang_requests(3))
+    assert {i.offering for i in insts} == {Offering("n2-standard-2", "us-central1-b", "spot")}
+    assert len(live(gce_env)) == 3
+
+
+def test_gang_without_room_for_all_in_any_one_zone_launches_none(gce_env):
+    # room for 2 + 2 = 4 VMs in the region, but no single zone holds the 3: GCE makes none (minCount 3)
+    p = make(gce_env)
+    for t in ("n2-standard-2", "e2-standard-2"):
+        for z in ZONES:
+            gce_env.fake.limit(t, z, 2)
+    with pytest.raises(ProviderError) as exc:
+        p.launch_gang("lease-g1", gang_requests(3))
+    assert exc.value.kind is ErrorKind.CAPACITY and "ZONE_RESOURCE_POOL_EXHAUSTED" in str(exc.value)
+    assert live(gce_env) == [] and gce_env.fake.created == []
+    assert [b["instanceProperties"]["machineType"] for _, _, b in gce_env.fake.requests] == [
+        "n2-standard-2", "e2-standard-2"]
+    assert len(p.cooldown.excluded()) == 4
+    # a single node still fits: the limit is capacity, not a broken zone (the cooldown is what skips it)
+    fresh = make(gce_env)
+    assert fresh.launch(LaunchRequest(lease_id="lease-1", node_name="gcp-9", pool="gcp")).state == "running"
+
+
+def test_the_fake_makes_what_fits_when_count_exceeds_room_but_min_count_does_not(gce_env):
+    from google.cloud import compute_v1
+
+    gce_env.fake.limit("n2-standard-2", "us-central1-a", 2)
+    p = make(gce_env, zones=["us-central1-a"])
+    resource = build_gang(p, gang_requests(3))
+    resource.min_count = 2
+    op = p.instances.bulk_insert_unary(request=compute_v1.BulkInsertInstanceRequest(
+        project=gce_env.project, zone="us-central1-a", bulk_insert_instance_resource_resource=resource,
+        request_id=str(uuid.uuid4())))
+    assert not p.wait(op, "us-central1-a", None).error.errors
+    assert len(live(gce_env)) == 2
+    resource = build_gang(p, gang_requests(3, "lease-h"))
+    resource.min_count = 1  # the zone is full now
+    op = p.instances.bulk_insert_unary(request=compute_v1.BulkInsertInstanceRequest(
+        project=gce_env.project, zone="us-central1-a", bulk_insert_instance_resource_resource=resource,
+        request_id=str(uuid.uuid4())))
+    [err] = p.wait(op, "us-central1-a", None).error.errors
+    assert err.code == "ZONE_RESOURCE_POOL_EXHAUSTED" and len(live(gce_env)) == 2
+
+
+def build_gang(p: GcpProvider, reqs: list[LaunchRequest]):
+    from burstd.providers.gcp import build_gang_bulk_insert
+
+    return build_gang_bulk_insert(cluster_id="site1", pool=p.pool, gang="lease-g1", requests=reqs,
+                                  machine_type="n2-standard-2", market="spot", zones=None, startup_script="x")
+
+
+def test_gang_in_a_one_zone_pool_is_zonal_and_fails_whole_when_the_zone_is_short(gce_env):
+    p = make(gce_env, zones=["us-central1-a"])
+    gce_env.fake.limit("n2-standard-2", "us-central1-a", 1)
+    gce_env.fake.exhaust("e2-standard-2", "us-central1-a")
+    with pytest.raises(ProviderError) as exc:
+        p.launch_gang("lease-g1", gang_requests(2))
+    assert exc.value.kind is ErrorKind.CAPACITY and live(gce_env) == []
+    assert {w for _, w, _ in gce_env.fake.requests} == {f"{gce_env.project}/us-central1-a"}
+    assert all("locationPolicy" not in b for _, _, b in gce_env.fake.requests)
+
+
+def test_gang_with_every_offering_exhausted_raises_capacity_and_leaves_nothing(gce_env):
+    p = make(gce_env)
+    exhaust_all(gce_env)
+    with pytest.raises(ProviderError) as exc:
+        p.launch_gang("lease-g1", gang_requests(3))
+    assert exc.value.kind is ErrorKind.CAPACITY and exc.value.code == "NoCapacity"
+    assert "all or nothing" in str(exc.value) and live(gce_env) == []
+    with pytest.raises(ProviderError):  # every offering cooling down: no call at all
+        p.launch_gang("lease-g1", gang_requests(3))
+    assert gce_env.fake.calls.count("bulkInsert") == 2
+
+
+def test_half_a_gang_found_is_deleted_and_the_gang_made_whole_anew(gce_env):
+    p = make(gce_env)
+    reqs = gang_requests(3)
+    first = p.launch_gang("lease-g1", reqs)
+    p.terminate([first[0].instance_id])  # say one member was lost before the daemon recorded the gang
+    insts = p.launch_gang("lease-g1", reqs)
+    assert [i.lease_id for i in insts] == [r.lease_id for r in reqs] and len(live(gce_env)) == 3
+    assert gce_env.fake.calls.count("bulkInsert") == 2 and len(gce_env.fake.created) == 6  # a new requestId
+    assert len({i.offering.zone for i in insts}) == 1
+
+
+def test_gang_asked_again_for_fewer_members_keeps_theirs_and_leaves_the_other_to_orphan_collection(gce_env):
+    p = make(gce_env)
+    first = p.launch_gang("lease-g1", gang_requests(3))
+    # a member failed before the daemon recorded the launch; the retry asks for the two others
+    again = p.launch_gang("lease-g1", gang_requests(3)[1:])
+    assert [i.instance_id for i in again] == [i.instance_id for i in first[1:]]
+    assert gce_env.fake.calls.count("bulkInsert") == 1 and len(live(gce_env)) == 3
+    # the same gang id for leases it never had: a new gang, under its own requestId; the old one untouched
+    other = p.launch_gang("lease-g1", gang_requests(2, "lease-other"))
+    assert [i.lease_id for i in other] == ["lease-other1", "lease-other2"]
+    assert gce_env.fake.calls.count("bulkInsert") == 2 and len(live(gce_env)) == 5

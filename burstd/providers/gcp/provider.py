@@ -10,6 +10,13 @@ DENY) when it has several. Capacity errors in the operation (ZONE_RESOURCE_POOL_
 ``burstd-lease`` is looked up first, and every call carries a ``requestId`` UUID derived from the lease id
 (and the machine type), so a retry after a crash returns the first operation instead of a second VM.
 
+``launch_gang`` (a multi-node job, all or nothing) is ONE bulkInsert with ``count = minCount = n`` and the
+location policy ``ANY_SINGLE_ZONE``: GCE makes all n in one zone or none. Every instance gets the same labels
+and metadata (bulkInsert cannot vary them), so they carry a ``burstd-gang`` label and a ``burstd-members``
+metadata item mapping each instance name to its node and lease; ``_to_instance`` reads a member's own entry,
+and so does the node's bootstrap. The requestId derives from the gang id; instances found under the gang label
+are returned by a repeat call, and fewer than n are never kept.
+
 Operations are waited on through Zone/RegionOperationsClient built with the same client options: the
 library's ExtendedOperation polling ignores a custom ``api_endpoint``.
 
@@ -20,11 +27,12 @@ its previous VM is still being deleted never collides.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +50,9 @@ LABEL_CLUSTER = "burstd-cluster"
 LABEL_POOL = "burstd-pool"
 LABEL_NODE = "burstd-node"
 LABEL_LEASE = "burstd-lease"
+LABEL_GANG = "burstd-gang"  # instances launched together for one multi-node job
+META_GANG = "burstd-gang"
+META_MEMBERS = "burstd-members"  # gang instances: JSON {instance name: {"node": ..., "lease": ...}}
 _UUID_NS = uuid.UUID("6f1c3c52-3b51-4f7e-9a55-4b0e7c2f7a10")  # burstd's namespace for requestIds
 _STATE = {"PROVISIONING": "pending", "STAGING": "pending", "RUNNING": "running", "STOPPING": "stopping",
           "SUSPENDING": "stopping", "REPAIRING": "stopping", "SUSPENDED": "terminated", "STOPPED": "terminated",
@@ -75,22 +86,54 @@ def build_bulk_insert(
     startup_script: str,
 ) -> Any:
     """The BulkInsertInstanceResource for one node (pure; golden-tested)."""
-    from google.cloud import compute_v1
-
-    gcp = pool.gcp
-    assert gcp is not None
     labels = {
         LABEL_CLUSTER: label_value(cluster_id),
         LABEL_POOL: label_value(pool.name),
         LABEL_NODE: label_value(request.node_name),
         LABEL_LEASE: label_value(request.lease_id),
     }
-    metadata = compute_v1.Metadata(items=[
-        compute_v1.Items(key="startup-script", value=startup_script),
-        compute_v1.Items(key="burstd-node", value=request.node_name),
-        compute_v1.Items(key="burstd-lease", value=request.lease_id),
-        compute_v1.Items(key="burstd-cluster", value=cluster_id),
-    ])
+    meta = {"startup-script": startup_script, "burstd-node": request.node_name, "burstd-lease": request.lease_id,
+            "burstd-cluster": cluster_id}
+    return _bulk_resource(pool=pool, labels=labels, meta=meta, names=[instance_name(request.node_name, request.lease_id)],
+                          machine_type=machine_type, market=market, zones=zones, denied=denied, target_shape="ANY")
+
+
+def build_gang_bulk_insert(
+    *,
+    cluster_id: str,
+    pool: PoolConfig,
+    gang: str,
+    requests: Sequence[LaunchRequest],
+    machine_type: str,
+    market: str,
+    zones: list[str] | None,
+    denied: list[str] = (),
+    startup_script: str,
+) -> Any:
+    """The BulkInsertInstanceResource for a gang: ``count = minCount = len(requests)``, all in one zone
+    (location policy ``ANY_SINGLE_ZONE``), or none (pure; golden-tested).
+
+    bulkInsert gives every instance the same labels and metadata, so the instances carry the gang label and
+    the ``burstd-members`` metadata item maps each instance name to its node and lease."""
+    labels = {LABEL_CLUSTER: label_value(cluster_id), LABEL_POOL: label_value(pool.name),
+              LABEL_GANG: label_value(gang)}
+    names = [instance_name(r.node_name, r.lease_id) for r in requests]
+    members = {name: {"node": r.node_name, "lease": r.lease_id} for name, r in zip(names, requests)}
+    meta = {"startup-script": startup_script, META_GANG: gang, META_MEMBERS: json.dumps(members, sort_keys=True),
+            "burstd-cluster": cluster_id}
+    return _bulk_resource(pool=pool, labels=labels, meta=meta, names=names, machine_type=machine_type,
+                          market=market, zones=zones, denied=denied, target_shape="ANY_SINGLE_ZONE")
+
+
+def _bulk_resource(*, pool: PoolConfig, labels: dict[str, str], meta: dict[str, str], names: list[str],
+                   machine_type: str, market: str, zones: list[str] | None, denied: Sequence[str],
+                   target_shape: str) -> Any:
+    """``count = minCount = len(names)`` instances named ``names``, all with ``labels`` and ``meta``."""
+    from google.cloud import compute_v1
+
+    gcp = pool.gcp
+    assert gcp is not None
+    metadata = compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v) for k, v in meta.items()])
     if market == "spot":
         scheduling = compute_v1.Scheduling(
             provisioning_model="SPOT", instance_termination_action=gcp.termination_action,
@@ -114,19 +157,28 @@ def build_bulk_insert(
         props.service_accounts = [compute_v1.ServiceAccount(
             email=gcp.service_account or "default", scopes=["https://www.googleapis.com/auth/cloud-platform"])]
     resource = compute_v1.BulkInsertInstanceResource(
-        count=1, min_count=1, instance_properties=props,
-        per_instance_properties={
-            instance_name(request.node_name, request.lease_id):
-                compute_v1.BulkInsertInstanceResourcePerInstanceProperties(),
-        },
+        count=len(names), min_count=len(names), instance_properties=props,
+        per_instance_properties={n: compute_v1.BulkInsertInstanceResourcePerInstanceProperties() for n in names},
     )
     if gcp.instance_template:
         resource.source_instance_template = gcp.instance_template
     if zones is not None:
         locs = {f"zones/{z}": compute_v1.LocationPolicyLocation(preference="ALLOW") for z in zones}
         locs |= {f"zones/{z}": compute_v1.LocationPolicyLocation(preference="DENY") for z in denied}
-        resource.location_policy = compute_v1.LocationPolicy(locations=locs, target_shape="ANY")
+        resource.location_policy = compute_v1.LocationPolicy(locations=locs, target_shape=target_shape)
     return resource
+
+
+def _member(members_json: str | None, name: str) -> dict[str, str]:
+    """A gang instance's own entry of its ``burstd-members`` metadata ({} when it has none)."""
+    if not members_json:
+        return {}
+    try:
+        entry = json.loads(members_json).get(name)
+    except (ValueError, AttributeError):
+        log.warning("instance %s: unreadable %s metadata", name, META_MEMBERS)
+        return {}
+    return entry if isinstance(entry, dict) else {}
 
 
 class GcpProvider:
@@ -200,10 +252,11 @@ class GcpProvider:
         preempted = spot and raw.status == "TERMINATED"
         created = datetime.fromisoformat(raw.creation_timestamp).timestamp() if raw.creation_timestamp else 0.0
         nic = raw.network_interfaces[0].network_i_p if raw.network_interfaces else ""
+        member = _member(meta.get(META_MEMBERS), raw.name)
         return Instance(
             instance_id=f"{zone}/{raw.name}",
-            lease_id=meta.get("burstd-lease", labels.get(LABEL_LEASE, "")),
-            node_name=meta.get("burstd-node", labels.get(LABEL_NODE, "")),
+            lease_id=member.get("lease") or meta.get("burstd-lease", labels.get(LABEL_LEASE, "")),
+            node_name=member.get("node") or meta.get("burstd-node", labels.get(LABEL_NODE, "")),
             pool=self.name,
             state="preempted" if preempted else state,
             launched_at=created,
@@ -245,76 +298,149 @@ class GcpProvider:
 
     # -- Provider ------------------------------------------------------------------------------------------
 
-    def launch(self, request: LaunchRequest) -> Instance:
+    def _insert_first_type(self, what: str, market: str, exclude: frozenset[Offering] | set[Offering],
+                           build: Callable[..., Any], rid_of: Callable[[str], str],
+                           failures: list[str]) -> tuple[str, list[str]] | None:
+        """Asks ``bulkInsert`` for ``build(machine_type=, market=, zones=, denied=)`` one machine type after
+        another, in config order, skipping offerings excluded or cooling down. Returns the (machine type,
+        allowed zones) of the first operation that succeeds; None when every type failed on capacity (those
+        offerings cool down; every failure is appended to ``failures``). Any other error is raised."""
         from google.cloud import compute_v1
 
+        for itype in self.pool.instance_types:
+            mt = itype.name
+            ok = [z for z in self.gcp.zones
+                  if Offering(mt, z, market) not in exclude and not self.cooldown.is_cooling(Offering(mt, z, market))]
+            if not ok:
+                failures.append(f"{market} {mt}: every zone cooling down or excluded")
+                continue
+            regional = len(self.gcp.zones) > 1
+            resource = build(machine_type=mt, market=market, zones=ok if regional else None,
+                             denied=[z for z in self.gcp.zones if z not in ok])
+            rid = rid_of(f"{market}/{mt}/{','.join(ok)}")
+            if regional:
+                req = compute_v1.BulkInsertRegionInstanceRequest(
+                    project=self.project, region=self.gcp.region,
+                    bulk_insert_instance_resource_resource=resource, request_id=rid)
+                op = self._call("regionInstances.bulkInsert", lambda req=req: self.region_instances.bulk_insert_unary(
+                    request=req, **self._kw))
+                op = self.wait(op, None, self.gcp.region)
+            else:
+                req = compute_v1.BulkInsertInstanceRequest(
+                    project=self.project, zone=ok[0], bulk_insert_instance_resource_resource=resource,
+                    request_id=rid)
+                op = self._call("instances.bulkInsert", lambda req=req: self.instances.bulk_insert_unary(
+                    request=req, **self._kw))
+                op = self.wait(op, ok[0], None)
+            errors = list(op.error.errors) if op.error else []
+            if not errors:
+                return mt, ok
+            codes = [e.code for e in errors]
+            kinds = [kind_of_code(c) for c in codes]
+            failures.append(f"{market} {mt} in {','.join(ok)}: {','.join(codes)}")
+            if all(k is ErrorKind.CAPACITY for k in kinds):
+                for z in ok:
+                    self.cooldown.mark(Offering(mt, z, market), reason=codes[0])
+                log.warning("gcp pool %s: %s for %s in %s (%s, %s): cooling down", self.name, codes[0], mt,
+                            ",".join(ok), market, what)
+                continue
+            worst = next((k for k in (ErrorKind.CONFIG, ErrorKind.QUOTA, ErrorKind.THROTTLED,
+                                      ErrorKind.TRANSIENT) if k in kinds), ErrorKind.CONFIG)
+            i = kinds.index(worst)
+            raise ProviderError(worst, errors[i].message, code=codes[i])
+        return None
+
+    def _listed(self, find: Callable[[], Any], done: Callable[[Any], bool]) -> Any:
+        """``find()`` until ``done`` of it (the list may lag the operation a moment); the last answer."""
+        found = find()
+        for _ in range(self.retry.attempts - 1):
+            if done(found):
+                break
+            self._sleep(self.retry.delay(0))
+            found = find()
+        return found
+
+    def _no_capacity(self, what: str, failures: list[str]) -> ProviderError:
+        return ProviderError(ErrorKind.CAPACITY, f"gcp pool {self.name}: no capacity for {what}: "
+                             + "; ".join(failures or ["no offering"]), code="NoCapacity")
+
+    def launch(self, request: LaunchRequest) -> Instance:
         existing = self.find_by_lease(request.lease_id)
         if existing is not None:
             log.info("gcp pool %s: lease %s already has instance %s", self.name, request.lease_id,
                      existing.instance_id)
             return existing
-        markets = [request.market]
         script = self.startup_script()
         failures: list[str] = []
-        for market in markets:
-            for itype in self.pool.instance_types:
-                mt = itype.name
-                ok = [z for z in self.gcp.zones
-                      if Offering(mt, z, market) not in request.exclude
-                      and not self.cooldown.is_cooling(Offering(mt, z, market))]
-                if not ok:
-                    failures.append(f"{market} {mt}: every zone cooling down or excluded")
-                    continue
-                regional = len(self.gcp.zones) > 1
-                denied = [z for z in self.gcp.zones if z not in ok]
-                resource = build_bulk_insert(
-                    cluster_id=self.cluster_id, pool=self.pool, request=request, machine_type=mt, market=market,
-                    zones=ok if regional else None, denied=denied, startup_script=script,
-                )
-                rid = request_id(self.cluster_id, request.lease_id, f"{market}/{mt}/{','.join(ok)}")
-                if regional:
-                    req = compute_v1.BulkInsertRegionInstanceRequest(
-                        project=self.project, region=self.gcp.region,
-                        bulk_insert_instance_resource_resource=resource, request_id=rid)
-                    op = self._call("regionInstances.bulkInsert", lambda req=req: self.region_instances.bulk_insert_unary(
-                        request=req, **self._kw))
-                    op = self.wait(op, None, self.gcp.region)
-                else:
-                    req = compute_v1.BulkInsertInstanceRequest(
-                        project=self.project, zone=ok[0], bulk_insert_instance_resource_resource=resource,
-                        request_id=rid)
-                    op = self._call("instances.bulkInsert", lambda req=req: self.instances.bulk_insert_unary(
-                        request=req, **self._kw))
-                    op = self.wait(op, ok[0], None)
-                errors = list(op.error.errors) if op.error else []
-                if not errors:
-                    for _ in range(self.retry.attempts):
-                        inst = self.find_by_lease(request.lease_id)
-                        if inst is not None:
-                            log.info("gcp pool %s: lease %s -> %s (%s %s)", self.name, request.lease_id,
-                                     inst.instance_id, mt, market)
-                            return inst
-                        self._sleep(self.retry.delay(0))
-                    raise ProviderError(ErrorKind.TRANSIENT, f"bulkInsert for lease {request.lease_id} finished "
-                                        "but no instance carries its label", code="InstanceNotListed")
-                codes = [e.code for e in errors]
-                kinds = [kind_of_code(c) for c in codes]
-                failures.append(f"{market} {mt} in {','.join(ok)}: {','.join(codes)}")
-                if all(k is ErrorKind.CAPACITY for k in kinds):
-                    for z in ok:
-                        self.cooldown.mark(Offering(mt, z, market), reason=codes[0])
-                    log.warning("gcp pool %s: %s for %s in %s (%s): cooling down", self.name, codes[0], mt,
-                                ",".join(ok), market)
-                    continue
-                worst = next((k for k in (ErrorKind.CONFIG, ErrorKind.QUOTA, ErrorKind.THROTTLED,
-                                          ErrorKind.TRANSIENT) if k in kinds), ErrorKind.CONFIG)
-                i = kinds.index(worst)
-                raise ProviderError(worst, errors[i].message, code=codes[i])
-        raise ProviderError(
-            ErrorKind.CAPACITY,
-            f"gcp pool {self.name}: no capacity for lease {request.lease_id}: " + "; ".join(failures or ["no offering"]),
-            code="NoCapacity",
-        )
+        done = self._insert_first_type(
+            f"lease {request.lease_id}", request.market, request.exclude,
+            lambda **kw: build_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, request=request,
+                                           startup_script=script, **kw),
+            lambda what: request_id(self.cluster_id, request.lease_id, what), failures)
+        if done is None:
+            raise self._no_capacity(f"lease {request.lease_id}", failures)
+        inst = self._listed(lambda: self.find_by_lease(request.lease_id), lambda i: i is not None)
+        if inst is None:
+            raise ProviderError(ErrorKind.TRANSIENT, f"bulkInsert for lease {request.lease_id} finished "
+                                "but no instance carries its label", code="InstanceNotListed")
+        log.info("gcp pool %s: lease %s -> %s (%s %s)", self.name, request.lease_id, inst.instance_id,
+                 done[0], request.market)
+        return inst
+
+    def launch_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
+        """Every node of ``requests`` from one ``bulkInsert`` with ``minCount`` = all of them, in one zone, or
+        none (see ``burstd.providers.base.GangLauncher``).
+
+        Only gang instances whose ``burstd-members`` entry names one of these leases are this call's: one
+        made for a lease no longer asked for (a member failed in between) is left to orphan collection."""
+        requests = list(requests)
+        n = len(requests)
+        found = self._gang_instances(gang, requests)
+        if len(found) == n:
+            log.info("gcp pool %s: gang %s already has its %d instances", self.name, gang, n)
+            return self._in_request_order(gang, requests, found)
+        # The requestId covers the leases asked for, and after a half gang is deleted, what was deleted: the
+        # first requestId would be answered with the operation that made what is now gone.
+        key = "/" + hashlib.sha256(",".join(sorted(r.lease_id for r in requests)).encode()).hexdigest()[:16]
+        if found:  # half a gang (minCount should make this impossible): never keep it
+            log.warning("gcp pool %s: gang %s has %d of %d instances; all or nothing: deleting them", self.name,
+                        gang, len(found), n)
+            self.terminate([i.instance_id for i in found])
+            key += "/after:" + ",".join(sorted(i.instance_id for i in found))
+        script = self.startup_script()
+        exclude = frozenset().union(*(r.exclude for r in requests))
+        failures: list[str] = []
+        what = f"gang {gang} ({n} nodes, all or nothing)"
+        market = requests[0].market
+        done = self._insert_first_type(
+            what, market, exclude,
+            lambda **kw: build_gang_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, gang=gang,
+                                                requests=requests, startup_script=script, **kw),
+            lambda offer: request_id(self.cluster_id, f"gang/{gang}", offer + key), failures)
+        if done is None:
+            raise self._no_capacity(what, failures)
+        found = self._listed(lambda: self._gang_instances(gang, requests), lambda f: len(f) == n)
+        if len(found) == n:
+            return self._in_request_order(gang, requests, found)
+        if found:
+            self.terminate([i.instance_id for i in found])
+        failures.append(f"{market} {done[0]}: {len(found)} of {n} nodes listed after the operation "
+                        "(released, all or nothing)")
+        log.warning("gcp pool %s: gang %s: %s", self.name, gang, failures[-1])
+        raise self._no_capacity(what, failures)
+
+    def _gang_instances(self, gang: str, requests: list[LaunchRequest]) -> list[Instance]:
+        """The live gang instances made for one of ``requests`` (its own name, for its own lease)."""
+        want = {instance_name(r.node_name, r.lease_id): r.lease_id for r in requests}
+        found = [self._to_instance(r) for r in self._aggregated(self._filter(**{LABEL_GANG: label_value(gang)}))]
+        return [i for i in found if not i.is_gone and want.get(i.instance_id.rsplit("/", 1)[-1]) == i.lease_id]
+
+    def _in_request_order(self, gang: str, requests: list[LaunchRequest], found: list[Instance]) -> list[Instance]:
+        by_lease = {i.lease_id: i for i in found}
+        out = [by_lease[r.lease_id] for r in requests]
+        log.info("gcp pool %s: gang %s -> %s", self.name, gang,
+                 ", ".join(f"{i.node_name}={i.instance_id}" for i in out))
+        return out
 
     def terminate(self, instance_ids: list[str]) -> None:
         from google.api_core import exceptions as gexc

