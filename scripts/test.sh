@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/setup-venv.sh
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist), a whole test file to a worker: the bed tests mostly wait on Slurm, so the second
+# worker (with a Slurm bed of its own, see tests/bed.py) halves the wall time. BURSTD_TEST_WORKERS=0: serial.
+.venv/bin/python -m pytest -n "${BURSTD_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 # pytest exits 5 when a selection collected no test; treat that as a failure of the selection, not success.

@@ -12,7 +12,9 @@ mode defaults to ``stub``; a test switches it with ``@pytest.mark.bed_hooks("bar
 ``BURSTD_BED_KEEP=1`` leaves the bed up after the session (faster reruns; a later session reuses it when the
 settings match).
 
-The bed's SuspendTime defaults to 10 s here (``BURSTD_BED_SUSPEND_TIME`` overrides) to keep tests short.
+The bed's SuspendTime defaults to 10 s here (``BURSTD_BED_SUSPEND_TIME`` overrides) and cred_expire to 10 s
+(a requeued job waits cred_expire + 1 s), to keep tests short. Under ``pytest -n N`` (pytest-xdist, as
+``scripts/test.sh`` runs the suite) worker ``gwK`` gets a bed of its own: name ``<name>-wK``, slot + K.
 """
 
 from __future__ import annotations
@@ -49,9 +51,14 @@ def slurm_bed():
         pytest.skip(reason)
     from burstd.testbed import Bed, BedConfig
 
-    defaults = {"suspend_time": 10, "suspend_timeout": 10}
+    # short power-saving timers, and requeued jobs eligible again after 11 s instead of 31 (cred_expire + 1)
+    defaults = {"suspend_time": 10, "suspend_timeout": 10, "cred_expire": 10}
     env_overrides = {k: v for k, v in defaults.items()
                      if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
+    worker = _xdist_worker()
+    if worker:  # pytest -n: each worker gets a bed of its own (name, subnet, ports), beside worker 0's
+        base = BedConfig.from_env(**env_overrides)
+        env_overrides |= {"name": f"{base.name[:8]}-w{worker}", "slot": base.slot + worker}
     bed = Bed(BedConfig.from_env(**env_overrides))
     bed.up(install=bool(os.environ.get("BURSTD_BED_INSTALL")))
     # several pytest sessions may share one bed: the last one out brings it down
@@ -66,6 +73,12 @@ def slurm_bed():
         others = [p for p in sessions.iterdir() if p.name.isdigit() and Path(f"/proc/{p.name}").exists()]
         if not others and not os.environ.get("BURSTD_BED_KEEP"):
             bed.down()
+
+
+def _xdist_worker() -> int:
+    """This process's pytest-xdist worker number (``gw3`` -> 3); 0 without xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
 
 
 def pytest_configure(config):
