@@ -7,25 +7,19 @@ from __future__ import annotations
 
 import pytest
 
-from burstd.config import parse_config
 from burstd.daemon.reconcile import Launch, Reconciler, Refuse, plan_gangs, plan_launches
 from burstd.daemon.rules import first_rule
 from burstd.domain.lease import Lease, LeaseState
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError, launch_all_or_nothing
+from tests.unit.daemon.test_daemon_reconcile import CFG
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeGangProvider, FakeProvider, FakeStore
 
 S = LeaseState
 
 
 def config(all_or_nothing: bool = True):
-    return parse_config({
-        "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
-                   "node_count": 6, "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}],
-                   "price_per_hour": 0.5, "all_or_nothing": all_or_nothing}],
-        "policy": {"onprem_partitions": ["onprem"], "waiting": {"min_wait_s": 60}},
-        "budget": {"default_account_usd": 100},
-        "daemon": {"launch_timeout_s": 100, "boot_timeout_s": 200, "orphan_grace_s": 30},
-    })
+    pool = CFG.pools[0].model_copy(update={"all_or_nothing": all_or_nothing})
+    return CFG.model_copy(update={"pools": [pool]})
 
 
 @pytest.fixture
