@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from burstd.config import load_config
@@ -67,6 +69,7 @@ def cleanup_vms(config_path: Path) -> list[str]:
 @contextlib.contextmanager
 def running_daemon(bed, config_path: Path, log_path: Path):
     d = DaemonProcess(config_path, log_path=log_path)
+    bed.reset_cloud_nodes()  # an earlier test may have left cloud nodes drained, down or powering down
     with bed.hooks("burstd"):
         d.start()
         try:
@@ -76,12 +79,119 @@ def running_daemon(bed, config_path: Path, log_path: Path):
             cleanup_vms(config_path)
 
 
-def wait_for(pred, timeout: float, what: str, interval: float = 0.5):
+def wait_for(pred, timeout: float, what: str, interval: float = 0.5,
+             diagnose: Callable[[], str] | None = None):
+    """Poll ``pred`` until it returns something truthy. On timeout (or when ``pred`` itself fails an assertion)
+    the AssertionError carries ``diagnose()``: what was going on, not just the last value."""
     deadline = time.monotonic() + timeout
     last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+    try:
+        while time.monotonic() < deadline:
+            last = pred()
+            if last:
+                return last
+            time.sleep(interval)
+    except AssertionError as exc:
+        raise AssertionError(f"while waiting for {what}: {exc}{_diagnosis(diagnose)}") from None
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}){_diagnosis(diagnose)}")
+
+
+def _diagnosis(diagnose: Callable[[], str] | None) -> str:
+    if diagnose is None:
+        return ""
+    try:
+        return "\n" + diagnose()
+    except Exception as exc:  # noqa: BLE001 - the diagnosis must never hide the failure it explains
+        return f"\n(diagnosis failed: {exc!r})"
+
+
+# --- gated jobs: no job can finish before the test says so ----------------------------------------------------
+
+BAD_JOB_STATES = {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+GATE_WAIT_S = 240  # how long a gated job waits for its gate before it gives up (and fails)
+
+
+class Gate:
+    """A file the test creates to let its jobs finish. A gated job prints its hostname, then waits for the file
+    (at most ``wait_s``; a job whose gate never opened exits 3, so it shows as FAILED, not COMPLETED). The file
+    lives in the user's work dir on the host; the namespace VMs share the host's file system."""
+
+    def __init__(self, bed, user: str, wait_s: int = GATE_WAIT_S):
+        self.path = bed.workdir(user) / f"gate-{time.time_ns()}"
+        self.wait_s = wait_s
+
+    def script(self) -> str:
+        gate = shlex.quote(str(self.path))
+        return ("#!/bin/sh\nhostname\ni=0\n"
+                f"while [ ! -e {gate} ]; do\n"
+                f"  i=$((i + 1)); [ $i -gt {2 * self.wait_s} ] && {{ echo 'gate never opened' >&2; exit 3; }}\n"
+                "  sleep 0.5\ndone\n")
+
+    def open(self) -> None:
+        self.path.touch()
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def job_states(bed, jobs: Iterable[int]) -> dict[int, str | None]:
+    return {j: bed.job(j).get("JobState") for j in jobs}
+
+
+def all_jobs(bed, jobs: list[int], state: str) -> Callable[[], dict | bool]:
+    """A ``wait_for`` predicate: every job in ``state`` at once (its states), failing fast on a job gone bad."""
+    def check():
+        states = job_states(bed, jobs)
+        bad = {j: s for j, s in states.items() if s in BAD_JOB_STATES}
+        assert not bad, f"jobs ended badly: {bad}"
+        return all(s == state for s in states.values()) and states
+    return check
+
+
+def diagnosis(bed, jobs: Iterable[int] = (), config_path: Path | None = None, daemon=None,
+              extra: Callable[[], str] | None = None) -> Callable[[], str]:
+    """What to print when a daemon test's wait times out: every job's state, reason and nodes, every node's
+    Slurm state (cloud nodes with their reason), the leases and the daemon's log tail."""
+    jobs = list(jobs)
+
+    def text() -> str:
+        out = []
+
+        def part(title: str, fn: Callable[[], str]) -> None:
+            try:
+                out.append(f"{title}: {fn()}")
+            except Exception as exc:  # noqa: BLE001
+                out.append(f"{title}: unavailable ({exc!r})")
+
+        def job_lines() -> str:
+            rows = []
+            for j in jobs:
+                info = bed.job(j)
+                rows.append(f"\n  {j}: {info.get('JobState')} reason={info.get('Reason')} "
+                            f"partition={info.get('Partition')} nodes={info.get('NodeList')}")
+            return "".join(rows) or "none"
+
+        def cloud_lines() -> str:
+            rows = []
+            for n in bed.cloud_nodes:
+                info = bed.node(n)
+                rows.append(f"\n  {n}: {info.get('State')} reason={info.get('Reason', '')}")
+            return "".join(rows)
+
+        def lease_lines() -> str:
+            rows = leases(config_path)
+            return "".join(f"\n  {r.get('node_name')}: {r.get('state')} jobs={r.get('job_ids')} "
+                           f"reason={r.get('reason')}" for r in rows) or "none"
+
+        part("jobs", job_lines)
+        part("slurm nodes", lambda: str(bed.node_states()))
+        part("cloud nodes", cloud_lines)
+        if config_path is not None:
+            part("leases", lease_lines)
+        if extra is not None:
+            part("more", extra)
+        if daemon is not None:
+            part("daemon log tail", lambda: "\n" + daemon.log_tail(40))
+        return "\n".join(out)
+
+    return text

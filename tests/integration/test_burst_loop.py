@@ -11,7 +11,7 @@ import pytest
 
 from burstd.config import load_config
 from tests.integration.daemon_bed import (
-    bed_daemon_config, cloud_namespaces, leases, running_daemon, wait_for,
+    Gate, all_jobs, bed_daemon_config, cloud_namespaces, diagnosis, leases, running_daemon, wait_for,
 )
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
@@ -24,21 +24,19 @@ def test_sbatch_jobs_burst_run_on_cloud_complete_and_nodes_power_down(slurm_bed,
     prefix = cfg.pools[0].node_prefix
     assert slurm_bed.onprem_partition in cfg.policy.onprem_partitions
     with running_daemon(slurm_bed, cfg_path, tmp_path / "burstd.log") as daemon:
-        script = "#!/bin/sh\nhostname\nsleep 12\n"
-        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
-                                  "-o", "out-%j.txt"], script, user=bed_user) for _ in range(JOBS)]
+        # every job holds its node until the gate opens: the six can only all run at once if four of them burst
+        gate = Gate(slurm_bed, bed_user)
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10",
+                                  "-o", "out-%j.txt"], gate.script(), user=bed_user) for _ in range(JOBS)]
+        diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon)
         # plain sbatch to the on-prem partition: the overflow pends there first
         first = {j: slurm_bed.job(j) for j in jobs}
         assert all(info.get("UserId", "").startswith(bed_user) for info in first.values())
         assert any(info.get("JobState") == "PENDING" for info in first.values())
 
-        def done():
-            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
-            assert not {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"} & set(states.values()), \
-                (states, daemon.log_tail())
-            return all(s == "COMPLETED" for s in states.values()) and states
-
-        wait_for(done, 300, "every job COMPLETED")
+        wait_for(all_jobs(slurm_bed, jobs, "RUNNING"), 200, "every job RUNNING at once", diagnose=diagnose)
+        gate.open()
+        wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 120, "every job COMPLETED", diagnose=diagnose)
         workdir = slurm_bed.workdir(bed_user)
         hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
         on_cloud = sorted(h for h in hosts.values() if h.startswith(prefix))
@@ -52,14 +50,15 @@ def test_sbatch_jobs_burst_run_on_cloud_complete_and_nodes_power_down(slurm_bed,
             rows = leases(cfg_path)
             return rows and all(r["state"] in ("TERMINATED",) for r in rows) and rows
 
-        rows = wait_for(all_closed, 180, "every lease TERMINATED")
+        rows = wait_for(all_closed, 180, "every lease TERMINATED", diagnose=diagnose)
         assert {r["node_name"] for r in rows} >= set(on_cloud)
-        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left")
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left", diagnose=diagnose)
+
         def powered_down():
             states = {n: slurm_bed.node(n).get("State", "") for n in slurm_bed.cloud_nodes}
             return all("POWERED_DOWN" in v and "POWERING" not in v for v in states.values()) and states
 
-        wait_for(powered_down, 60, "every cloud node POWERED_DOWN in Slurm")
+        wait_for(powered_down, 60, "every cloud node POWERED_DOWN in Slurm", diagnose=diagnose)
         # and the jobs that ran on the cloud are the ones recorded on the leases
         leased_jobs = {j for r in rows for j in r["job_ids"]}
         cloud_jobs = {j for j, h in hosts.items() if h.startswith(prefix)}

@@ -23,7 +23,9 @@ from tests.fakes.cloud_boot import CloudBootStandIn
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, REGION, aws_env, moto_server  # noqa: F401
 from tests.fakes.toml_out import dumps
-from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms, cloud_namespaces, leases, wait_for
+from tests.integration.daemon_bed import (
+    Gate, all_jobs, bed_daemon_config, cleanup_vms, cloud_namespaces, diagnosis, leases, wait_for,
+)
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
 JOBS = 4  # two on-prem nodes of 2 CPUs, whole-node jobs: two must burst
@@ -63,6 +65,7 @@ def daemon_with_cloud(bed, config_path: Path, log_path: Path, boot_dir: Path):
            "AWS_DEFAULT_REGION": REGION}
     daemon = DaemonProcess(config_path, log_path=log_path, env=env)
     boot = CloudBootStandIn(bed, [cloud], boot_dir)
+    bed.reset_cloud_nodes()  # an earlier test may have left cloud nodes drained, down or powering down
     with bed.hooks("burstd"):
         daemon.start()
         boot.start()
@@ -89,17 +92,15 @@ def test_jobs_burst_onto_a_cloud_pool_land_past_a_capacity_error_run_and_everyth
         for z in pool.gcp.zones:
             gce_env.fake.exhaust("n2-standard-2", z)
     with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
-        script = "#!/bin/sh\nhostname\nsleep 8\n"
-        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
-                                  "-o", "out-%j.txt"], script, user=bed_user) for _ in range(JOBS)]
+        # every job holds its node until the gate opens: the four can only all run at once if two of them burst
+        gate = Gate(slurm_bed, bed_user)
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10",
+                                  "-o", "out-%j.txt"], gate.script(), user=bed_user) for _ in range(JOBS)]
+        diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon, extra=lambda: f"boot history {boot.history}")
 
-        def done():
-            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
-            assert not {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"} & set(states.values()), \
-                (states, daemon.log_tail())
-            return all(s == "COMPLETED" for s in states.values()) and states
-
-        wait_for(done, 300, "every job COMPLETED")
+        wait_for(all_jobs(slurm_bed, jobs, "RUNNING"), 200, "every job RUNNING at once", diagnose=diagnose)
+        gate.open()
+        wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 120, "every job COMPLETED", diagnose=diagnose)
         workdir = slurm_bed.workdir(bed_user)
         hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
         on_cloud = sorted(h for h in hosts.values() if h in slurm_bed.cloud_nodes)
@@ -107,7 +108,7 @@ def test_jobs_burst_onto_a_cloud_pool_land_past_a_capacity_error_run_and_everyth
 
         # The cloud saw the right requests, and none for the offering that had no capacity.
         rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] == "TERMINATED" for x in r) and r,
-                        180, "every lease TERMINATED")
+                        180, "every lease TERMINATED", diagnose=diagnose)
         lease_ids = {r["lease_id"] for r in rows}
         assert {r["node_name"] for r in rows} >= set(on_cloud)
         if provider == "aws":
@@ -135,7 +136,7 @@ def test_jobs_burst_onto_a_cloud_pool_land_past_a_capacity_error_run_and_everyth
             assert gce_env.fake.live(gce_env.project) == []
             rendered = "\n".join(i["value"] for b in bodies for i in b["instanceProperties"]["metadata"]["items"])
         assert ("up", on_cloud[0], next(iid for e, n, iid in boot.history if n == on_cloud[0])) in boot.history
-        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left")
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left", diagnose=diagnose)
         assert boot.errors == []
 
     # No munge key (the bed's real one) and no credential in the daemon's log, the database or what the cloud got.
@@ -171,24 +172,34 @@ def test_daemon_killed_at_a_cloud_call_restarts_without_duplicate_or_orphan(
     with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
         daemon.stop()
         daemon.start(crash_at=point)
-        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
-                                  "-o", "out-%j.txt"], "#!/bin/sh\nhostname\nsleep 20\n", user=bed_user)
-                for _ in range(JOBS)]  # on-prem stays busy long enough for the overflow to burst
-        assert daemon.wait_exit(240) == CRASH_EXIT, daemon.log_tail()
-        daemon.start()  # restart, no crash point
+        # the jobs hold their nodes until the gate opens, so on-prem stays busy until the overflow has burst
+        gate = Gate(slurm_bed, bed_user)
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10",
+                                  "-o", "out-%j.txt"], gate.script(), user=bed_user)
+                for _ in range(JOBS)]
+        diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon, extra=lambda: f"boot history {boot.history}")
+        all_running = all_jobs(slurm_bed, jobs, "RUNNING")
+        if point.startswith("launch."):  # crashes on the way up: restart, then all four run at once
+            assert daemon.wait_exit(240) == CRASH_EXIT, diagnose()
+            daemon.start()  # restart, no crash point
+            wait_for(all_running, 200, "every job RUNNING at once after the restart", diagnose=diagnose)
+            gate.open()
+        else:  # crashes on the way down: the jobs run, finish, the idle cloud nodes are suspended
+            wait_for(all_running, 200, "every job RUNNING at once", diagnose=diagnose)
+            gate.open()
+            assert daemon.wait_exit(240) == CRASH_EXIT, diagnose()
+            daemon.start()  # restart, no crash point
 
-        def done():
-            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
-            return all(s == "COMPLETED" for s in states.values()) and states
-
-        wait_for(done, 300, "every job COMPLETED after the restart")
+        wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 300, "every job COMPLETED after the restart",
+                 diagnose=diagnose)
         rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] == "TERMINATED" for x in r) and r,
-                        180, "every lease TERMINATED")
+                        180, "every lease TERMINATED", diagnose=diagnose)
         counts = created_per_lease(provider, aws_env, gce_env)
         assert counts and all(n == 1 for n in counts.values()), counts  # no duplicate VM for any lease
         assert set(counts) <= {r["lease_id"] for r in rows}
-        wait_for(lambda: not [i for i in cloud.list_instances() if not i.is_gone], 60, "no instance left")
-        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left")
+        wait_for(lambda: not [i for i in cloud.list_instances() if not i.is_gone], 60, "no instance left",
+                 diagnose=diagnose)
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left", diagnose=diagnose)
 
 
 @pytest.mark.parametrize("provider", ["aws", "gcp"])
@@ -215,9 +226,17 @@ def test_every_offering_exhausted_fails_the_lease_cleanly_with_the_reason_shown(
             for t in pool.instance_types:
                 gce_env.fake.exhaust(t.name, z)
     with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
-        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "5",
-                                  "-o", "out-%j.txt"], "#!/bin/sh\nhostname\nsleep 15\n", user=bed_user)
+        # the jobs hold on-prem until the gate opens, so the overflow pends there while the launches fail
+        gate = Gate(slurm_bed, bed_user)
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10",
+                                  "-o", "out-%j.txt"], gate.script(), user=bed_user)
                 for _ in range(JOBS)]
+
+        def squeue() -> str:
+            sq = slurm_bed.run(["squeue", "-h", "-a", "-O", "JobID,State,Reason,Priority,Partition"], check=False)
+            return "\n" + sq.stdout
+
+        diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon, extra=squeue)
         runner = CliRunner()
 
         def capacity_failures():
@@ -227,7 +246,8 @@ def test_every_offering_exhausted_fails_the_lease_cleanly_with_the_reason_shown(
                     if e["to_state"] == "FAILED" and "capacity" in (e.get("reason") or "")]
 
         # What an admin sees (burstctl events): the lease failed, and why.
-        failed = wait_for(capacity_failures, 120, "a lease FAILED for capacity in the event log")
+        failed = wait_for(capacity_failures, 120, "a lease FAILED for capacity in the event log",
+                          diagnose=diagnose)
         assert any("InsufficientInstanceCapacity" in e["reason"] or "ZONE_RESOURCE_POOL_EXHAUSTED" in e["reason"]
                    or "cooling down" in e["reason"] for e in failed)
         # What `burstctl status` says: the pool's last launch failure, with the provider's reason.
@@ -242,25 +262,14 @@ def test_every_offering_exhausted_fails_the_lease_cleanly_with_the_reason_shown(
         assert plain.exit_code == 0 and "last launch failure" in plain.output, plain.output
 
         # The jobs go back on-prem and complete there.
-        def done():
-            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
-            assert not {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"} & set(states.values()), \
-                (states, daemon.log_tail())
-            return all(s == "COMPLETED" for s in states.values()) and states
-
-        try:
-            wait_for(done, 240, "every job COMPLETED on-prem")
-        except AssertionError as exc:
-            info = {j: {k: slurm_bed.job(j).get(k) for k in ("JobState", "Partition", "Reason", "NodeList")}
-                    for j in jobs}
-            sq = slurm_bed.run(["squeue", "-h", "-a", "-O", "JobID,State,Reason,Priority,Partition"], check=False)
-            raise AssertionError(f"{exc}: {info}\n{getattr(sq, 'stdout', sq)}\n{daemon.log_tail()}") from None
+        gate.open()
+        wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 240, "every job COMPLETED on-prem", diagnose=diagnose)
         workdir = slurm_bed.workdir(bed_user)
         hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
         assert set(hosts.values()) <= set(slurm_bed.onprem_nodes), hosts
 
         rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] in ("TERMINATED", "REFUSED") for x in r)
-                        and r, 60, "the failed leases closed")
+                        and r, 60, "the failed leases closed", diagnose=diagnose)
         assert rows and cloud.list_instances() == [] and boot.history == []
         # the capacity reason stays the failed lease's final reason
         closed = [r for r in rows if r["lease_id"] in {e["lease_id"] for e in failed}]
