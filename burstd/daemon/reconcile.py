@@ -167,10 +167,21 @@ class ReleaseJob:
     job_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReturnToService:
+    """``scontrol update state=RESUME`` on a powered-down cloud node Slurm left DOWN after a failed power-up."""
+
+    node: str
+    reason: str
+
+
 Action = (
     Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob
+    | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob | ReturnToService
 )
+
+#: Slurm's reason for a cloud node it marked DOWN because it did not register within ResumeTimeout.
+RESUME_TIMEOUT_REASON = "ResumeTimeout reached"
 
 #: Slurm's reason for a job it requeued and held after its (cloud) node failed to come up.
 LAUNCH_FAILED_HELD = "launch_failed_requeued_held"
@@ -433,10 +444,16 @@ def plan_leases(world: World, config: Config) -> list[Action]:
             elif inst is not None:
                 out.append(Terminate(lease.lease_id, "clean up failed lease", _ids(inst, lease)))
 
-    # Slurm is bringing a node up and no lease covers it (a resume call was lost): record one.
+    # Slurm is bringing a node up and no lease covers it (a resume call was lost): record one. A cloud node Slurm
+    # marked DOWN after a failed power-up stays out of service for good once its VM is gone (Slurm never
+    # resumes a DOWN node): return it, powered down, to the pool. An admin's own DOWN or DRAIN is left alone.
     if snap is not None:
         covered = {lease.node_name for lease in world.leases}  # one open lease per node (the store's rule)
         for node in snap.nodes:
+            if node.is_cloud and node.is_powered_down and node.name not in covered and \
+                    "DOWN" in (node.state, *node.flags) and node.reason.startswith(RESUME_TIMEOUT_REASON) and \
+                    config.pool_of_node(node.name) is not None:
+                out.append(ReturnToService(node.name, node.reason))
             if node.is_cloud and node.is_powering_up and node.name not in covered:
                 pool = config.pool_of_node(node.name)
                 if pool is not None:
@@ -765,6 +782,10 @@ class Executor:
 
     def _do_PowerUp(self, a: PowerUp) -> None:
         self.adapter.power_up(list(a.nodes))
+
+    def _do_ReturnToService(self, a: ReturnToService) -> None:
+        self.adapter.resume([a.node])
+        log.info("node returned to service", extra=ev(node=a.node, reason=f"was DOWN: {a.reason}"))
 
     def _do_AddPartition(self, a: AddPartition) -> None:
         self.adapter.add_partition(a.job_id, a.partition)

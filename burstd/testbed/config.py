@@ -50,6 +50,10 @@ class BedConfig(BaseModel):
     cloud_cpus: int = Field(2, ge=1, le=1024)
     cloud_memory_mb: int = Field(1000, ge=100)
     cloud_first_host: int = Field(101, ge=2)
+    # burstd's local VMs start slurmd this long after launch. slurmctld compares a node's boot time with its
+    # power-up request in whole seconds; a namespace "VM" boots in milliseconds, and a boot that does not land
+    # clearly after the request is ignored (the node waits out ResumeTimeout and goes DOWN). Real VMs take 30 s+.
+    vm_boot_delay_s: float = Field(2.0, ge=0)
     onprem_partition: str = Field("onprem", pattern=r"^[A-Za-z0-9_-]{1,40}$")
     cloud_partition: str = Field("cloud", pattern=r"^[A-Za-z0-9_-]{1,40}$")
     hooks: HookMode = "stub"

@@ -258,4 +258,5 @@ bridge = {q(cfg.bridge_)}
 first_host = {cfg.cloud_first_host}
 netns_prefix = {q(cfg.netns_prefix_)}
 conf_server = {q(cfg.conf_server)}
+boot_delay_s = {cfg.vm_boot_delay_s}
 """

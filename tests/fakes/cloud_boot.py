@@ -39,7 +39,8 @@ class CloudBootStandIn:
         cfg = self.bed.config
         return netns.VmSpec(netns=cfg.netns_of(node), node_name=node, address=cfg.node_address(node),
                             bridge=self.bed.bridge, conf_server=cfg.conf_server, slurmd_args=("-b",),
-                            instance_id=instance_id.replace("/", "_"), tags={"cloud-instance": instance_id})
+                            instance_id=instance_id.replace("/", "_"), tags={"cloud-instance": instance_id},
+                            boot_delay_s=cfg.vm_boot_delay_s)  # see BedConfig.vm_boot_delay_s
 
     def sync(self) -> None:
         with self._lock:

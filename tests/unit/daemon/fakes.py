@@ -118,6 +118,13 @@ class FakeAdapter:
     def power_up(self, nodes):
         self.calls.append(("power_up", tuple(nodes)))
 
+    def resume(self, nodes):
+        self.calls.append(("resume", tuple(nodes)))
+        for n in nodes:
+            if n in self.nodes:
+                self.nodes[n] = replace(self.nodes[n], state="IDLE", reason="",
+                                        flags=tuple(f for f in self.nodes[n].flags if f not in ("DOWN", "DRAIN")))
+
 
 class FakeProvider:
     """Idempotent on lease id, like the real contract; can be told to fail."""

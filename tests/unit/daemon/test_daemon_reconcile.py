@@ -308,3 +308,25 @@ def test_plan_orphans_spares_open_leases_and_young_instances():
              Instance("i-3", "", "cloud3", "local", "running", NOW - 5))
     acts = plan_orphans(World(NOW, NOW, None, {"local": insts}, (lease,)), CFG)
     assert acts == [TerminateOrphan("local", "i-2", "L9", "no open lease")]
+
+
+def test_cloud_node_left_down_by_a_failed_power_up_is_returned_once_its_vm_is_gone(env):
+    clock, store, adapter, provider, rec = env
+    rec.request_resume(["cloud1"], {"cloud1": (5,)})
+    rec.cycle()
+    lease = store.leases()[0]
+    # slurmd never registered: Slurm gives up at ResumeTimeout, marks the node DOWN and calls ResumeFailProgram
+    down = Node("cloud1", "DOWN", flags=("CLOUD", "POWERED_DOWN", "NOT_RESPONDING"), reason="ResumeTimeout reached")
+    adapter.nodes["cloud1"] = down
+    adapter.nodes["cloud2"] = Node("cloud2", "DOWN", flags=("CLOUD", "POWERED_DOWN"), reason="admin: bad disk")
+    rec.add_intent("resume-fail", ["cloud1"])
+    clock.advance(5)
+    rec.cycle()
+    assert ("resume", ("cloud1",)) not in adapter.calls  # not while the lease still owns a VM
+    clock.advance(5)
+    rec.cycle()
+    rec.cycle()
+    assert store.lease(lease.lease_id).state == S.TERMINATED and provider.live() == []
+    assert adapter.calls.count(("resume", ("cloud1",))) == 1  # back in the pool, powered down
+    assert adapter.nodes["cloud1"].state == "IDLE" and adapter.nodes["cloud1"].is_powered_down
+    assert ("resume", ("cloud2",)) not in adapter.calls  # an admin's DOWN is theirs
