@@ -23,3 +23,16 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"shared material not found at {SHARED} (set BURSTD_SHARED)")
     return SHARED
+
+
+#: The longest test files (pytest --durations: each several minutes). Under xdist (a file to a worker) they are
+#: handed out first, so the short files fill in around them instead of one worker finishing alone on a long one.
+LONGEST_FIRST = ("test_cloud_burst_loop.py", "test_preemption.py", "test_crash.py", "test_train_torchrun.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order

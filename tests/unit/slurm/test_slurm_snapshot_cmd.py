@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
@@ -12,6 +13,15 @@ from tests.conftest import FIXTURES
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "slurm-22.05"
 runner = CliRunner(env={"COLUMNS": "400"})  # no wrapping in rich output
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    """burstctl's rich console is made at import, with whatever width that process had then (another test's
+    COLUMNS, or 80 without a terminal): make it wide for these tests whatever ran before in this process."""
+    from burstd.cli import common
+
+    monkeypatch.setattr(common.console, "_width", 400)  # restored afterwards (the width property would not be)
 
 
 def test_snapshot_from_2205_text_and_json_files():
@@ -27,7 +37,7 @@ def test_snapshot_from_2205_text_and_json_files():
 
 def test_snapshot_from_2411_files_all_jobs_and_table():
     if not FIXTURES.is_dir():
-        return
+        pytest.skip(f"fixtures not found at {FIXTURES}")
     files = [str(FIXTURES / "24.11" / f) for f in ("squeue_t_all.json", "scontrol_show_nodes.json",
                                                    "scontrol_show_partitions.json")]
     active = json.loads(runner.invoke(app, ["snapshot", *sum((["--from", f] for f in files), []), "--json"]).stdout)
