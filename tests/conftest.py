@@ -36,3 +36,16 @@ def pytest_collection_modifyitems(config, items):
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: the rest keep their order
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """``BURSTD_TEST_NO_SKIPS=1`` (set by scripts/test.sh, which installs every part first): a skipped test is a
+    failure, because there a skip means an install step went wrong (no Slurm, no PostgreSQL, no torch...)."""
+    if os.environ.get("BURSTD_TEST_NO_SKIPS", "0") in ("", "0") or exitstatus != pytest.ExitCode.OK:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        reporter.write_line(f"BURSTD_TEST_NO_SKIPS: {len(skipped)} skipped; scripts/test.sh installed every part, so "
+                            "a skip here means something it needs is missing (the skip reasons are in the summary)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
