@@ -137,6 +137,7 @@ class GcpPoolConfig(_Section):
     network: str = "global/networks/default"
     subnetwork: str | None = None
     termination_action: Literal["DELETE", "STOP"] = "DELETE"
+    ondemand_fallback: bool = False  # every spot offering exhausted -> the same machine types, STANDARD
     munge_key_secret: str = "burstd-munge-key"  # Secret Manager secret id
     api_endpoint: str | None = None  # for tests or private endpoints
     conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config

@@ -46,7 +46,7 @@ class _Rule:
 
 @dataclass
 class GceFaults:
-    exhausted: dict[tuple[str, str], str] = field(default_factory=dict)
+    exhausted: dict[tuple[str, str, str | None], str] = field(default_factory=dict)  # (type, zone, market) -> code
     limits: dict[tuple[str, str], int] = field(default_factory=dict)  # (machine type, zone) -> VMs it can hold
     quota: int = 0
     rate_limits: list[_Rule] = field(default_factory=list)
@@ -115,9 +115,14 @@ class FakeGce:
             self.calls.clear()
             self.faults = GceFaults()
 
-    def exhaust(self, machine_type: str, zone: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED") -> None:
+    def exhaust(self, machine_type: str, zone: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
+                market: str | None = None) -> None:
+        """No capacity for this type in this zone (for one market, "spot" / "on-demand", or both)."""
         with self.lock:
-            self.faults.exhausted[(machine_type, zone)] = code
+            self.faults.exhausted[(machine_type, zone, market)] = code
+
+    def _exhausted(self, mt: str, zone: str, market: str) -> str | None:
+        return self.faults.exhausted.get((mt, zone, market)) or self.faults.exhausted.get((mt, zone, None))
 
     def limit(self, machine_type: str, zone: str, k: int) -> None:
         """``zone`` holds at most ``k`` live ``machine_type`` VMs: a bulkInsert whose minCount does not fit
@@ -251,6 +256,7 @@ class FakeGce:
             self.request_ids[rid] = op["name"]
         props = parsed.get("instanceProperties", {})
         mt = props.get("machineType", "").split("/")[-1]
+        market = "spot" if props.get("scheduling", {}).get("provisioningModel") == "SPOT" else "on-demand"
         if zone:
             candidates = [zone]
         else:
@@ -275,17 +281,17 @@ class FakeGce:
         # spread over the allowed zones in order (ANY, BALANCED). Fewer than minCount: none at all.
         single = zone is not None or parsed.get("locationPolicy", {}).get("targetShape") == "ANY_SINGLE_ZONE"
         if single:
-            fits = [z for z in candidates if self._room(project, mt, z) >= min_count]
-            plan = {fits[0]: min(count, self._room(project, mt, fits[0]))} if fits else {}
+            fits = [z for z in candidates if self._room(project, mt, z, market) >= min_count]
+            plan = {fits[0]: min(count, self._room(project, mt, fits[0], market))} if fits else {}
         else:
             plan, want = {}, count
             for z in candidates:
-                if want and (k := min(want, self._room(project, mt, z))):
+                if want and (k := min(want, self._room(project, mt, z, market))):
                     plan[z], want = k, want - k
             plan = plan if sum(plan.values()) >= min_count else {}
         if not plan:
-            code = self.faults.exhausted.get((mt, candidates[0]), "ZONE_RESOURCE_POOL_EXHAUSTED") if candidates \
-                else "ZONE_RESOURCE_POOL_EXHAUSTED"
+            code = (self._exhausted(mt, candidates[0], market) if candidates else None) \
+                or "ZONE_RESOURCE_POOL_EXHAUSTED"
             self._finish(op, [{"code": code, "message": f"The zone does not have enough resources available to "
                                                           f"fulfill the request. {min_count} x '{mt}' in "
                                                           f"{', '.join(candidates)}"}], 503)
@@ -298,9 +304,9 @@ class FakeGce:
         self._finish(op)
         return op
 
-    def _room(self, project: str, mt: str, zone: str) -> int:
+    def _room(self, project: str, mt: str, zone: str, market: str) -> int:
         """How many more ``mt`` VMs ``zone`` can hold: none when exhausted, the ``limit`` less the live ones."""
-        if (mt, zone) in self.faults.exhausted:
+        if self._exhausted(mt, zone, market):
             return 0
         limit = self.faults.limits.get((mt, zone))
         if limit is None:

@@ -45,10 +45,10 @@ def live(env, lease: str | None = None) -> list[dict]:
     return [i for i in env.fake.live(env.project) if lease is None or i["labels"].get("burstd-lease") == lease]
 
 
-def exhaust_all(env) -> None:
+def exhaust_all(env, market: str | None = None) -> None:
     for t in ("n2-standard-2", "e2-standard-2"):
         for z in ZONES:
-            env.fake.exhaust(t, z)
+            env.fake.exhaust(t, z, market=market)
 
 
 def test_zonal_launch_creates_one_labelled_spot_vm_with_the_bootstrap(gce_env):
@@ -129,6 +129,29 @@ def test_every_offering_exhausted_raises_capacity_and_leaks_nothing(gce_env):
         p.launch(LaunchRequest(lease_id="lease-x", node_name="gcp-1", pool="gcp"))
     assert exc.value.kind is ErrorKind.CAPACITY and live(gce_env) == []
     assert len(p.cooldown.excluded()) == 4
+
+
+def test_spot_exhausted_falls_back_to_standard_vms_when_the_pool_allows(gce_env):
+    p = make(gce_env, ondemand_fallback=True)
+    exhaust_all(gce_env, market="spot")
+    inst = p.launch(LaunchRequest(lease_id="lease-od", node_name="gcp-1", pool="gcp"))
+    assert inst.offering.market == "on-demand" and [i["name"] for i in live(gce_env)] == [inst.instance_id.split("/")[1]]
+    models = [b["instanceProperties"]["scheduling"]["provisioningModel"]
+              for kind, _, b in gce_env.fake.requests if kind == "bulkInsert"]
+    assert models == ["SPOT", "SPOT", "STANDARD"]  # both machine types tried as spot first
+    # a gang falls back the same way, whole
+    insts = p.launch_gang("lease-g1", gang_requests(2))
+    assert {i.offering.market for i in insts} == {"on-demand"} and len(live(gce_env)) == 3
+
+
+def test_without_fallback_spot_exhaustion_never_buys_standard_vms(gce_env):
+    p = make(gce_env)
+    exhaust_all(gce_env, market="spot")
+    with pytest.raises(ProviderError) as exc:
+        p.launch(LaunchRequest(lease_id="lease-x", node_name="gcp-1", pool="gcp"))
+    assert exc.value.kind is ErrorKind.CAPACITY and live(gce_env) == []
+    assert all(b["instanceProperties"]["scheduling"]["provisioningModel"] == "SPOT"
+               for kind, _, b in gce_env.fake.requests if kind == "bulkInsert")
 
 
 def test_quota_exceeded_stops_without_trying_other_types(gce_env):

@@ -360,6 +360,9 @@ class GcpProvider:
             found = find()
         return found
 
+    def _markets(self, market: str) -> list[str]:
+        return [market, "on-demand"] if market == "spot" and self.gcp.ondemand_fallback else [market]
+
     def _no_capacity(self, what: str, failures: list[str]) -> ProviderError:
         return ProviderError(ErrorKind.CAPACITY, f"gcp pool {self.name}: no capacity for {what}: "
                              + "; ".join(failures or ["no offering"]), code="NoCapacity")
@@ -372,19 +375,22 @@ class GcpProvider:
             return existing
         script = self.startup_script()
         failures: list[str] = []
-        done = self._insert_first_type(
-            f"lease {request.lease_id}", request.market, request.exclude,
-            lambda **kw: build_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, request=request,
-                                           startup_script=script, **kw),
-            lambda what: request_id(self.cluster_id, request.lease_id, what), failures)
-        if done is None:
+        for market in self._markets(request.market):
+            done = self._insert_first_type(
+                f"lease {request.lease_id}", market, request.exclude,
+                lambda **kw: build_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, request=request,
+                                               startup_script=script, **kw),
+                lambda what: request_id(self.cluster_id, request.lease_id, what), failures)
+            if done is not None:
+                break
+        else:
             raise self._no_capacity(f"lease {request.lease_id}", failures)
         inst = self._listed(lambda: self.find_by_lease(request.lease_id), lambda i: i is not None)
         if inst is None:
             raise ProviderError(ErrorKind.TRANSIENT, f"bulkInsert for lease {request.lease_id} finished "
                                 "but no instance carries its label", code="InstanceNotListed")
         log.info("gcp pool %s: lease %s -> %s (%s %s)", self.name, request.lease_id, inst.instance_id,
-                 done[0], request.market)
+                 done[0], market)
         return inst
 
     def launch_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
@@ -411,13 +417,15 @@ class GcpProvider:
         exclude = frozenset().union(*(r.exclude for r in requests))
         failures: list[str] = []
         what = f"gang {gang} ({n} nodes, all or nothing)"
-        market = requests[0].market
-        done = self._insert_first_type(
-            what, market, exclude,
-            lambda **kw: build_gang_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, gang=gang,
-                                                requests=requests, startup_script=script, **kw),
-            lambda offer: request_id(self.cluster_id, f"gang/{gang}", offer + key), failures)
-        if done is None:
+        for market in self._markets(requests[0].market):
+            done = self._insert_first_type(
+                what, market, exclude,
+                lambda **kw: build_gang_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, gang=gang,
+                                                    requests=requests, startup_script=script, **kw),
+                lambda offer: request_id(self.cluster_id, f"gang/{gang}", offer + key), failures)
+            if done is not None:
+                break
+        else:
             raise self._no_capacity(what, failures)
         found = self._listed(lambda: self._gang_instances(gang, requests), lambda f: len(f) == n)
         if len(found) == n:
