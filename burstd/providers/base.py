@@ -109,7 +109,7 @@ class GangLauncher(Protocol):
 def launch_all_or_nothing(provider: Provider, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
     """Every node of a gang or none: the provider's own gang launch when it has one, else one launch per
     node, terminating those already made as soon as one fails (so a half gang never runs up a bill)."""
-    if len(requests) > 1 and isinstance(provider, GangLauncher):
+    if isinstance(provider, GangLauncher):  # even for one member left: its VM may carry only the gang's labels
         return provider.launch_gang(gang, requests)
     made: list[Instance] = []
     try:

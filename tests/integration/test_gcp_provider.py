@@ -422,3 +422,13 @@ def test_gang_asked_again_for_fewer_members_keeps_theirs_and_leaves_the_other_to
     other = p.launch_gang("lease-g1", gang_requests(2, "lease-other"))
     assert [i.lease_id for i in other] == ["lease-other1", "lease-other2"]
     assert gce_env.fake.calls.count("bulkInsert") == 2 and len(live(gce_env)) == 5
+
+
+def test_a_gang_retried_for_its_one_remaining_member_finds_that_members_vm(gce_env):
+    from burstd.providers.base import launch_all_or_nothing
+
+    p = make(gce_env)
+    made = launch_all_or_nothing(p, "lease-g1", gang_requests(2))
+    # the other member failed meanwhile; the daemon retries the gang for the one left: no second VM for it
+    again = launch_all_or_nothing(p, "lease-g1", gang_requests(2)[1:])
+    assert [i.instance_id for i in again] == [made[1].instance_id] and len(live(gce_env)) == 2
