@@ -39,7 +39,7 @@ class Fail:
     lease_id: str
     reason: str
     power_down: bool = True
-    requeue: tuple[int, ...] = ()
+    requeue: tuple[int, ...] = ()  # the jobs running on the node when the failure was seen (recorded, requeued)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,7 @@ class Close:
 class Drain:
     lease_id: str
     reason: str
+    jobs: tuple[int, ...] = ()  # the jobs running on the node when the drain (or notice) arrived: recorded
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from burstd.daemon.actions import (
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import node_drained
+from burstd.daemon.planning import interrupted_jobs, node_drained
 from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
 from burstd.domain.money import usd_to_micros
 from burstd.domain.preemption import parse_preemption_reason
@@ -93,7 +93,9 @@ class Executor:
                                    error_class=type(exc).__name__))
 
     # --- lease moves ------------------------------------------------------------------------
-    def _move(self, lease_id: str, state: LeaseState, reason: str, **fields) -> Lease:
+    def _move(self, lease_id: str, state: LeaseState, reason: str, extra: dict | None = None, **fields) -> Lease:
+        if extra:  # only where there is something to record: a store (or fake) without ``extra`` still works
+            fields["extra"] = extra
         lease = self.store.transition(lease_id, state, reason=reason, **fields)
         log.info(f"lease {state.value.lower()}", extra=ev(lease_id=lease_id, node=lease.node_name, pool=lease.pool,
                                                          state=state.value, reason=reason,
@@ -148,7 +150,8 @@ class Executor:
             reason = f"launch failed ({exc.kind}): {exc}"
             self._health("record_launch_failure", head.pool, str(exc), str(exc.kind))
             for m in members:
-                self._do_Fail(Fail(m.lease_id, reason, requeue=m.job_ids))
+                # only the jobs still allocated to the node: one the user cancelled meanwhile stays cancelled
+                self._do_Fail(Fail(m.lease_id, reason, requeue=interrupted_jobs(self.snapshot, m)))
                 self._send_on_prem(m)
             return
         crash_point("launch.after_provider")
@@ -203,7 +206,8 @@ class Executor:
         lease = self.store.lease(a.lease_id)
         if S.FAILED not in ALLOWED[lease.state]:
             return
-        self._move(a.lease_id, S.FAILED, a.reason)
+        # the interrupted jobs go on record with the failure: what was requeued, and why, stays readable
+        self._move(a.lease_id, S.FAILED, a.reason, extra={"requeue": list(a.requeue)} if a.requeue else None)
         if lease.state == S.BOOTING:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
@@ -214,7 +218,7 @@ class Executor:
         self.again = True
 
     def _do_Drain(self, a: Drain) -> None:
-        lease = self._move(a.lease_id, S.DRAINING, a.reason)
+        lease = self._move(a.lease_id, S.DRAINING, a.reason, extra={"running_jobs": list(a.jobs)} if a.jobs else None)
         node = self.snapshot.node(lease.node_name) if self.snapshot is not None else None
         if node is not None and node_drained(node) and parse_preemption_reason(node.reason) is not None:
             return  # the agent drained it with the notice in the reason: keep that (the cycle reads it back)

@@ -56,10 +56,28 @@ class World:
 
 
 def jobs_on_node(snapshot: Snapshot | None, node: str) -> tuple[int, ...]:
-    """The running jobs on ``node`` in this snapshot (the jobs a failure of its VM interrupts)."""
+    """The running jobs on ``node`` in this snapshot (the jobs a failure of its VM interrupts).
+
+    This, and only this, is what burstd requeues when a lease fails. Never ``Lease.job_ids`` as such: those
+    are the jobs the VM was first started for, and one of them may have ended (completed, or cancelled by its
+    user) long before; ``scontrol requeue`` also revives a finished job, which would then run again on the
+    user's money. The snapshot holds only active jobs, so a job that ended is not in it. Without a snapshot
+    nothing is requeued: the forced power-down (``Fail.power_down``) makes Slurm requeue what still runs there.
+    """
     if snapshot is None:
         return ()
     return tuple(job.job_id for job in snapshot.jobs_on(node) if job.is_running)
+
+
+def interrupted_jobs(snapshot: Snapshot | None, lease: Lease) -> tuple[int, ...]:
+    """The jobs a failure of ``lease``'s VM interrupts, to requeue: those running on its node
+    (``jobs_on_node``). A snapshot taken before the lease was asked for cannot show the jobs that asked for
+    it yet (a launch that fails at once): then ``Lease.job_ids`` too, which asked for the node moments ago.
+    A later snapshot is the truth: a job of ``job_ids`` missing from it has ended and is never requeued."""
+    running = jobs_on_node(snapshot, lease.node_name)
+    if snapshot is None or snapshot.taken_at < lease.created_at:
+        return tuple(dict.fromkeys(lease.job_ids + running))
+    return running
 
 
 def notice_reason(kind: str, deadline: float | None = None, detail: str = "") -> str:
@@ -203,7 +221,9 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
                 out.append(Terminate(lease.lease_id, it.reason or "terminated by admin"))
         elif it.kind in ("drain", "notice"):
             if st == S.READY:
-                out.append(Drain(lease.lease_id, it.reason or ("drained by admin" if it.kind == "drain" else "notice")))
+                # the jobs running when the notice arrived go on record with the drain (``Drain.jobs``)
+                out.append(Drain(lease.lease_id, it.reason or ("drained by admin" if it.kind == "drain" else "notice"),
+                                 jobs_on_node(snapshot, it.node)))
     return out
 
 
@@ -219,7 +239,8 @@ def plan_leases(world: World, config: Config) -> list[Action]:
         node = snap.node(lease.node_name) if snap else None
         age = world.now - lease.state_since
         fresh = world.fresh(lease)
-        requeue = tuple(dict.fromkeys(lease.job_ids + jobs_on_node(snap, lease.node_name)))
+        # the live jobs only, never an ended one; with no snapshot, Slurm's forced power-down requeues them
+        requeue = interrupted_jobs(snap, lease) if snap is not None else ()
 
         if st == S.LAUNCHING:
             # The launch returned but its result was not recorded (crash): adopt a running instance. A

@@ -48,14 +48,14 @@ class FakeStore:
                              "at": now})
         return lease
 
-    def transition(self, lease_id, state, *, reason="", **fields):
+    def transition(self, lease_id, state, *, reason="", extra=None, **fields):
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
         lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
         self._leases[lease_id] = lease
         self._events.append({"lease_id": lease_id, "from_state": old.value, "to_state": state.value,
-                             "reason": reason, "at": self.clock()})
+                             "reason": reason, "at": self.clock(), "extra": dict(extra or {})})
         return lease
 
     def lease_for_node(self, node):
@@ -91,10 +91,11 @@ class FakeAdapter:
         self.nodes: dict[str, Node] = {}
         self.calls: list[tuple] = []
         self.snapshots = 0
+        self.clock = None  # set: snapshots carry the time they were taken (else 0, older than any lease)
 
     def snapshot(self):
         self.snapshots += 1
-        return Snapshot(taken_at=0.0, jobs=tuple(self.jobs), nodes=tuple(self.nodes.values()))
+        return Snapshot(taken_at=self.clock() if self.clock else 0.0, jobs=tuple(self.jobs), nodes=tuple(self.nodes.values()))
 
     def set_node(self, name, state="IDLE", *flags):
         self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
