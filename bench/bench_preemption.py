@@ -117,6 +117,7 @@ def one(netns: str, records: Path, work: Path, width: int, layers: int, poll: fl
         "PYTHONPATH": str(REPO),
         "OMP_NUM_THREADS": "1",
         "SLURM_JOB_ID": job,
+        "BURSTD_PREEMPTIBLE": "1",  # the job asks burstd-agent for the signal, as the templates do
         "PYTHONUNBUFFERED": "1",
     }
     argv = [

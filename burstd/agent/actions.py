@@ -15,6 +15,11 @@ For an interruption notice, before its deadline:
 After the deadline it does nothing more. A rebalance recommendation drains (``on_rebalance="drain"``) or is
 only reported.
 
+Which jobs: only those that asked for the signal, by the marker ``BURSTD_PREEMPTIBLE=1`` in the environment of
+one of their processes (the sbatch templates export it; a job that uses ``burstd.train`` on its own exports it
+too). Any other job (a plain ``sleep``, a script that does not handle SIGUSR1, which the signal would kill) is
+left running: burstd requeues it when the VM goes, from the jobs Slurm shows running on the node.
+
 Which processes: those of this node (on the local bed every namespace VM shares one PID namespace, so
 the scan keeps only processes in the agent's own network namespace) that belong to a Slurm job
 (``SLURM_JOB_ID`` in their environment), never slurmd or slurmstepd. Per job, the torch workers
@@ -50,6 +55,12 @@ class Proc:
     job_id: str | None  # SLURM_JOB_ID from its environment
     local_rank: str | None  # LOCAL_RANK (set by torchrun for its workers)
     start_ticks: int = 0  # /proc/PID/stat field 22: tells a reused PID from the original
+    # BURSTD_PREEMPTIBLE=1 in its environment: its job asked for the signal. ``_read_proc`` always sets it from
+    # /proc; a Proc made by hand (tests, callers that filtered already) is taken as asking.
+    preemptible: bool = True
+
+#: The environment variable by which a job asks burstd-agent for the preemption signal.
+PREEMPTIBLE_MARKER = "BURSTD_PREEMPTIBLE"
 
 
 def _read_proc(proc: Path) -> Proc | None:
@@ -64,7 +75,7 @@ def _read_proc(proc: Path) -> Proc | None:
     env: dict[str, str] = {}
     for item in environ.split(b"\0"):
         k, sep, v = item.partition(b"=")
-        if sep and k in (b"SLURM_JOB_ID", b"SLURM_JOBID", b"LOCAL_RANK"):
+        if sep and k in (b"SLURM_JOB_ID", b"SLURM_JOBID", b"LOCAL_RANK", PREEMPTIBLE_MARKER.encode()):
             env[k.decode()] = v.decode(errors="replace")
     return Proc(
         pid=int(proc.name),
@@ -73,6 +84,7 @@ def _read_proc(proc: Path) -> Proc | None:
         job_id=env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"),
         local_rank=env.get("LOCAL_RANK"),
         start_ticks=int(rest[19]),
+        preemptible=env.get(PREEMPTIBLE_MARKER, "") not in ("", "0"),
     )
 
 
@@ -119,6 +131,8 @@ def select_targets(
                 jobs.setdefault(p.job_id, {})[p.pid] = p
     out: dict[str, list[Proc]] = {}
     for job, members in jobs.items():
+        if not any(p.preemptible for p in members.values()):
+            continue  # it never asked: the signal would kill it; burstd requeues it when the VM goes
         workers = [
             p
             for p in members.values()

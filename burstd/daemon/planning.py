@@ -46,6 +46,11 @@ class World:
                     return inst
         return None
 
+    def reclaimed(self, lease: Lease) -> bool:
+        """The provider lists the lease's instance as reclaimed (a spot preemption), not merely missing."""
+        return any(inst.lease_id == lease.lease_id and (inst.preempted or inst.state == "preempted")
+                   for inst in self.listings.get(lease.pool, ()))
+
     def listed(self, pool: str) -> bool:
         return pool in self.listings
 
@@ -264,8 +269,11 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down while it booted", _ids(inst, lease)))
         elif st in (S.READY, S.DRAINING):
             if listed and inst is None and not fresh:
-                out.append(Fail(lease.lease_id, "instance vanished (preempted or deleted outside burstd)",
-                                requeue=requeue))
+                # a reclaim the provider reports is recorded as the preemption it is; only a VM gone
+                # without a word (deleted outside burstd) is "vanished"
+                why = ("preempted: the provider reclaimed the instance" if world.reclaimed(lease)
+                       else "instance vanished (preempted or deleted outside burstd)")
+                out.append(Fail(lease.lease_id, why, requeue=requeue))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
             elif (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:

@@ -35,7 +35,7 @@ def _job_in(netns: str, job_id: str, marker: Path, local_rank: str | None = "0")
         "print('ready', flush=True)\n"
         "time.sleep(120)\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job_id}
+    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job_id, "BURSTD_PREEMPTIBLE": "1"}
     if local_rank is not None:
         env["LOCAL_RANK"] = local_rank
     p = subprocess.Popen(

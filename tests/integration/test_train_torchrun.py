@@ -289,3 +289,30 @@ def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resum
     assert res.returncode == 0, res.stdout + res.stderr
     assert "training finished" in res.stdout and calls.read_text() == "requeue 777\n"
     _assert_bit_identical(reference, ckpt / "final.pt")
+
+
+def test_single_node_sbatch_template_cancelled_with_sigterm_checkpoints_and_never_requeues(tmp_path):
+    """`scancel` sends SIGTERM: the training still saves a checkpoint, but the job ends for good (no
+    `scontrol requeue`), unlike a preemption's SIGUSR1 above."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    calls = tmp_path / "scontrol.calls"
+    (shim / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (shim / "scontrol").chmod(0o755)
+    ckpt = tmp_path / "ckpt"
+    env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID="778", SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
+               NPROC="2", PYTHON=sys.executable, TORCHRUN=TORCHRUN,
+               TRAIN_ARGS=f"-m burstd.train.example --steps {STEPS} --seed {SEED} --step-sleep 0.15")
+    log = tmp_path / "job.out"
+    proc = _start(["bash", str(REPO / "sbatch_templates" / "torchrun-single-node.sbatch")], log, env=env)
+    try:
+        _wait_for_step(log, 8, proc)
+        os.kill(proc.pid, signal.SIGTERM)
+        rc = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            _kill_all(proc)
+    text = log.read_text()
+    assert rc != 0 and "cancelled: not requeueing" in text, text[-3000:]
+    assert not calls.exists(), "a cancelled job must not requeue itself"
+    assert len(_complete_steps(ckpt)) == 1  # the checkpoint is still saved

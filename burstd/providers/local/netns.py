@@ -266,11 +266,15 @@ def netns_pids(netns: str) -> list[int]:
 
 
 def kill_all(netns: str, grace_s: float = 0.5) -> int:
-    """SIGTERM then SIGKILL every process inside ``netns``; returns how many there were."""
+    """SIGTERM then SIGKILL every process inside ``netns``; returns how many there were.
+
+    ``grace_s=0`` is a power-off: SIGKILL to every process at once, no SIGTERM, so nothing in the VM gets a
+    chance to checkpoint (what a spot reclaim without notice is; a SIGTERM grace would hand out free saves)."""
     pids = netns_pids(netns)
     if not pids:
         return 0
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 3.0)):
+    steps = ((signal.SIGKILL, 3.0),) if grace_s <= 0 else ((signal.SIGTERM, grace_s), (signal.SIGKILL, 3.0))
+    for sig, wait in steps:
         for pid in pids:
             try:
                 os.kill(pid, sig)
@@ -436,12 +440,13 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
     return rec
 
 
-def teardown(netns: str, veth: str | None = None) -> bool:
-    """Kill everything in ``netns`` and delete it and its host veth. Returns whether anything existed."""
+def teardown(netns: str, veth: str | None = None, *, power_off: bool = False) -> bool:
+    """Kill everything in ``netns`` (``power_off``: SIGKILL at once, no grace) and delete it and its host
+    veth. Returns whether anything existed."""
     veth = veth or veth_name(netns)
     existed = netns_exists(netns)
     if existed:
-        kill_all(netns)
+        kill_all(netns, grace_s=0.0) if power_off else kill_all(netns)
         _run(["ip", "netns", "del", netns], f"delete namespace {netns}", check=False)
     if link_exists(veth):
         existed = True
@@ -449,10 +454,12 @@ def teardown(netns: str, veth: str | None = None) -> bool:
     return existed
 
 
-def destroy(netns: str, records_dir: Path | None = None, keep_record_as: str | None = None) -> bool:
-    """Tear the VM down; drop its record (or keep it with state ``keep_record_as``, e.g. "preempted")."""
+def destroy(netns: str, records_dir: Path | None = None, keep_record_as: str | None = None, *,
+            power_off: bool = False) -> bool:
+    """Tear the VM down; drop its record (or keep it with state ``keep_record_as``, e.g. "preempted").
+    ``power_off``: every process SIGKILLed at once, as when a cloud reclaims a spot VM."""
     rec = read_record(records_dir, netns) if records_dir else None
-    existed = teardown(netns, rec.veth if rec else None)
+    existed = teardown(netns, rec.veth if rec else None, power_off=power_off)
     if records_dir is not None:
         if keep_record_as and rec is not None:
             rec.state = keep_record_as

@@ -246,12 +246,32 @@ def preempt(
     second reclaimer).
     """
     state = metadata_dir(records_dir, netns)
+    if notice_s <= 0 and reclaim:
+        # no notice at all: the VM is powered off now, and no notice is ever published (the agent sees
+        # nothing, exactly as when a cloud pulls the plug)
+        deadline = time.time() if now is None else now
+        reclaim_now(records_dir, netns)
+        log.warning("preempted without notice netns=%s", netns)
+        return deadline
     before = read_notice(state)
     deadline = announce_preemption(state, notice_s, now=now)
     if reclaim and before is None:
         _spawn(reclaimer_argv(records_dir, netns, deadline), state / "reclaim.log", _env())
     log.warning("preemption announced netns=%s deadline=%.0f notice_s=%s", netns, deadline, notice_s)
     return deadline
+
+
+def reclaim_now(records_dir: str | os.PathLike, netns: str) -> bool:
+    """Power the VM off at once (SIGKILL to everything in it), keeping its record as ``preempted``."""
+    import fcntl
+
+    records_dir = Path(records_dir)
+    records_dir.mkdir(parents=True, exist_ok=True)
+    with open(records_dir / ".lock", "w") as lock:  # the LocalProvider's lock: never mid-launch/terminate
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        from burstd.providers.local import netns as vms  # the bed's namespace primitives
+
+        return vms.destroy(netns, records_dir, keep_record_as=PREEMPTED, power_off=True)
 
 
 def reclaim_at(
@@ -275,7 +295,8 @@ def reclaim_at(
             return False
         from burstd.providers.local import netns as vms  # the bed's namespace primitives
 
-        return vms.destroy(netns, records_dir, keep_record_as=PREEMPTED)
+        # a reclaim is a power-off: whatever the notice did not save is lost, honestly
+        return vms.destroy(netns, records_dir, keep_record_as=PREEMPTED, power_off=True)
 
 
 def chaos_argv(

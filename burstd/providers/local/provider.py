@@ -226,7 +226,7 @@ class LocalProvider:
             for rec in self._records():
                 if rec.instance_id == instance_id and rec.state != "preempted":
                     self._stop_hooks(rec)
-                    netns.destroy(rec.netns, self.records_dir, keep_record_as="preempted")
+                    netns.destroy(rec.netns, self.records_dir, keep_record_as="preempted", power_off=True)
                     return True
         return False
 

@@ -69,8 +69,8 @@ def _spawn(env_extra: dict, marker) -> subprocess.Popen:
 
 def test_scan_finds_real_processes_of_a_job_and_the_handler_signals_them(tmp_path):
     job = f"test-{uuid.uuid4().hex[:8]}"
-    w0 = _spawn({"SLURM_JOB_ID": job, "LOCAL_RANK": "0"}, tmp_path / "w0")
-    w1 = _spawn({"SLURM_JOB_ID": job, "LOCAL_RANK": "1"}, tmp_path / "w1")
+    w0 = _spawn({"SLURM_JOB_ID": job, "LOCAL_RANK": "0", "BURSTD_PREEMPTIBLE": "1"}, tmp_path / "w0")
+    w1 = _spawn({"SLURM_JOB_ID": job, "LOCAL_RANK": "1", "BURSTD_PREEMPTIBLE": "1"}, tmp_path / "w1")
     other = _spawn({}, tmp_path / "other")  # no job: never touched
     try:
         mine = [p for p in scan_processes() if p.job_id == job]
@@ -93,6 +93,22 @@ def test_scan_finds_real_processes_of_a_job_and_the_handler_signals_them(tmp_pat
         for p in (w0, w1, other):
             p.kill()
             p.wait()
+
+
+def test_a_job_that_did_not_ask_for_the_signal_is_left_running(tmp_path):
+    """A plain job (no BURSTD_PREEMPTIBLE marker) would die of SIGUSR1 and end FAILED before burstd could
+    requeue it: the agent leaves it alone, and burstd requeues it when the VM goes."""
+    plain, marked = f"test-{uuid.uuid4().hex[:8]}", f"test-{uuid.uuid4().hex[:8]}"
+    p = _spawn({"SLURM_JOB_ID": plain}, tmp_path / "plain")
+    m = _spawn({"SLURM_JOB_ID": marked, "BURSTD_PREEMPTIBLE": "1"}, tmp_path / "marked")
+    try:
+        procs = [x for x in scan_processes() if x.job_id in (plain, marked)]
+        assert {x.job_id: x.preemptible for x in procs} == {plain: False, marked: True}
+        assert set(select_targets(procs)) == {marked}
+    finally:
+        for x in (p, m):
+            x.kill()
+            x.wait()
 
 
 # --- the handler ----------------------------------------------------------------------------------
