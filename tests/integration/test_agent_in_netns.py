@@ -175,3 +175,32 @@ def test_random_preemption_rate_announces_then_reclaims_the_vm(tmp_path):
                 except ProcessLookupError:
                     pass
             subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_preempt_without_notice_is_a_power_off_no_process_gets_a_sigterm_grace(two_vms, tmp_path):
+    """`burstctl preempt NODE --notice 0`: no notice is published (the agent would see nothing) and every
+    process of the VM is SIGKILLed at once, so a job's SIGTERM handler never runs (no free checkpoint)."""
+    from burstd.providers.local.preemption import metadata_dir, read_notice
+
+    vm, other = two_vms
+    code = (
+        "import signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (open({str(tmp_path / 'term')!r}, 'w').write('TERM'), sys.exit(0)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    job = subprocess.Popen(["nsenter", f"--net=/run/netns/{vm}", sys.executable, "-c", code],
+                           stdout=subprocess.PIPE, text=True)
+    bystander = _job_in(other, "1", tmp_path / "other.marker")
+    try:
+        assert job.stdout.readline().strip() == "ready"
+        records = tmp_path / "records"
+        preempt(records, vm, 0)
+        assert job.wait(10) == -9  # SIGKILL, not a handled SIGTERM
+        assert not (tmp_path / "term").exists()
+        assert read_notice(metadata_dir(records, vm)) is None
+        assert not Path(f"/run/netns/{vm}").exists() and bystander.poll() is None
+    finally:
+        for p in (job, bystander):
+            p.kill()
+            p.wait()

@@ -141,3 +141,13 @@ def test_a_launch_failure_does_not_requeue_a_job_cancelled_before_it():
     rec.last_snapshot = Snapshot(taken_at=clock(), jobs=())  # job 5 is gone: cancelled while waiting
     rec.cycle()
     assert ("requeue", 5) not in adapter.calls
+
+
+def test_a_reclaim_the_provider_reports_is_recorded_as_a_preemption_not_a_vanished_instance():
+    lease = _lease(S.READY)
+    snap = Snapshot(taken_at=NOW, nodes=(Node("cloud1", "MIXED", ("CLOUD",)),), jobs=(RUNNING,))
+    reclaimed = Instance("i-1", "L1", "cloud1", "local", "preempted", NOW - 19_000, preempted=True)
+    fail = _fails(plan_leases(World(NOW, NOW, snap, {"local": (reclaimed,)}, (lease,)), CFG))[0]
+    assert fail.reason.startswith("preempted") and "vanished" not in fail.reason and fail.requeue == (9,)
+    gone = _fails(plan_leases(World(NOW, NOW, snap, {"local": ()}, (lease,)), CFG))[0]
+    assert "vanished" in gone.reason  # deleted outside burstd, with no word from the provider
