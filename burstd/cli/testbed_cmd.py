@@ -23,6 +23,8 @@ def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_no
 
 
 NameOpt = typer.Option(None, "--name", help="Bed name [env BURSTD_BED_NAME; default burstd].")
+SlotOpt = typer.Option(None, "--slot", help="The slot the bed was brought up with (as for up) [env BURSTD_BED_SLOT]; "
+                       "a bed up in another slot is refused, not torn down.")
 StateOpt = typer.Option(None, "--state-dir", help="State dir [default /var/lib/burstd-testbed/NAME].")
 
 
@@ -66,12 +68,12 @@ def register(app: typer.Typer) -> None:
         console.print(f"  export SLURM_CONF={bed.conf_path}", highlight=False)
 
     @tb.command("down")
-    def down(name: str = NameOpt, state_dir: str = StateOpt,
+    def down(name: str = NameOpt, state_dir: str = StateOpt, slot: int = SlotOpt,
              as_json: bool = typer.Option(False, "--json")) -> None:
         """Stop everything the bed started; remove its namespaces, bridge and state (logs are kept)."""
-        from burstd.testbed.bed import Bed, BedError
+        from burstd.testbed.bed import BedError
 
-        bed = _load(name, state_dir)
+        bed = _load(name, state_dir, slot)
         try:
             result = bed.down()
         except BedError as exc:
@@ -123,9 +125,27 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(3)
 
 
-def _load(name: str | None, state_dir: str | None):
+def _load(name: str | None, state_dir: str | None, slot: int | None = None):
+    """The named bed as it was brought up. ``slot`` (``--slot``, else ``BURSTD_BED_SLOT``), the same as ``up``
+    took: a bed never brought up gets that slot's layout (so ``down`` cleans that slot's leftovers, never
+    slot 0's), and a bed up in another slot is refused."""
     import os
 
     from burstd.testbed.bed import Bed
+    from burstd.testbed.config import BedConfig
 
-    return Bed.load(name or os.environ.get("BURSTD_BED_NAME") or "burstd", state_dir)
+    name = name or os.environ.get("BURSTD_BED_NAME") or "burstd"
+    if slot is None and os.environ.get("BURSTD_BED_SLOT", "").strip():
+        try:
+            slot = int(os.environ["BURSTD_BED_SLOT"])
+        except ValueError:
+            fail(f"BURSTD_BED_SLOT must be an integer, got {os.environ['BURSTD_BED_SLOT']!r}", 2)
+    bed = Bed.load(name, state_dir)
+    if slot is None or bed.config.slot == slot:
+        return bed
+    if (bed.state_dir / "bed.json").exists():
+        fail(f"bed {name} is up in slot {bed.config.slot}, not slot {slot}", 2)
+    try:
+        return Bed(BedConfig(name=name, state_dir=state_dir, slot=slot))
+    except ValueError as exc:
+        fail(f"bad test bed settings: {exc}", 2)
