@@ -614,6 +614,13 @@ class Bed:
                 shutil.chown(d, user, user)
         return d
 
+    def job_env(self):
+        """This project's Python (torch, burstd) for jobs, runnable by the unprivileged job user even when
+        the project's venv was built from a private interpreter (``burstd.testbed.jobenv``)."""
+        from burstd.testbed.jobenv import ensure_job_env
+
+        return ensure_job_env(self.state_dir / "jobenv")
+
     def sbatch(self, opts: Sequence[str], script: str, user: str | None = None) -> int:
         """Submit ``script`` with ``sbatch --parsable opts`` from the user's work dir; returns the job id."""
         wd = self.workdir(user)
