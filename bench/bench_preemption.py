@@ -104,13 +104,10 @@ def agent_signal_time(agent_log: Path, job: str) -> float | None:
     return None
 
 
-def one(netns: str, records: Path, work: Path, width: int, layers: int, poll: float) -> dict:
-    job = f"bench-{width}-{uuid.uuid4().hex[:6]}"
-    ckpt, log = work / f"ckpt-{width}", work / f"train-{width}.log"
-    ckpt.mkdir()
-    # the previous size's notice must be gone first: under a notice the agent signals new processes too
-    clear_notices(metadata_dir(records, netns))
-    time.sleep(2 * poll + 0.5)
+def start_job(netns: str, job: str, ckpt: Path, log: Path, width: int, layers: int,
+              extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """A 2-rank torchrun of burstd.train.example inside the VM, as the single-node template runs it
+    (rendezvous on loopback: the VM's hostname resolves nowhere), marked as asking for the signal."""
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     env = {
         "PATH": "/usr/bin:/bin",
@@ -118,33 +115,29 @@ def one(netns: str, records: Path, work: Path, width: int, layers: int, poll: fl
         "OMP_NUM_THREADS": "1",
         "SLURM_JOB_ID": job,
         "BURSTD_PREEMPTIBLE": "1",  # the job asks burstd-agent for the signal, as the templates do
+        "GLOO_SOCKET_IFNAME": "lo",
         "PYTHONUNBUFFERED": "1",
     }
     argv = [
-        "nsenter",
-        f"--net=/run/netns/{netns}",
-        torchrun,
-        "--standalone",
-        "--nproc-per-node=2",
-        "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
-        "--max-restarts=0",
-        "-m",
-        "burstd.train.example",
-        "--steps",
-        "1000000",
-        "--seed",
-        "1",
-        "--ckpt-dir",
-        str(ckpt),
-        "--out",
-        str(ckpt / "final.pt"),
-        "--size",
-        str(width),
-        "--layers",
-        str(layers),
+        "nsenter", f"--net=/run/netns/{netns}", torchrun,
+        "--nnodes=1", "--node-rank=0", "--nproc-per-node=2", "--master-addr=127.0.0.1", "--master-port=29400",
+        "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "--max-restarts=0",
+        "-m", "burstd.train.example", "--steps", "1000000", "--seed", "1",
+        "--ckpt-dir", str(ckpt), "--out", str(ckpt / "final.pt"), "--size", str(width), "--layers", str(layers),
+        *extra,
     ]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+
+
+def one(netns: str, records: Path, work: Path, width: int, layers: int, poll: float) -> dict:
+    job = f"bench-{width}-{uuid.uuid4().hex[:6]}"
+    ckpt, log = work / f"ckpt-{width}", work / f"train-{width}.log"
+    ckpt.mkdir()
+    # the previous size's notice must be gone first: under a notice the agent signals new processes too
+    clear_notices(metadata_dir(records, netns))
+    time.sleep(2 * poll + 0.5)
+    proc = start_job(netns, job, ckpt, log, width, layers)
     try:
 
         def warm() -> bool:
@@ -184,6 +177,43 @@ def one(netns: str, records: Path, work: Path, width: int, layers: int, poll: fl
     return row
 
 
+def complete_steps(ckpt: Path) -> list[int]:
+    return sorted(int(m.parent.name[5:]) for m in ckpt.glob("step-*/burstd-checkpoint.json")
+                  if re.fullmatch(r"step-\d{9}", m.parent.name))
+
+
+def no_notice(netns: str, work: Path, width: int, layers: int, every: int, trials: int, rng) -> list[dict]:
+    """Steps lost to a reclaim without notice, at a checkpoint interval of ``every`` steps: the VM is powered
+    off (every process SIGKILLed at once, as the local provider's reclaim does) at a random moment of a
+    checkpoint interval; lost = the last step done - the newest complete checkpoint's step."""
+    from burstd.providers.local.netns import kill_all
+
+    rows = []
+    for trial in range(trials):
+        job = f"bench-nn-{trial}-{uuid.uuid4().hex[:6]}"
+        ckpt, log = work / f"ckpt-nn-{trial}", work / f"train-nn-{trial}.log"
+        ckpt.mkdir()
+        proc = start_job(netns, job, ckpt, log, width, layers, ("--ckpt-every", str(every)))
+        try:
+            wait(lambda log=log, proc=proc: len(rank0_steps(log)) >= every + 2 or proc.poll() is not None, 600,
+                 "training")
+            steps = rank0_steps(log)
+            step_s = statistics.median(b[1] - a[1] for a, b in itertools.pairwise(steps[2:]))
+            time.sleep(rng.uniform(0, every * step_s))  # an arbitrary moment, as a reclaim is
+            kill_all(netns, grace_s=0.0)  # the power-off
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        done = max(s for s, _ in rank0_steps(log))
+        saved = max(complete_steps(ckpt), default=0)
+        rows.append({"trial": trial, "every": every, "step_s": step_s, "last_step": done,
+                     "checkpoint_step": saved, "steps_lost": done - saved})
+        shutil.rmtree(ckpt, ignore_errors=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -193,6 +223,9 @@ def main() -> int:
     ap.add_argument("--poll", type=float, default=1.0, help="agent poll interval, seconds (AWS default is 5)")
     ap.add_argument("--dir", default=None, help="checkpoint folder (default: a temp dir on /var/tmp)")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--ckpt-every", type=int, default=10, help="no-notice phase: periodic checkpoint interval")
+    ap.add_argument("--trials", type=int, default=3, help="no-notice phase: power-offs at random moments")
+    ap.add_argument("--seed", type=int, default=1, help="no-notice phase: when in the interval to power off")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
@@ -205,7 +238,8 @@ def main() -> int:
     (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 0\n")
     (bin_dir / "scontrol").chmod(0o755)
     subprocess.run(["ip", "netns", "add", netns], check=True)
-    rows = []
+    rows: list[dict] = []
+    lost: list[dict] = []
     try:
         subprocess.run(["ip", "-n", netns, "link", "set", "lo", "up"], check=True)
         agent = agent_argv("benchnode", metadata_port=1338, poll_interval_s=a.poll) + [
@@ -225,6 +259,15 @@ def main() -> int:
                 f"bytes/bw {r['bytes_at_bw_s']:.3f} s  ratio {r['ratio']:.2f}  ratio+poll {r['ratio_with_poll']:.2f}",
                 flush=True,
             )
+        # last: a power-off kills the VM's agent and metadata endpoint too
+        import random
+
+        lost = no_notice(netns, work, min(int(x) for x in a.widths.split(",")), a.layers, a.ckpt_every,
+                         a.trials, random.Random(a.seed))
+        for r in lost:
+            print(f"no notice: checkpoint every {r['every']} steps, step {r['step_s']:.3f} s: powered off after step "
+                  f"{r['last_step']}, newest checkpoint step {r['checkpoint_step']}: {r['steps_lost']} steps lost "
+                  f"(bound {r['every']})", flush=True)
     finally:
         pids = subprocess.run(
             ["ip", "netns", "pids", netns], check=False, capture_output=True, text=True
@@ -237,7 +280,7 @@ def main() -> int:
         subprocess.run(["ip", "netns", "del", netns], check=False)
         shutil.rmtree(work, ignore_errors=True)
     if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=2))
+        Path(a.json).write_text(json.dumps({"notice": rows, "no_notice": lost}, indent=2))
     return 0
 
 

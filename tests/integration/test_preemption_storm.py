@@ -170,3 +170,79 @@ def test_cancelled_job_stays_cancelled_and_the_plain_job_running_there_is_requeu
         for j in (job_a, job_b):
             if j:
                 bed.run(["scancel", str(j)], check=False)
+
+
+def _reference(d: Path, name: str, nproc: int) -> tuple[subprocess.Popen, Path]:
+    """An uninterrupted run of the same training on the host (no sleep between steps: the sleep changes no
+    weight), ``nproc`` ranks: the world size of the cloud job it stands for."""
+    out = d / f"{name}.pt"
+    port = 29000 + nproc + os.getpid() % 500
+    proc = subprocess.Popen(
+        [TORCHRUN, "--nnodes=1", "--node-rank=0", f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1",
+         f"--master-port={port}", *f"-m burstd.train.example --steps {STEPS} --seed {SEED}".split(),
+         "--ckpt-dir", str(d / f"{name}-ckpt"), "--out", str(out)],
+        env=dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo"),
+        stdout=(d / f"{name}.log").open("w"), stderr=subprocess.STDOUT, cwd=REPO)
+    return proc, out
+
+
+def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_completes_bit_identical(
+        burst_cluster, capsys):
+    bed, cfg_path, _cfg, d = burst_cluster
+    d = d / "storm"
+    d.mkdir()
+    os.chmod(d, 0o755)
+    refs = {2: _reference(d, "ref-w2", 2), 4: _reference(d, "ref-w4", 4)}
+    jobs = {  # name -> (job id, ckpt, log, world size); two single-node jobs and one 2-node job: 4 cloud nodes
+        name: (*_submit_template(bed, tpl, bed.cloud_partition, d, name, nodes=n), 2 * n)
+        for name, tpl, n in (("s1", SINGLE, 1), ("s2", SINGLE, 1), ("m", MULTI, 2))
+    }
+    ids = [j for j, *_ in jobs.values()]
+    lost: dict[str, list[tuple[str, int]]] = {name: [] for name in jobs}
+    try:
+        bed.wait_for(lambda: all(_last_step(log) >= 12 for _, _, log, _ in jobs.values()), 300,
+                     "every job to train on the cloud nodes")
+        # round 1, with notice: s1's node and one of m's, at once (half of the 4 nodes)
+        victims = [_nodes(bed, jobs["s1"][0])[0], _nodes(bed, jobs["m"][0])[-1]]
+        for node in victims:
+            _preempt(cfg_path, node, NOTICE_S)
+        for name in ("s1", "m"):
+            job, _ckpt, log, _ = jobs[name]
+            bed.wait_for(lambda job=job: _restarts(bed, job) >= 1, NOTICE_S + 60, f"{name} to be requeued")
+        # round 2, without notice (a power-off): the same two jobs once they train again past a periodic
+        # checkpoint, on their new nodes
+        for name in ("s1", "m"):
+            job, ckpt, log, _ = jobs[name]
+            bed.wait_for(lambda log=log: len(_steps_by_run(log)) >= 2 and _steps_by_run(log)[-1]
+                         and _last_step(log) % CKPT_EVERY >= 3 and _last_step(log) > min(_steps_by_run(log)[-1])
+                         + CKPT_EVERY, 300, f"{name} to train again past a periodic checkpoint")
+        victims = [_nodes(bed, jobs["s1"][0])[0], _nodes(bed, jobs["m"][0])[0]]
+        for node in victims:
+            _preempt(cfg_path, node, 0)
+        for job, _ckpt, log, _ in jobs.values():
+            state = bed.wait_for(lambda job=job: _state(bed, job) in ENDED and _state(bed, job), 600,
+                                 "every job to complete")
+            assert state == "COMPLETED", log.read_text()[-3000:]
+        for proc, _ in refs.values():
+            assert proc.wait(300) == 0
+        rows = []
+        for name, (job, ckpt, log, world) in jobs.items():
+            redone = _lost_steps(log)
+            kinds = ["notice", "power-off"] if name != "s2" else []
+            assert len(redone) == len(kinds), (name, _steps_by_run(log))
+            rows.append((name, job, world, _restarts(bed, job), redone,
+                         _same_weights(ckpt / "final.pt", refs[world][1])))
+            if kinds:
+                assert redone[0] <= 1, f"{name} lost {redone[0]} steps with notice"
+                assert redone[1] <= CKPT_EVERY, f"{name} lost {redone[1]} steps without notice"
+        with capsys.disabled():
+            print("\njob   id  ranks restarts  steps redone (notice, power-off)  bit-identical")
+            for name, job, world, restarts, redone, same in rows:
+                print(f"{name:<4} {job:>3}  {world:>5} {restarts:>8}  {str(redone):<31} {same}")
+        assert all(row[-1] for row in rows), rows
+    finally:
+        for j in ids:
+            bed.run(["scancel", str(j)], check=False)
+        for proc, _ in refs.values():
+            if proc.poll() is None:
+                proc.kill()
