@@ -197,8 +197,8 @@ def _reference(d: Path, name: str, nproc: int) -> tuple[subprocess.Popen, Path]:
 
 def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_completes_bit_identical(
         burst_cluster, capsys):
-    bed, cfg_path, _cfg, d = burst_cluster
-    d = d / "storm"
+    bed, cfg_path, _cfg, root = burst_cluster
+    d = root / "storm"
     d.mkdir()
     os.chmod(d, 0o755)
     refs = {2: _reference(d, "ref-w2", 2), 4: _reference(d, "ref-w4", 4)}
@@ -251,6 +251,11 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
             for name, job, world, restarts, redone, same in rows:
                 print(f"{name:<4} {job:>3}  {world:>5} {restarts:>8}  {redone!s:<31} {same}")
         assert all(row[-1] for row in rows), rows
+        # deliberate reclaims are recorded as the preemptions they are, in the daemon and on the nodes
+        daemon_log = (root / "burstd.log").read_text(errors="replace")
+        assert "preempted: the provider reclaimed the instance" in daemon_log
+        assert "instance vanished" not in daemon_log
+        assert not [n for n in bed.cloud_nodes if "vanished" in bed.node(n).get("Reason", "")]
     finally:
         for j in ids:
             bed.run(["scancel", str(j)], check=False)
