@@ -31,6 +31,7 @@ from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.intake import Intake, UnknownNode
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
     World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases, plan_node_notices,
@@ -97,7 +98,8 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
-        self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake)
+        self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
+        self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
         self._spot_cache: dict[str, tuple[float, Any]] = {}
         self.health = health if health is not None else PoolHealth(store, config, clock)
@@ -146,7 +148,7 @@ class Reconciler:
             del self.failed_jobs[job_id]
         ex = Executor(self.store, self.adapter, self.providers, self.config, self.metrics,
                       snapshot=self.last_snapshot, clock=self.clock, report=report, health=self.health,
-                      hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs)
+                      hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs, markets=self.markets)
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
@@ -208,11 +210,12 @@ class Reconciler:
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
                                          self._budget_book(), self._prices(), cfg, self.clock())
                 self.last_decisions = decisions
-                ex.apply(plan_decisions(decisions, self.config, blocked))
+                ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
                 self.metrics.error(exc)
                 report.errors.append(f"decide: {exc}")
                 log.error("decide failed", exc_info=True, extra=ev(error_class=type(exc).__name__))
+            self.markets.prune(j.job_id for j in snapshot.jobs)
             self._pressure(snapshot, report)
 
         # 6. a new REQUESTED lease from drift repair launches in this same cycle
