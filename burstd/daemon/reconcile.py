@@ -38,6 +38,7 @@ from burstd.daemon.planning import (
     plan_orphans,
 )
 from burstd.daemon.pools import PoolHealth
+from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.spend import SpendAccrual
 from burstd.domain.budget import BudgetBook, PriceQuote
@@ -46,40 +47,19 @@ from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import guard_launch, launch_seconds, validate_quote
 from burstd.policy.decide import decide
-from burstd.policy.prices import price_table
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
 
-__all__ = ["Decider", "Reconciler", "UnknownNode", "SPOT_PRICE_TTL_S"]
+__all__ = ["Decider", "Reconciler", "UnknownNode"]
 
 log = get_logger("reconcile")
 S = LeaseState
-
-#: How long the daemon reuses a pool's spot price history answer.
-SPOT_PRICE_TTL_S = 300.0
-
 
 class Decider(Protocol):
     """``burstd.policy.decide.decide``'s shape: which jobs may burst, as pure data."""
 
     def __call__(self, snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None,
                   prices: dict, config: Config, now: float) -> Decisions: ...
-
-
-class _CachedSpotHistory:
-    """Just ``describe_spot_price_history`` of an EC2 client, each pool's answer reused for SPOT_PRICE_TTL_S."""
-
-    def __init__(self, ec2, cache: dict, key: str, clock: Callable[[], float]):
-        self._ec2, self._cache, self._key, self._clock = ec2, cache, key, clock
-
-    def describe_spot_price_history(self, **kwargs):
-        now = self._clock()
-        hit = self._cache.get(self._key)
-        if hit is not None and now - hit[0] < SPOT_PRICE_TTL_S:
-            return hit[1]
-        resp = self._ec2.describe_spot_price_history(**kwargs)
-        self._cache[self._key] = (now, resp)
-        return resp
 
 
 class Reconciler:
@@ -101,20 +81,11 @@ class Reconciler:
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
-        self._spot_cache: dict[str, tuple[float, Any]] = {}
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
-        self.price_source: Callable[[Config], dict] = (
-            lambda cfg: price_table(cfg, aws_client=self._aws_price_client).quotes)
-
-    def _aws_price_client(self, pool) -> Any:
-        """The pool's boto3 EC2 client (from its AWS provider) for spot price history, its answers kept for
-        ``SPOT_PRICE_TTL_S`` so a 2 s cycle does not call DescribeSpotPriceHistory every time. A pool
-        without one (not AWS, or a fake) raises, and ``price_table`` keeps the configured price."""
-        ec2 = getattr(self.providers.get(pool.name), "ec2", None)
-        if ec2 is None:
-            raise LookupError(f"pool {pool.name} has no EC2 client")
-        return _CachedSpotHistory(ec2, self._spot_cache, pool.name, self.clock)
+        # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
+        self.price_book = ProviderPrices(providers, clock)
+        self.price_source: Callable[[Config], dict] = self.price_book.quotes
 
     # --- the intake's entry points (fast: record, wake, return) ---------------------------------
     def check_nodes(self, nodes: Sequence[str]) -> None:
@@ -255,8 +226,8 @@ class Reconciler:
         return self.store.budget_book(self.config.budget.period, self.clock(), self.config)
 
     def _prices(self) -> dict[tuple[str, str], PriceQuote]:
-        """This cycle's price quotes: ``self.price_source(config)`` (default: the configured prices through
-        ``burstd.policy.prices.price_table``), each checked by ``validate_quote``. A NaN, infinite or negative
+        """This cycle's price quotes: ``self.price_source(config)`` (default: each provider's offerings and prices,
+        cached, through ``burstd.daemon.prices.ProviderPrices``), each checked by ``validate_quote``. A NaN, infinite or negative
         price raises ``PriceError`` naming the pool: the decider is not run and launches are refused."""
         quotes = dict(self.price_source(self.config))
         for q in quotes.values():

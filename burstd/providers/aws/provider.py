@@ -135,6 +135,20 @@ def _fleet_body(*, token_of: str, tags: list[dict[str, str]], count: int, all_or
     return body
 
 
+def newest_spot_prices(rows: Sequence[dict[str, Any]], zones: Sequence[str]) -> dict[Offering, int]:
+    """The newest ``SpotPrice`` per (instance type, AZ) among ``zones``, micro-dollars (pure). A price that is
+    not a finite amount raises ``ValueError`` (the daemon refuses it rather than guess)."""
+    latest: dict[Offering, tuple[float, str]] = {}
+    for row in rows:
+        if row["AvailabilityZone"] not in zones:
+            continue
+        key = Offering(row["InstanceType"], row["AvailabilityZone"], "spot")
+        ts = row["Timestamp"].timestamp()
+        if key not in latest or ts > latest[key][0]:
+            latest[key] = (ts, row["SpotPrice"])
+    return {key: usd_to_micros(price) for key, (_, price) in latest.items()}
+
+
 class AwsProvider:
     def __init__(
         self,
@@ -454,6 +468,8 @@ class AwsProvider:
         return [self._to_instance(r) for r in self._describe(Filters=self._tag_filters())]
 
     def prices(self) -> dict[Offering, int]:
+        """On-demand from the config; spot from DescribeSpotPriceHistory (the newest price per type and AZ of
+        the pool's subnets). The daemon calls this through ``burstd.daemon.prices`` (cached), nowhere else."""
         out: dict[Offering, int] = {}
         ondemand = self.pool.ondemand_price_per_hour
         zones = sorted(set(self.subnet_zones().values()))
@@ -464,26 +480,18 @@ class AwsProvider:
                     out[Offering(t.name, z, "on-demand")] = usd_to_micros(od)
 
         def history() -> list[dict[str, Any]]:
-            rows = []
-            pages = self.ec2.get_paginator("describe_spot_price_history").paginate(
-                InstanceTypes=[t.name for t in self.pool.instance_types],
-                ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
-                StartTime=time.time(),
-            )
-            for page in pages:
+            rows: list[dict[str, Any]] = []
+            kwargs: dict[str, Any] = {"InstanceTypes": [t.name for t in self.pool.instance_types],
+                                      "ProductDescriptions": ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+                                      "StartTime": time.time()}
+            while True:  # by hand, not a paginator: one client call a page, which the tests can count
+                page = self.ec2.describe_spot_price_history(**kwargs)
                 rows.extend(page["SpotPriceHistory"])
-            return rows
+                if not page.get("NextToken"):
+                    return rows
+                kwargs["NextToken"] = page["NextToken"]
 
-        latest: dict[Offering, tuple[float, str]] = {}
-        for row in self._call("DescribeSpotPriceHistory", history):
-            if row["AvailabilityZone"] not in zones:
-                continue
-            key = Offering(row["InstanceType"], row["AvailabilityZone"], "spot")
-            ts = row["Timestamp"].timestamp()
-            if key not in latest or ts > latest[key][0]:
-                latest[key] = (ts, row["SpotPrice"])
-        for key, (_, price) in latest.items():
-            out[key] = usd_to_micros(price)
+        out.update(newest_spot_prices(self._call("DescribeSpotPriceHistory", history), zones))
         return out
 
     def close(self) -> None:
