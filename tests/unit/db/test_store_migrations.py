@@ -16,7 +16,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 from burstd.db.models import metadata
-from burstd.db.store import MIGRATIONS, Store, make_engine, migrate
+from burstd.db.engine import MIGRATIONS, make_engine, migrate
+from burstd.db.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -121,7 +122,7 @@ def test_hot_queries_use_indexes_on_sqlite(tmp_path):
     """Live leases by state, the open lease of a node, spend by time: none of them scans a whole table."""
     from sqlalchemy import select
 
-    from burstd.db import store as st
+    from burstd.db import rows as st
 
     store = Store.open(f"sqlite:///{tmp_path}/b.db")
     queries = {
