@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from burstd.db.models import (
-    AllocationRow, BudgetRow, CooldownRow, LeaseEventRow, LeaseRow, SettingRow, SpendIntervalRow,
+    AllocationRow, BudgetRow, CooldownRow, IntentRow, LeaseEventRow, LeaseRow, PauseRow, PoolHealthRow, SettingRow,
+    SpendIntervalRow,
 )
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
@@ -16,6 +17,9 @@ _spend = SpendIntervalRow.__table__
 _setting = SettingRow.__table__
 _cooldown = CooldownRow.__table__
 _alloc = AllocationRow.__table__
+_intent = IntentRow.__table__
+_pool_health = PoolHealthRow.__table__
+_pause = PauseRow.__table__
 
 
 
