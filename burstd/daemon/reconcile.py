@@ -189,8 +189,7 @@ class Reconciler:
                 report.errors.append(f"intents: {exc}")
 
         # 4. leases vs Slurm vs provider, and orphans
-        leases = tuple(self.store.leases(states=OPEN_STATES))
-        world = World(self.clock(), observed_at, snapshot, listings, leases)
+        world = World(self.clock(), observed_at, snapshot, listings, tuple(self.store.leases(states=OPEN_STATES)))
         with self.intake.lock:  # CreateLease must not race a resume call for the same node
             ex.apply(plan_leases(world, self.config))
         ex.apply(plan_orphans(world, self.config))
