@@ -10,15 +10,15 @@ eligible, before its partition is added, and read back when its node's lease is 
     markets.set(job_id, "on-demand")                 # Executor._do_SetJobMarket, before AddPartition
     market, price = markets.lease_terms(pool, job_ids)  # the lease's market and price per node-hour
 
-Only markets that differ from the job's pool's own market are stored (a spot pool's escalations, an on-demand
-pool's spot offers), so the setting stays small; a job's entry is dropped once the job has left Slurm.
+Only markets that differ from the job's pool's own market are stored (the store's ``job_market`` table: a spot
+pool's escalations, an on-demand pool's spot offers), so it stays small; a job's entry is dropped once the job
+has left Slurm.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from burstd.config import PoolConfig
 from burstd.daemon.logging import ev, get_logger
@@ -27,8 +27,6 @@ from burstd.domain.money import usd_to_micros
 
 log = get_logger("markets")
 
-#: The setting that holds ``{job id: market}`` for jobs decided on a market other than their pool's.
-MARKETS_SETTING = "job_markets"
 MARKETS = ("spot", "on-demand")
 
 
@@ -41,12 +39,17 @@ def pool_price_micros(pool: PoolConfig, market: str) -> int:
 
 
 class JobMarkets:
-    """``job id -> market`` for jobs whose decided market is not their pool's; saved on every change."""
+    """``job id -> market`` for jobs whose decided market is not their pool's: the store's ``job_market`` table,
+    with a copy in memory so a ResumeProgram call reads it without a query."""
 
     def __init__(self, store: LeaseStore):
         self._store = store
         self._lock = threading.Lock()  # the intake (hook threads) reads while the cycle writes
-        self._markets: dict[int, str] = self._load()
+        self._markets: dict[int, str] = {}
+        try:
+            self._markets = {j: m for j, m in store.job_markets().items() if m in MARKETS}
+        except Exception as exc:  # noqa: BLE001 - unreadable: the pools' own markets until the policy decides again
+            log.error("job markets unreadable", extra=ev(error=str(exc)))
 
     def get(self, job_id: int) -> str | None:
         with self._lock:
@@ -61,27 +64,28 @@ class JobMarkets:
         if market is not None and market not in MARKETS:
             raise ValueError(f"market {market!r} is not one of {', '.join(MARKETS)}")
         with self._lock:
-            new = dict(self._markets)
+            if self._markets.get(job_id) == market:
+                return
+            self._store.set_job_market(job_id, market)  # raises: nothing recorded, the partition is not added
             if market is None:
-                new.pop(job_id, None)
+                self._markets.pop(job_id, None)
             else:
-                new[job_id] = market
-            if new != self._markets:
-                self._save(new)  # raises: nothing recorded, the caller does not add the partition
-                self._markets = new
+                self._markets[job_id] = market
 
     def prune(self, live_jobs: Iterable[int]) -> None:
         """Forget jobs that are no longer in Slurm (finished, cancelled)."""
         live = set(live_jobs)
         with self._lock:
-            new = {j: m for j, m in self._markets.items() if j in live}
-            if new != self._markets:
-                try:
-                    self._save(new)
-                except Exception as exc:  # noqa: BLE001 - pruned again next cycle
-                    log.error("job markets not pruned", extra=ev(error=str(exc)))
-                    return
-                self._markets = new
+            gone = [j for j in self._markets if j not in live]
+            if not gone:
+                return
+            try:
+                self._store.forget_job_markets(gone)
+            except Exception as exc:  # noqa: BLE001 - pruned again next cycle
+                log.error("job markets not pruned", extra=ev(error=str(exc)))
+                return
+            for j in gone:
+                del self._markets[j]
 
     def lease_terms(self, pool: PoolConfig, job_ids: Sequence[int]) -> tuple[str, int]:
         """The market and configured price of a lease for ``job_ids`` in ``pool``: on-demand when any of its jobs
@@ -91,14 +95,3 @@ class JobMarkets:
             decided = {self._markets[j] for j in job_ids if j in self._markets}
         market = "on-demand" if "on-demand" in decided else (decided.pop() if decided else pool.market)
         return market, pool_price_micros(pool, market)
-
-    def _save(self, markets: Mapping[int, str]) -> None:
-        self._store.set_setting(MARKETS_SETTING, json.dumps({str(j): m for j, m in sorted(markets.items())}))
-
-    def _load(self) -> dict[int, str]:
-        raw = self._store.get_setting(MARKETS_SETTING)
-        try:
-            return {int(j): str(m) for j, m in json.loads(raw or "{}").items() if m in MARKETS}
-        except (ValueError, TypeError, AttributeError) as exc:
-            log.error("job markets unreadable; dropped", extra=ev(setting=MARKETS_SETTING, error=str(exc)))
-            return {}

@@ -6,13 +6,11 @@ escalating a spot pool's job to on-demand after that many preemptions.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from burstd.config import parse_config
 from burstd.daemon.actions import AddPartition, SetJobMarket
-from burstd.daemon.markets import MARKETS_SETTING, JobMarkets, pool_price_micros
+from burstd.daemon.markets import JobMarkets, pool_price_micros
 from burstd.daemon.planning import plan_decisions
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.decisions import Decisions, MakeEligible
@@ -83,7 +81,7 @@ def test_an_escalated_job_gets_an_on_demand_lease_and_launch_at_the_on_demand_pr
     rec.cycle()
     assert ("add_partition", 7, "cloud") in adapter.calls
     assert rec.last_decisions.eligible[0].market == "on-demand"
-    assert json.loads(store.get_setting(MARKETS_SETTING)) == {"7": "on-demand"}
+    assert store.job_markets() == {7: "on-demand"}
 
     # Slurm schedules job 7 on cloud1 and calls ResumeProgram
     rec.request_resume(["cloud1"], {"cloud1": (7,)})
@@ -99,12 +97,12 @@ def test_a_job_escalated_while_it_keeps_its_cloud_partition_is_recorded_too():
     clock, store, adapter, provider, rec = env(config(max_preemptions_spot=1))
     adapter.jobs = [running(clock), pending(clock)]
     rec.cycle()
-    assert store.get_setting(MARKETS_SETTING) in (None, "{}")  # spot: the pool's own market
+    assert store.job_markets() == {}  # spot: the pool's own market
     adapter.jobs = [running(clock), pending(clock, restart_count=1, partitions=("onprem", "cloud"))]
     adapter.calls.clear()
     rec.cycle()
     assert not [c for c in adapter.calls if c[0] == "add_partition"]
-    assert json.loads(store.get_setting(MARKETS_SETTING)) == {"7": "on-demand"}
+    assert store.job_markets() == {7: "on-demand"}
     rec.request_resume(["cloud1"], {"cloud1": (7,)})
     assert store.leases()[0].market == "on-demand"
 
@@ -127,7 +125,7 @@ def test_the_decided_market_survives_a_restart_and_reaches_drift_repair():
     clock, store, adapter, provider, rec = env(cfg)
     adapter.jobs = [running(clock), pending(clock)]
     rec.cycle()
-    assert json.loads(store.get_setting(MARKETS_SETTING)) == {"7": "on-demand"}
+    assert store.job_markets() == {7: "on-demand"}
 
     _, _, adapter2, provider2, rec2 = env(cfg, store=store)  # restarted daemon, same database
     adapter2.jobs = [running(clock), Job(7, "j", "alice", "chem", ("cloud",), "RUNNING", nodes="cloud1", cpus=2,
@@ -140,7 +138,7 @@ def test_the_decided_market_survives_a_restart_and_reaches_drift_repair():
 
     adapter2.jobs = [running(clock)]  # job 7 finished and left Slurm
     rec2.cycle()
-    assert json.loads(store.get_setting(MARKETS_SETTING)) == {}
+    assert store.job_markets() == {}
 
 
 def test_lease_terms_on_demand_wins_for_a_node_shared_by_jobs_of_both_markets():
@@ -154,5 +152,6 @@ def test_lease_terms_on_demand_wins_for_a_node_shared_by_jobs_of_both_markets():
     assert pool_price_micros(pool, "spot") == 100_000
     with pytest.raises(ValueError, match="market"):
         markets.set(8, "preemptible")
-    store.set_setting(MARKETS_SETTING, "not json")
-    assert JobMarkets(store).recorded() == {}  # unreadable: dropped, logged; the pool's market applies
+    assert JobMarkets(store).recorded() == {7: "on-demand"}  # a restarted daemon reads it back
+    markets.set(7, None)
+    assert store.job_markets() == {} and markets.lease_terms(pool, (7,)) == ("spot", 100_000)
