@@ -15,9 +15,9 @@ from burstd.daemon.actions import (
     Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown, PowerUp, Refuse,
     ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
 )
-from burstd.daemon.markets import JobMarkets
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import node_drained
 from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState

@@ -4,7 +4,8 @@
     snapshot + listings -> World                 (2. one squeue/sinfo pass and one listing per pool)
     intake's requests -> plan_intents            (3. hooks, agent notices, admin requests)
     World -> plan_leases + plan_orphans          (4. lease vs Slurm vs cloud, both ways)
-    decide() -> plan_decisions                   (5. which jobs may burst)
+    decide() -> plan_decisions                   (5. which jobs may burst, and in which market: daemon.markets;
+                                                     prices from each provider: daemon.prices)
     SpendAccrual                                 (6. money: allocations and spend up to now)
 
 The pieces live in their own modules: ``daemon.actions`` (what can be done, as data), ``daemon.planning`` (the
@@ -38,8 +39,8 @@ from burstd.daemon.planning import (
     plan_orphans,
 )
 from burstd.daemon.pools import PoolHealth
-from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.ports import LeaseStore
+from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
@@ -54,6 +55,7 @@ __all__ = ["Decider", "Reconciler", "UnknownNode"]
 
 log = get_logger("reconcile")
 S = LeaseState
+
 
 class Decider(Protocol):
     """``burstd.policy.decide.decide``'s shape: which jobs may burst, as pure data."""

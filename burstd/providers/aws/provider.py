@@ -330,8 +330,9 @@ class AwsProvider(CloudProvider):
         group = set(ask.offerings)
         choices = [(o, s) for o, s in self.subnet_offerings(ask.market) if o in group]
         template = self.launch_template()
-        common = dict(cluster_id=self.cluster_id, market=ask.market, offerings=choices, launch_template=template,
-                      allocation_strategy=self.aws.allocation_strategy, max_price=self.aws.spot_max_price)
+        common: dict[str, Any] = {
+            "cluster_id": self.cluster_id, "market": ask.market, "offerings": choices, "launch_template": template,
+            "allocation_strategy": self.aws.allocation_strategy, "max_price": self.aws.spot_max_price}
         if ask.gang is None:
             body = build_fleet_request(request=ask.requests[0], **common)
         else:

@@ -326,9 +326,9 @@ class GcpProvider(CloudProvider):
         ok = [o.zone for o in ask.offerings]
         regional = len(self.gcp.zones) > 1
         script = self.startup_script()
-        common = dict(cluster_id=self.cluster_id, pool=self.pool, startup_script=script, machine_type=mt,
-                      market=ask.market, zones=ok if regional else None,
-                      denied=[z for z in self.gcp.zones if z not in ok])
+        common: dict[str, Any] = {
+            "cluster_id": self.cluster_id, "pool": self.pool, "startup_script": script, "machine_type": mt,
+            "market": ask.market, "zones": ok if regional else None, "denied": [z for z in self.gcp.zones if z not in ok]}
         offer = f"{ask.market}/{mt}/{','.join(ok)}"
         if ask.gang is None:
             request = ask.requests[0]

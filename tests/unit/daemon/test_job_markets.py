@@ -14,7 +14,7 @@ from burstd.daemon.markets import JobMarkets, pool_price_micros
 from burstd.daemon.planning import plan_decisions
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.decisions import Decisions, MakeEligible
-from burstd.domain.slurm import Job, Node, Snapshot
+from burstd.domain.slurm import Job, Node
 from burstd.policy.decide import decide
 from burstd.providers.base import LaunchRequest
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
@@ -94,7 +94,7 @@ def test_an_escalated_job_gets_an_on_demand_lease_and_launch_at_the_on_demand_pr
 def test_a_job_escalated_while_it_keeps_its_cloud_partition_is_recorded_too():
     """A preempted job is requeued with its cloud partition still on: no MakeEligible says its market changed,
     but the decision's ``markets`` does, and the next lease for it is on-demand."""
-    clock, store, adapter, provider, rec = env(config(max_preemptions_spot=1))
+    clock, store, adapter, _, rec = env(config(max_preemptions_spot=1))
     adapter.jobs = [running(clock), pending(clock)]
     rec.cycle()
     assert store.job_markets() == {}  # spot: the pool's own market
@@ -122,7 +122,7 @@ def test_the_decided_market_survives_a_restart_and_reaches_drift_repair():
     """Recorded durably: a new daemon on the same store creates the lease Slurm powers up without one
     (``CreateLease``) in the decided market. Once the job has left Slurm its entry is dropped."""
     cfg = config(max_preemptions_spot=0)
-    clock, store, adapter, provider, rec = env(cfg)
+    clock, store, adapter, _, rec = env(cfg)
     adapter.jobs = [running(clock), pending(clock)]
     rec.cycle()
     assert store.job_markets() == {7: "on-demand"}
