@@ -96,6 +96,9 @@ class CloudConfig(_Section):
     api_timeout_s: PosFloat = 60.0  # per HTTP call
     operation_timeout_s: PosFloat = 300.0  # waiting on a GCE operation
     terminate_batch: int = Field(default=500, ge=1, le=1000)  # instances per terminate call
+    # a Spot Instance Advisor snapshot (spot-advisor-data.json): per-offering interruption priors for spot quotes
+    # (burstd.daemon.prices); None = no prior (interruption rate 0)
+    spot_advisor_file: str | None = None
 
 
 class InstanceType(_Section):

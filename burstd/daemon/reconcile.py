@@ -48,6 +48,7 @@ from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import guard_launch, launch_seconds, validate_quote
 from burstd.policy.decide import decide
+from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
 
@@ -62,6 +63,16 @@ class Decider(Protocol):
 
     def __call__(self, snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None,
                   prices: dict, config: Config, now: float) -> Decisions: ...
+
+
+def _advisor(config: Config) -> SpotAdvisor | None:
+    """The Spot Advisor snapshot named by ``cloud.spot_advisor_file`` (interruption priors), or None."""
+    if not config.cloud.spot_advisor_file:
+        return None
+    try:
+        return SpotAdvisor.load(config.cloud.spot_advisor_file)
+    except ValueError as exc:  # the daemon does not start on a file it cannot use: the admin named it
+        raise ValueError(f"cloud.spot_advisor_file: {exc}") from None
 
 
 class Reconciler:
@@ -86,7 +97,8 @@ class Reconciler:
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
         # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
-        self.price_book = ProviderPrices(providers, clock)
+        advisor = _advisor(config)
+        self.price_book = ProviderPrices(providers, clock, advisor=advisor)
         self.price_source: Callable[[Config], dict] = self.price_book.quotes
 
     # --- the intake's entry points (fast: record, wake, return) ---------------------------------

@@ -142,3 +142,25 @@ def test_unreachable_api_falls_back_to_config_with_a_warning():
     clock.t += PRICE_TTL_S - 1
     book.quotes(config(pools=[aws_pool(price=0.2)]))
     assert down.calls == 2
+
+
+def test_the_daemon_reads_a_spot_advisor_snapshot_named_in_the_config(tmp_path):
+    """``cloud.spot_advisor_file``: the per-offering interruption priors reach the daemon's quotes."""
+    import json
+
+    from burstd.daemon.reconcile import Reconciler
+    from tests.unit.daemon.fakes import FakeAdapter, FakeStore
+    from tests.unit.daemon.first_rule import first_rule
+
+    path = tmp_path / "spot-advisor-data.json"
+    path.write_text(json.dumps(ADVISOR))
+    cfg = config(pools=[aws_pool(("p3.2xlarge",))]).model_copy(
+        update={"cloud": config().cloud.model_copy(update={"spot_advisor_file": str(path)})})
+    rec = Reconciler(cfg, FakeStore(Clock()), FakeAdapter(), {}, first_rule, clock=Clock())
+    assert rec.prices()[("aws-cpu", "spot")].interruption_rate == pytest.approx(0.25 / 730)
+    plain = Reconciler(config(pools=[aws_pool(("p3.2xlarge",))]), FakeStore(Clock()), FakeAdapter(), {}, first_rule,
+                       clock=Clock())
+    assert plain.prices()[("aws-cpu", "spot")].interruption_rate == 0.0
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="cloud.spot_advisor_file: .*cannot read the Spot Advisor data"):
+        Reconciler(cfg, FakeStore(Clock()), FakeAdapter(), {}, first_rule, clock=Clock())
