@@ -13,14 +13,13 @@ from collections.abc import Callable
 
 import typer
 
-from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json
+from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json, sub_app
 from burstd.config import Config
 from burstd.domain.lease import LeaseState, may_own_instance
 from burstd.providers.base import ProviderError
 from burstd.providers.orphans import collect_orphans
 
-cloud_app = typer.Typer(help="Cloud instances of this cluster: list, garbage-collect orphans, protection.",
-                        no_args_is_help=True)
+cloud_app = sub_app("Cloud instances of this cluster: list, garbage-collect orphans, protection.")
 PROTECTION_SETTING = "pool_protection"
 
 

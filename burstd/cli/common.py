@@ -1,9 +1,14 @@
-"""Helpers shared by burstctl commands: config loading, JSON output, error exits."""
+"""Helpers shared by burstctl commands: the app style, config loading, API calls, JSON output, error exits.
+
+Exit codes, the same in every command: 0 done; 1 the action failed (the daemon refused, a run went wrong);
+2 bad input (an option, an id prefix, a config key: the message names it); 3 the daemon cannot be reached.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import typer
@@ -15,8 +20,18 @@ from burstd.config import Config, ConfigError, load_config
 console = Console()
 err_console = Console(stderr=True)
 
-ConfigOption = typer.Option(None, "--config", "-c", help="Config file [env: BURSTD_CONFIG; default /etc/burstd/burstd.toml]")
+#: Plain help text: "[default: ...]" in a help string is shown as written (rich markup would eat it) and
+#: flags show no "<bool>" type.
+HELP_STYLE: dict[str, Any] = {"rich_markup_mode": None, "no_args_is_help": True}
+
+ConfigOption = typer.Option(None, "--config", "-c",
+                            help="Config file [default: $BURSTD_CONFIG, else /etc/burstd/burstd.toml]")
 JsonFlag = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+
+
+def sub_app(help_text: str) -> typer.Typer:
+    """A command group (``burstctl budget ...``) in the house style."""
+    return typer.Typer(help=help_text, **HELP_STYLE)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -32,6 +47,19 @@ def get_config(path: str | None) -> Config:
     except ConfigError as exc:
         sys.stderr.write(f"{exc}\n")  # one unwrapped line per problem: easy to grep
         raise typer.Exit(2) from None
+
+
+def api_call(config: str | None, fn: Callable[[Any], Any]) -> Any:
+    """``fn(api)`` against the running daemon; exit 3 when it cannot be reached, 2 on a 4xx (bad input), else 1."""
+    from burstd.daemon.client import ApiClient, ApiError
+
+    cfg = get_config(config)
+    try:
+        with ApiClient.from_config(cfg) as api:
+            return fn(api)
+    except ApiError as exc:
+        status = exc.status
+        fail(str(exc), 3 if status is None else 2 if status in (404, 409, 422) else 1)
 
 
 def print_json(data: Any) -> None:

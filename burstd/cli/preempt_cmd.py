@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
     def preempt_cmd(
         node: str = typer.Argument(..., help="Slurm node name of a running local-provider VM"),
         notice: float = typer.Option(
-            None, "--notice", min=0, help="seconds of warning [default: the pool's notice_s]"
+            None, "--notice", min=0, help="Seconds of warning [default: the pool's local.notice_s, 120 unless set]"
         ),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from burstd.cli.common import console, fail, print_json
+from burstd.cli.common import console, fail, print_json, sub_app
 
 
 def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
@@ -22,13 +22,12 @@ def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_no
         fail(f"bad test bed settings: {exc}", 2)
 
 
-NameOpt = typer.Option(None, "--name", help="Bed name [env BURSTD_BED_NAME; default burstd].")
-StateOpt = typer.Option(None, "--state-dir", help="State dir [default /var/lib/burstd-testbed/NAME].")
+NameOpt = typer.Option(None, "--name", help="Bed name [default: $BURSTD_BED_NAME, else burstd].")
+StateOpt = typer.Option(None, "--state-dir", help="State dir [default: /var/lib/burstd-testbed/NAME].")
 
 
 def register(app: typer.Typer) -> None:
-    tb = typer.Typer(help="A real Slurm test bed on this machine (root): up, down, status.",
-                     no_args_is_help=True)
+    tb = sub_app("A real Slurm test bed on this machine (root): up, down, status.")
     app.add_typer(tb, name="testbed")
 
     @tb.command("up")
