@@ -24,10 +24,8 @@ PROTECTION_SETTING = "pool_protection"
 
 
 def _open_store(config: Config):
-    try:
-        from burstd.db.store import Store  # the db work provides it
-    except ImportError:
-        fail("the lease database is not available in this build (burstd.db.store.Store is missing)")
+    from burstd.db.store import Store
+
     return Store.open(config.database.url)
 
 

@@ -34,8 +34,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from burstd.config import ApiConfig, Config
 from burstd.daemon.logging import ev, get_logger
-from burstd.daemon.reconcile import OPEN_STATES, Reconciler, UnknownNode, notice_reason
-from burstd.domain.lease import Lease, LeaseState
+from burstd.daemon.intake import UnknownNode
+from burstd.daemon.planning import notice_reason
+from burstd.daemon.reconcile import Reconciler
+from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.money import format_usd
 from burstd.slurm.hostlist import HostlistError, expand
 

@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 from dataclasses import replace
 
+from burstd.domain.budget import BudgetBook
 from burstd.domain.lease import Lease, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
@@ -71,11 +72,15 @@ class FakeStore:
     def events(self, lease_id=None, limit=100):
         return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
 
-    def get_setting(self, key):
-        return self._settings.get(key)
+    def get_setting(self, key, default=None):
+        return self._settings.get(key, default)
 
-    def set_setting(self, key, value):
+    def set_setting(self, key, value, *, at=None):
         self._settings[key] = value
+
+    def budget_book(self, period, now, config=None):
+        """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
+        return BudgetBook(period_start=now - 86400, period_end=now + 86400)
 
 
 class FakeAdapter:

@@ -15,7 +15,7 @@ from burstd.config import parse_config
 from burstd.daemon.api import ApiServer, create_app
 from burstd.daemon.client import ApiClient, ApiError, post_unix_json
 from burstd.daemon.reconcile import Reconciler
-from burstd.daemon.rules import first_rule
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import LeaseState
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 
@@ -80,7 +80,7 @@ def test_suspend_hook_queues_intent(daemon):
     cfg, rec, store, woken, cfg_file = daemon
     rc, err, _ = hook(cfg_file, "suspend", "cloud1")
     assert rc == 0, err
-    assert [(i.kind, i.node) for i in rec._intents] == [("suspend", "cloud1")]
+    assert [(i.kind, i.node) for i in rec.intake.pending()] == [("suspend", "cloud1")]
 
 
 @pytest.mark.parametrize("hostlist, message", [

@@ -13,7 +13,7 @@ from burstd.cli.ops_cmd import install_hooks, slurm_conf_lines
 from burstd.config import parse_config
 from burstd.daemon.api import ApiServer, create_app
 from burstd.daemon.reconcile import Reconciler
-from burstd.daemon.rules import first_rule
+from tests.unit.daemon.first_rule import first_rule
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 
 POOLS = [

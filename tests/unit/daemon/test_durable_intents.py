@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from burstd.daemon.reconcile import INTENTS_SETTING, Reconciler
-from burstd.daemon.rules import first_rule
+from burstd.daemon.intake import INTENTS_SETTING
+from burstd.daemon.reconcile import Reconciler
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import LeaseState
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 from tests.unit.daemon.test_daemon_reconcile import CFG
@@ -71,7 +72,7 @@ def test_a_request_that_cannot_be_stored_is_refused_not_lost_silently():
         pass
     else:
         raise AssertionError("add_intent answered although nothing was stored")
-    assert rec._intents == []
+    assert rec.intake.pending() == []
 
 
 def test_draining_lease_whose_node_was_undrained_goes_back_to_ready():

@@ -7,7 +7,7 @@ import json
 
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.reconcile import Reconciler
-from burstd.daemon.rules import first_rule
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import LeaseState
 from burstd.domain.slurm import Job
 from burstd.providers.base import ErrorKind, Offering
