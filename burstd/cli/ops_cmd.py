@@ -25,8 +25,9 @@ NODE_HELP = "cloud node name, or a unique prefix of its lease id or instance id"
 _call = api_call
 
 
-def _resolve_lease(config: str | None, prefix: str) -> dict:
-    """The lease whose id (or instance id) is ``prefix`` or starts with it; exit 2 when none or several do."""
+def _resolve_lease(config: str | None, prefix: str, unknown: str = "") -> dict:
+    """The lease whose id (or instance id) is ``prefix`` or starts with it; exit 2 when none or several do
+    (``unknown``: the message when none does)."""
     from burstd.domain.ids import IdError, unique_prefix
 
     rows = api_call(config, lambda api: api.get("/v1/leases", all=True))
@@ -38,7 +39,7 @@ def _resolve_lease(config: str | None, prefix: str) -> dict:
         try:
             return by_instance[unique_prefix(prefix, by_instance, "instance")]
         except IdError:
-            fail(str(lease_err), 2)
+            fail(unknown if unknown and "ambiguous" not in str(lease_err) else str(lease_err), 2)
 
 
 def _node_target(config: str | None, target: str) -> str:
@@ -46,7 +47,8 @@ def _node_target(config: str | None, target: str) -> str:
     cfg = get_config(config)
     if cfg.pool_of_node(target) is not None:
         return target
-    lease = _resolve_lease(config, target)
+    lease = _resolve_lease(config, target, f"unknown node {target!r}: not a cloud node of any pool, and no lease "
+                                           "or instance id starts with it")
     if lease["state"] in ("TERMINATED", "REFUSED", "FAILED"):
         fail(f"lease {lease['lease_id']} of node {lease['node_name']} is {lease['state']}: nothing to act on", 2)
     return lease["node_name"]

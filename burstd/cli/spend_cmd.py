@@ -23,6 +23,7 @@ from burstd.domain.money import format_usd
 
 GROUPS = ("account", "user", "job", "pool")
 PLOT_SUFFIXES = (".png", ".html", ".htm")
+SOURCES = {"set": "budget set", "config": "[budget.accounts]", "default": "default_account_usd", "none": "no budget"}
 
 
 def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
@@ -97,12 +98,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(data)
             return
-        t = Table("account", "limit", "spent", "left", title=f"budgets this {data.get('period', 'period')}")
+        t = Table("account", "limit", "spent", "left", "limit from", title=f"budgets this {data['period']}")
         for acct, b in data["accounts"].items():
-            lim, spent = b.get("limit_micro_usd"), b.get("spent_micro_usd", 0)
-            src = "" if b.get("source") in (None, "set") else f" ({b['source']})"
-            t.add_row(_account_label(acct), "-" if lim is None else format_usd(lim) + src, format_usd(spent),
-                      "-" if lim is None else format_usd(lim - spent))
+            lim, spent = b["limit_micro_usd"], b["spent_micro_usd"]
+            t.add_row(_account_label(acct), "-" if lim is None else format_usd(lim), format_usd(spent),
+                      "-" if lim is None else format_usd(lim - spent), SOURCES.get(b["source"], b["source"]))
         console.print(t)
         site, dflt = data.get("site") or {}, data.get("default_account_micro_usd")
         console.print(f"site: limit {'-' if site.get('limit_micro_usd') is None else format_usd(site['limit_micro_usd'])},"

@@ -38,7 +38,8 @@ from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import notice_reason
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
-from burstd.domain.money import format_usd
+from burstd.domain.budget import NO_ACCOUNT, budget_key
+from burstd.domain.money import usd_to_micros
 from burstd.slurm.hostlist import HostlistError, expand
 
 log = get_logger("api")
@@ -261,6 +262,15 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         except Exception as exc:  # noqa: BLE001 - status must answer even if the settings are unreadable
             return {"error": str(exc)}
 
+    def _pause_info() -> dict:
+        """Who paused bursting, when and why (``pause_*`` settings; empty when never paused through the API)."""
+        try:
+            at = rec.store.get_setting("pause_at")
+            return {"reason": rec.store.get_setting("pause_reason") or "", "by": rec.store.get_setting("pause_by"),
+                    "at": float(at) if at else None}
+        except Exception:  # noqa: BLE001 - status must answer even if the settings are unreadable
+            return {}
+
     @app.get("/v1/status", tags=["read"])
     def status(who: str = read) -> dict:
         leases = rec.store.leases(states=OPEN_STATES)
@@ -281,6 +291,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         return {
             "cluster": config.cluster.id,
             "paused": rec.paused(),
+            "pause": _pause_info(),
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
@@ -339,6 +350,9 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.post("/v1/pause", tags=["admin"])
     def pause(body: ReasonBody | None = None, who: str = admin) -> dict:
+        rec.store.set_setting("pause_reason", body.reason if body else "")
+        rec.store.set_setting("pause_by", who)
+        rec.store.set_setting("pause_at", repr(rec.clock()))
         rec.store.set_setting("paused", "1")
         log.warning("bursting paused", extra=ev(by=who, reason=body.reason if body else ""))
         rec.wake()
@@ -365,50 +379,72 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
+        """``account`` is a Slurm account, or ``(none)`` (``NO_ACCOUNT``): jobs submitted without one."""
         from burstd.daemon.budgets import unknown_account_warning
         from burstd.slurm.base import check_name
 
         try:
-            check_name("account", account)
+            if account != NO_ACCOUNT:
+                check_name("account", account)
         except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
+            raise HTTPException(422, f"{exc}; for jobs without an account use {NO_ACCOUNT!r} "
+                                     "(burstctl budget set --no-account USD)") from None
         warning = unknown_account_warning(account, rec, config)
         try:
             entry = rec.store.set_budget(account, body.usd, period=config.budget.period)
         except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written
             raise HTTPException(422, str(exc)) from None
         log.warning("budget set", extra=ev(account=account, usd=str(body.usd), by=who, warning=warning))
-        out = {"account": account, "usd": format_usd(entry.limit_micros), "limit_micros": entry.limit_micros}
+        out = {"account": account, "limit_micro_usd": entry.limit_micros}
         if warning:
             out["warning"] = warning
         return out
 
     @app.get("/v1/budgets", tags=["read"])
     def budgets(who: str = read) -> dict:
-        book = rec._budget_book()
-        if book is None:
-            return {"accounts": {k: {"limit": v} for k, v in config.budget.accounts.items()}}
+        """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``
+        from ``[budget.accounts]``, ``default`` = ``budget.default_account_usd``, ``none`` = may not burst)."""
+        from burstd.policy.budget import account_limit
+
+        book = rec.budget_book()
+        stored = {b.account for b in rec.store.budgets(config.budget.period)}
+        bc = config.budget
+
+        def source(a: str) -> str:
+            return ("set" if a in stored else "config" if a in bc.accounts
+                    else "default" if bc.default_account_usd is not None else "none")
+
         return {
-            "period_start": book.period_start, "period_end": book.period_end,
-            "site": {"limit": None if book.site_limit_micros is None else format_usd(book.site_limit_micros),
-                     "spent": format_usd(book.site_spent_micros)},
-            "accounts": {a: {"limit_micros": b.limit_micros, "spent_micros": b.spent_micros,
-                             "limit": None if b.limit_micros is None else format_usd(b.limit_micros),
-                             "spent": format_usd(b.spent_micros)} for a, b in book.accounts.items()},
+            "period": bc.period, "period_start": book.period_start, "period_end": book.period_end,
+            "site": {"limit_micro_usd": book.site_limit_micros, "spent_micro_usd": book.site_spent_micros},
+            "burn_rate_cap_micro_usd_per_hour": book.burn_rate_cap_micros_per_hour,
+            "default_account_micro_usd": (None if bc.default_account_usd is None
+                                          else usd_to_micros(bc.default_account_usd)),
+            "accounts": {a: {"limit_micro_usd": account_limit(book, a, config), "spent_micro_usd": b.spent_micros,
+                             "source": source(a)} for a, b in book.accounts.items()},
         }
 
     @app.get("/v1/spend", tags=["read"])
-    def spend(by: str = "account", since: float | None = None, who: str = read) -> Any:
+    def spend(by: str = "account", since: float | None = None, until: float | None = None,
+              who: str = read) -> dict:
+        """Spend of intervals starting in [since, until), grouped, largest first (micro-dollars)."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        return rec.store.spend(by=by, since=since)
+        rows = rec.store.spend(by=by, since=since, until=until)
+        if by == "account":
+            rows = {budget_key(k): v for k, v in rows.items()}
+        return {"by": by, "since": since, "until": until, "total_micro_usd": sum(rows.values()),
+                "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
 
     @app.get("/v1/spend/series", tags=["read"])
-    def spend_series(by: str = "account", since: float | None = None, who: str = read) -> list:
-        """[(interval start, key, micro-dollars)] sorted by time: what ``burstctl spend --plot`` draws."""
+    def spend_series(by: str = "account", since: float | None = None, until: float | None = None,
+                     who: str = read) -> dict:
+        """Spend by interval start and key, sorted by time: what ``burstctl spend --plot`` draws."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        return [[t, k, c] for t, k, c in rec.store.spend_series(by=by, since=since)]
+        series = rec.store.spend_series(by=by, since=since, until=until)
+        key = budget_key if by == "account" else str
+        return {"by": by, "points": [{"t": t, "key": key(k), "spend_micro_usd": c} for t, k, c in series]}
 
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:

@@ -53,6 +53,7 @@ from sqlalchemy.pool import StaticPool
 from burstd.config import _NAME as _ACCOUNT_RE  # the config file's rule for names
 from burstd.db.models import AllocationRow, BudgetRow, CooldownRow, LeaseEventRow, LeaseRow, SettingRow, SpendIntervalRow
 from burstd.domain.budget import (
+    NO_ACCOUNT,
     PERIODS,
     SITE,
     AccountBudget,
@@ -60,6 +61,7 @@ from burstd.domain.budget import (
     BudgetBook,
     PricePoint,
     SpendInterval,
+    budget_key,
     period_bounds,
 )
 from burstd.domain.lease import FINAL_STATES, Lease, LeaseEvent, LeaseState, check_transition
@@ -239,7 +241,8 @@ def _budget_micros(usd: Any, what: str) -> int:
 
 
 def _valid_account(account: str) -> str:
-    if account == SITE or (isinstance(account, str) and re.fullmatch(_ACCOUNT_RE, account) and len(account) <= 64):
+    if account in (SITE, NO_ACCOUNT) or (isinstance(account, str) and re.fullmatch(_ACCOUNT_RE, account)
+                                         and len(account) <= 64):
         return account
     raise BudgetError(f"not a valid account name: {account!r} (letters, digits, '_', '.', '-'; or {SITE!r} for the site)")
 
@@ -715,7 +718,9 @@ class Store:
                 site_limit = b.limit_micros
             else:
                 limits[b.account] = b.limit_micros
-        spent = self.spend(by="account", since=start, until=end)
+        spent: dict[str, int] = {}
+        for a, v in self.spend(by="account", since=start, until=end).items():  # no account: under NO_ACCOUNT
+            spent[budget_key(a)] = spent.get(budget_key(a), 0) + v
         accounts = {
             a: AccountBudget(a, limits.get(a), spent.get(a, 0)) for a in sorted(set(limits) | set(spent))
         }
