@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
             return
         console.print(f"[green]bed {bed.name} is up[/]: SLURM_CONF={bed.conf_path}  rest {bed.rest_url}  "
                       f"hooks {st['hooks']}")
-        console.print(f"  export SLURM_CONF={bed.conf_path}", highlight=False)
+        for line in next_steps(bed, st["hooks"]):
+            console.print(line, highlight=False, soft_wrap=True)
 
     @tb.command("down")
     def down(name: str = NameOpt, state_dir: str = StateOpt,
@@ -120,6 +121,20 @@ def register(app: typer.Typer) -> None:
             console.print(f"  namespaces: {', '.join(st['namespaces']) or 'none'}")
         if not st["up"]:
             raise typer.Exit(3)
+
+
+def next_steps(bed, hooks: str) -> list[str]:
+    """What to type next: Slurm's environment, then the daemon in the foreground and burstctl against it."""
+    import shlex
+
+    cfg = shlex.quote(str(bed.burstd_config))
+    lines = ["next:", f"  export SLURM_CONF={shlex.quote(str(bed.conf_path))}"]
+    if hooks != "burstd":
+        lines.append(f"  burstctl testbed hooks burstd --name {shlex.quote(bed.name)}   # let Slurm's hooks call burstd")
+    lines += [f"  burstd --config {cfg} --foreground   # the daemon, outside systemd (Ctrl-C stops it)",
+              f"  burstctl -c {cfg} status              # in another shell",
+              f"  burstctl testbed down --name {shlex.quote(bed.name)}      # when done"]
+    return lines
 
 
 def _load(name: str | None, state_dir: str | None):
