@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,7 +75,8 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
         shown = head + [(f"{len(tail)} others", (mts, mrun))]
     budgets = budgets or {}
     top = max((run[-1] for _, run in curves.values()), default=0)
-    end = until if until is not None else max((ts[-1] for ts, _ in curves.values()), default=None)
+    # a total holds until the end of the period shown, but never past now (no flat line into the future)
+    end = min(until, time.time()) if until is not None else None
     for key, (ts, run) in shown:
         xs = [datetime.fromtimestamp(t, UTC) for t in ts]
         ys = [r / 1e6 for r in run]
