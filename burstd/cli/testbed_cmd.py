@@ -132,7 +132,7 @@ def next_steps(bed, hooks: str) -> list[str]:
     if hooks != "burstd":
         lines.append(f"  burstctl testbed hooks burstd --name {shlex.quote(bed.name)}   # let Slurm's hooks call burstd")
     lines += [f"  burstd --config {cfg} --foreground   # the daemon, outside systemd (Ctrl-C stops it)",
-              f"  burstctl -c {cfg} status              # in another shell",
+              f"  burstctl status -c {cfg}              # in another shell",
               f"  burstctl testbed down --name {shlex.quote(bed.name)}      # when done"]
     return lines
 

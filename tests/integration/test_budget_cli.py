@@ -17,52 +17,17 @@ import pytest
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
-from burstd.config import parse_config
-from burstd.daemon.api import ApiServer, create_app
-from burstd.daemon.reconcile import Reconciler
-from burstd.db.store import Store
 from burstd.domain.budget import PriceQuote
 from burstd.domain.lease import LeaseState
 from burstd.domain.money import format_usd
 from burstd.domain.slurm import Job
-from burstd.policy.decide import decide
 from burstd.policy.ledger import lease_cost
-from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider
-
-POOL = {"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud", "node_count": 4,
-        "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}], "price_per_hour": 3.6}
-POOL_TOML = """
-[[pools]]
-name = "local"
-provider = "local"
-partition = "cloud"
-node_prefix = "cloud"
-node_count = 4
-price_per_hour = 3.6
-instance_types = [{ name = "ns", cpus = 2, memory_mb = 1000 }]
-"""
-
+from tests.integration.live_api import POOL_TOML, live_api
 
 @pytest.fixture
 def live(tmp_path):
-    cfg = parse_config({"api": {"socket": str(tmp_path / "s.sock")}, "pools": [POOL],
-                        "database": {"url": f"sqlite:///{tmp_path}/burstd.db"},
-                        "budget": {"accounts": {"chem": 10, "bio": 10}}})
-    clock = FakeClock(1_773_144_000.0)
-    store = Store.open(cfg.database.url)
-    adapter = FakeAdapter()
-    provider = FakeProvider("local", clock)
-    rec = Reconciler(cfg, store, adapter, {"local": provider}, decide, clock=clock)
-    server = ApiServer(create_app(rec, cfg), cfg)
-    server.start()
-    assert server.wait_started()
-    path = tmp_path / "burstd.toml"
-    path.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n' + POOL_TOML)
-    try:
-        yield str(path), rec, store, adapter, provider, clock
-    finally:
-        server.stop()
-        store.close()
+    with live_api(tmp_path) as parts:
+        yield parts
 
 
 class Result:
