@@ -140,12 +140,11 @@ def register(app: typer.Typer) -> None:
             print_json(data)
             return
         q = data["queue"]
-        console.print(f"[bold]burstd[/] cluster [cyan]{data['cluster']}[/]  decider {data['decider']}  "
-                      + ("[bold red]PAUSED[/]" if data["paused"] else "[green]bursting on[/]"))
         pause = data.get("pause") or {}
-        if data["paused"]:
-            console.print(f"paused {_ago(pause.get('at'))} by {pause.get('by') or '?'}: "
-                          f"{escape(pause.get('reason') or '(no reason given)')}  (burstctl resume)", highlight=False)
+        paused = "[bold red]PAUSED[/]" + (f" by {escape(pause['by'])}" if pause.get("by") else "") \
+            + (f": {escape(pause['reason'])}" if pause.get("reason") else "")
+        console.print(f"[bold]burstd[/] cluster [cyan]{data['cluster']}[/]  decider {data['decider']}  "
+                      + (paused if data["paused"] else "[green]bursting on[/]"))
         console.print(f"queue: {q['pending_jobs']} pending ({q['burst_eligible_jobs']} burst-eligible), "
                       f"{q['running_jobs']} running; by partition: "
                       + (", ".join(f"{k}={v}" for k, v in q["pending_by_partition"].items()) or "-"))

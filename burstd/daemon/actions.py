@@ -143,3 +143,4 @@ class Intent:
     node: str
     reason: str = ""
     at: float = 0.0
+    intent_id: int = 0  # its row in the store's queue (0: read from Slurm, not queued)

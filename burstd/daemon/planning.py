@@ -95,7 +95,7 @@ def plan_node_notices(leases: Sequence[Lease], snapshot: Snapshot | None) -> lis
             continue
         node = snapshot.node(lease.node_name)
         notice = node_notice(node, lease)
-        if notice is not None:
+        if node is not None and notice is not None:
             out.append(Intent("notice", lease.node_name,
                               notice_reason("spot-interruption", notice.deadline, f"Slurm reason {node.reason}"),
                               snapshot.taken_at))
@@ -179,10 +179,10 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
         by_node[lease.node_name] = lease  # newest open lease wins
     out: list[Action] = []
     for it in intents:
-        lease = by_node.get(it.node)
-        if lease is None:
+        current = by_node.get(it.node)
+        if current is None:
             continue
-        st = lease.state
+        lease, st = current, current.state
         if it.kind == "suspend":
             if st == S.REQUESTED:
                 out.append(Refuse(lease.lease_id, "Slurm suspended the node before it launched", power_down=False))
@@ -247,7 +247,7 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                                 requeue=requeue))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
-            elif (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
+            elif node is not None and (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
                 # the cloud reclaims the VM now (or did): the same path as a vanished instance, and the VM too
                 why = f"preempted: notice deadline {notice.deadline:.0f} passed ({node.reason})"
                 out.append(Fail(lease.lease_id, why[:200], requeue=requeue))

@@ -132,13 +132,12 @@ class Reconciler:
         self.on_wake()
 
     def paused(self) -> bool:
+        """An admin's pause or resume (``burstctl pause``), else the config's ``policy.paused``."""
         try:
-            value = self.store.get_setting("paused")
-        except Exception:  # noqa: BLE001 - a settings read must not stop the loop
-            value = None
-        if value is None:
-            return self.config.policy.paused
-        return str(value).lower() in ("1", "true", "yes")
+            state = self.store.pause_state()
+        except Exception:  # noqa: BLE001 - a database hiccup must not stop the loop: the config decides
+            state = None
+        return self.config.policy.paused if state is None else state.paused
 
     # --- the cycle ----------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
@@ -188,13 +187,12 @@ class Reconciler:
         crash_point("cycle.after_intents")
         if intents:
             try:
-                self.intake.applied(len(intents))
+                self.intake.applied(intents)
             except Exception as exc:  # noqa: BLE001 - applied again next cycle: harmless
                 report.errors.append(f"intents: {exc}")
 
         # 4. leases vs Slurm vs provider, and orphans
-        leases = tuple(self.store.leases(states=OPEN_STATES))
-        world = World(self.clock(), observed_at, snapshot, listings, leases)
+        world = World(self.clock(), observed_at, snapshot, listings, tuple(self.store.leases(states=OPEN_STATES)))
         with self.intake.lock:  # CreateLease must not race a resume call for the same node
             ex.apply(plan_leases(world, self.config))
         ex.apply(plan_orphans(world, self.config))

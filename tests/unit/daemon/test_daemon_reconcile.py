@@ -206,7 +206,7 @@ def test_orphan_is_terminated_only_after_grace(env):
 
 def test_paused_refuses_launch_and_revokes_eligibility(env):
     clock, store, adapter, provider, rec = env
-    store.set_setting("paused", "1")
+    store.set_pause(True, reason="test")
     adapter.jobs = [Job(1, "j", "u", "a", ("onprem", "cloud"), "PENDING", reason="Resources")]
     rec.request_resume(["cloud1"])
     rec.cycle()
