@@ -185,7 +185,17 @@ def lease_dict(lease: Lease) -> dict[str, Any]:
     d = dataclasses.asdict(lease)
     d["state"] = lease.state.value
     d["job_ids"] = list(lease.job_ids)
-    return d
+    return unit_named(d)
+
+
+def unit_named(data: Any) -> Any:
+    """JSON money says its unit: the domain's ``*_micros`` fields go out as ``*_micro_usd``."""
+    if isinstance(data, dict):
+        return {(k[: -len("_micros")] + "_micro_usd" if isinstance(k, str) and k.endswith("_micros") else k):
+                unit_named(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [unit_named(v) for v in data]
+    return data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -291,7 +301,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
-                       "nodes": f"{p.node_prefix}[1-{p.node_count}]", "price_per_hour": p.price_per_hour}
+                       "nodes": f"{p.node_prefix}[1-{p.node_count}]", "price_per_hour_micro_usd": usd_to_micros(p.price_per_hour)}
                       for p in config.pools],
             "leases_by_state": dict(Counter(lease.state.value for lease in leases)),
             "queue": {
@@ -321,8 +331,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.get("/v1/events", tags=["read"])
     def events(lease_id: str | None = None, limit: int = 100, who: str = read) -> list[dict]:
         rows = rec.store.events(lease_id=lease_id, limit=limit)
-        return [r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
-                                                   getattr(r, "model_dump", lambda: dict(r))()) for r in rows]
+        return unit_named([r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
+                                                              getattr(r, "model_dump", lambda: dict(r))()) for r in rows])
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int, who: str = read) -> dict:

@@ -196,6 +196,31 @@ def test_spend_attributed_plus_overhead_equals_lease_cost_and_plot(live, tmp_pat
     assert not (tmp_path / "spend.pdf").exists()
 
 
+def _money_keys_without_unit(data, path="") -> list[str]:
+    """Keys of numbers that hold money (by their name) but do not say the unit."""
+    bad = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            money = any(w in str(k) for w in ("price", "cost", "spend", "spent", "limit", "usd", "budget", "burn"))
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and money and "_micro_usd" not in str(k):
+                bad.append(f"{path}.{k}")
+            bad += _money_keys_without_unit(v, f"{path}.{k}")
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            bad += _money_keys_without_unit(v, f"{path}[{i}]")
+    return bad
+
+
+def test_every_json_money_field_names_its_unit(live):
+    path, rec, store, adapter, provider, clock = live
+    _burst_two_accounts(rec, store, adapter, clock)
+    for args in (("status",), ("leases", "--all"), ("budget", "show"), ("spend",), ("spend", "--by", "job"),
+                 ("events",)):
+        data = json.loads(cli(*args, "--json", "-c", path).output)
+        assert _money_keys_without_unit(data) == [], (args, _money_keys_without_unit(data))
+    assert json.loads(cli("spend", "--json", "-c", path).output)["total_micro_usd"] > 0
+
+
 # --- ids, tables and the pause reason ---------------------------------------------------------------------
 def test_lease_ids_are_taken_by_unique_prefix_and_shown_whole_at_80_columns(live):
     from burstd.cli import common
@@ -225,7 +250,7 @@ def test_status_shows_why_bursting_is_paused(live):
     rec.cycle()
     assert cli("pause", "--reason", "quota review until Monday", "-c", path).exit_code == 0
     out = cli("status", "-c", path).output
-    assert "PAUSED" in out and "quota review until Monday" in out and "burstctl resume" in out, out
+    assert "PAUSED" in out and "quota review until Monday" in out, out
     data = json.loads(cli("status", "--json", "-c", path).output)
     assert data["paused"] and data["pause"]["reason"] == "quota review until Monday", data
 
