@@ -301,7 +301,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
-                       "nodes": f"{p.node_prefix}[1-{p.node_count}]", "price_per_hour_micro_usd": usd_to_micros(p.price_per_hour)}
+                       "nodes": f"{p.node_prefix}[1-{p.node_count}]",
+                       "price_per_hour_micro_usd": usd_to_micros(p.price_per_hour)}
                       for p in config.pools],
             "leases_by_state": dict(Counter(lease.state.value for lease in leases)),
             "queue": {
