@@ -191,10 +191,12 @@ def register(app: typer.Typer) -> None:
             t.add_column(col, no_wrap=True)
         t.add_column("instance", overflow="fold")
         t.add_column("jobs", overflow="fold")
+        t.add_column("gang", overflow="fold")  # which leases start together (its first characters suffice)
         t.add_column("reason", overflow="fold")
         for r in rows:
             t.add_row(r["lease_id"], r["node_name"], r["pool"], r["state"], _ago(r["state_since"]),
-                      r.get("instance_id") or "-", ",".join(map(str, r["job_ids"])) or "-", r.get("reason") or "")
+                      r.get("instance_id") or "-", ",".join(map(str, r["job_ids"])) or "-",
+                      (r.get("gang") or "-")[:8], r.get("reason") or "")
         console.print(t)
 
     @app.command("events")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from burstd.cli.common import console, fail, print_json, sub_app
+from burstd.cli.common import JsonFlag, console, fail, print_json, sub_app
 
 
 def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
@@ -33,18 +33,18 @@ def register(app: typer.Typer) -> None:
     @tb.command("up")
     def up(
         name: str = NameOpt,
-        slot: int = typer.Option(None, "--slot", help="Picks subnet 10.(77+N).0.0/24 and ports 6817+100N..."),
-        subnet: str = typer.Option(None, "--subnet"),
-        ctld_port: int = typer.Option(None, "--ctld-port"),
-        rest_port: int = typer.Option(None, "--rest-port"),
+        slot: int = typer.Option(None, "--slot", help="Picks subnet 10.(77+N).0.0/24 and ports 6817+100N... [default: $BURSTD_BED_SLOT, else 0]"),
+        subnet: str = typer.Option(None, "--subnet", help="Bed network [default: 10.(77+slot).0.0/24]"),
+        ctld_port: int = typer.Option(None, "--ctld-port", help="slurmctld port [default: 6817+100*slot]"),
+        rest_port: int = typer.Option(None, "--rest-port", help="slurmrestd port [default: 6820+100*slot]"),
         state_dir: str = StateOpt,
-        hooks: str = typer.Option(None, "--hooks", help="Power-saving hooks: stub (log), bare, burstd."),
-        cloud_nodes: int = typer.Option(None, "--cloud-nodes", help="CLOUD nodes in the cloud partition."),
-        onprem_nodes: int = typer.Option(None, "--onprem-nodes"),
-        suspend_time: int = typer.Option(None, "--suspend-time", help="SuspendTime in seconds."),
-        burstd_config: str = typer.Option(None, "--burstd-config", help="BURSTD_CONFIG for burstd hooks."),
+        hooks: str = typer.Option(None, "--hooks", help="Power-saving hooks: stub (log), bare, burstd [default: stub]."),
+        cloud_nodes: int = typer.Option(None, "--cloud-nodes", help="CLOUD nodes in the cloud partition [default: 4]."),
+        onprem_nodes: int = typer.Option(None, "--onprem-nodes", help="On-prem nodes [default: 2]."),
+        suspend_time: int = typer.Option(None, "--suspend-time", help="SuspendTime in seconds [default: 30]."),
+        burstd_config: str = typer.Option(None, "--burstd-config", help="BURSTD_CONFIG for burstd hooks [default: the bed's own burstd.toml]."),
         no_install: bool = typer.Option(False, "--no-install", help="Fail instead of installing Slurm."),
-        as_json: bool = typer.Option(False, "--json"),
+        as_json: bool = JsonFlag,
     ) -> None:
         """Bring the bed up (idempotent). Installs Slurm first when it is missing."""
         from burstd.testbed.bed import Bed, BedError
@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
 
     @tb.command("down")
     def down(name: str = NameOpt, state_dir: str = StateOpt,
-             as_json: bool = typer.Option(False, "--json")) -> None:
+             as_json: bool = JsonFlag) -> None:
         """Stop everything the bed started; remove its namespaces, bridge and state (logs are kept)."""
         from burstd.testbed.bed import BedError
 
@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
 
     @tb.command("status")
     def status(name: str = NameOpt, state_dir: str = StateOpt,
-               as_json: bool = typer.Option(False, "--json")) -> None:
+               as_json: bool = JsonFlag) -> None:
         """Show whether the bed is up, its daemons, nodes and namespace VMs. Exit 3 when it is down."""
         bed = _load(name, state_dir)
         st = bed.status()
