@@ -47,3 +47,10 @@ def test_metric_names_are_read_from_expressions():
 def test_promtool_accepts_the_rules():
     r = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "SUCCESS: 8 rules found" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool: Debian package prometheus (install-deps.sh)")
+def test_each_alert_fires_on_its_trouble_and_not_on_a_healthy_daemon():
+    tests = RULES.parent / "tests" / "burstd-alerts.test.yml"
+    r = subprocess.run(["promtool", "test", "rules", str(tests)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
