@@ -38,3 +38,13 @@ def test_every_printed_burstctl_command_parses():
             words = shlex.split(cmd)[1:]
             r = CliRunner().invoke(app, [*words, "--help"])
             assert r.exit_code == 0, (cmd, r.output)
+
+
+def test_the_printed_daemon_command_is_the_installed_entry_point():
+    import tomllib
+    from pathlib import Path
+
+    scripts = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["burstd"] == "burstd.daemon.main:main"  # the same main the bed tests start (daemon/runner.py)
+    assert _commands(next_steps(BED, "burstd"))[1].split() == [
+        "burstd", "--config", "/var/lib/burstd-testbed/try/burstd.toml", "--foreground"]
