@@ -90,7 +90,8 @@ def gc(
 
 
 @cloud_app.command("instances")
-def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
+def instances(pool: str = typer.Option(None, "--pool", help="Only this pool."), config: str = ConfigOption,
+              as_json: bool = JsonFlag) -> None:
     """Every instance tagged with this cluster, as the cloud sees it."""
     cfg = get_config(config)
     rows = []
@@ -110,7 +111,12 @@ def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOpti
         return
     from rich.table import Table
 
-    table = Table("pool", "instance", "node", "lease", "state", "offering")
+    table = Table("pool", title="cloud instances")
+    table.add_column("instance", no_wrap=True)  # ids are never cut: an admin copies them into the next command
+    table.add_column("node")
+    table.add_column("lease", no_wrap=True)
+    table.add_column("state")
+    table.add_column("offering", overflow="fold")
     for r in rows:
         table.add_row(r["pool"], r["instance_id"], r["node"], r["lease_id"],
                       r["state"] + (" (preempted)" if r["preempted"] else ""), r["offering"])
