@@ -64,3 +64,33 @@ def api_call(config: str | None, fn: Callable[[Any], Any]) -> Any:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+
+
+def resolve_lease(config: str | None, prefix: str, unknown: str = "") -> dict:
+    """The lease whose id (or instance id) is ``prefix`` or starts with it; exit 2 when none or several do
+    (``unknown``: the message when none does)."""
+    from burstd.domain.ids import IdError, unique_prefix
+
+    rows = api_call(config, lambda api: api.get("/v1/leases", all=True))
+    by_id = {r["lease_id"]: r for r in rows}
+    by_instance = {r["instance_id"]: r for r in rows if r.get("instance_id")}
+    try:
+        return by_id[unique_prefix(prefix, by_id, "lease")]
+    except IdError as lease_err:
+        try:
+            return by_instance[unique_prefix(prefix, by_instance, "instance")]
+        except IdError:
+            fail(unknown if unknown and "ambiguous" not in str(lease_err) else str(lease_err), 2)
+
+
+def node_target(config: str | None, target: str) -> str:
+    """A cloud node name as given, or the node of the lease / instance whose id starts with ``target``."""
+    cfg = get_config(config)
+    if cfg.pool_of_node(target) is not None:
+        return target
+    lease = resolve_lease(config, target, f"unknown node {target!r}: not a cloud node of any pool, and no lease "
+                                           "or instance id starts with it")
+    if lease["state"] in ("TERMINATED", "REFUSED", "FAILED"):
+        fail(f"lease {lease['lease_id']} of node {lease['node_name']} is {lease['state']}: nothing to act on", 2)
+    return lease["node_name"]
+

@@ -15,43 +15,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from burstd.cli.common import ConfigOption, JsonFlag, api_call, console, fail, get_config, print_json
+from burstd.cli.common import (
+    ConfigOption, JsonFlag, api_call, console, fail, get_config, node_target, print_json, resolve_lease,
+)
 from burstd.config import Config
 
 HOOK_DIR = "/usr/lib/burstd/hooks"
 NODE_HELP = "cloud node name, or a unique prefix of its lease id or instance id"
 
-
-_call = api_call
-
-
-def _resolve_lease(config: str | None, prefix: str, unknown: str = "") -> dict:
-    """The lease whose id (or instance id) is ``prefix`` or starts with it; exit 2 when none or several do
-    (``unknown``: the message when none does)."""
-    from burstd.domain.ids import IdError, unique_prefix
-
-    rows = api_call(config, lambda api: api.get("/v1/leases", all=True))
-    by_id = {r["lease_id"]: r for r in rows}
-    by_instance = {r["instance_id"]: r for r in rows if r.get("instance_id")}
-    try:
-        return by_id[unique_prefix(prefix, by_id, "lease")]
-    except IdError as lease_err:
-        try:
-            return by_instance[unique_prefix(prefix, by_instance, "instance")]
-        except IdError:
-            fail(unknown if unknown and "ambiguous" not in str(lease_err) else str(lease_err), 2)
-
-
-def _node_target(config: str | None, target: str) -> str:
-    """A cloud node name as given, or the node of the lease / instance whose id starts with ``target``."""
-    cfg = get_config(config)
-    if cfg.pool_of_node(target) is not None:
-        return target
-    lease = _resolve_lease(config, target, f"unknown node {target!r}: not a cloud node of any pool, and no lease "
-                                           "or instance id starts with it")
-    if lease["state"] in ("TERMINATED", "REFUSED", "FAILED"):
-        fail(f"lease {lease['lease_id']} of node {lease['node_name']} is {lease['state']}: nothing to act on", 2)
-    return lease["node_name"]
 
 
 def _ago(ts: float | None) -> str:
@@ -135,7 +106,7 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
         """Queue pressure, leases by state, cloud nodes, and what the loop did last."""
-        data = _call(config, lambda api: api.get("/v1/status"))
+        data = api_call(config, lambda api: api.get("/v1/status"))
         if as_json:
             print_json(data)
             return
@@ -180,7 +151,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonFlag,
     ) -> None:
         """Node leases (open ones by default)."""
-        rows = _call(config, lambda api: api.get("/v1/leases", state=state, all=all_ or None))
+        rows = api_call(config, lambda api: api.get("/v1/leases", state=state, all=all_ or None))
         if as_json:
             print_json(rows)
             return
@@ -208,8 +179,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonFlag,
     ) -> None:
         """The lease event log (every transition, with time and reason)."""
-        lease_id = _resolve_lease(config, lease)["lease_id"] if lease else None
-        rows = _call(config, lambda api: api.get("/v1/events", lease_id=lease_id, limit=limit))
+        lease_id = resolve_lease(config, lease)["lease_id"] if lease else None
+        rows = api_call(config, lambda api: api.get("/v1/events", lease_id=lease_id, limit=limit))
         if as_json:
             print_json(rows)
             return
@@ -229,35 +200,35 @@ def register(app: typer.Typer) -> None:
     def pause(reason: str = typer.Option("", "--reason", help="Why, for whoever runs `burstctl status` next."),
               config: str = ConfigOption) -> None:
         """Stop bursting: no new job becomes eligible, pending eligibility is revoked, launches refused."""
-        _call(config, lambda api: api.post("/v1/pause", json={"reason": reason}))
+        api_call(config, lambda api: api.post("/v1/pause", json={"reason": reason}))
         console.print("bursting [bold red]paused[/]" + (f": {escape(reason)}" if reason else ""))
 
     @app.command("resume")
     def resume(config: str = ConfigOption) -> None:
         """Resume bursting after ``pause``."""
-        _call(config, lambda api: api.post("/v1/resume"))
+        api_call(config, lambda api: api.post("/v1/resume"))
         console.print("bursting [green]resumed[/]")
 
     @app.command("drain")
     def drain(node: str = typer.Argument(..., help=NODE_HELP), reason: str = typer.Option("", "--reason"),
               config: str = ConfigOption) -> None:
         """Drain a cloud node: it finishes its jobs, takes no new ones, then powers down."""
-        node = _node_target(config, node)
-        _call(config, lambda api: api.post(f"/v1/nodes/{node}/drain", json={"reason": reason}))
+        node = node_target(config, node)
+        api_call(config, lambda api: api.post(f"/v1/nodes/{node}/drain", json={"reason": reason}))
         console.print(f"{node}: drain requested")
 
     @app.command("terminate")
     def terminate(node: str = typer.Argument(..., help=NODE_HELP), reason: str = typer.Option("", "--reason"),
                   config: str = ConfigOption) -> None:
         """Terminate a cloud node now (its jobs are requeued)."""
-        node = _node_target(config, node)
-        _call(config, lambda api: api.post(f"/v1/nodes/{node}/terminate", json={"reason": reason}))
+        node = node_target(config, node)
+        api_call(config, lambda api: api.post(f"/v1/nodes/{node}/terminate", json={"reason": reason}))
         console.print(f"{node}: termination requested")
 
     @app.command("explain")
     def explain(job_id: int = typer.Argument(...), config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
         """Why a job bursts, or does not."""
-        data = _call(config, lambda api: api.get(f"/v1/explain/{job_id}"))
+        data = api_call(config, lambda api: api.get(f"/v1/explain/{job_id}"))
         if as_json:
             print_json(data)
             return

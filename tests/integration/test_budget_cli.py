@@ -236,6 +236,10 @@ def test_lease_ids_are_taken_by_unique_prefix_and_shown_whole_at_80_columns(live
     assert r.exit_code == 2 and "no lease id starts with 'ffff'" in r.output, r.output
     r = cli("drain", "3f2", "-c", path)  # drain/terminate take a node, or a lease/instance id prefix
     assert r.exit_code == 2 and "ambiguous" in r.output, r.output
+    r = cli("preempt", "3f2a", "-c", path)  # so does preempt: 3f2a is cloud1's lease (its VM is not running here)
+    assert r.exit_code == 1 and "node cloud1 has no running VM" in r.output, r.output
+    r = cli("preempt", "3f2", "-c", path)
+    assert r.exit_code == 2 and "ambiguous" in r.output, r.output
     width = common.console.width
     common.console.width = 80
     try:
