@@ -206,6 +206,8 @@ class Executor:
         if S.FAILED not in ALLOWED[lease.state]:
             return
         self._move(a.lease_id, S.FAILED, a.reason)
+        if lease.state in (S.READY, S.DRAINING):  # a running node taken away (preempted, vanished): not a boot failure
+            self.metrics.lost_node(len(a.requeue))
         if lease.state == S.BOOTING:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
