@@ -31,7 +31,7 @@ NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # Every number has an upper bound too: a typo (1e12 s, 1e10 USD) must be refused, not overflow a timer.
 YEAR_S = 366 * 86400.0
-MAX_USD = 1e9
+MAX_USD = 1e12  # a trillion dollars: "no limit" in a simulation, yet never an overflow
 Seconds = Annotated[float, Field(ge=0, le=YEAR_S, allow_inf_nan=False)]
 PosSeconds = Annotated[float, Field(gt=0, le=YEAR_S, allow_inf_nan=False)]
 Usd = Annotated[float, Field(ge=0, le=MAX_USD, allow_inf_nan=False)]
@@ -160,9 +160,9 @@ class CloudConfig(_Section):
 
 class InstanceType(_Section):
     name: str
-    cpus: int = Field(ge=1, le=1_000_000)
-    memory_mb: int = Field(ge=1, le=1_000_000)
-    gpus: int = Field(default=0, ge=0, le=1_000_000)
+    cpus: int = Field(ge=1, le=100_000)
+    memory_mb: int = Field(ge=1, le=64 << 20)  # MiB: up to 64 TiB
+    gpus: int = Field(default=0, ge=0, le=1024)
     gpu_type: SlurmWord | None = None
     price_per_hour: Usd | None = None  # overrides the pool's price for this type
     weight: int = Field(default=1, ge=1, le=1_000_000)
