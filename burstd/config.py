@@ -354,7 +354,8 @@ class AgentConfig(_Section):
     signal: str = "USR1"
     lead_time_s: Seconds = 0.0  # signal this long after the notice (0 = at once)
     daemon_url: str | None = None  # "unix:/run/burstd/burstd.sock" or "https://head:8787"; None = don't report
-    daemon_token_file: str | None = None  # bearer token for a TCP daemon_url
+    daemon_token_file: str | None = None  # this node's own agent credential (0600), for an https daemon_url
+    daemon_ca_file: str | None = None  # CA that signed the daemon's TLS certificate; None = the system's
     node_name: str | None = None  # the Slurm node name; None = the short hostname
     http_timeout_s: PosSeconds = 2.0  # per metadata request
     http_retries: int = Field(default=3, ge=0, le=20)  # per poll, on connection errors and 5xx

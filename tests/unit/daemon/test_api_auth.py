@@ -283,3 +283,22 @@ def test_a_stale_socket_is_replaced_but_a_live_one_is_refused(tmp_path):
         live.close()  # the file stays: stale now
     assert stat.S_ISSOCK(os.lstat(path).st_mode)
     bind_unix_socket(path, "root").close()
+
+
+def test_the_agent_reports_over_tls_with_its_own_credential_and_refuses_unsafe_settings(served, tmp_path):
+    from burstd.agent.report import report_notice
+    from burstd.domain.preemption import Notice
+
+    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud1"})
+    with ApiClient(served.config.api.socket) as api:
+        token = api.post("/v1/nodes/cloud1/agent-token")["token"]
+    tok = tmp_path / "agent.token"
+    tok.write_text(token + "\n")
+    tok.chmod(0o600)
+    notice = Notice("interruption", "terminate", 1_800_000_000.0, "aws")
+    assert report_notice(served.url, "cloud1", notice, token_file=str(tok), ca_file=served.ca)
+    assert [i.node for i in served.store_.intents() if i.kind == "notice"] == ["cloud1"]
+    assert not report_notice(served.url.replace("https", "http"), "cloud1", notice, token_file=str(tok))
+    tok.chmod(0o644)
+    assert not report_notice(served.url, "cloud1", notice, token_file=str(tok), ca_file=served.ca)
+    assert len(served.store_.intents()) == 1
