@@ -31,15 +31,18 @@ import uvicorn
 from fastapi import FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
+from sqlalchemy.exc import SQLAlchemyError
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from burstd.config import ApiConfig, Config
+from burstd.config import Config
 from burstd.daemon.agent_auth import AgentCredentials
 from burstd.daemon.api_auth import PEER_KEY, Access, Gate, Principal, _gid
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import notice_reason
 from burstd.daemon.reconcile import Reconciler
+from burstd.db.engine import lock_wait
+from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.money import format_usd
 from burstd.slurm.base import check_reason
@@ -98,6 +101,8 @@ class HookCall(BaseModel):
     jobs: list[HookJob] = Field(default_factory=list, description="from SLURM_RESUME_FILE")
     t0: float | None = Field(default=None, ge=0, le=4_102_444_800, allow_inf_nan=False,
                              description="when the hook process started (Unix time), for latency")
+    timeout_s: float | None = Field(default=None, gt=0, le=30, allow_inf_nan=False,
+                                    description="how long the hook waits for this answer")
 
 
 class NoticeCall(BaseModel):
@@ -173,6 +178,17 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         return nodes
 
     def hook_call(kind: str, body: HookCall) -> dict:
+        # The hook gives up after its timeout: the database may keep us only half of it, so the answer (done, or
+        # 503 with nothing recorded) always reaches the hook; never a lease committed after it left.
+        wait = 0.5 * min(body.timeout_s or config.daemon.hook_timeout_s, config.daemon.hook_timeout_s)
+        try:
+            with lock_wait(wait):
+                return _hook_call(kind, body)
+        except StoreBusy as exc:
+            rec.metrics.hook_calls.labels(kind, "busy").inc()
+            raise HTTPException(503, f"{kind} {body.hostlist}: {exc}") from None
+
+    def _hook_call(kind: str, body: HookCall) -> dict:
         try:
             nodes = nodes_of(body.hostlist)
         except HTTPException:
@@ -416,6 +432,18 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:
         return PlainTextResponse(rec.metrics.render().decode(), media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(StoreError)
+    async def store_error(request: Request, exc: StoreError) -> JSONResponse:
+        # e.g. StoreBusy outside a hook; never a bare 500 with no word on what happened
+        log.error("store error", extra=ev(path=request.url.path, error=str(exc)))
+        return JSONResponse({"detail": f"database: {exc}"}, status_code=503)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_error(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        log.error("database error", extra=ev(path=request.url.path, error=str(exc)[:500]))
+        return JSONResponse({"detail": f"database unavailable ({exc.__class__.__name__}); nothing was changed by "
+                                       "this call unless a later read shows it"}, status_code=503)
 
     @app.exception_handler(NotImplementedError)
     async def not_implemented(request: Request, exc: NotImplementedError) -> JSONResponse:

@@ -78,7 +78,8 @@ def run(argv: list[str]) -> int:
         print(f"burstd-hook: {kind}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        post_unix_json(sock, f"/v1/hooks/{kind}", {"hostlist": hostlist, "jobs": jobs, "t0": T0}, timeout=timeout)
+        post_unix_json(sock, f"/v1/hooks/{kind}", {"hostlist": hostlist, "jobs": jobs, "t0": T0, "timeout_s": timeout},
+                       timeout=timeout)
     except ApiError as exc:
         print(f"burstd-hook: {kind} {hostlist}: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.status in (404, 422) else EXIT_DAEMON

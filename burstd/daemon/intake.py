@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from burstd.config import Config
 from burstd.daemon.actions import Intent
+from burstd.db.errors import StoreBusy
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.planning import plan_gangs
@@ -63,6 +64,7 @@ class Intake:
         self.check_nodes(nodes)
         jobs = jobs or {}
         created: list[str] = []
+        done: list[str] = []  # nodes whose lease is committed
         existing: list[str] = []
         deferred: list[str] = []
         with self.lock:
@@ -82,18 +84,26 @@ class Intake:
                 assert pool is not None  # check_nodes above
                 job_ids = tuple(jobs.get(node, ()))
                 gang = gang_ids.get(leaders.get(node, ""))
-                lease = self.store.create_lease(
-                    pool=pool.name, node_name=node, market=pool.market,
-                    price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=job_ids,
-                    account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
-                    lease_id=gang if gang is not None and leaders[node] == node else None,
-                )
+                try:
+                    lease = self.store.create_lease(
+                        pool=pool.name, node_name=node, market=pool.market,
+                        price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=job_ids,
+                        account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
+                        lease_id=gang if gang is not None and leaders[node] == node else None,
+                    )
+                except StoreBusy as exc:  # say exactly what was recorded before the lock timed out
+                    if done:
+                        self._wake()
+                    rest = fresh[fresh.index(node):]
+                    raise StoreBusy(f"{exc}: lease(s) recorded for {', '.join(done) or 'no node'}; "
+                                    f"none for {', '.join(rest)}") from None
                 crash_point("resume.after_commit")
                 if hook_t0 is not None:
                     self.hook_started[lease.lease_id] = hook_t0
                 log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name, gang=gang,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
+                done.append(node)
         self._wake()
         return {"created": created, "existing": existing, "deferred": deferred}
 
