@@ -29,6 +29,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
@@ -432,6 +433,13 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:
         return PlainTextResponse(rec.metrics.render().decode(), media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # what was wrong and where, without echoing the input: it may be huge, or NaN (not JSON at all)
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                  for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(StoreError)
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:

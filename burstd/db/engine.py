@@ -5,6 +5,7 @@ mixins (``ledger_records``, ``daemon_state``) and the ``Store`` build on it."""
 from __future__ import annotations
 
 import contextvars
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,7 +78,12 @@ def make_engine(url: str) -> Engine:
         if u.database in (None, "", ":memory:"):
             kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
         else:
-            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            db = Path(u.database).expanduser()
+            db.parent.mkdir(parents=True, exist_ok=True)
+            try:  # spend, budgets and leases are the site's business: the file is the daemon's alone (0600)
+                os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass
             kwargs = {"connect_args": {"check_same_thread": False}}
         engine = create_engine(u, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)

@@ -302,3 +302,15 @@ def test_the_agent_reports_over_tls_with_its_own_credential_and_refuses_unsafe_s
     tok.chmod(0o644)
     assert not report_notice(served.url, "cloud1", notice, token_file=str(tok), ca_file=served.ca)
     assert len(served.store_.intents()) == 1
+
+
+@pytest.mark.parametrize("t0", ["NaN", "Infinity", "-Infinity", "1e300"])
+def test_a_hook_start_time_that_is_not_a_real_time_never_reaches_the_metrics(served, t0):
+    raw = '{"hostlist": "cloud1", "t0": %s}' % t0  # Python's json reads NaN/Infinity: the model must refuse them
+    with httpx.Client(transport=httpx.HTTPTransport(uds=served.config.api.socket), base_url="http://b") as c:
+        r = c.post("/v1/hooks/resume", content=raw, headers={"Content-Type": "application/json"})
+        assert r.status_code == 422
+        metrics = c.get("/metrics").text
+    values = [line.split()[-1] for line in metrics.splitlines() if not line.startswith("#")]
+    bad = [v for v in values if v in ("NaN", "+Inf", "-Inf")]
+    assert served.store_.leases() == [] and bad == []
