@@ -371,17 +371,21 @@ def parse_kv_line(line: str) -> dict[str, str]:
 
 def partitions_from_scontrol_text(output: str) -> list[Partition]:
     parts: list[Partition] = []
-    for line in output.splitlines():
+    for n, line in enumerate(output.splitlines(), 1):
         kv = parse_kv_line(line)
         if "PartitionName" not in kv:
             continue
         nodes = kv.get("Nodes", "")
+        try:
+            max_time = parse_time_limit(kv.get("MaxTime", "UNLIMITED"))
+        except ValueError:
+            raise SlurmError(f"scontrol show partitions line {n}: MaxTime={kv['MaxTime'][:40]!r} is not a time") from None
         parts.append(
             Partition(
                 name=kv["PartitionName"],
                 nodes="" if nodes == "(null)" else nodes,
                 state=kv.get("State", "UP").upper(),
-                max_time_min=parse_time_limit(kv.get("MaxTime", "UNLIMITED")),
+                max_time_min=max_time,
                 default=kv.get("Default", "NO").upper() == "YES",
                 total_cpus=num(kv.get("TotalCPUs")) or 0,
                 total_nodes=num(kv.get("TotalNodes")) or 0,
@@ -424,8 +428,10 @@ def data_parser(doc: Mapping[str, Any]) -> str:
 def load_json(raw: bytes | str, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SlurmError(f"{what}: not JSON ({exc})") from None
+    except RecursionError:
+        raise SlurmError(f"{what}: JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise SlurmError(f"{what}: expected a JSON object")
     errors = [e for e in doc.get("errors") or [] if e]
