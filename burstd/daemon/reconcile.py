@@ -45,8 +45,9 @@ from burstd.daemon.spend import SpendAccrual
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
+from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
-from burstd.policy.budget import guard_launch, launch_seconds, validate_quote
+from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
 from burstd.policy.decide import decide
 from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
@@ -86,6 +87,8 @@ class Reconciler:
         self.decider = decider
         self.decider_name = decider_name or ("policy" if decider is decide else getattr(decider, "__name__", "decide"))
         self.metrics = metrics or Metrics()
+        self.metrics.setup([p.name for p in config.pools], config.daemon.launch_timeout_s,
+                           config.daemon.boot_timeout_s, None)  # the burn cap is set from the budget book each cycle
         self.clock = clock
         self.on_wake: Callable[[], None] = lambda: None
         self.last_snapshot: Snapshot | None = None
@@ -215,8 +218,10 @@ class Reconciler:
             self.metrics.error(exc)
             report.errors.append(f"spend: {exc}")
             log.error("spend accrual failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
+        self._money_metrics()
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
+        self.metrics.last_cycle.set(time.time())  # wall time, for the "cycle stalled" alert
         self.last_report = report
         if report.actions:
             log.info("cycle", extra=ev(duration_s=round(report.duration_s, 4), actions=report.actions,
@@ -300,8 +305,32 @@ class Reconciler:
         self.metrics.set_pressure(jobs, hours, eligible)
 
     def _lease_metrics(self) -> None:
-        counts: dict[tuple[str, str], int] = {}
+        counts: dict[tuple[str, str], int] = {(s.value, p.name): 0 for s in OPEN_STATES for p in self.config.pools}
+        oldest: dict[tuple[str, str], float] = {}
+        now = self.clock()
         for lease in self.store.leases(states=OPEN_STATES):
-            counts[(lease.state.value, lease.pool)] = counts.get((lease.state.value, lease.pool), 0) + 1
-        self.metrics.set_leases(counts)
+            key = (lease.state.value, lease.pool)
+            counts[key] = counts.get(key, 0) + 1
+            oldest[key] = max(oldest.get(key, 0.0), now - lease.state_since)
+        self.metrics.set_leases(counts, oldest)
+        try:
+            for pool, h in self.health.status().items():
+                self.metrics.pool_protected.labels(pool).set(1 if isinstance(h, dict) and h.get("protected") else 0)
+        except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
+            self.metrics.error(exc)
 
+    def _money_metrics(self) -> None:
+        """Budget and spend this period per account, and the burn rate of the live leases (dollars)."""
+        try:
+            book = self._budget_book()
+            self.metrics.burn_cap.set(_inf_if_none(burn_cap(book, self.config)))
+            live = [le for le in self.store.leases(states=OPEN_STATES) if le.is_live]
+            self.metrics.set_money({a: account_limit(book, a, self.config) for a in book.accounts},
+                                   {a: b.spent_micros for a, b in book.accounts.items()},
+                                   sum(le.price_per_hour_micros for le in live))
+        except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
+            self.metrics.error(exc)
+
+
+def _inf_if_none(micros: int | None) -> float:
+    return float("inf") if micros is None else micros / MICROS_PER_USD
