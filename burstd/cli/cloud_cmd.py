@@ -2,26 +2,23 @@
 
     burstctl cloud instances [--pool P] [--json]
     burstctl cloud gc [--dry-run] [--grace SECONDS] [--pool P] [--json]
-    burstctl cloud unprotect POOL          # leave protected mode after N boot failures
+    burstctl cloud unprotect POOL          # leave protected mode after N boot failures (through the daemon)
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 
 import typer
 
-from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json
+from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json, sub_app
 from burstd.config import Config
 from burstd.domain.lease import LeaseState, may_own_instance
 from burstd.providers.base import ProviderError
 from burstd.providers.orphans import collect_orphans
 
-cloud_app = typer.Typer(help="Cloud instances of this cluster: list, garbage-collect orphans, protection.",
-                        no_args_is_help=True)
-PROTECTION_SETTING = "pool_protection"
+cloud_app = sub_app("Cloud instances of this cluster: list, garbage-collect orphans, protection.")
 
 
 def _open_store(config: Config):
@@ -93,7 +90,8 @@ def gc(
 
 
 @cloud_app.command("instances")
-def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
+def instances(pool: str = typer.Option(None, "--pool", help="Only this pool."), config: str = ConfigOption,
+              as_json: bool = JsonFlag) -> None:
     """Every instance tagged with this cluster, as the cloud sees it."""
     cfg = get_config(config)
     rows = []
@@ -113,7 +111,12 @@ def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOpti
         return
     from rich.table import Table
 
-    table = Table("pool", "instance", "node", "lease", "state", "offering")
+    table = Table("pool", title="cloud instances")
+    table.add_column("instance", no_wrap=True)  # ids are never cut: an admin copies them into the next command
+    table.add_column("node")
+    table.add_column("lease", no_wrap=True)
+    table.add_column("state")
+    table.add_column("offering", overflow="fold")
     for r in rows:
         table.add_row(r["pool"], r["instance_id"], r["node"], r["lease_id"],
                       r["state"] + (" (preempted)" if r["preempted"] else ""), r["offering"])
@@ -124,15 +127,15 @@ def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOpti
 def unprotect(pool: str = typer.Argument(..., help="Pool to take out of protected mode."),
               config: str = ConfigOption) -> None:
     """Clear a pool's protected mode (entered after repeated boot failures) so it launches again."""
+    from burstd.daemon.client import ApiClient, ApiError
+
     cfg = get_config(config)
-    store = _open_store(cfg)
-    raw = store.get_setting(PROTECTION_SETTING) or "{}"
-    data = json.loads(raw)
-    if pool not in data or not data[pool].get("protected"):
-        fail(f"pool {pool!r} is not in protected mode")
-    reason = data.pop(pool).get("reason", "")
-    store.set_setting(PROTECTION_SETTING, json.dumps(data))
-    console.print(f"pool {pool} leaves protected mode (was: {reason})", highlight=False)
+    try:
+        with ApiClient.from_config(cfg) as api:
+            answer = api.post(f"/v1/pools/{pool}/unprotect")
+    except ApiError as exc:  # 3: the daemon is not answering; 1: it refused (not protected, unknown pool)
+        fail(str(exc), 3 if exc.status is None else 1)
+    console.print(f"pool {pool} leaves protected mode (was: {answer.get('was', '')})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,54 +2,51 @@
 must never block slurmscriptd): record durably, wake the cycle, return.
 
 * ``request_resume`` (ResumeProgram) is where a lease is created: one REQUESTED lease per node, committed
-  before the call returns, a multi-node job's nodes as one gang;
+  before the call returns, a multi-node job's nodes as one gang, in the market the policy decided for its jobs
+  (``daemon.markets``: a spot pool's job escalated to on-demand gets an on-demand lease);
 * ``add_intent`` (SuspendProgram, ResumeFailProgram, agent notices, admin drain/terminate) queues a request
-  in the store; the next cycle applies it (``planning.plan_intents``) and forgets it.
+  in the store's ``intent`` table; the next cycle applies it (``planning.plan_intents``) and forgets it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 
 from burstd.config import Config
 from burstd.daemon.actions import Intent
+from burstd.db.errors import StoreBusy
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.markets import JobMarkets
 from burstd.daemon.planning import plan_gangs
 from burstd.domain.lease import ACTIVE_STATES
-from burstd.domain.money import usd_to_micros
 from burstd.domain.slurm import Snapshot
 
 from burstd.daemon.ports import LeaseStore
 
 log = get_logger("intake")
 
-#: The setting that holds hook/agent/admin requests not yet applied by a cycle (a JSON list).
-INTENTS_SETTING = "pending_intents"
-
-
 class UnknownNode(ValueError):
     """A hook or admin named a node that is in no pool."""
 
 
 class Intake:
-    """Requests from outside the cycle. ``lock`` is held while a gang's leases are recorded and while the queue
-    changes; the cycle reads leases under it so it sees a whole gang or none of it."""
+    """Requests from outside the cycle. ``lock`` is held while a gang's leases are recorded; the cycle reads leases
+    under it so it sees a whole gang or none of it."""
 
     def __init__(self, config: Config, store: LeaseStore, clock: Callable[[], float],
-                 snapshot: Callable[[], Snapshot | None], wake: Callable[[], None]):
+                 snapshot: Callable[[], Snapshot | None], wake: Callable[[], None],
+                 markets: JobMarkets | None = None):
         self.config = config
+        self.markets = markets if markets is not None else JobMarkets(store)  # the market decided per job
         self.store = store
         self.clock = clock
         self._snapshot = snapshot  # the cycle's newest snapshot (accounts of the jobs that asked for a node)
         self._wake = wake
         self.lock = threading.Lock()
         self.hook_started: dict[str, float] = {}  # lease id -> when its ResumeProgram started (in memory only)
-        self._intents: list[Intent] = self._load()  # requests queued before a restart
 
     def check_nodes(self, nodes: Sequence[str]) -> None:
         unknown = [n for n in nodes if self.config.pool_of_node(n) is None]
@@ -70,6 +67,7 @@ class Intake:
         self.check_nodes(nodes)
         jobs = jobs or {}
         created: list[str] = []
+        done: list[str] = []  # nodes whose lease is committed
         existing: list[str] = []
         deferred: list[str] = []
         with self.lock:
@@ -89,44 +87,48 @@ class Intake:
                 assert pool is not None  # check_nodes above
                 job_ids = tuple(jobs.get(node, ()))
                 gang = gang_ids.get(leaders.get(node, ""))
-                lease = self.store.create_lease(
-                    pool=pool.name, node_name=node, market=pool.market,
-                    price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=job_ids,
-                    account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
-                    lease_id=gang if gang is not None and leaders[node] == node else None,
-                )
+                market, price = self.markets.lease_terms(pool, job_ids)  # e.g. escalated to on-demand
+                try:
+                    lease = self.store.create_lease(
+                        pool=pool.name, node_name=node, market=market, price_per_hour_micros=price,
+                        job_ids=job_ids, account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
+                        lease_id=gang if gang is not None and leaders[node] == node else None,
+                    )
+                except StoreBusy as exc:  # say exactly what was recorded before the lock timed out
+                    if done:
+                        self._wake()
+                    rest = fresh[fresh.index(node):]
+                    raise StoreBusy(f"{exc}: lease(s) recorded for {', '.join(done) or 'no node'}; "
+                                    f"none for {', '.join(rest)}") from None
                 crash_point("resume.after_commit")
                 if hook_t0 is not None:
                     self.hook_started[lease.lease_id] = hook_t0
                 log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name, gang=gang,
+                                                     market=market,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
+                done.append(node)
         self._wake()
         return {"created": created, "existing": existing, "deferred": deferred}
 
     def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
         """Queue a request for the next cycle, durably: it is in the store before this returns, so a daemon
         killed before the cycle still drains/terminates after its restart (the cycle applies it and then
-        forgets it; applying one twice is harmless)."""
+        forgets it; applying one twice is harmless). A store error propagates: the caller (the API) answers an
+        error, and nothing is queued."""
         self.check_nodes(nodes)
         now = self.clock()
-        with self.lock:
-            queued = [*self._intents, *(Intent(kind, n, reason, now) for n in nodes)]
-            self._save(queued)  # raises: the caller (the API) answers an error, nothing is queued
-            self._intents = queued
+        self.store.queue_intents([(kind, n, reason, now) for n in nodes])
         self._wake()
 
     def pending(self) -> list[Intent]:
-        with self.lock:
-            return list(self._intents)
+        """Queued requests, oldest first (read from the store: whichever daemon queued them)."""
+        return [Intent(i.kind, i.node, i.reason, i.at, i.intent_id) for i in self.store.intents()]
 
-    def applied(self, count: int) -> None:
-        """The cycle applied the first ``count`` queued requests: forget them (those that arrived meanwhile
-        stay). A failed save keeps them all: applying one again next cycle is harmless."""
-        with self.lock:
-            rest = self._intents[count:]
-            self._save(rest)
-            self._intents = rest
+    def applied(self, intents: Sequence[Intent]) -> None:
+        """The cycle applied these: forget them (those queued meanwhile stay). If this fails they are applied
+        again next cycle, which is harmless."""
+        self.store.forget_intents([i.intent_id for i in intents])
 
     def _account_of(self, job_ids: Sequence[int]) -> str:
         snap = self._snapshot()
@@ -136,15 +138,3 @@ class Intake:
             if job.job_id in job_ids:
                 return job.account
         return ""
-
-    def _save(self, intents: Sequence[Intent]) -> None:
-        self.store.set_setting(INTENTS_SETTING, json.dumps([dataclasses.asdict(i) for i in intents]))
-
-    def _load(self) -> list[Intent]:
-        raw = self.store.get_setting(INTENTS_SETTING)
-        try:
-            return [Intent(str(d["kind"]), str(d["node"]), str(d.get("reason", "")), float(d.get("at", 0.0)))
-                    for d in json.loads(raw or "[]")]
-        except (ValueError, TypeError, KeyError) as exc:
-            log.error("queued requests unreadable; dropped", extra=ev(setting=INTENTS_SETTING, error=str(exc)))
-            return []

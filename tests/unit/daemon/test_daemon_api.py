@@ -133,8 +133,8 @@ def test_reads_and_admin_calls_for_root(daemon):
     with ApiClient(cfg.api.socket) as api:
         assert api.get("/v1/status")["pools"][0]["name"] == "local"
         api.post("/v1/pause")
-        assert store.get_setting("paused") == "1" and api.get("/v1/status")["paused"] is True
-        assert api.post("/v1/resume") == {"paused": False}
+        assert store.pause_state().paused is True and api.get("/v1/status")["paused"] is True
+        assert api.post("/v1/resume")["paused"] is False
         assert "/v1/hooks/resume" in api.get("/openapi.json")["paths"]
         with pytest.raises(ApiError, match="unknown lease state"):
             api.get("/v1/leases", state="NOPE")
@@ -142,41 +142,28 @@ def test_reads_and_admin_calls_for_root(daemon):
             api.post("/v1/nodes/onprem1/drain")
 
 
+def test_pause_keeps_who_and_why_and_unprotect_goes_through_the_daemon(daemon):
+    cfg, rec, store, woken, cfg_file = daemon
+    with ApiClient(cfg.api.socket) as api:
+        api.post("/v1/pause", json={"reason": "quota review"})
+        pause = api.get("/v1/status")["pause"]
+        assert pause["paused"] is True and pause["reason"] == "quota review" and pause["by"]
+        with pytest.raises(ApiError, match="not in protected mode"):
+            api.post("/v1/pools/local/unprotect")
+        with pytest.raises(ApiError, match="no pool 'nope'"):
+            api.post("/v1/pools/nope/unprotect")
+        for _ in range(cfg.cloud.protect_after_boot_failures):
+            rec.health.record_boot_failure("local", "boot timeout")
+        assert api.get("/v1/status")["pool_health"]["local"]["protected"] is True
+        assert "boot timeout" in api.post("/v1/pools/local/unprotect")["was"]
+        assert api.get("/v1/status")["pool_health"]["local"]["protected"] is False
+
+
 def test_post_unix_json_reports_refusal_detail(daemon):
     cfg, *_ = daemon
     with pytest.raises(ApiError) as e:
         post_unix_json(cfg.api.socket, "/v1/hooks/resume", {"hostlist": "cloud99"})
     assert e.value.status == 404 and "cloud99" in str(e.value)
-
-
-def test_tcp_listener_needs_the_bearer_token(tmp_path):
-    import socket as _socket
-
-    import httpx
-
-    with _socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    token = tmp_path / "token"
-    token.write_text("s3cret-token\n")
-    cfg = parse_config({
-        "api": {"socket": str(tmp_path / "b.sock"), "tcp_listen": f"127.0.0.1:{port}", "token_file": str(token)},
-        "pools": _config(tmp_path).model_dump()["pools"],
-    })
-    clock = FakeClock()
-    store = FakeStore(clock)
-    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
-    server = ApiServer(create_app(rec, cfg), cfg)
-    server.start()
-    try:
-        assert server.wait_started()
-        url = f"http://127.0.0.1:{port}"
-        assert httpx.get(f"{url}/v1/status").status_code == 403
-        assert httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer wrong"}).status_code == 403
-        ok = httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer s3cret-token"})
-        assert ok.status_code == 200 and store.get_setting("paused") == "1"
-    finally:
-        server.stop()
 
 
 def test_metrics_render_lease_and_hook_counts(daemon):

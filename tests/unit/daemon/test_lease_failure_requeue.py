@@ -1,8 +1,9 @@
-"""Which jobs come back when a lease fails: only those still running on its node, on every failure path.
+"""Which jobs come back when a lease fails, on every failure path: ``plan_leases`` names the candidates and
+when the trouble began (``Fail.requeue``, ``Fail.since``), ``jobs_to_requeue`` keeps the live ones.
 
-The table is ``plan_leases`` (pure) plus the Executor's launch failure, over the same world: job 5 asked for
-the node and ended before (completed or cancelled: not in Slurm's active jobs any more), job 9 runs there now,
-job 11 runs on another node. Every path requeues 9 and never 5 or 11, and the failure records what it requeued.
+The world: job 5 asked for the node and was cancelled before (Slurm says CANCELLED), job 9 runs there now,
+job 11 runs on another node. Every path brings back 9 and never 5 or 11, and the failure records what it
+requeued; a notice records the jobs running when it arrived.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from burstd.daemon.actions import Drain, Fail, Intent
-from burstd.daemon.planning import World, interrupted_jobs, plan_intents, plan_leases
+from burstd.daemon.planning import World, jobs_to_requeue, plan_intents, plan_leases
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.preemption import Notice, preemption_reason
@@ -67,7 +68,10 @@ def test_every_failure_path_requeues_the_running_job_never_the_ended_one(case):
         world = _world([_lease(S.DRAINING)], ("MIXED", ("CLOUD", "DRAIN")), reason=_notice(NOW + 60), listed=False)
     fails = _fails(plan_leases(world, CFG))
     assert len(fails) == 1, case
-    assert fails[0].requeue == (9,), case
+    fail = fails[0]
+    assert 11 not in fail.requeue and fail.since is not None and fail.since <= NOW, case
+    states = {5: "CANCELLED", 9: "RUNNING", 11: "RUNNING"}
+    assert jobs_to_requeue(fail.requeue, states, [], fail.since) == (9,), case
 
 
 def test_a_gang_member_failing_requeues_the_gang_job_once_per_node_it_runs_on():
@@ -76,26 +80,14 @@ def test_a_gang_member_failing_requeues_the_gang_job_once_per_node_it_runs_on():
     world = _world(leases, ("MIXED", ("CLOUD",)), listed=False, jobs=(gang_job,))
     fails = _fails(plan_leases(world, CFG))
     assert {f.lease_id for f in fails} == {"L1", "L2"}
-    assert all(f.requeue == (7,) for f in fails)  # requeueing twice is harmless: the second is a no-op
+    # requeueing twice is harmless: the second is a no-op
+    assert all(jobs_to_requeue(f.requeue, {7: "RUNNING", 5: "COMPLETED"}, [], f.since) == (7,) for f in fails)
 
 
 def test_a_cancelled_job_that_started_the_vm_is_never_requeued_and_nothing_runs_there():
     world = _world([_lease(S.READY)], ("IDLE", ("CLOUD",)), listed=False, jobs=())
-    assert _fails(plan_leases(world, CFG))[0].requeue == ()
-
-
-def test_without_a_snapshot_nothing_is_requeued_by_burstd_slurms_forced_power_down_does_it():
-    lease = _lease(S.READY)
-    world = World(NOW, NOW, None, {"local": ()}, (lease,))
     fail = _fails(plan_leases(world, CFG))[0]
-    assert fail.requeue == () and fail.power_down
-
-
-def test_a_snapshot_older_than_the_lease_cannot_show_its_jobs_so_they_count():
-    lease = Lease("L1", "local", "cloud1", S.LAUNCHING, created_at=NOW, job_ids=(5,))
-    assert interrupted_jobs(Snapshot(taken_at=NOW - 2), lease) == (5,)
-    assert interrupted_jobs(Snapshot(taken_at=NOW + 2), lease) == ()
-    assert interrupted_jobs(None, lease) == (5,)
+    assert jobs_to_requeue(fail.requeue, {5: "CANCELLED"}, [], fail.since) == ()
 
 
 def test_a_notice_records_the_jobs_running_when_it_arrived():
@@ -107,7 +99,6 @@ def test_a_notice_records_the_jobs_running_when_it_arrived():
 def test_the_failure_and_the_notice_are_on_the_lease_record_with_their_jobs():
     clock = FakeClock(NOW)
     store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
-    adapter.clock = clock
     rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
     rec.request_resume(["cloud1"], {"cloud1": (5,)})
     rec.cycle()
@@ -115,7 +106,8 @@ def test_the_failure_and_the_notice_are_on_the_lease_record_with_their_jobs():
     clock.advance(5)
     rec.cycle()
     assert store.leases()[0].state == S.READY
-    adapter.jobs = [RUNNING]  # job 5 ended; job 9 runs on cloud1
+    adapter.jobs = [RUNNING]  # job 5 was cancelled; job 9 runs on cloud1
+    adapter.ended = {5: "CANCELLED"}
     rec.add_intent("notice", ["cloud1"], "spot-interruption")
     clock.advance(5)
     rec.cycle()
@@ -139,6 +131,7 @@ def test_a_launch_failure_does_not_requeue_a_job_cancelled_before_it():
     provider.fail_next = ErrorKind.CAPACITY
     clock.advance(5)
     rec.last_snapshot = Snapshot(taken_at=clock(), jobs=())  # job 5 is gone: cancelled while waiting
+    adapter.ended = {5: "CANCELLED"}
     rec.cycle()
     assert ("requeue", 5) not in adapter.calls
 
@@ -148,6 +141,6 @@ def test_a_reclaim_the_provider_reports_is_recorded_as_a_preemption_not_a_vanish
     snap = Snapshot(taken_at=NOW, nodes=(Node("cloud1", "MIXED", ("CLOUD",)),), jobs=(RUNNING,))
     reclaimed = Instance("i-1", "L1", "cloud1", "local", "preempted", NOW - 19_000, preempted=True)
     fail = _fails(plan_leases(World(NOW, NOW, snap, {"local": (reclaimed,)}, (lease,)), CFG))[0]
-    assert fail.reason.startswith("preempted") and "vanished" not in fail.reason and fail.requeue == (9,)
+    assert fail.reason.startswith("preempted") and "vanished" not in fail.reason and 9 in fail.requeue
     gone = _fails(plan_leases(World(NOW, NOW, snap, {"local": ()}, (lease,)), CFG))[0]
     assert "vanished" in gone.reason  # deleted outside burstd, with no word from the provider

