@@ -182,12 +182,16 @@ def complete_steps(ckpt: Path) -> list[int]:
                   if re.fullmatch(r"step-\d{9}", m.parent.name))
 
 
-def no_notice(netns: str, work: Path, width: int, layers: int, every: int, trials: int, rng) -> list[dict]:
+def no_notice(netns: str, records: Path, work: Path, width: int, layers: int, every: int, trials: int, rng,
+              poll: float) -> list[dict]:
     """Steps lost to a reclaim without notice, at a checkpoint interval of ``every`` steps: the VM is powered
     off (every process SIGKILLed at once, as the local provider's reclaim does) at a random moment of a
     checkpoint interval; lost = the last step done - the newest complete checkpoint's step."""
     from burstd.providers.local.netns import kill_all
 
+    # the last width's notice must be gone: under a notice the agent would signal these jobs too
+    clear_notices(metadata_dir(records, netns))
+    time.sleep(2 * poll + 0.5)
     rows = []
     for trial in range(trials):
         job = f"bench-nn-{trial}-{uuid.uuid4().hex[:6]}"
@@ -197,6 +201,8 @@ def no_notice(netns: str, work: Path, width: int, layers: int, every: int, trial
         try:
             wait(lambda log=log, proc=proc: len(rank0_steps(log)) >= every + 2 or proc.poll() is not None, 600,
                  "training")
+            if proc.poll() is not None:
+                raise RuntimeError(f"training exited with {proc.returncode}: {log.read_text()[-2000:]}")
             steps = rank0_steps(log)
             step_s = statistics.median(b[1] - a[1] for a, b in itertools.pairwise(steps[2:]))
             time.sleep(rng.uniform(0, every * step_s))  # an arbitrary moment, as a reclaim is
@@ -262,8 +268,8 @@ def main() -> int:
         # last: a power-off kills the VM's agent and metadata endpoint too
         import random
 
-        lost = no_notice(netns, work, min(int(x) for x in a.widths.split(",")), a.layers, a.ckpt_every,
-                         a.trials, random.Random(a.seed))
+        lost = no_notice(netns, records, work, min(int(x) for x in a.widths.split(",")), a.layers, a.ckpt_every,
+                         a.trials, random.Random(a.seed), a.poll)
         for r in lost:
             print(f"no notice: checkpoint every {r['every']} steps, step {r['step_s']:.3f} s: powered off after step "
                   f"{r['last_step']}, newest checkpoint step {r['checkpoint_step']}: {r['steps_lost']} steps lost "
