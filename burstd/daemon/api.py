@@ -332,8 +332,9 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.get("/v1/events", tags=["read"])
     def events(lease_id: str | None = None, limit: int = 100, who: str = read) -> list[dict]:
         rows = rec.store.events(lease_id=lease_id, limit=limit)
-        return unit_named([r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
-                                                              getattr(r, "model_dump", lambda: dict(r))()) for r in rows])
+        rows = [r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
+                                               getattr(r, "model_dump", lambda: dict(r))()) for r in rows]
+        return unit_named(rows)
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int, who: str = read) -> dict:
