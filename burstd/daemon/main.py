@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from burstd.config import ConfigError, load_config
+from burstd.config import ConfigError, config_path, load_config
 from burstd.daemon.logging import ev, get_logger, setup_logging
 
 log = get_logger("main")
@@ -74,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     health = PoolHealth(store, config)  # one capacity cooldown for every cloud pool, restored from the store
     providers = make_providers(config, cooldown=health.cooldown)
     metrics = Metrics()
-    rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health)
+    try:
+        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health)
+    except ValueError as exc:  # e.g. cloud.spot_advisor_file unreadable: say which key, no traceback
+        print(f"{config_path(args.config)}: {exc}", file=sys.stderr)
+        return 2
     if args.once:
         report = rec.cycle()
         print(report.as_dict())

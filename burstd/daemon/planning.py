@@ -10,13 +10,13 @@ table is tested on its own; nothing here touches the store, Slurm or a cloud. Wh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from burstd.config import Config
 from burstd.daemon.actions import (
     LAUNCH_FAILED_HELD, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail,
-    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService,
+    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket,
     Terminate, TerminateOrphan, Undrain,
 )
 from burstd.domain.decisions import Decisions
@@ -341,14 +341,29 @@ def plan_blocked(snapshot: Snapshot | None, blocked: dict[str, str], config: Con
     return out
 
 
-def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None) -> list[Action]:
+def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None,
+                   markets: Mapping[int, str] | None = None) -> list[Action]:
+    """Slurm and lease intents from the policy's decisions. ``markets`` is what ``JobMarkets`` has recorded
+    (job -> market other than its pool's): a job whose decided market differs gets a ``SetJobMarket`` before
+    its partition is added, so the lease for its node launches in the market the policy chose."""
     out: list[Action] = []
+    recorded = markets or {}
     blocked_parts = set()
     for name in blocked or {}:
         try:
             blocked_parts.add(config.pool(name).partition)
         except KeyError:
             continue
+    chosen = dict(decisions.markets)
+    for d in decisions.eligible:
+        chosen.setdefault(d.job_id, (d.pool, d.market))
+    for job_id, (pool_name, market) in chosen.items():
+        try:
+            want = None if market == config.pool(pool_name).market else market
+        except KeyError:
+            continue
+        if recorded.get(job_id) != want:
+            out.append(SetJobMarket(job_id, want))
     for d in decisions.eligible:
         if d.partition in blocked_parts:
             continue  # the pool cannot launch now: the job stays on-prem (``burstctl status`` says why)

@@ -705,6 +705,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     records[jid] = (_r_stay, jid, waited, expected, why)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
+        out.markets[jid] = (chosen.pool, chosen.market)  # carried to the lease (burstd.daemon.markets)
         for p in has_cloud:
             if p != chosen.partition:
                 add_revoke(RevokeEligible(jid, p))

@@ -33,6 +33,7 @@ class FakeStore:
         self._leases: dict[str, Lease] = {}
         self._events: list[dict] = []
         self._settings: dict[str, str] = {}
+        self._job_markets: dict[int, str] = {}
         self._intents: list[StoredIntent] = []
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
@@ -99,6 +100,18 @@ class FakeStore:
         before = len(self._intents)
         self._intents = [i for i in self._intents if i.intent_id not in ids]
         return before - len(self._intents)
+
+    def job_markets(self):
+        return dict(self._job_markets)
+
+    def set_job_market(self, job_id, market, *, at=None):
+        if market is None:
+            self._job_markets.pop(job_id, None)
+        else:
+            self._job_markets[job_id] = market
+
+    def forget_job_markets(self, job_ids):
+        return sum(self._job_markets.pop(j, None) is not None for j in set(job_ids))
 
     def pause_state(self):
         return self._pause
