@@ -41,8 +41,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def get_config(path: str | None) -> Config:
+def get_config(path: str | None, *, host: bool = False) -> Config:
+    """The config; ``host=True`` also checks what it names on this machine (groups, paths, secrets)."""
     try:
+        if host:
+            from burstd.config_host import load_checked_config
+
+            return load_checked_config(path)
         return load_config(path)
     except ConfigError as exc:
         sys.stderr.write(f"{exc}\n")  # one unwrapped line per problem: easy to grep

@@ -16,9 +16,13 @@ def register(app: typer.Typer) -> None:
     def check(
         file: str = typer.Argument(None, help="Config file [default: $BURSTD_CONFIG or /etc/burstd/burstd.toml]"),
         as_json: bool = typer.Option(False, "--json", help="Print the effective config as JSON."),
+        file_only: bool = typer.Option(
+            False, "--file-only", help="Check the file alone, not what it names on this host (groups, socket, "
+                                       "state dir, secrets): for a config written for another machine."),
     ) -> None:
-        """Validate FILE; print every problem (file: key.path: reason) or the effective config."""
-        cfg = get_config(file)
+        """Validate FILE as the daemon does at start; print every problem (file: key.path: reason) or the
+        effective config."""
+        cfg = get_config(file, host=not file_only)  # the very validation the daemon runs at start
         if as_json:
             print_json(cfg.model_dump(mode="json"))
             return

@@ -9,6 +9,8 @@ takes ``--json``.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 import time
 import typer
@@ -39,8 +41,23 @@ def _ago(ts: float | None) -> str:
 # ------------------------------------------------------------------------------------------------
 # slurm.conf lines from the burstd config
 # ------------------------------------------------------------------------------------------------
+# slurm.conf has no quoting that survives a newline, '#' or '=': every value burstd writes there must already be
+# a plain word or path (the config model holds names and features to this; this guards the rest).
+_CONF_VALUE = re.compile(r"^[A-Za-z0-9_./+:,\[\]-]{1,4096}$")
+
+
+def conf_value(key: str, value: object) -> str:
+    text = str(value)
+    if not _CONF_VALUE.fullmatch(text):
+        raise ValueError(f"{key}: {text!r} cannot go into slurm.conf (letters, digits and _ . / + : , - only)")
+    return text
+
+
 def slurm_conf_lines(cfg: Config, hook_dir: str = HOOK_DIR, suspend_time: int = 300,
                      resume_timeout: int | None = None, slurm_release: tuple[int, int] = (22, 5)) -> list[str]:
+    conf_value("--hook-dir", hook_dir)
+    if not 0 <= suspend_time <= 31_536_000:
+        raise ValueError(f"--suspend-time: {suspend_time} is not 0..31536000 seconds")
     d = cfg.daemon
     resume_timeout = resume_timeout or int(min(d.launch_timeout_s + d.boot_timeout_s, 3600))
     # Slurm 24.11 made cloud_reg_addrs always on and rejects the option as defunct (fatal at start-up).
@@ -71,26 +88,40 @@ def slurm_conf_lines(cfg: Config, hook_dir: str = HOOK_DIR, suspend_time: int = 
         if p.gpus:
             gpu_type = next((t.gpu_type for t in p.instance_types if t.gpu_type), None)
             gres = f" Gres=gpu:{gpu_type + ':' if gpu_type else ''}{p.gpus}"
-        lines.append(f"NodeName={nodes} CPUs={p.cpus} RealMemory={p.memory_mb}{gres} State=CLOUD Feature={feats}")
-        lines.append(f"PartitionName={p.partition} Nodes={nodes} MaxTime=INFINITE State=UP")
+        lines.append(f"NodeName={nodes} CPUs={p.cpus} RealMemory={p.memory_mb}{gres} State=CLOUD "
+                     f"Feature={conf_value(f'pools.{p.name}.features', feats)}")
+        part = conf_value(f"pools.{p.name}.partition", p.partition)
+        lines.append(f"PartitionName={part} Nodes={nodes} MaxTime=INFINITE State=UP")
+    for line in lines[1:]:  # defence in depth: one setting per line, whatever the model let through
+        if "\n" in line or "\r" in line:
+            raise ValueError(f"refusing to write a slurm.conf line holding a line break: {line!r}")
     return lines
 
 
+HOOK_KINDS = ("resume", "suspend", "resume-fail")
+
+
 def hook_script(kind: str, python: str, config_path: str) -> str:
+    """The script Slurm runs as SlurmUser: every value shell-quoted (a path may hold quotes, $ or `)."""
+    if kind not in HOOK_KINDS:
+        raise ValueError(f"unknown hook kind {kind!r}")
+    for what, value in (("python", python), ("config path", config_path)):
+        if "\0" in value or "\n" in value or "\r" in value:
+            raise ValueError(f"{what} {value!r}: a line break or NUL cannot go into a hook script")
     return (
         "#!/bin/sh\n"
         f"# burstd {kind} hook: Slurm passes the hostlist as $1; this returns at once.\n"
         "PATH=/usr/sbin:/usr/bin:/sbin:/bin\n"
-        f"BURSTD_CONFIG='{config_path}'\n"
+        f"BURSTD_CONFIG={shlex.quote(config_path)}\n"
         "export PATH BURSTD_CONFIG\n"
-        f"exec '{python}' -m burstd.daemon.hooks {kind} \"$@\"\n"
+        f"exec {shlex.quote(python)} -m burstd.daemon.hooks {kind} \"$@\"\n"
     )
 
 
 def install_hooks(directory: str, python: str, config_path: str) -> list[str]:
     os.makedirs(directory, exist_ok=True)
     written = []
-    for kind in ("resume", "suspend", "resume-fail"):
+    for kind in HOOK_KINDS:
         path = os.path.join(directory, kind)
         tmp = path + ".tmp"
         with open(tmp, "w") as fh:
@@ -256,11 +287,15 @@ def register(app: typer.Typer) -> None:
         except (ValueError, AssertionError):
             fail(f"--slurm-release: expected MAJOR.MINOR such as 24.11, got {slurm_release!r}", 2)
         cfg = get_config(config)
-        if install_hooks_:
-            from burstd.config import config_path
+        try:
+            lines = slurm_conf_lines(cfg, hook_dir, suspend_time, slurm_release=release)  # checked before writing
+            if install_hooks_:
+                from burstd.config import config_path
 
-            for path in install_hooks(hook_dir, sys.executable, str(config_path(config).resolve())):
-                typer.echo(f"# wrote {path}", err=True)
-        for line in slurm_conf_lines(cfg, hook_dir, suspend_time, slurm_release=release):
+                for path in install_hooks(hook_dir, sys.executable, str(config_path(config).resolve())):
+                    typer.echo(f"# wrote {path}", err=True)
+        except ValueError as exc:
+            fail(str(exc), 2)
+        for line in lines:
             typer.echo(line)
 

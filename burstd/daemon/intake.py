@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from burstd.config import Config
 from burstd.daemon.actions import Intent
+from burstd.db.errors import StoreBusy
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
@@ -66,6 +67,7 @@ class Intake:
         self.check_nodes(nodes)
         jobs = jobs or {}
         created: list[str] = []
+        done: list[str] = []  # nodes whose lease is committed
         existing: list[str] = []
         deferred: list[str] = []
         with self.lock:
@@ -86,11 +88,18 @@ class Intake:
                 job_ids = tuple(jobs.get(node, ()))
                 gang = gang_ids.get(leaders.get(node, ""))
                 market, price = self.markets.lease_terms(pool, job_ids)  # e.g. escalated to on-demand
-                lease = self.store.create_lease(
-                    pool=pool.name, node_name=node, market=market, price_per_hour_micros=price, job_ids=job_ids,
-                    account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
-                    lease_id=gang if gang is not None and leaders[node] == node else None,
-                )
+                try:
+                    lease = self.store.create_lease(
+                        pool=pool.name, node_name=node, market=market, price_per_hour_micros=price,
+                        job_ids=job_ids, account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
+                        lease_id=gang if gang is not None and leaders[node] == node else None,
+                    )
+                except StoreBusy as exc:  # say exactly what was recorded before the lock timed out
+                    if done:
+                        self._wake()
+                    rest = fresh[fresh.index(node):]
+                    raise StoreBusy(f"{exc}: lease(s) recorded for {', '.join(done) or 'no node'}; "
+                                    f"none for {', '.join(rest)}") from None
                 crash_point("resume.after_commit")
                 if hook_t0 is not None:
                     self.hook_started[lease.lease_id] = hook_t0
@@ -98,6 +107,7 @@ class Intake:
                                                      market=market,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
+                done.append(node)
         self._wake()
         return {"created": created, "existing": existing, "deferred": deferred}
 

@@ -113,7 +113,8 @@ class Metrics:
             self.pending_node_hours.labels(part).set(0)
         for part, n in jobs.items():
             self.pending_jobs.labels(part).set(n)
-            self.pending_node_hours.labels(part).set(node_hours.get(part, 0.0))
+            hours = node_hours.get(part, 0.0)
+            self.pending_node_hours.labels(part).set(hours if math.isfinite(hours) else 0.0)  # never NaN/inf
         self._partition_keys |= set(jobs)
         self.burst_eligible.set(eligible)
 

@@ -22,7 +22,7 @@ ADVISOR = {"ranges": [{"index": i, "label": "", "dots": i, "max": m} for i, m in
 
 def aws_pool(types=("c5.2xlarge",), price=0.2):
     p = pool("aws-cpu", price=price, ondemand=0.34)
-    p.update(provider="aws", aws={"region": "us-east-1", "subnets": ["subnet-1"]},
+    p.update(provider="aws", aws={"region": "us-east-1", "subnets": ["subnet-1"], "launch_template": "lt-burstd"},
              instance_types=[{"name": t, "cpus": 8, "memory_mb": 16000} for t in types])
     return p
 
