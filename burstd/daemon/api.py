@@ -91,7 +91,7 @@ class PeerCredH11Protocol(H11Protocol):
 # --------------------------------------------------------------------------------------------------
 MAX_JOB_ID = 2**32 - 1  # Slurm job ids are 32-bit
 SINCE = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
-# its own Query: FastAPI reads one shared Query object for two parameters as the same value
+# its own Query object: with SINCE shared by both parameters, ?until answered with the value of ?since
 UNTIL = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
 
 
@@ -321,8 +321,9 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),
                who: str = read) -> list[dict]:
         rows = rec.store.events(lease_id=lease_id, limit=limit)
-        return unit_named([r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
-                                                              getattr(r, "model_dump", lambda: dict(r))()) for r in rows])
+        rows = [r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
+                                               getattr(r, "model_dump", lambda: dict(r))()) for r in rows]
+        return unit_named(rows)
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = read) -> dict:
