@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SINGLE = REPO / "sbatch_templates" / "torchrun-single-node.sbatch"
 MULTI = REPO / "sbatch_templates" / "torchrun-multi-node.sbatch"
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-STEPS = 60
+STEPS = 70
 CKPT_EVERY = 10
 STEP_SLEEP = 0.3
 SEED = 5
@@ -60,10 +60,12 @@ def _train_args(steps: int = STEPS) -> str:
 
 
 def _gated_torchrun(d: Path) -> tuple[Path, Path]:
-    """A torchrun that waits for a gate file before it starts (the jobs start on their nodes up to 30 s apart,
-    Slurm's tick): every job then trains at once, and the test needs no long step counts to overlap them."""
+    """A torchrun that waits for a gate file of its run (``gate-<SLURM_RESTART_COUNT>``) before it starts: the
+    jobs start on their nodes up to 30 s apart (Slurm's tick), so each round opens the gate once they all run,
+    they train at once, and the test needs no long step counts to overlap them."""
     gate, wrapper = d / "gate", d / "torchrun-gated"
-    wrapper.write_text(f"#!/bin/sh\nwhile [ ! -e {gate} ]; do sleep 0.2; done\nexec {TORCHRUN} \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\nwhile [ ! -e {gate}-${{SLURM_RESTART_COUNT:-0}} ]; do sleep 0.2; done\n"
+                       f"exec {TORCHRUN} \"$@\"\n")
     wrapper.chmod(0o755)
     return gate, wrapper
 
@@ -210,7 +212,7 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
     ids = [j for j, *_ in jobs.values()]
     try:
         bed.wait_for(lambda: all(_state(bed, j) == "RUNNING" for j in ids), 300, "every job to run on cloud nodes")
-        gate.touch()
+        Path(f"{gate}-0").touch()
         bed.wait_for(lambda: all(_last_step(log) >= 12 for _, _, log, _ in jobs.values()), 300,
                      "every job to train on the cloud nodes")
         # round 1, with notice: s1's node and one of m's, at once (half of the 4 nodes)
@@ -220,13 +222,20 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
         for name in ("s1", "m"):
             job, _ckpt, log, _ = jobs[name]
             bed.wait_for(lambda job=job: _restarts(bed, job) >= 1, NOTICE_S + 60, f"{name} to be requeued")
-        # round 2, without notice (a power-off): the same two jobs once they train again past a periodic
-        # checkpoint, on their new nodes
-        for name in ("s1", "m"):
-            job, ckpt, log, _ = jobs[name]
-            bed.wait_for(lambda log=log: len(_steps_by_run(log)) >= 2 and _steps_by_run(log)[-1]
-                         and _last_step(log) % CKPT_EVERY >= 3 and _last_step(log) > min(_steps_by_run(log)[-1])
-                         + CKPT_EVERY, 300, f"{name} to train again past a periodic checkpoint")
+        # round 2, without notice (a power-off): the same two jobs, once both run again (gate opened together)
+        # and both have written a periodic checkpoint in this run, on their new nodes
+        bed.wait_for(lambda: all(_state(bed, jobs[n][0]) == "RUNNING" for n in ("s1", "m")), 300,
+                     "s1 and m to run again")
+        Path(f"{gate}-1").touch()
+        Path(f"{gate}-2").touch()  # the run after the power-off starts as soon as Slurm starts it
+
+        def past_a_checkpoint(name: str) -> bool:
+            _job, ckpt, log, _ = jobs[name]
+            runs = _steps_by_run(log)
+            return len(runs) >= 2 and bool(runs[-1]) and max(_complete_checkpoints(ckpt), default=0) >= min(runs[-1])
+
+        bed.wait_for(lambda: past_a_checkpoint("s1") and past_a_checkpoint("m"), 300,
+                     "s1 and m to train again past a periodic checkpoint")
         victims = [_nodes(bed, jobs["s1"][0])[0], _nodes(bed, jobs["m"][0])[0]]
         for node in victims:
             _preempt(cfg_path, node, 0)
