@@ -301,6 +301,23 @@ class AgentConfig(_Section):
         return name
 
 
+class HaConfig(_Section):
+    """Active/standby daemons on one PostgreSQL (docs/ha.md). Failover takes at most ``lease_s`` plus one
+    ``renew_interval_s`` after the leader stops renewing."""
+
+    enabled: bool = False
+    lease_s: float = Field(default=15.0, ge=2.0, le=120.0, allow_inf_nan=False)  # the lead lapses after this
+    renew_interval_s: float = Field(default=3.0, gt=0, le=40.0, allow_inf_nan=False)  # claim/renew this often
+    node_id: str | None = Field(default=None, pattern=_NAME, max_length=64)  # None = the short hostname
+
+    @model_validator(mode="after")
+    def _renew_within_lease(self) -> HaConfig:
+        if self.renew_interval_s * 2 > self.lease_s:
+            raise ValueError(f"renew_interval_s ({self.renew_interval_s:g}) must be at most half of lease_s "
+                             f"({self.lease_s:g}), or a healthy leader could lose the lead between two renewals")
+        return self
+
+
 class Config(_Section):
     cluster: ClusterConfig = ClusterConfig()
     slurm: SlurmConfig = SlurmConfig()
@@ -312,6 +329,14 @@ class Config(_Section):
     budget: BudgetConfig = BudgetConfig()
     agent: AgentConfig = AgentConfig()
     cloud: CloudConfig = CloudConfig()
+    ha: HaConfig = HaConfig()
+
+    @model_validator(mode="after")
+    def _ha_needs_postgres(self) -> Config:
+        if self.ha.enabled and not self.database.url.startswith(("postgresql", "postgres")):
+            raise ValueError("ha.enabled: high availability needs a PostgreSQL database.url shared by both "
+                             f"daemons; {self.database.url.split(':', 1)[0]} is single-host (see docs/ha.md)")
+        return self
 
     @model_validator(mode="after")
     def _unique(self) -> Config:

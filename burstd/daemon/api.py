@@ -287,6 +287,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             "cluster": config.cluster.id,
             "paused": rec.paused(),
             "pause": _pause_state(),
+            "ha": None if rec.leadership is None else rec.leadership.status(),
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from burstd.db.models import (
-    AllocationRow, BudgetRow, CooldownRow, IntentRow, LeaseEventRow, LeaseRow, PauseRow, PoolHealthRow, SettingRow,
-    SpendIntervalRow,
+    AllocationRow, BudgetRow, CooldownRow, IntentRow, LeaderRow, LeaseEventRow, LeaseRow, OrphanTerminationRow, PauseRow,
+    PoolHealthRow, SettingRow, SpendIntervalRow,
 )
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
@@ -20,6 +20,8 @@ _alloc = AllocationRow.__table__
 _intent = IntentRow.__table__
 _pool_health = PoolHealthRow.__table__
 _pause = PauseRow.__table__
+_leader = LeaderRow.__table__
+_orphan_termination = OrphanTerminationRow.__table__
 
 
 
