@@ -291,6 +291,10 @@ class AgentConfig(_Section):
     gcp_notice_s: NonNegFloat = 30.0  # GCP announces preemption this long before it acts
     gcp_wait_s: PosFloat = 60.0  # long-poll length of instance/preempted?wait_for_change=true
     on_rebalance: Literal["drain", "report", "ignore"] = "drain"  # AWS rebalance recommendation
+    # dead-man switch (burstd.agent.deadman): no burstd reachable for this long and no job -> power off; 0 = off
+    deadman_s: float = Field(default=900.0, ge=0, le=86400, allow_inf_nan=False)
+    standby_daemon_urls: list[str] = []  # the other head's burstd (active/standby): tried after daemon_url
+    poweroff_command: list[str] = Field(default=["systemctl", "poweroff"], min_length=1)  # the VM's own shutdown
 
     @field_validator("signal")
     @classmethod
