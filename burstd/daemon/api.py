@@ -30,6 +30,7 @@ import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import SQLAlchemyError
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from burstd.config import ApiConfig, Config
@@ -433,6 +434,12 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:
         return PlainTextResponse(rec.metrics.render().decode(), media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_unavailable(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        # a database outage: say so (the hook exits non-zero and Slurm retries), never a bare 500
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        return JSONResponse({"detail": f"database unavailable, nothing recorded; retry: {first}"}, status_code=503)
 
     @app.exception_handler(NotImplementedError)
     async def not_implemented(request: Request, exc: NotImplementedError) -> JSONResponse:
