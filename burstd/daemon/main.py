@@ -17,7 +17,8 @@ import sys
 import threading
 import time
 
-from burstd.config import ConfigError, load_config
+from burstd.config import ConfigError, config_path
+from burstd.config_host import load_checked_config
 from burstd.daemon.logging import ev, get_logger, setup_logging
 
 log = get_logger("main")
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--once", action="store_true", help="run one reconcile cycle and exit")
     args = ap.parse_args(argv)
     try:
-        config = load_config(args.config)
+        config = load_checked_config(args.config)  # the same validation as `burstctl config check`
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -80,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
 
         elector = Elector(store, holder_id(config.ha.node_id), lease_s=config.ha.lease_s)
         elector.tick()
-    rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, leadership=elector)
+    try:
+        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, leadership=elector)
+    except ValueError as exc:  # e.g. cloud.spot_advisor_file unreadable: say which key, no traceback
+        print(f"{config_path(args.config)}: {exc}", file=sys.stderr)
+        return 2
     if args.once:
         report = rec.cycle()
         print(report.as_dict())

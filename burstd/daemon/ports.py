@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
 from burstd.db.leadership import Fence, LeaderRecord
-from burstd.domain.budget import BudgetBook
+from burstd.domain.budget import Allocation, BudgetBook
 from burstd.domain.lease import Lease, LeaseState
 
 
@@ -46,6 +46,14 @@ class LeaseStore(Protocol):
     def pool_health(self) -> dict[str, PoolHealthRecord]: ...
 
     def save_pool_health(self, record: PoolHealthRecord, *, at: float | None = None) -> None: ...
+
+    def job_markets(self) -> dict[int, str]: ...
+
+    def set_job_market(self, job_id: int, market: str | None, *, at: float | None = None) -> None: ...
+
+    def forget_job_markets(self, job_ids: Iterable[int]) -> int: ...
+
+    def allocations(self, lease_id: str) -> list[Allocation]: ...
 
     def budget_book(self, period: str | None, now: float, config: Any = None) -> BudgetBook: ...
 

@@ -34,7 +34,9 @@ class FakeStore:
         self._leases: dict[str, Lease] = {}
         self._events: list[dict] = []
         self._settings: dict[str, str] = {}
+        self._job_markets: dict[int, str] = {}
         self._intents: list[StoredIntent] = []
+        self._allocations: dict[str, list] = {}  # lease id -> Allocations (what the spend ledger records)
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
@@ -42,7 +44,7 @@ class FakeStore:
         self.orphan_log: list[dict] = []
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
-                     reason="", gang=None, lease_id=None):
+                     reason="", offering=None, lease_id=None, gang=None, at=None):
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = lease_id or f"lease-{next(self._ids):04d}"
@@ -55,9 +57,10 @@ class FakeStore:
                              "at": now})
         return lease
 
-    def transition(self, lease_id, state, *, reason="", fence=None, **fields):
+    def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, fence=None, **fields):
         if fence is not None:
             self.check_fence(fence)
+        state = LeaseState(target)
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
@@ -74,9 +77,10 @@ class FakeStore:
     def lease(self, lease_id):
         return self._leases[lease_id]
 
-    def leases(self, states=None, gang=None):
+    def leases(self, states=None, *, pool=None, node=None, gang=None, since=None, limit=None):
         return [x for x in self._leases.values()
-                if (states is None or x.state in states) and (gang is None or x.gang == gang)]
+                if (states is None or x.state in states) and (gang is None or x.gang == gang)
+                and (pool is None or x.pool == pool) and (node is None or x.node_name == node)][:limit]
 
     def events(self, lease_id=None, limit=100):
         return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
@@ -102,6 +106,18 @@ class FakeStore:
         before = len(self._intents)
         self._intents = [i for i in self._intents if i.intent_id not in ids]
         return before - len(self._intents)
+
+    def job_markets(self):
+        return dict(self._job_markets)
+
+    def set_job_market(self, job_id, market, *, at=None):
+        if market is None:
+            self._job_markets.pop(job_id, None)
+        else:
+            self._job_markets[job_id] = market
+
+    def forget_job_markets(self, job_ids):
+        return sum(self._job_markets.pop(j, None) is not None for j in set(job_ids))
 
     def pause_state(self):
         return self._pause
@@ -154,6 +170,9 @@ class FakeStore:
                                 "epoch": None if fence is None else fence.epoch})
         return len(self.orphan_log)
 
+    def allocations(self, lease_id):
+        return list(self._allocations.get(lease_id, ()))
+
     def budget_book(self, period, now, config=None):
         """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
         return BudgetBook(period_start=now - 86400, period_end=now + 86400)
@@ -167,13 +186,21 @@ class FakeAdapter:
         self.nodes: dict[str, Node] = {}
         self.calls: list[tuple] = []
         self.snapshots = 0
+        self.ended: dict[int, str] = {}
 
     def snapshot(self):
         self.snapshots += 1
         return Snapshot(taken_at=0.0, jobs=tuple(self.jobs), nodes=tuple(self.nodes.values()))
 
+    def add_job(self, job_id, state, nodes="", account="chem"):
+        """A job Slurm runs (or configures) on ``nodes``: what a lost node's jobs look like in the snapshot."""
+        self.jobs.append(Job(job_id, f"job{job_id}", "alice", account, ("batch",), state, nodes=nodes))
+
     def set_node(self, name, state="IDLE", *flags):
         self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
+
+    def set_partitions(self, job_id, partitions):
+        self.calls.append(("set_partitions", job_id, tuple(partitions)))
 
     def add_partition(self, job_id, partition):
         self.calls.append(("add_partition", job_id, partition))
@@ -186,6 +213,17 @@ class FakeAdapter:
 
     def requeue(self, job_id):
         self.calls.append(("requeue", job_id))
+
+    def job_state(self, job_id):
+        """Like Slurm: a live job's state, an ended one's from ``ended`` (job id -> state), else forgotten."""
+        live = next((j.state for j in self.jobs if j.job_id == job_id), None)
+        return live or self.ended.get(job_id)
+
+    def signal(self, job_id, signal, *, batch=False, full=False):
+        self.calls.append(("signal", job_id, signal))
+
+    def set_node_address(self, node, address, hostname=None):
+        self.calls.append(("set_node_address", node, address))
 
     def drain(self, nodes, reason):
         self.calls.append(("drain", tuple(nodes), reason))

@@ -1,7 +1,7 @@
 """leader: the active/standby election row with its fencing epoch, and the log of orphan terminations
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-23 22:00:00.000000
 
 ``leader`` holds one row per election (``burstd``): who leads, since when, until when unless renewed, and the
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision = '0005'
-down_revision = '0004'
+revision = '0006'
+down_revision = '0005'
 branch_labels = None
 depends_on = None
 
