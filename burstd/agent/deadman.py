@@ -22,7 +22,7 @@ from enum import Enum
 
 import httpx
 
-from burstd.agent.report import _client
+from burstd.agent.report import ReportConfigError, _client
 
 log = logging.getLogger("burstd.agent")
 
@@ -34,13 +34,19 @@ class Probe(Enum):
     UNREACHABLE = "unreachable"
 
 
-def probe_daemons(urls: Sequence[str], node: str, token_file: str | None = None,
+def probe_daemons(urls: Sequence[str], node: str, token_file: str | None = None, ca_file: str | None = None,
                   timeout_s: float = 3.0) -> Callable[[], Probe]:
-    """Ask each burstd (both heads of an active/standby pair) in turn; the first that answers decides."""
+    """Ask each burstd (both heads of an active/standby pair) in turn; the first that answers decides. The agent's
+    credential may not read leases: then an answer is contact, nothing more."""
     def probe() -> Probe:
         for url in urls:
             try:
-                client, base = _client(url, token_file, timeout_s)
+                client, base = _client(url, token_file, timeout_s, ca_file)
+            except (ReportConfigError, OSError) as exc:
+                # our own settings are wrong (plain http, a readable token): never power off for that
+                log.error("dead-man switch cannot probe %s: %s", url, exc)
+                return Probe.REACHED
+            try:
                 with client:
                     health = client.get(base + "/healthz")
                     if health.status_code >= 500:

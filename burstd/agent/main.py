@@ -107,7 +107,7 @@ def run(
         from burstd.agent.deadman import DeadManSwitch, node_runs_a_job, probe_daemons, run_command
 
         deadman = DeadManSwitch(node, timeout_s=agent.deadman_s,
-                                probe=probe_daemons(urls, node, agent.daemon_token_file),
+                                probe=probe_daemons(urls, node, agent.daemon_token_file, agent.daemon_ca_file),
                                 busy=node_runs_a_job, power_off=run_command(agent.poweroff_command))
     log.info(
         "watching node=%s provider=%s url=%s every=%ss",
