@@ -82,13 +82,13 @@ class Leadership(StoreBase):
             t = self._db_now(conn, now)
             cur = conn.execute(select(_leader).where(_leader.c.name == ELECTION).with_for_update()).first()
             if cur is None:
-                values = dict(name=ELECTION, holder=holder, epoch=1, since=t, renewed_at=t, expires_at=t + lease_s)
+                values = {"name": ELECTION, "holder": holder, "epoch": 1, "since": t, "renewed_at": t, "expires_at": t + lease_s}
                 conn.execute(insert(_leader).values(**values))
                 return LeaderRecord(holder, 1, t, t, t + lease_s, t)
             if cur.holder == holder:
-                sets = dict(renewed_at=t, expires_at=max(cur.expires_at, t + lease_s))
+                sets = {"renewed_at": t, "expires_at": max(cur.expires_at, t + lease_s)}
             elif cur.expires_at <= t:
-                sets = dict(holder=holder, epoch=cur.epoch + 1, since=t, renewed_at=t, expires_at=t + lease_s)
+                sets = {"holder": holder, "epoch": cur.epoch + 1, "since": t, "renewed_at": t, "expires_at": t + lease_s}
             else:
                 return _row(cur, t)
             conn.execute(update(_leader).where(_leader.c.name == ELECTION).values(**sets))
