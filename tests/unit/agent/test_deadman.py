@@ -3,9 +3,14 @@ running a job never does for an outage; a node whose lease burstd no longer know
 
 from __future__ import annotations
 
+import json
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler
+
 import pytest
 
-from burstd.agent.deadman import DeadManSwitch, Probe
+from burstd.agent.deadman import DeadManSwitch, Probe, probe_daemons
 
 
 class World:
@@ -70,3 +75,49 @@ def test_a_lease_known_over_powers_off_at_once(world):
     world.seen = Probe.LEASE_OVER
     assert "no open lease for cloud1" in sw.check()
     assert world.powered_off
+
+
+# -- the probe, over a real unix socket (an HTTP server standing in for a burstd's control API) -----------
+
+
+class _Api(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path, leases):
+        self.leases = leases  # list of lease dicts, or an int: the status of /v1/leases
+
+        class Handler(BaseHTTPRequestHandler):
+            def address_string(self):
+                return "unix"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(h):
+                status, body = (200, {"ok": True}) if h.path == "/healthz" else (
+                    (self.leases, {"detail": "no"}) if isinstance(self.leases, int) else (200, self.leases))
+                data = json.dumps(body).encode()
+                h.send_response(status)
+                h.send_header("Content-Type", "application/json")
+                h.send_header("Content-Length", str(len(data)))
+                h.end_headers()
+                h.wfile.write(data)
+
+        super().__init__(str(path), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_the_probe_tells_open_over_contact_and_unreachable_and_tries_the_standby(tmp_path):
+    api = _Api(tmp_path / "b.sock", [{"node_name": "cloud1", "state": "READY"}])
+    dead = f"unix:{tmp_path / 'a.sock'}"  # the leader's host is gone
+    try:
+        probe = probe_daemons([dead, f"unix:{tmp_path / 'b.sock'}"], "cloud1")
+        assert probe() is Probe.LEASE_OPEN
+        api.leases = [{"node_name": "cloud2", "state": "READY"}]
+        assert probe() is Probe.LEASE_OVER
+        api.leases = 403  # the agent's credential may not read leases: contact only
+        assert probe() is Probe.REACHED
+        assert probe_daemons([dead], "cloud1")() is Probe.UNREACHABLE
+    finally:
+        api.shutdown()
+        api.server_close()
