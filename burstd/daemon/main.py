@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     health = PoolHealth(store, config)  # one capacity cooldown for every cloud pool, restored from the store
     providers = make_providers(config, cooldown=health.cooldown)
     metrics = Metrics()
-    rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health)
+    from burstd.daemon.steady_clock import SteadyClock
+
+    # one clock for every timestamp and timeout, immune to wall-clock steps (issue 9 item 10)
+    rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, clock=SteadyClock())
     if args.once:
         report = rec.cycle()
         print(report.as_dict())

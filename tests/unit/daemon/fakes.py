@@ -39,11 +39,11 @@ class FakeStore:
         self._ids = itertools.count(1)
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
-                     reason="", gang=None, lease_id=None):
+                     reason="", gang=None, lease_id=None, at=None):
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = lease_id or f"lease-{next(self._ids):04d}"
-        now = self.clock()
+        now = self.clock() if at is None else at
         lease = Lease(lid, pool, node_name, LeaseState.REQUESTED, market=market,
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
                       job_ids=tuple(job_ids), account=account, reason=reason, gang=gang)
@@ -52,11 +52,11 @@ class FakeStore:
                              "at": now})
         return lease
 
-    def transition(self, lease_id, state, *, reason="", **fields):
+    def transition(self, lease_id, state, *, reason="", at=None, **fields):
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
-        lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
+        lease = replace(lease, state=state, state_since=self.clock() if at is None else at, reason=reason, **fields)
         self._leases[lease_id] = lease
         self._events.append({"lease_id": lease_id, "from_state": old.value, "to_state": state.value,
                              "reason": reason, "at": self.clock()})
