@@ -16,6 +16,7 @@ import os
 import re
 import signal as _signal
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -156,6 +157,9 @@ class CloudConfig(_Section):
     api_timeout_s: PosSeconds = 60.0  # per HTTP call
     operation_timeout_s: PosSeconds = 300.0  # waiting on a GCE operation
     terminate_batch: int = Field(default=500, ge=1, le=1000)  # instances per terminate call
+    # a Spot Instance Advisor snapshot (spot-advisor-data.json): per-offering interruption priors for spot quotes
+    # (burstd.daemon.prices); None = no prior (interruption rate 0)
+    spot_advisor_file: str | None = None
 
 
 class InstanceType(_Section):
@@ -178,7 +182,6 @@ class AwsPoolConfig(_Section):
     allocation_strategy: Literal["price-capacity-optimized", "lowest-price", "prioritized", "capacity-optimized"] = (
         "price-capacity-optimized"
     )
-    ondemand_fallback: bool = False
     munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
     endpoint_url: str | None = None  # for tests (moto) or private endpoints
     conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
@@ -205,7 +208,6 @@ class GcpPoolConfig(_Section):
     network: str = "global/networks/default"
     subnetwork: str | None = None
     termination_action: Literal["DELETE", "STOP"] = "DELETE"
-    ondemand_fallback: bool = False  # every spot offering exhausted -> the same machine types, STANDARD
     munge_key_secret: str = "burstd-munge-key"  # Secret Manager secret id
     api_endpoint: str | None = None  # for tests or private endpoints
     conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
@@ -248,9 +250,34 @@ class PoolConfig(_Section):
     # A multi-node job's nodes are launched as one gang: every node or none (EC2 Fleet MinTargetCapacity,
     # GCE bulkInsert minCount), in one zone. False = each node on its own, wherever capacity is.
     all_or_nothing: bool = True
+    # spot exhausted in every offering -> the same offerings on-demand (AWS on-demand, GCE STANDARD), for every
+    # cloud (burstd.providers.cloud); was [pools.aws] / [pools.gcp] ondemand_fallback, still read with a warning
+    ondemand_fallback: bool = False
     aws: AwsPoolConfig | None = None
     gcp: GcpPoolConfig | None = None
     local: LocalPoolConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_ondemand_fallback(cls, data: object) -> object:
+        """``[pools.aws]`` / ``[pools.gcp]`` ``ondemand_fallback`` moved onto the pool: still accepted, with a
+        warning naming the new key; set in both places to different values is an error."""
+        if not isinstance(data, dict):
+            return data
+        for cloud in ("aws", "gcp"):
+            section = data.get(cloud)
+            if not (isinstance(section, dict) and "ondemand_fallback" in section):
+                continue
+            section = dict(section)
+            old = section.pop("ondemand_fallback")
+            if "ondemand_fallback" in data and data["ondemand_fallback"] != old:
+                raise ValueError(f"{cloud}.ondemand_fallback is deprecated and disagrees with ondemand_fallback: "
+                                 f"set only the pool's ondemand_fallback")
+            data = {**data, cloud: section, "ondemand_fallback": old}
+            warnings.warn(f"pool {data.get('name', '?')}: [pools.{cloud}] ondemand_fallback is deprecated; "
+                          "write ondemand_fallback in the pool itself ([[pools]] ondemand_fallback = ...)",
+                          FutureWarning, stacklevel=2)
+        return data
 
     @model_validator(mode="after")
     def _provider_section(self) -> PoolConfig:

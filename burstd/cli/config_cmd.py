@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from burstd.cli.common import console, get_config, print_json
+from burstd.cli.common import console, get_config, print_json, sub_app
 from burstd.config import config_path
 
 
 def register(app: typer.Typer) -> None:
-    config_app = typer.Typer(help="Check and show the burstd configuration.", no_args_is_help=True)
+    config_app = sub_app("Check and show the burstd configuration.")
     app.add_typer(config_app, name="config")
 
     @config_app.command("check")

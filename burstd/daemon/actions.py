@@ -103,6 +103,15 @@ class AddPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class SetJobMarket:
+    """Record the market the policy decided for a job (None: its pool's own), durably, before its cloud
+    partition is added: the lease later created for its node launches in it (``burstd.daemon.markets``)."""
+
+    job_id: int
+    market: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RemovePartition:
     job_id: int
     partition: str
@@ -125,7 +134,7 @@ class ReturnToService:
 
 Action = (
     Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob | ReturnToService
+    | PowerDown | PowerUp | AddPartition | SetJobMarket | RemovePartition | ReleaseJob | ReturnToService
 )
 
 #: Slurm's reason for a cloud node it marked DOWN because it did not register within ResumeTimeout.

@@ -45,7 +45,8 @@ from burstd.daemon.reconcile import Reconciler
 from burstd.db.engine import lock_wait
 from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
-from burstd.domain.money import format_usd
+from burstd.domain.budget import NO_ACCOUNT, budget_key
+from burstd.domain.money import usd_to_micros
 from burstd.slurm.base import check_reason
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -138,7 +139,17 @@ def lease_dict(lease: Lease) -> dict[str, Any]:
     d = dataclasses.asdict(lease)
     d["state"] = lease.state.value
     d["job_ids"] = list(lease.job_ids)
-    return d
+    return unit_named(d)
+
+
+def unit_named(data: Any) -> Any:
+    """JSON money says its unit: the domain's ``*_micros`` fields go out as ``*_micro_usd``."""
+    if isinstance(data, dict):
+        return {(k[: -len("_micros")] + "_micro_usd" if isinstance(k, str) and k.endswith("_micros") else k):
+                unit_named(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [unit_named(v) for v in data]
+    return data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -276,7 +287,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
-                       "nodes": f"{p.node_prefix}[1-{p.node_count}]", "price_per_hour": p.price_per_hour}
+                       "nodes": f"{p.node_prefix}[1-{p.node_count}]",
+                       "price_per_hour_micro_usd": usd_to_micros(p.price_per_hour)}
                       for p in config.pools],
             "leases_by_state": dict(Counter(lease.state.value for lease in leases)),
             "queue": {
@@ -307,8 +319,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),
                who: str = read) -> list[dict]:
         rows = rec.store.events(lease_id=lease_id, limit=limit)
-        return [r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
-                                                   getattr(r, "model_dump", lambda: dict(r))()) for r in rows]
+        return unit_named([r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
+                                                              getattr(r, "model_dump", lambda: dict(r))()) for r in rows])
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = read) -> dict:
@@ -385,50 +397,72 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
+        """``account`` is a Slurm account, or ``(none)`` (``NO_ACCOUNT``): jobs submitted without one."""
         from burstd.daemon.budgets import unknown_account_warning
         from burstd.slurm.base import check_name
 
         try:
-            check_name("account", account)
+            if account != NO_ACCOUNT:
+                check_name("account", account)
         except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
+            raise HTTPException(422, f"{exc}; for jobs without an account use {NO_ACCOUNT!r} "
+                                     "(burstctl budget set --no-account USD)") from None
         warning = unknown_account_warning(account, rec, config)
         try:
             entry = rec.store.set_budget(account, body.usd, period=config.budget.period)
         except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written
             raise HTTPException(422, str(exc)) from None
         log.warning("budget set", extra=ev(account=account, usd=str(body.usd), by=who, warning=warning))
-        out = {"account": account, "usd": format_usd(entry.limit_micros), "limit_micros": entry.limit_micros}
+        out = {"account": account, "limit_micro_usd": entry.limit_micros}
         if warning:
             out["warning"] = warning
         return out
 
     @app.get("/v1/budgets", tags=["read"])
     def budgets(who: str = read) -> dict:
-        book = rec._budget_book()
-        if book is None:
-            return {"accounts": {k: {"limit": v} for k, v in config.budget.accounts.items()}}
+        """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``
+        from ``[budget.accounts]``, ``default`` = ``budget.default_account_usd``, ``none`` = may not burst)."""
+        from burstd.policy.budget import account_limit
+
+        book = rec.budget_book()
+        stored = {b.account for b in rec.store.budgets(config.budget.period)}
+        bc = config.budget
+
+        def source(a: str) -> str:
+            return ("set" if a in stored else "config" if a in bc.accounts
+                    else "default" if bc.default_account_usd is not None else "none")
+
         return {
-            "period_start": book.period_start, "period_end": book.period_end,
-            "site": {"limit": None if book.site_limit_micros is None else format_usd(book.site_limit_micros),
-                     "spent": format_usd(book.site_spent_micros)},
-            "accounts": {a: {"limit_micros": b.limit_micros, "spent_micros": b.spent_micros,
-                             "limit": None if b.limit_micros is None else format_usd(b.limit_micros),
-                             "spent": format_usd(b.spent_micros)} for a, b in book.accounts.items()},
+            "period": bc.period, "period_start": book.period_start, "period_end": book.period_end,
+            "site": {"limit_micro_usd": book.site_limit_micros, "spent_micro_usd": book.site_spent_micros},
+            "burn_rate_cap_micro_usd_per_hour": book.burn_rate_cap_micros_per_hour,
+            "default_account_micro_usd": (None if bc.default_account_usd is None
+                                          else usd_to_micros(bc.default_account_usd)),
+            "accounts": {a: {"limit_micro_usd": account_limit(book, a, config), "spent_micro_usd": b.spent_micros,
+                             "source": source(a)} for a, b in book.accounts.items()},
         }
 
     @app.get("/v1/spend", tags=["read"])
-    def spend(by: str = "account", since: float | None = SINCE, who: str = read) -> Any:
+    def spend(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+              who: str = read) -> dict:
+        """Spend of intervals starting in [since, until), grouped, largest first (micro-dollars)."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        return rec.store.spend(by=by, since=since)
+        rows = rec.store.spend(by=by, since=since, until=until)
+        if by == "account":
+            rows = {budget_key(k): v for k, v in rows.items()}
+        return {"by": by, "since": since, "until": until, "total_micro_usd": sum(rows.values()),
+                "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
 
     @app.get("/v1/spend/series", tags=["read"])
-    def spend_series(by: str = "account", since: float | None = SINCE, who: str = read) -> list:
-        """[(interval start, key, micro-dollars)] sorted by time: what ``burstctl spend --plot`` draws."""
+    def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+                     who: str = read) -> dict:
+        """Spend by interval start and key, sorted by time: what ``burstctl spend --plot`` draws."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        return [[t, k, c] for t, k, c in rec.store.spend_series(by=by, since=since)]
+        series = rec.store.spend_series(by=by, since=since, until=until)
+        key = budget_key if by == "account" else str
+        return {"by": by, "points": [{"t": t, "key": key(k), "spend_micro_usd": c} for t, k, c in series]}
 
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:

@@ -22,7 +22,8 @@ import hmac
 import json
 import os
 import pwd
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from typing import Any
 from dataclasses import dataclass
 
 from fastapi import Depends, HTTPException, Request
@@ -89,7 +90,7 @@ class Access:
     def set_token(self, token: str) -> None:
         self.token = token.encode()
 
-    def principal(self, scope: dict) -> Principal:
+    def principal(self, scope: MutableMapping[str, Any]) -> Principal:
         peer = scope.get(PEER_KEY)
         if peer is not None:
             return self._peer(peer)

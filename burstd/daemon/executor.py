@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 from burstd.config import Config
 from burstd.daemon.actions import (
     Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown, PowerUp, Refuse,
-    ReleaseJob, RemovePartition, ReturnToService, Terminate, TerminateOrphan, Undrain,
+    ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import node_drained, sane_launch_time
 from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
-from burstd.domain.money import usd_to_micros
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Job, Snapshot
 from burstd.providers.base import ErrorKind, LaunchRequest, Provider, ProviderError, launch_all_or_nothing
@@ -58,7 +58,8 @@ class Executor:
     def __init__(self, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider], config: Config,
                  metrics: Metrics, *, snapshot: Snapshot | None = None, clock: Callable[[], float] = time.time,
                  report: CycleReport | None = None, health: PoolHealth | None = None,
-                 hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None):
+                 hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None,
+                 markets: JobMarkets | None = None):
         self.store = store
         self.adapter = adapter
         self.providers = providers
@@ -72,6 +73,7 @@ class Executor:
         self.hook_started = hook_started if hook_started is not None else {}
         # job id -> when a lease it asked for failed (held jobs to release); shared across cycles
         self.failed_jobs = failed_jobs if failed_jobs is not None else {}
+        self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
         self.again = False  # something changed that the next cycle should look at right away
         self._gangs_tried: set[str] = set()  # gangs launched (or tried) by this executor
 
@@ -213,6 +215,8 @@ class Executor:
         if S.FAILED not in ALLOWED[lease.state]:
             return
         self._move(a.lease_id, S.FAILED, a.reason)
+        if lease.state in (S.READY, S.DRAINING):  # a running node taken away (preempted, vanished): not a boot failure
+            self.metrics.lost_node(len(a.requeue))
         if lease.state == S.BOOTING:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
@@ -258,12 +262,12 @@ class Executor:
     def _do_CreateLease(self, a: CreateLease) -> None:
         pool = self.config.pool(a.pool)
         job = self._job(a.job_ids[0]) if a.job_ids else None
+        market, price = self.markets.lease_terms(pool, a.job_ids)  # the market decided for its jobs
         lease = self.store.create_lease(
-            pool=pool.name, node_name=a.node, market=pool.market,
-            price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=a.job_ids,
+            pool=pool.name, node_name=a.node, market=market, price_per_hour_micros=price, job_ids=a.job_ids,
             account=job.account if job else "", reason=a.reason,
         )
-        log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, reason=a.reason))
+        log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, market=market, reason=a.reason))
         self.again = True
 
     # --- Slurm ------------------------------------------------------------------------------
@@ -284,6 +288,10 @@ class Executor:
     def _do_ReleaseJob(self, a: ReleaseJob) -> None:
         self._quiet(self.adapter.release_hold, a.job_id)
         log.info("held job released (its cloud node failed to launch)", extra=ev(job_id=a.job_id))
+
+    def _do_SetJobMarket(self, a: SetJobMarket) -> None:
+        self.markets.set(a.job_id, a.market)
+        log.info("job market decided", extra=ev(job_id=a.job_id, market=a.market or "pool's own"))
 
     def _do_RemovePartition(self, a: RemovePartition) -> None:
         self.adapter.remove_partition(a.job_id, a.partition)

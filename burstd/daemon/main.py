@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from burstd.config import ConfigError
+from burstd.config import ConfigError, config_path
 from burstd.config_host import load_checked_config
 from burstd.daemon.logging import ev, get_logger, setup_logging
 
@@ -77,8 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     metrics = Metrics()
     from burstd.daemon.steady_clock import SteadyClock
 
-    # one clock for every timestamp and timeout, immune to wall-clock steps (issue 9 item 10)
-    rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, clock=SteadyClock())
+    try:  # one clock for every timestamp and timeout, immune to wall-clock steps (issue 9 item 10)
+        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, clock=SteadyClock())
+    except ValueError as exc:  # e.g. cloud.spot_advisor_file unreadable: say which key, no traceback
+        print(f"{config_path(args.config)}: {exc}", file=sys.stderr)
+        return 2
     if args.once:
         report = rec.cycle()
         print(report.as_dict())

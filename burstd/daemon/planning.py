@@ -10,13 +10,13 @@ table is tested on its own; nothing here touches the store, Slurm or a cloud. Wh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from burstd.config import Config
 from burstd.daemon.actions import (
     LAUNCH_FAILED_HELD, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail,
-    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService,
+    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket,
     Terminate, TerminateOrphan, Undrain,
 )
 from burstd.domain.decisions import Decisions
@@ -105,7 +105,7 @@ def plan_node_notices(leases: Sequence[Lease], snapshot: Snapshot | None) -> lis
             continue
         node = snapshot.node(lease.node_name)
         notice = node_notice(node, lease)
-        if notice is not None:
+        if node is not None and notice is not None:
             out.append(Intent("notice", lease.node_name,
                               notice_reason("spot-interruption", notice.deadline, f"Slurm reason {node.reason}"),
                               snapshot.taken_at))
@@ -189,10 +189,10 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
         by_node[lease.node_name] = lease  # newest open lease wins
     out: list[Action] = []
     for it in intents:
-        lease = by_node.get(it.node)
-        if lease is None:
+        current = by_node.get(it.node)
+        if current is None:
             continue
-        st = lease.state
+        lease, st = current, current.state
         if it.kind == "suspend":
             if st == S.REQUESTED:
                 out.append(Refuse(lease.lease_id, "Slurm suspended the node before it launched", power_down=False))
@@ -257,7 +257,7 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                                 requeue=requeue))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
-            elif (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
+            elif node is not None and (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
                 # the cloud reclaims the VM now (or did): the same path as a vanished instance, and the VM too
                 why = f"preempted: notice deadline {notice.deadline:.0f} passed ({node.reason})"
                 out.append(Fail(lease.lease_id, why[:200], requeue=requeue))
@@ -351,14 +351,29 @@ def plan_blocked(snapshot: Snapshot | None, blocked: dict[str, str], config: Con
     return out
 
 
-def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None) -> list[Action]:
+def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None,
+                   markets: Mapping[int, str] | None = None) -> list[Action]:
+    """Slurm and lease intents from the policy's decisions. ``markets`` is what ``JobMarkets`` has recorded
+    (job -> market other than its pool's): a job whose decided market differs gets a ``SetJobMarket`` before
+    its partition is added, so the lease for its node launches in the market the policy chose."""
     out: list[Action] = []
+    recorded = markets or {}
     blocked_parts = set()
     for name in blocked or {}:
         try:
             blocked_parts.add(config.pool(name).partition)
         except KeyError:
             continue
+    chosen = dict(decisions.markets)
+    for d in decisions.eligible:
+        chosen.setdefault(d.job_id, (d.pool, d.market))
+    for job_id, (pool_name, market) in chosen.items():
+        try:
+            want = None if market == config.pool(pool_name).market else market
+        except KeyError:
+            continue
+        if recorded.get(job_id) != want:
+            out.append(SetJobMarket(job_id, want))
     for d in decisions.eligible:
         if d.partition in blocked_parts:
             continue  # the pool cannot launch now: the job stays on-prem (``burstctl status`` says why)

@@ -150,11 +150,10 @@ class StoreBase:
             yield conn
 
     def _upsert(self, conn: Any, table: Any, keys: list[str], values: dict[str, Any]) -> None:
-        if conn.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        stmt = dialect_insert(table).values(**values)
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
+        stmt = dialect.insert(table).values(**values)
         stmt = stmt.on_conflict_do_update(
             index_elements=keys, set_={k: v for k, v in values.items() if k not in keys}
         )

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from burstd.db.models import (
-    AllocationRow, BudgetRow, CooldownRow, IntentRow, LeaseEventRow, LeaseRow, PauseRow, PoolHealthRow, SettingRow,
-    SpendIntervalRow,
-)
+from sqlalchemy import Table
+
+from burstd.db.models import metadata
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
-_lease = LeaseRow.__table__
-_event = LeaseEventRow.__table__
-_budget = BudgetRow.__table__
-_spend = SpendIntervalRow.__table__
-_setting = SettingRow.__table__
-_cooldown = CooldownRow.__table__
-_alloc = AllocationRow.__table__
-_intent = IntentRow.__table__
-_pool_health = PoolHealthRow.__table__
-_pause = PauseRow.__table__
+_lease: Table = metadata.tables["lease"]
+_event: Table = metadata.tables["lease_event"]
+_budget: Table = metadata.tables["budget"]
+_spend: Table = metadata.tables["spend_interval"]
+_setting: Table = metadata.tables["setting"]
+_cooldown: Table = metadata.tables["cooldown"]
+_alloc: Table = metadata.tables["lease_allocation"]
+_intent: Table = metadata.tables["intent"]
+_pool_health: Table = metadata.tables["pool_health"]
+_pause: Table = metadata.tables["pause"]
+_job_market: Table = metadata.tables["job_market"]
 
 
 

@@ -198,9 +198,10 @@ def jobs_from_squeue_text(output: str, cache: dict[str, Job] | None = None, *, n
             jobs[i] = _job_from_text_values(values)
         except (ValueError, KeyError, IndexError) as exc:
             raise TextParseError(f"squeue record does not parse ({exc}): {rec[:80]!r}") from None
-    if len({j.job_id for j in jobs}) != len(jobs):  # type: ignore[union-attr]
+    parsed = [j for j in jobs if j is not None]  # every record parsed (or raised) above
+    if len({j.job_id for j in parsed}) != len(parsed):
         raise TextParseError("squeue printed one job id twice")
     if cache is not None and (misses or len(cache) != len(records)):
         cache.clear()
-        cache.update(zip(records, jobs))
-    return jobs  # type: ignore[return-value]
+        cache.update(zip(records, parsed))
+    return parsed

@@ -33,13 +33,14 @@ class FakeStore:
         self._leases: dict[str, Lease] = {}
         self._events: list[dict] = []
         self._settings: dict[str, str] = {}
+        self._job_markets: dict[int, str] = {}
         self._intents: list[StoredIntent] = []
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
-                     reason="", gang=None, lease_id=None, at=None):
+                     reason="", offering=None, lease_id=None, gang=None, at=None):
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = lease_id or f"lease-{next(self._ids):04d}"
@@ -52,7 +53,8 @@ class FakeStore:
                              "at": now})
         return lease
 
-    def transition(self, lease_id, state, *, reason="", at=None, **fields):
+    def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, **fields):
+        state = LeaseState(target)
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
@@ -69,9 +71,10 @@ class FakeStore:
     def lease(self, lease_id):
         return self._leases[lease_id]
 
-    def leases(self, states=None, gang=None):
+    def leases(self, states=None, *, pool=None, node=None, gang=None, since=None, limit=None):
         return [x for x in self._leases.values()
-                if (states is None or x.state in states) and (gang is None or x.gang == gang)]
+                if (states is None or x.state in states) and (gang is None or x.gang == gang)
+                and (pool is None or x.pool == pool) and (node is None or x.node_name == node)][:limit]
 
     def events(self, lease_id=None, limit=100):
         return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
@@ -97,6 +100,18 @@ class FakeStore:
         before = len(self._intents)
         self._intents = [i for i in self._intents if i.intent_id not in ids]
         return before - len(self._intents)
+
+    def job_markets(self):
+        return dict(self._job_markets)
+
+    def set_job_market(self, job_id, market, *, at=None):
+        if market is None:
+            self._job_markets.pop(job_id, None)
+        else:
+            self._job_markets[job_id] = market
+
+    def forget_job_markets(self, job_ids):
+        return sum(self._job_markets.pop(j, None) is not None for j in set(job_ids))
 
     def pause_state(self):
         return self._pause
@@ -138,6 +153,9 @@ class FakeAdapter:
     def set_node(self, name, state="IDLE", *flags):
         self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
 
+    def set_partitions(self, job_id, partitions):
+        self.calls.append(("set_partitions", job_id, tuple(partitions)))
+
     def add_partition(self, job_id, partition):
         self.calls.append(("add_partition", job_id, partition))
 
@@ -149,6 +167,12 @@ class FakeAdapter:
 
     def requeue(self, job_id):
         self.calls.append(("requeue", job_id))
+
+    def signal(self, job_id, signal, *, batch=False, full=False):
+        self.calls.append(("signal", job_id, signal))
+
+    def set_node_address(self, node, address, hostname=None):
+        self.calls.append(("set_node_address", node, address))
 
     def drain(self, nodes, reason):
         self.calls.append(("drain", tuple(nodes), reason))
