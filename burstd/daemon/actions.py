@@ -36,10 +36,15 @@ class MarkReady:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
+    """The lease's VM is lost or never came. ``requeue``: the candidate jobs (those it was started for and those on
+    the node); the Executor requeues the ones ``planning.jobs_to_requeue`` keeps, judged as of ``since`` (when the
+    notice or the failure arrived): never a job that had ended before, or that its user cancelled."""
+
     lease_id: str
     reason: str
     power_down: bool = True
     requeue: tuple[int, ...] = ()
+    since: float | None = None  # None: now
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import node_drained, sane_launch_time
+from burstd.daemon.planning import jobs_to_requeue, node_drained, sane_launch_time
 from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Job, Snapshot
@@ -214,17 +214,46 @@ class Executor:
         lease = self.store.lease(a.lease_id)
         if S.FAILED not in ALLOWED[lease.state]:
             return
+        requeue = self._live_jobs(lease, a) if a.requeue or a.since is not None else ()
         self._move(a.lease_id, S.FAILED, a.reason)
         if lease.state in (S.READY, S.DRAINING):  # a running node taken away (preempted, vanished): not a boot failure
-            self.metrics.lost_node(len(a.requeue))
+            self.metrics.lost_node(len(requeue))
         if lease.state == S.BOOTING:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
             self._slurm_power_down(lease.node_name, f"burstd: {a.reason}", force=True)
-        for job_id in a.requeue:
+        for job_id in requeue:
             self.failed_jobs[job_id] = self.clock()
             self._quiet(self.adapter.requeue, job_id)
         self.again = True
+
+    def _live_jobs(self, lease: Lease, a: Fail) -> tuple[int, ...]:
+        """The jobs ``planning.jobs_to_requeue`` brings back: ``a``'s candidates plus every job the lease's
+        allocations show on the node at ``a.since``, judged by each one's state now (the snapshot for live jobs;
+        one Slurm query for each job it no longer lists)."""
+        since = self.clock() if a.since is None else a.since
+        try:
+            allocations = self.store.allocations(lease.lease_id)
+        except Exception as exc:  # noqa: BLE001 - without the record only still-live jobs come back
+            log.error("allocations unreadable", extra=ev(lease_id=lease.lease_id, error=str(exc)))
+            allocations = []
+        on_node = tuple(al.job_id for al in allocations if al.start <= since and (al.end is None or al.end >= since))
+        candidates = tuple(dict.fromkeys(a.requeue + on_node))
+        listed = {j.job_id: j.state for j in self.snapshot.jobs} if self.snapshot is not None else {}
+        states = {job_id: listed[job_id] if job_id in listed else self._quiet_state(job_id) for job_id in candidates}
+        keep = jobs_to_requeue(candidates, states, allocations, since)
+        for job_id in candidates:
+            if job_id not in keep:
+                log.info("job not requeued", extra=ev(lease_id=lease.lease_id, job_id=job_id,
+                                                      state=states.get(job_id) or "unknown to Slurm"))
+        return keep
+
+    def _quiet_state(self, job_id: int) -> str | None:
+        try:
+            return self.adapter.job_state(job_id)
+        except SlurmError as exc:
+            log.info("job state unknown", extra=ev(job_id=job_id, error=str(exc)))
+            return None
 
     def _do_Drain(self, a: Drain) -> None:
         lease = self._move(a.lease_id, S.DRAINING, a.reason)

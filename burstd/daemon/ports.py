@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
-from burstd.domain.budget import BudgetBook
+from burstd.domain.budget import Allocation, BudgetBook
 from burstd.domain.lease import Lease, LeaseState
 
 
@@ -50,5 +50,7 @@ class LeaseStore(Protocol):
     def set_job_market(self, job_id: int, market: str | None, *, at: float | None = None) -> None: ...
 
     def forget_job_markets(self, job_ids: Iterable[int]) -> int: ...
+
+    def allocations(self, lease_id: str) -> list[Allocation]: ...
 
     def budget_book(self, period: str | None, now: float, config: Any = None) -> BudgetBook: ...

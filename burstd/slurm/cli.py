@@ -243,6 +243,17 @@ class CliAdapter(PartitionEdits):
     def release_hold(self, job_id: int) -> None:
         self._scontrol("release", str(_job_id(job_id)))
 
+    def job_state(self, job_id: int) -> str | None:
+        try:  # -t all: ended jobs too (the snapshot's plain squeue lists only live ones)
+            out = self.run("squeue", ["-h", "-t", "all", "-j", str(_job_id(job_id)), "-O", "JobID:0|,State:0"])
+        except SlurmError:  # "Invalid job id specified": Slurm has forgotten it
+            return None
+        for line in out.splitlines():
+            jid, _, state = line.strip().partition("|")
+            if jid == str(job_id):
+                return state.split()[0].upper() if state.strip() else None
+        return None
+
     def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
         sig = _signal(signal)
         args = [f"--signal={sig}"]

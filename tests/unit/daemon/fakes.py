@@ -35,6 +35,7 @@ class FakeStore:
         self._settings: dict[str, str] = {}
         self._job_markets: dict[int, str] = {}
         self._intents: list[StoredIntent] = []
+        self._allocations: dict[str, list] = {}  # lease id -> Allocations (what the spend ledger records)
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
@@ -132,6 +133,9 @@ class FakeStore:
     def set_cooldown(self, offering, until, reason="", *, at=None):
         pass
 
+    def allocations(self, lease_id):
+        return list(self._allocations.get(lease_id, ()))
+
     def budget_book(self, period, now, config=None):
         """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
         return BudgetBook(period_start=now - 86400, period_end=now + 86400)
@@ -145,10 +149,15 @@ class FakeAdapter:
         self.nodes: dict[str, Node] = {}
         self.calls: list[tuple] = []
         self.snapshots = 0
+        self.ended: dict[int, str] = {}
 
     def snapshot(self):
         self.snapshots += 1
         return Snapshot(taken_at=0.0, jobs=tuple(self.jobs), nodes=tuple(self.nodes.values()))
+
+    def add_job(self, job_id, state, nodes="", account="chem"):
+        """A job Slurm runs (or configures) on ``nodes``: what a lost node's jobs look like in the snapshot."""
+        self.jobs.append(Job(job_id, f"job{job_id}", "alice", account, ("batch",), state, nodes=nodes))
 
     def set_node(self, name, state="IDLE", *flags):
         self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
@@ -167,6 +176,11 @@ class FakeAdapter:
 
     def requeue(self, job_id):
         self.calls.append(("requeue", job_id))
+
+    def job_state(self, job_id):
+        """Like Slurm: a live job's state, an ended one's from ``ended`` (job id -> state), else forgotten."""
+        live = next((j.state for j in self.jobs if j.job_id == job_id), None)
+        return live or self.ended.get(job_id)
 
     def signal(self, job_id, signal, *, batch=False, full=False):
         self.calls.append(("signal", job_id, signal))
