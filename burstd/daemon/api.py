@@ -91,6 +91,8 @@ class PeerCredH11Protocol(H11Protocol):
 # --------------------------------------------------------------------------------------------------
 MAX_JOB_ID = 2**32 - 1  # Slurm job ids are 32-bit
 SINCE = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
+# its own Query object: with SINCE shared by both parameters, ?until answered with the value of ?since
+UNTIL = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
 
 
 class HookJob(BaseModel):
@@ -319,8 +321,9 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),
                who: str = read) -> list[dict]:
         rows = rec.store.events(lease_id=lease_id, limit=limit)
-        return unit_named([r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
-                                                              getattr(r, "model_dump", lambda: dict(r))()) for r in rows])
+        rows = [r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
+                                               getattr(r, "model_dump", lambda: dict(r))()) for r in rows]
+        return unit_named(rows)
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = read) -> dict:
@@ -443,7 +446,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         }
 
     @app.get("/v1/spend", tags=["read"])
-    def spend(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+    def spend(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
               who: str = read) -> dict:
         """Spend of intervals starting in [since, until), grouped, largest first (micro-dollars)."""
         if by not in ("account", "user", "job", "pool"):
@@ -455,7 +458,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                 "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
 
     @app.get("/v1/spend/series", tags=["read"])
-    def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+    def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
                      who: str = read) -> dict:
         """Spend by interval start and key, sorted by time: what ``burstctl spend --plot`` draws."""
         if by not in ("account", "user", "job", "pool"):

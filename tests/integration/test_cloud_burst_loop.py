@@ -308,7 +308,7 @@ def test_a_job_the_policy_escalates_to_on_demand_launches_on_demand_in_a_spot_po
         rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] == "TERMINATED" for x in r) and r,
                         180, "every lease TERMINATED", diagnose=diagnose)
         assert {r["node_name"] for r in rows} >= set(on_cloud)
-        assert all(r["market"] == "on-demand" and r["price_per_hour_micros"] == 300_000 for r in rows), rows
+        assert all(r["market"] == "on-demand" and r["price_per_hour_micro_usd"] == 300_000 for r in rows), rows
         if provider == "aws":
             fleets = aws_env.faults.fleet_requests
             assert fleets and all(f["TargetCapacitySpecification.DefaultTargetCapacityType"] == "on-demand"
