@@ -225,7 +225,7 @@ class LocalPoolConfig(_Section):
     boot_delay_s: Seconds = 0.0
     conf_server: str | None = None  # "10.77.0.1:6817"; None = from the test bed
     # random spot reclaims per VM-hour, for chaos testing
-    preempt_rate_per_hour: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 0.0
+    preempt_rate_per_hour: Annotated[float, Field(ge=0, le=360_000, allow_inf_nan=False)] = 0.0
     notice_s: Seconds = 120.0  # preemption notice lead time
     metadata_port: int = Field(default=1338, ge=1, le=65535)
     vm_agent: bool = True  # each VM runs its metadata endpoint and burstd-agent (preemption notices)

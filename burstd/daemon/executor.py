@@ -19,7 +19,7 @@ from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import jobs_to_requeue, node_drained
+from burstd.daemon.planning import jobs_to_requeue, node_drained, sane_launch_time
 from burstd.db.leadership import Fence, Fenced
 from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
@@ -104,7 +104,7 @@ class Executor:
     def _move(self, lease_id: str, state: LeaseState, reason: str, **fields) -> Lease:
         if self.fence is not None:
             fields["fence"] = self.fence
-        lease = self.store.transition(lease_id, state, reason=reason, **fields)
+        lease = self.store.transition(lease_id, state, reason=reason, at=self.clock(), **fields)
         log.info(f"lease {state.value.lower()}", extra=ev(lease_id=lease_id, node=lease.node_name, pool=lease.pool,
                                                          state=state.value, reason=reason,
                                                          job_id=lease.job_ids[0] if lease.job_ids else None,
@@ -169,13 +169,22 @@ class Executor:
         for m, inst in zip(members, instances):
             self.metrics.launch_latency.observe(max(self.clock() - m.created_at, 0.0))
             self._move(m.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
-                       instance_id=inst.instance_id, launched_at=inst.launched_at)
+                       instance_id=inst.instance_id, launched_at=self._launch_time(m, inst.launched_at))
         crash_point("launch.after_booting")
         self.again = True
 
+    def _launch_time(self, lease: Lease, reported: float) -> float:
+        """Spend starts at the provider's launch time, but only a sane one is billed (issue 9 item 10)."""
+        t = sane_launch_time(reported, lease.created_at, self.clock())
+        if t != reported:
+            log.warning("launch time out of range; clamped", extra=ev(lease_id=lease.lease_id, reported=reported,
+                                                                     used=t))
+        return t
+
     def _do_Adopt(self, a: Adopt) -> None:
         self._move(a.lease_id, S.BOOTING, f"instance {a.instance_id} found in the listing",
-                   instance_id=a.instance_id, launched_at=a.launched_at)
+                   instance_id=a.instance_id,
+                   launched_at=self._launch_time(self.store.lease(a.lease_id), a.launched_at))
         self.again = True
 
     def _do_Refuse(self, a: Refuse) -> None:

@@ -75,14 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     health = PoolHealth(store, config)  # one capacity cooldown for every cloud pool, restored from the store
     providers = make_providers(config, cooldown=health.cooldown)
     metrics = Metrics()
+    from burstd.daemon.steady_clock import SteadyClock
+
     elector = None
     if config.ha.enabled:  # active/standby on one PostgreSQL (docs/ha.md); the loop's wake is wired below
         from burstd.daemon.leadership import Elector, holder_id
 
         elector = Elector(store, holder_id(config.ha.node_id), lease_s=config.ha.lease_s)
         elector.tick()
-    try:
-        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, leadership=elector)
+    try:  # one clock for every timestamp and timeout, immune to wall-clock steps (issue 9 item 10)
+        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, leadership=elector,
+                         clock=SteadyClock())
     except ValueError as exc:  # e.g. cloud.spot_advisor_file unreadable: say which key, no traceback
         print(f"{config_path(args.config)}: {exc}", file=sys.stderr)
         return 2

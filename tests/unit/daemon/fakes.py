@@ -48,7 +48,7 @@ class FakeStore:
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = lease_id or f"lease-{next(self._ids):04d}"
-        now = self.clock()
+        now = self.clock() if at is None else at
         lease = Lease(lid, pool, node_name, LeaseState.REQUESTED, market=market,
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
                       job_ids=tuple(job_ids), account=account, reason=reason, gang=gang)
@@ -63,7 +63,7 @@ class FakeStore:
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
-        lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
+        lease = replace(lease, state=state, state_since=self.clock() if at is None else at, reason=reason, **fields)
         self._leases[lease_id] = lease
         self._events.append(LeaseEvent(lease_id, self.clock(), old, state, reason, dict(extra or {}),
                                        event_id=len(self._events) + 1))
