@@ -2,7 +2,8 @@
 # Install every system package burstd's tests, bed and demo need, on Debian 12, as root. Idempotent: a second
 # run installs nothing and changes nothing.
 #   Slurm 22.05 (slurmctld, slurmd, client, slurmrestd, JWT auth plugin, libslurm), munge, PMIx (silences a
-#   slurmd error), iproute2/util-linux (network namespaces, nsenter, unshare), psmisc/procps, PostgreSQL 15,
+#   slurmd error), iproute2/util-linux (network namespaces, nsenter, unshare), nftables (a VM's metadata
+#   endpoint closed to non-root users), psmisc/procps, PostgreSQL 15,
 #   python3 + venv for scripts/setup-venv.sh; Prometheus (promtool checks monitoring/'s rules; a real server
 #   scrapes the daemon in the metrics test); systemd (systemd-analyze verifies the units); plus the users the
 #   test bed uses.
@@ -17,6 +18,7 @@ PACKAGES=(
     slurmctld slurmd slurm-client slurmrestd libslurm-dev slurm-wlm-basic-plugins slurm-wlm-jwt-plugin
     munge libpmix2
     iproute2 util-linux psmisc procps
+    nftables
     postgresql
     prometheus systemd
     python3 python3-venv python3-dev

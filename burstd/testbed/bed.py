@@ -42,7 +42,7 @@ INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-deps.sh"
 TEST_USERS = ("burstuser", "burstuser2")  # a normal user, and a second uid for permission tests
 REST_VERSIONS = "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"
 REQUIRED_BINARIES = ("slurmctld", "slurmd", "slurmrestd", "scontrol", "sbatch", "sinfo", "squeue", "munged",
-                     "nsenter", "unshare", "ip")
+                     "nsenter", "unshare", "ip", "nft")
 
 
 class BedError(RuntimeError):

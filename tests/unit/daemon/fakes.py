@@ -10,8 +10,9 @@ import itertools
 from dataclasses import replace
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
+from burstd.db.leadership import Fenced, LeaderRecord
 from burstd.domain.budget import BudgetBook
-from burstd.domain.lease import Lease, LeaseState, check_transition
+from burstd.domain.lease import Lease, LeaseEvent, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
 
@@ -39,30 +40,33 @@ class FakeStore:
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
+        self._leader: LeaderRecord | None = None
+        self.orphan_log: list[dict] = []
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
                      reason="", offering=None, lease_id=None, gang=None, at=None):
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = lease_id or f"lease-{next(self._ids):04d}"
-        now = self.clock()
+        now = self.clock() if at is None else at
         lease = Lease(lid, pool, node_name, LeaseState.REQUESTED, market=market,
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
                       job_ids=tuple(job_ids), account=account, reason=reason, gang=gang)
         self._leases[lid] = lease
-        self._events.append({"lease_id": lid, "from_state": None, "to_state": "REQUESTED", "reason": reason,
-                             "at": now})
+        self._events.append(LeaseEvent(lid, now, None, LeaseState.REQUESTED, reason, event_id=len(self._events) + 1))
         return lease
 
-    def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, **fields):
+    def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, fence=None, **fields):
+        if fence is not None:
+            self.check_fence(fence)
         state = LeaseState(target)
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
-        lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
+        lease = replace(lease, state=state, state_since=self.clock() if at is None else at, reason=reason, **fields)
         self._leases[lease_id] = lease
-        self._events.append({"lease_id": lease_id, "from_state": old.value, "to_state": state.value,
-                             "reason": reason, "at": self.clock(), "extra": dict(extra or {})})
+        self._events.append(LeaseEvent(lease_id, self.clock(), old, state, reason, dict(extra or {}),
+                                       event_id=len(self._events) + 1))
         return lease
 
     def lease_for_node(self, node):
@@ -77,8 +81,8 @@ class FakeStore:
                 if (states is None or x.state in states) and (gang is None or x.gang == gang)
                 and (pool is None or x.pool == pool) and (node is None or x.node_name == node)][:limit]
 
-    def events(self, lease_id=None, limit=100):
-        return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
+    def events(self, lease_id=None, *, limit=100):
+        return [e for e in self._events if lease_id is None or e.lease_id == lease_id][-limit:]
 
     def get_setting(self, key, default=None):
         return self._settings.get(key, default)
@@ -132,6 +136,38 @@ class FakeStore:
 
     def set_cooldown(self, offering, until, reason="", *, at=None):
         pass
+
+    # the election row, with the real store's rules (burstd.db.leadership), on the fake clock
+    def claim_leadership(self, holder, lease_s, *, now=None):
+        t = self.clock() if now is None else now
+        cur = self._leader
+        if cur is None or (cur.holder != holder and cur.expires_at <= t):
+            epoch = 1 if cur is None else cur.epoch + 1
+            self._leader = LeaderRecord(holder, epoch, t, t, t + lease_s, t)
+        elif cur.holder == holder:
+            self._leader = replace(cur, renewed_at=t, expires_at=max(cur.expires_at, t + lease_s), now=t)
+        return replace(self._leader, now=t)
+
+    def resign_leadership(self, holder):
+        if self._leader is None or self._leader.holder != holder:
+            return False
+        self._leader = replace(self._leader, expires_at=0.0)
+        return True
+
+    def leader(self, *, now=None):
+        return self._leader
+
+    def check_fence(self, fence):
+        cur = self._leader
+        if cur is None or (cur.holder, cur.epoch) != (fence.holder, fence.epoch):
+            raise Fenced(fence, cur)
+
+    def record_orphan_termination(self, pool, instance_id, *, lease_id=None, reason="", fence=None, at=None):
+        if fence is not None:
+            self.check_fence(fence)
+        self.orphan_log.append({"pool": pool, "instance_id": instance_id, "lease_id": lease_id,
+                                "epoch": None if fence is None else fence.epoch})
+        return len(self.orphan_log)
 
     def allocations(self, lease_id):
         return list(self._allocations.get(lease_id, ()))

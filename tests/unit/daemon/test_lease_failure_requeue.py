@@ -115,9 +115,9 @@ def test_the_failure_and_the_notice_are_on_the_lease_record_with_their_jobs():
     clock.advance(5)
     rec.cycle()
     events = store.events()
-    drained = next(e for e in events if e["to_state"] == "DRAINING")
-    failed = next(e for e in events if e["to_state"] == "FAILED")
-    assert drained["extra"] == {"running_jobs": [9]} and failed["extra"] == {"requeue": [9]}
+    drained = next(e for e in events if e.to_state == S.DRAINING)
+    failed = next(e for e in events if e.to_state == S.FAILED)
+    assert drained.extra == {"running_jobs": [9]} and failed.extra == {"requeue": [9]}
     assert ("requeue", 9) in adapter.calls and ("requeue", 5) not in adapter.calls
 
 
