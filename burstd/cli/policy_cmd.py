@@ -72,7 +72,8 @@ def register(app: typer.Typer) -> None:
             print_json(report)
             return
         t = Table(title=f"{report['trace']}: {report['jobs_read']} jobs, {report['onprem_units']} on-prem "
-                        f"{report['units']}")
+                        f"{report['units']}, spot preemptions "
+                        f"{report.get('spot_preemption_rate_per_node_hour', 0.0)}/node-h")
         cols = ("cloud_cost_usd", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s", "bounded_slowdown_mean",
                 "preemptions", "lost_node_hours", "cost_vs_ondemand_all", "wait_vs_never")
         t.add_column("policy")

@@ -7,7 +7,7 @@ import pytest
 from burstd.config import parse_config
 from burstd.simulate.engine import SimSetup, Simulator
 from burstd.simulate.policies import policy_config
-from burstd.simulate.spot import Segment, SpotModel, segments_of
+from burstd.simulate.spot import Reading, Segment, SpotModel, segments_of
 from burstd.simulate.traces import TraceJob
 
 CFG = parse_config({
@@ -77,7 +77,7 @@ def test_same_seed_same_result_and_jobs_never_lost():
 
 
 def test_segments_from_a_measured_style_trace():
-    segs = segments_of([0, 1, 1, 1, 0, 0, 1, 1], 30)
+    segs = segments_of([0, 1, 1, 1, 0, 0, 1, 1], 30, Reading.ONE_IS_ALIVE)  # the README's reading
     assert segs == [Segment(90, True), Segment(60, False)]
     m = SpotModel(segs, seed=1)
     assert m.rate_per_hour == pytest.approx(1 / (150 / 3600))

@@ -17,7 +17,8 @@ def calm_spot_traces(root):
     """Spot traces in the skypilot layout that never preempt."""
     for sub in ("preemption/1-node/aws-04-19-2023", "preemption/1-node/gcp-04-30-2023"):
         (root / sub).mkdir(parents=True)
-        (root / sub / "z.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [1] * 100}))
+        # 0 = alive in the authors' reading (spot.Reading), so this never preempts
+        (root / sub / "z.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [0] * 100}))
     return root
 
 
