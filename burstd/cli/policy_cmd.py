@@ -74,13 +74,22 @@ def register(app: typer.Typer) -> None:
         t = Table(title=f"{report['trace']}: {report['jobs_read']} jobs, {report['onprem_units']} on-prem "
                         f"{report['units']}, spot preemptions "
                         f"{report.get('spot_preemption_rate_per_node_hour', 0.0)}/node-h")
-        cols = ("cloud_cost_usd", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s", "bounded_slowdown_mean",
-                "preemptions", "lost_node_hours", "cost_vs_ondemand_all", "wait_vs_never")
+        cols = ("cloud_cost_usd", "cost_by_market", "jobs_burst", "wait_mean_s", "wait_p95_s", "delay_mean_s",
+                "delay_p95_s", "jct_mean_s", "bounded_slowdown_mean", "preemptions", "lost_node_hours",
+                "cost_vs_ondemand_all", "jct_vs_never")
         t.add_column("policy")
         for c in cols:
             t.add_column(c, justify="right")
         for name, row in report["policies"].items():
-            t.add_row(name, *(str(row.get(c, "")) for c in cols))
+            t.add_row(name, *(_cell(row.get(c, "")) for c in cols))
         console.print(t)
+        console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
+                      + ", ".join(report["frontier"]))
         if plot:
             console.print(f"frontier plot: {report['plot']}")
+
+
+def _cell(v) -> str:
+    if isinstance(v, dict):  # cost by market
+        return " ".join(f"{k}:{x}" for k, x in sorted(v.items())) or "-"
+    return str(v)

@@ -14,8 +14,10 @@ from burstd.config import Config
 from burstd.simulate.policies import POLICIES, make_setup, run_policy
 from burstd.simulate.traces import read_trace
 
-METRICS = ("cloud_cost_usd", "jobs", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s",
-           "bounded_slowdown_mean", "preemptions", "lost_node_hours")
+# wait_* is to the final start (the run that finished); first_wait_mean_s is kept to show what spot hides
+METRICS = ("cloud_cost_usd", "jobs", "jobs_burst", "wait_mean_s", "wait_p95_s", "first_wait_mean_s",
+           "delay_mean_s", "delay_p95_s", "jct_mean_s", "jct_p95_s", "bounded_slowdown_mean", "preemptions",
+           "lost_node_hours", "unfinished")
 
 
 def default_spot_root() -> Path:
@@ -78,7 +80,17 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         if nv is not None and nv.jct_mean_s > 0:
             row["jct_vs_never"] = round(r.jct_mean_s / nv.jct_mean_s, 4)
         out["policies"][r.policy] = row
+    out["frontier"] = frontier(out["policies"])
     return out
+
+
+def frontier(rows: dict[str, dict], key: str = "jct_mean_s") -> list[str]:
+    """Policies no other policy dominates on (cloud cost, ``key``): none both no dearer and no slower,
+    and strictly better on one. Judged on mean JCT, not first-start wait, which hides spot restarts."""
+    def dominated(a: dict) -> bool:
+        return any(b is not a and b["cloud_cost_usd"] <= a["cloud_cost_usd"] and b[key] <= a[key]
+                   and (b["cloud_cost_usd"] < a["cloud_cost_usd"] or b[key] < a[key]) for b in rows.values())
+    return [name for name, row in rows.items() if not dominated(row)]
 
 
 def _round(v):
@@ -87,7 +99,8 @@ def _round(v):
 
 def plot_frontier(report: dict, path: str | Path, sweeps: dict[str, list[tuple[float, float]]] | None = None,
                   title: str | None = None) -> Path:
-    """Cost versus mean wait, one point per policy (and one curve per knob sweep, if given), as PNG."""
+    """Cost versus mean JCT, one point per policy (and one curve per knob sweep of (JCT s, cost), if
+    given), as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,12 +112,12 @@ def plot_frontier(report: dict, path: str | Path, sweeps: dict[str, list[tuple[f
         ys = [c for _, c in curve]
         ax.plot(xs, ys, "-", alpha=0.6, label=f"{name} (knob sweep)")
     for name, row in report["policies"].items():
-        ax.scatter([row["wait_mean_s"] / 3600], [row["cloud_cost_usd"]], s=40, zorder=3)
-        ax.annotate(name, (row["wait_mean_s"] / 3600, row["cloud_cost_usd"]), textcoords="offset points",
+        ax.scatter([row["jct_mean_s"] / 3600], [row["cloud_cost_usd"]], s=40, zorder=3)
+        ax.annotate(name, (row["jct_mean_s"] / 3600, row["cloud_cost_usd"]), textcoords="offset points",
                     xytext=(5, 4), fontsize=8)
-    ax.set_xlabel("mean wait (h)")
+    ax.set_xlabel("mean JCT (h)")
     ax.set_ylabel("cloud cost (USD)")
-    ax.set_title(title or f"cost vs wait: {Path(report['trace']).name} ({report['jobs_read']} jobs)")
+    ax.set_title(title or f"cost vs mean JCT: {Path(report['trace']).name} ({report['jobs_read']} jobs)")
     ax.grid(True, alpha=0.3)
     if sweeps:
         ax.legend(fontsize=7)

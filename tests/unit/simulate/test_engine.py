@@ -88,3 +88,45 @@ def test_a_job_that_can_never_run_ends_the_replay_instead_of_hanging():
     always = SpotModel([Segment(50.0, True)], seed=1)
     res, done = sim([tj(1, 0, 3600, 16)], "spot-all", spot=always)  # 16 CPUs > 8 on-prem; spot always fails
     assert res.unfinished == 1 and res.jobs == 0 and res.preemptions == 2
+
+
+class Scripted(SpotModel):
+    """Spot lives given in order, then never preempted."""
+
+    def __init__(self, *lives: float):
+        super().__init__([Segment(1000.0, True)])
+        self.lives = list(lives)
+
+    def draw(self) -> float:
+        return self.lives.pop(0) if self.lives else float("inf")
+
+
+def test_wait_is_measured_to_the_final_start_so_a_preempted_spot_start_is_not_no_wait():
+    # one spot life of 500 s, then calm: the first spot start (at 60 + 100 s) is preempted at 560 s
+    once = Scripted(500.0)
+    jobs = [tj(1, 0, 3600, 16)]  # 16 CPUs > 8 on-prem: can only run in the cloud
+    res, done = sim(jobs, "spot-all", spot=once, ckpt=10_000.0)
+    j = done[1]
+    assert res.preemptions >= 1 and j.first_start == 160
+    assert j.last_start > j.first_start
+    assert res.first_wait_mean_s == 160
+    assert res.wait_mean_s == j.last_start  # submitted at 0
+    assert res.wait_mean_s > res.first_wait_mean_s
+
+
+def test_delay_is_jct_minus_run_time_and_counts_lost_work():
+    once = Scripted(500.0)
+    res, done = sim([tj(1, 0, 3600, 16)], "spot-all", spot=once, ckpt=10_000.0)
+    j = done[1]
+    assert res.jct_mean_s == j.end
+    assert res.delay_mean_s == pytest.approx(j.end - 3600)
+    # at least: one cycle + boot before the first start, the 400 s of lost work, another boot
+    assert res.delay_mean_s >= 60 + 100 + 400 + 100
+    assert res.delay_p95_s == pytest.approx(res.delay_mean_s)
+
+
+def test_without_preemptions_final_and_first_start_waits_agree():
+    jobs = [tj(1, 0, 1000, 6), tj(2, 1, 100, 8)]
+    res, done = sim(jobs)
+    assert res.wait_mean_s == res.first_wait_mean_s == pytest.approx(999 / 2)
+    assert res.delay_mean_s == pytest.approx(res.wait_mean_s)  # on-prem, no boot: delay is the wait

@@ -42,6 +42,10 @@ def test_simulate_prints_every_metric_for_every_policy(tmp_path):
     assert never["cloud_cost_usd"] == 0 and od["cloud_cost_usd"] > 0 and od["cost_vs_ondemand_all"] == 1.0
     assert od["wait_mean_s"] < never["wait_mean_s"]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name, row in rep["policies"].items():  # the honest measures, too
+        for m in ("first_wait_mean_s", "delay_mean_s", "delay_p95_s", "jct_p95_s", "cost_by_market"):
+            assert m in row, (name, m)
+    assert "never" in rep["frontier"]  # free: nothing is cheaper
 
 
 def test_policy_subset_and_limit(tmp_path):
@@ -68,3 +72,16 @@ def test_missing_spot_traces_are_a_clear_error(tmp_path):
     trace.write_text(SWF)
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--spot-traces", str(tmp_path)])
     assert r.exit_code == 1 and "no spot traces under" in r.output
+
+
+def test_the_frontier_is_judged_on_cost_and_mean_jct_not_first_start_wait():
+    from burstd.simulate.report import frontier
+
+    rows = {
+        "never": {"cloud_cost_usd": 0.0, "jct_mean_s": 9000.0, "wait_mean_s": 5000.0},
+        "cheap-fast": {"cloud_cost_usd": 10.0, "jct_mean_s": 4000.0, "wait_mean_s": 900.0},
+        # shows less wait than cheap-fast but is dearer and slower to complete: dominated
+        "spot-restarts": {"cloud_cost_usd": 12.0, "jct_mean_s": 4500.0, "wait_mean_s": 50.0},
+        "dear-fastest": {"cloud_cost_usd": 30.0, "jct_mean_s": 3000.0, "wait_mean_s": 100.0},
+    }
+    assert frontier(rows) == ["never", "cheap-fast", "dear-fastest"]
