@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from burstd.cli.common import console, fail, get_config, print_json
-from burstd.simulate.policies import POLICIES
+from burstd.simulate.policies import MARKETS, POLICIES
 from burstd.simulate.traces import FORMATS, TraceError
 
 
@@ -38,6 +38,9 @@ def register(app: typer.Typer) -> None:
         spot_traces: Optional[str] = typer.Option(
             None, "--spot-traces", help="Folder of measured spot preemption traces (skypilot spot-traces layout) "
                                         "[env: BURSTD_SPOT_TRACES; default: shared/traces/spot/skypilot_spot_traces]"),
+        market: Optional[str] = typer.Option(None, "--market",
+                                             help="on-demand|spot: every pool on this one market (ondemand-all "
+                                                  "stays the on-demand reference) [default: as configured]"),
         workers: int = typer.Option(1, "--workers", min=1, help="Policies simulated in parallel processes"),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
     ) -> None:
@@ -52,6 +55,8 @@ def register(app: typer.Typer) -> None:
         unknown = [n for n in names if n not in POLICIES]
         if unknown:
             fail(f"unknown policy {', '.join(unknown)}; built-in: {', '.join(POLICIES)}")
+        if market is not None and market not in MARKETS:
+            fail(f"unknown market {market!r}; known: {', '.join(MARKETS)}")
         if format is not None and format not in FORMATS:
             fail(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
         cfg = get_config(config) if config else None
@@ -63,7 +68,8 @@ def register(app: typer.Typer) -> None:
         try:
             report = simulate_trace(trace, format=format, policies=names or None, onprem_cpus=onprem_cpus,
                                     onprem_gpus=onprem_gpus, config=cfg, limit_jobs=limit_jobs, seed=seed,
-                                    boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root)
+                                    boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root,
+                                    market=market)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:

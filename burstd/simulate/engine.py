@@ -92,6 +92,7 @@ class SimSetup:
     spot: SpotModel | None = None
     decide_enabled: bool = True
     constant_wait_s: float | None = None  # constant-wait's wait, when it differs from policy.waiting.min_wait_s
+    market: str | None = None  # every pool on this market ("on-demand" or "spot"); None = as configured
 
 
 class Simulator:

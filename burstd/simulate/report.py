@@ -40,7 +40,8 @@ def _one(args):
 def simulate_trace(path: str | Path, *, format: str | None = None, policies: list[str] | None = None,
                    onprem_cpus: int | None = None, onprem_gpus: int | None = None, config: Config | None = None,
                    limit_jobs: int | None = None, seed: int = 1, spot_root: Path | None = None,
-                   boot_s: float = 120.0, cycle_s: float = 120.0, workers: int = 1) -> dict:
+                   boot_s: float = 120.0, cycle_s: float = 120.0, workers: int = 1,
+                   market: str | None = None) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines)."""
     policies = list(policies or POLICIES)
     for p in policies:
@@ -51,7 +52,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     if config is not None and not config.pools:
         raise ValueError("the config has no [[pools]] to burst to")
     root = spot_root or default_spot_root()
-    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s)
+    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s, market)
     tasks = [(p, setup, jobs, seed) for p in policies]
     if workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(min(workers, len(tasks))) as ex:
@@ -63,7 +64,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         "skip_reasons": dict(info.skip_reasons), "onprem_units": setup.onprem_units,
         "units": "gpus" if gpu else "cpus", "spot_preemption_rate_per_node_hour":
             round(setup.spot.rate_per_hour, 4) if setup.spot else 0.0,
-        "spot_traces": str(root) if setup.spot else None,
+        "spot_traces": str(root) if setup.spot else None, "market": market or "as configured",
         "policies": {},
     }
     by = {r.policy: r for r in results}

@@ -85,3 +85,38 @@ def test_the_frontier_is_judged_on_cost_and_mean_jct_not_first_start_wait():
         "dear-fastest": {"cloud_cost_usd": 30.0, "jct_mean_s": 3000.0, "wait_mean_s": 100.0},
     }
     assert frontier(rows) == ["never", "cheap-fast", "dear-fastest"]
+
+
+def test_market_on_demand_puts_every_pool_on_demand(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--market", "on-demand",
+                                 "--spot-traces", str(calm_spot_traces(tmp_path / "s"))])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["market"] == "on-demand"
+    for name, row in rep["policies"].items():
+        assert set(row["cost_by_market"]) <= {"on-demand"}, name
+        assert row["preemptions"] == 0
+    # spot-all has no spot to use: it is ondemand-all
+    assert rep["policies"]["spot-all"]["cloud_cost_usd"] == rep["policies"]["ondemand-all"]["cloud_cost_usd"] > 0
+
+
+def test_market_spot_never_pays_on_demand_except_the_reference(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--market", "spot",
+                                 "--spot-traces", str(calm_spot_traces(tmp_path / "s"))])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    for name, row in rep["policies"].items():
+        if name != "ondemand-all":
+            assert set(row["cost_by_market"]) <= {"spot"}, name
+    assert set(rep["policies"]["ondemand-all"]["cost_by_market"]) == {"on-demand"}
+
+
+def test_unknown_market_is_a_clear_error(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--market", "reserved"])
+    assert r.exit_code == 1 and "unknown market 'reserved'" in r.output
