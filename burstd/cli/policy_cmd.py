@@ -91,6 +91,13 @@ def register(app: typer.Typer) -> None:
         console.print(t)
         console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
                       + ", ".join(report["frontier"]))
+        shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
+        console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node; cloud: {shapes}")
+        for name, row in report["policies"].items():
+            for why, n in row.get("cannot_burst", {}).items():
+                console.print(f"{name}: {n} jobs could not burst: {why}")
+        if report["too_big_for_onprem"]:
+            console.print(f"{report['too_big_for_onprem']} jobs larger than the on-prem site were left out")
         if plot:
             console.print(f"frontier plot: {report['plot']}")
 

@@ -26,6 +26,7 @@ from burstd.domain.budget import AccountBudget, BudgetBook, PriceQuote
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.slurm import Gres, Job, Node, Snapshot
 from burstd.policy.decide import decide
+from burstd.simulate.shapes import cannot_burst_reason, count_reasons
 from burstd.simulate.spot import SpotModel
 from burstd.simulate.traces import TraceJob
 
@@ -72,6 +73,7 @@ class SimResult:
     unfinished: int = 0  # jobs that could never run (too big for on-prem and not allowed to burst)
     wall_s: float = 0.0
     cost_by_market: dict[str, float] = field(default_factory=dict)
+    cannot_burst: dict[str, int] = field(default_factory=dict)  # jobs no cloud pool fits, by reason
 
     def as_dict(self) -> dict:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in
@@ -316,6 +318,10 @@ class Simulator:
 
         t0 = time.perf_counter()
         arrivals = [self._sim_job(tj) for tj in self.trace]
+        if self.s.decide_enabled:
+            pools = [(p.cpus, p.gpus, p.node_count) for p in self.cfg.pools]
+            self.res.cannot_burst = count_reasons([cannot_burst_reason(j.cpn, j.gpn, j.nodes, pools)
+                                                   for j in arrivals])
         ai, na = 0, len(arrivals)
         ev = self.events
         while ai < na or ev:

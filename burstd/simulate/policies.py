@@ -19,6 +19,7 @@ from pathlib import Path
 
 from burstd.config import Config, parse_config
 from burstd.simulate.engine import SimResult, SimSetup, Simulator
+from burstd.simulate.shapes import SPOT_SHARE, fitting_shape, site_cpus_per_node
 from burstd.simulate.spot import CPU_TRACES, GPU_TRACES, SpotModel
 from burstd.simulate.traces import TraceInfo, TraceJob
 
@@ -62,8 +63,17 @@ BUILTIN_CONSTANT_WAIT_S = 4 * 3600.0
 SITE_BURSTD_MIN_WAIT_S = {False: 600.0, True: 120.0}
 
 
-def default_site(gpu: bool) -> Config:
-    data = {**(GPU_SITE if gpu else CPU_SITE), **SITE_DEFAULTS}
+def cpu_site_pools(cpus_per_node: int) -> list[dict]:
+    """The built-in CPU pool, sized to the site's node (the smallest c5 that holds one)."""
+    s = fitting_shape(cpus_per_node)
+    pool = dict(CPU_SITE["pools"][0])
+    pool.update(instance_types=[{"name": s.name, "cpus": s.cpus, "memory_mb": 2048 * s.cpus}],
+                price_per_hour=round(s.ondemand * SPOT_SHARE, 4), ondemand_price_per_hour=s.ondemand)
+    return [pool]
+
+
+def default_site(gpu: bool, cpus_per_node: int = 8) -> Config:
+    data = {**(GPU_SITE if gpu else {"pools": cpu_site_pools(cpus_per_node)}), **SITE_DEFAULTS}
     data["policy"] = {**data["policy"], "waiting": {**data["policy"]["waiting"],
                                                      "burstd_min_wait_s": SITE_BURSTD_MIN_WAIT_S[gpu]}}
     return parse_config(data, "<built-in simulate site>")
@@ -123,16 +133,17 @@ def on_market(cfg: Config, market: str) -> Config:
 def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: int | None, onprem_gpus: int | None,
                spot_root: Path | None, seed: int = 1, boot_s: float = 120.0, cycle_s: float = 120.0,
                market: str | None = None) -> SimSetup:
-    cfg = config or default_site(gpu)
-    if market is not None:
-        on_market(cfg, market)  # fail early on a pool that cannot go on that market
     if gpu:
+        cfg = config or default_site(gpu)
         units = onprem_gpus or 232 * 8
         upn = 8
     else:
         units = onprem_cpus or info.max_procs or 1024
-        upn = (info.max_procs // info.max_nodes) if (info.max_procs and info.max_nodes) else min(
-            p.cpus for p in cfg.pools) if cfg.pools else 8
+        fallback = min(p.cpus for p in config.pools) if config is not None and config.pools else 8
+        upn = site_cpus_per_node(info.max_procs, info.max_nodes, fallback)
+        cfg = config or default_site(gpu, upn)
+    if market is not None:
+        on_market(cfg, market)  # fail early on a pool that cannot go on that market
     spot = None
     if spot_root is not None and spot_root.is_dir():
         spot = SpotModel.from_dir(spot_root, GPU_TRACES if gpu else CPU_TRACES, seed)

@@ -62,6 +62,11 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     out = {
         "trace": str(path), "format": info.format, "jobs_read": len(jobs), "skipped": info.skipped,
         "skip_reasons": dict(info.skip_reasons), "onprem_units": setup.onprem_units,
+        "onprem_units_per_node": setup.units_per_node,
+        "cloud_shapes": {p.name: {"cpus": p.cpus, "gpus": p.gpus, "spot": p.price_per_hour if p.market == "spot"
+                                  else None, "on-demand": p.ondemand_price_per_hour if p.market == "spot"
+                                  else p.price_per_hour} for p in setup.config.pools},
+        "too_big_for_onprem": sum(1 for j in jobs if (j.gpus if gpu else j.cpus) > setup.onprem_units),
         "units": "gpus" if gpu else "cpus", "spot_preemption_rate_per_node_hour":
             round(setup.spot.rate_per_hour, 4) if setup.spot else 0.0,
         "spot_traces": str(root) if setup.spot else None, "market": market or "as configured",
@@ -71,6 +76,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     for r in results:
         row = {m: _round(getattr(r, m)) for m in METRICS}
         row["cost_by_market"] = {k: round(v, 2) for k, v in r.cost_by_market.items()}
+        row["cannot_burst"] = r.cannot_burst
         row["wall_s"] = round(r.wall_s, 2)
         od = by.get("ondemand-all")
         nv = by.get("never")
