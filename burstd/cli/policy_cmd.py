@@ -41,6 +41,12 @@ def register(app: typer.Typer) -> None:
         market: Optional[str] = typer.Option(None, "--market",
                                              help="on-demand|spot: every pool on this one market (ondemand-all "
                                                   "stays the on-demand reference) [default: as configured]"),
+        checkpoint_share: Optional[float] = typer.Option(
+            None, "--checkpoint-share", min=0.0, max=1.0,
+            help="Share of jobs that checkpoint; the rest restart from zero when preempted [default: 0.5]"),
+        checkpoint_interval_s: Optional[float] = typer.Option(
+            None, "--checkpoint-interval-s", min=1.0,
+            help="Seconds between checkpoints [default: policy.checkpoint_interval_s, 3600]"),
         workers: int = typer.Option(1, "--workers", min=1, help="Policies simulated in parallel processes"),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
     ) -> None:
@@ -69,7 +75,8 @@ def register(app: typer.Typer) -> None:
             report = simulate_trace(trace, format=format, policies=names or None, onprem_cpus=onprem_cpus,
                                     onprem_gpus=onprem_gpus, config=cfg, limit_jobs=limit_jobs, seed=seed,
                                     boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root,
-                                    market=market)
+                                    market=market, checkpoint_share=checkpoint_share,
+                                    checkpoint_s=checkpoint_interval_s)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -92,6 +99,8 @@ def register(app: typer.Typer) -> None:
         console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
                       + ", ".join(report["frontier"]))
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
+        console.print(f"checkpointing: {report['checkpoint_share']:.0%} of jobs, every "
+                      f"{report['checkpoint_interval_s']:.0f} s")
         console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node; cloud: {shapes}")
         for name, row in report["policies"].items():
             for why, n in row.get("cannot_burst", {}).items():

@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from burstd.config import Config
-from burstd.simulate.policies import POLICIES, make_setup, run_policy
+from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
 from burstd.simulate.traces import read_trace
 
 # wait_* is to the final start (the run that finished); first_wait_mean_s is kept to show what spot hides
@@ -41,7 +41,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    onprem_cpus: int | None = None, onprem_gpus: int | None = None, config: Config | None = None,
                    limit_jobs: int | None = None, seed: int = 1, spot_root: Path | None = None,
                    boot_s: float = 120.0, cycle_s: float = 120.0, workers: int = 1,
-                   market: str | None = None) -> dict:
+                   market: str | None = None, checkpoint_share: float | None = None,
+                   checkpoint_s: float | None = None) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines)."""
     policies = list(policies or POLICIES)
     for p in policies:
@@ -52,7 +53,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     if config is not None and not config.pools:
         raise ValueError("the config has no [[pools]] to burst to")
     root = spot_root or default_spot_root()
-    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s, market)
+    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s, market,
+                       DEFAULT_CHECKPOINT_SHARE if checkpoint_share is None else checkpoint_share, checkpoint_s)
     tasks = [(p, setup, jobs, seed) for p in policies]
     if workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(min(workers, len(tasks))) as ex:
@@ -62,7 +64,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     out = {
         "trace": str(path), "format": info.format, "jobs_read": len(jobs), "skipped": info.skipped,
         "skip_reasons": dict(info.skip_reasons), "onprem_units": setup.onprem_units,
-        "onprem_units_per_node": setup.units_per_node,
+        "onprem_units_per_node": setup.units_per_node, "checkpoint_share": setup.checkpoint_share,
+        "checkpoint_interval_s": setup.checkpoint_s,
         "cloud_shapes": {p.name: {"cpus": p.cpus, "gpus": p.gpus, "spot": p.price_per_hour if p.market == "spot"
                                   else None, "on-demand": p.ondemand_price_per_hour if p.market == "spot"
                                   else p.price_per_hour} for p in setup.config.pools},

@@ -130,3 +130,28 @@ def test_without_preemptions_final_and_first_start_waits_agree():
     res, done = sim(jobs)
     assert res.wait_mean_s == res.first_wait_mean_s == pytest.approx(999 / 2)
     assert res.delay_mean_s == pytest.approx(res.wait_mean_s)  # on-prem, no boot: delay is the wait
+
+
+def sim_ckpt(share, lives):
+    cfg = policy_config(CFG, "spot-all")
+    setup = SimSetup(cfg, False, 8, 8, boot_s=100.0, cycle_s=60.0, spot=Scripted(*lives), checkpoint_s=600.0,
+                     checkpoint_share=share)
+    return Simulator(setup, [tj(1, 0, 3600, 16)], "spot-all").run()
+
+
+def test_a_job_that_does_not_checkpoint_loses_all_its_progress_when_preempted():
+    # preempted 2000 s after launch: 1900 s of progress, 1800 s of it checkpointed (600 s interval)
+    never = sim_ckpt(0.0, [2000.0])
+    always = sim_ckpt(1.0, [2000.0])
+    assert never.lost_node_hours == pytest.approx(2 * 1900 / 3600)  # 2 nodes x all progress
+    assert always.lost_node_hours == pytest.approx(2 * 100 / 3600)  # 2 nodes x since the last checkpoint
+    assert never.delay_mean_s > always.delay_mean_s
+
+
+def test_the_checkpointing_share_picks_that_share_of_jobs_the_same_way_every_time():
+    from burstd.simulate.engine import checkpoints
+
+    picked = [checkpoints(i, 0.3) for i in range(1, 10_001)]
+    assert sum(picked) == pytest.approx(3000, abs=30)
+    assert picked == [checkpoints(i, 0.3) for i in range(1, 10_001)]
+    assert not any(checkpoints(i, 0.0) for i in range(100)) and all(checkpoints(i, 1.0) for i in range(100))
