@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
                                              help="burstd.toml whose [[pools]], [policy] and [budget] to simulate "
                                                   "[default: a built-in site for the trace kind]"),
         limit_jobs: Optional[int] = typer.Option(None, "--limit-jobs", min=1, help="Replay only the first N jobs"),
-        plot: Optional[str] = typer.Option(None, "--plot", help="Write the cost-versus-wait frontier as PNG here"),
+        plot: Optional[str] = typer.Option(None, "--plot", help="Write the cost-versus-mean-JCT frontier as PNG here"),
         seed: int = typer.Option(1, "--seed", help="Seed for spot preemption draws (same for every policy)"),
         boot_s: float = typer.Option(120.0, "--boot-s", min=0, help="Cloud node boot delay, seconds"),
         cycle_s: float = typer.Option(120.0, "--cycle-s", min=1, help="Seconds between decide() cycles"),
