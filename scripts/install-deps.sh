@@ -3,7 +3,9 @@
 # run installs nothing and changes nothing.
 #   Slurm 22.05 (slurmctld, slurmd, client, slurmrestd, JWT auth plugin, libslurm), munge, PMIx (silences a
 #   slurmd error), iproute2/util-linux (network namespaces, nsenter, unshare), psmisc/procps, PostgreSQL 15,
-#   python3 + venv for scripts/setup-venv.sh; plus the users the test bed uses.
+#   python3 + venv for scripts/setup-venv.sh; Prometheus (promtool checks monitoring/'s rules; a real server
+#   scrapes the daemon in the metrics test); systemd (systemd-analyze verifies the units); plus the users the
+#   test bed uses.
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -16,6 +18,7 @@ PACKAGES=(
     munge libpmix2
     iproute2 util-linux psmisc procps
     postgresql
+    prometheus systemd
     python3 python3-venv python3-dev
     ca-certificates curl
 )

@@ -5,7 +5,8 @@ refused: Slurm sites without slurmdbd (and many with it) have no authoritative a
 and an admin must be able to give a new group a budget before its first job is queued. The warning names
 the accounts burstd does know, so a typo ("chme" for "chem") is caught at once. What "known" means:
 
-* an account of any job in the daemon's last Slurm snapshot (pending, running, completing);
+* an account of any job in the daemon's last Slurm snapshot (pending, running, completing), or in a fresh
+  one taken before warning (a job submitted since the last cycle counts);
 * an account with a budget in ``[budget.accounts]`` of the config or already in the database;
 * an account some lease was charged to (it ran on the cloud before).
 """
@@ -38,6 +39,13 @@ def unknown_account_warning(account: str, rec, config) -> str | None:
         return None
     known = known_accounts(rec, config)
     if account in known:
+        return None
+    # The last cycle's snapshot may predate a job submitted a moment ago: ask Slurm once more before warning.
+    try:
+        fresh = rec.adapter.snapshot()
+    except Exception:  # noqa: BLE001 - Slurm unreachable: warn from what we knew
+        fresh = None
+    if fresh is not None and any(j.account == account for j in fresh.jobs):
         return None
     listed = ", ".join(sorted(known)[:20]) or "none yet"
     return (f"account {account!r} is not in Slurm's queue, the config or the budget table (known accounts: "

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
 from burstd.domain.budget import BudgetBook
-from burstd.domain.lease import Lease, LeaseState, check_transition
+from burstd.domain.lease import Lease, LeaseEvent, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
 
@@ -33,7 +33,9 @@ class FakeStore:
         self._leases: dict[str, Lease] = {}
         self._events: list[dict] = []
         self._settings: dict[str, str] = {}
+        self._job_markets: dict[int, str] = {}
         self._intents: list[StoredIntent] = []
+        self._allocations: dict[str, list] = {}  # lease id -> Allocations (what the spend ledger records)
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
@@ -48,8 +50,7 @@ class FakeStore:
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
                       job_ids=tuple(job_ids), account=account, reason=reason, gang=gang)
         self._leases[lid] = lease
-        self._events.append({"lease_id": lid, "from_state": None, "to_state": "REQUESTED", "reason": reason,
-                             "at": now})
+        self._events.append(LeaseEvent(lid, now, None, LeaseState.REQUESTED, reason, event_id=len(self._events) + 1))
         return lease
 
     def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, **fields):
@@ -59,8 +60,8 @@ class FakeStore:
         old = lease.state
         lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
         self._leases[lease_id] = lease
-        self._events.append({"lease_id": lease_id, "from_state": old.value, "to_state": state.value,
-                             "reason": reason, "at": self.clock()})
+        self._events.append(LeaseEvent(lease_id, self.clock(), old, state, reason, dict(extra or {}),
+                                       event_id=len(self._events) + 1))
         return lease
 
     def lease_for_node(self, node):
@@ -75,8 +76,8 @@ class FakeStore:
                 if (states is None or x.state in states) and (gang is None or x.gang == gang)
                 and (pool is None or x.pool == pool) and (node is None or x.node_name == node)][:limit]
 
-    def events(self, lease_id=None, limit=100):
-        return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
+    def events(self, lease_id=None, *, limit=100):
+        return [e for e in self._events if lease_id is None or e.lease_id == lease_id][-limit:]
 
     def get_setting(self, key, default=None):
         return self._settings.get(key, default)
@@ -100,6 +101,18 @@ class FakeStore:
         self._intents = [i for i in self._intents if i.intent_id not in ids]
         return before - len(self._intents)
 
+    def job_markets(self):
+        return dict(self._job_markets)
+
+    def set_job_market(self, job_id, market, *, at=None):
+        if market is None:
+            self._job_markets.pop(job_id, None)
+        else:
+            self._job_markets[job_id] = market
+
+    def forget_job_markets(self, job_ids):
+        return sum(self._job_markets.pop(j, None) is not None for j in set(job_ids))
+
     def pause_state(self):
         return self._pause
 
@@ -119,6 +132,9 @@ class FakeStore:
     def set_cooldown(self, offering, until, reason="", *, at=None):
         pass
 
+    def allocations(self, lease_id):
+        return list(self._allocations.get(lease_id, ()))
+
     def budget_book(self, period, now, config=None):
         """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
         return BudgetBook(period_start=now - 86400, period_end=now + 86400)
@@ -132,10 +148,15 @@ class FakeAdapter:
         self.nodes: dict[str, Node] = {}
         self.calls: list[tuple] = []
         self.snapshots = 0
+        self.ended: dict[int, str] = {}
 
     def snapshot(self):
         self.snapshots += 1
         return Snapshot(taken_at=0.0, jobs=tuple(self.jobs), nodes=tuple(self.nodes.values()))
+
+    def add_job(self, job_id, state, nodes="", account="chem"):
+        """A job Slurm runs (or configures) on ``nodes``: what a lost node's jobs look like in the snapshot."""
+        self.jobs.append(Job(job_id, f"job{job_id}", "alice", account, ("batch",), state, nodes=nodes))
 
     def set_node(self, name, state="IDLE", *flags):
         self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
@@ -154,6 +175,11 @@ class FakeAdapter:
 
     def requeue(self, job_id):
         self.calls.append(("requeue", job_id))
+
+    def job_state(self, job_id):
+        """Like Slurm: a live job's state, an ended one's from ``ended`` (job id -> state), else forgotten."""
+        live = next((j.state for j in self.jobs if j.job_id == job_id), None)
+        return live or self.ended.get(job_id)
 
     def signal(self, job_id, signal, *, batch=False, full=False):
         self.calls.append(("signal", job_id, signal))

@@ -54,7 +54,47 @@ def test_install_hooks_writes_executable_scripts(tmp_path):
     assert sorted(os.path.basename(p) for p in paths) == ["resume", "resume-fail", "suspend"]
     text = (tmp_path / "resume").read_text()
     assert os.access(tmp_path / "resume", os.X_OK)
-    assert "exec '/usr/bin/python3' -m burstd.daemon.hooks resume \"$@\"" in text
+    assert "exec /usr/bin/python3 -m burstd.daemon.hooks resume \"$@\"" in text
+
+
+@pytest.mark.parametrize("evil", ["/tmp/it's/burstd.toml", '/tmp/$(touch {pwned})/b.toml', "/tmp/`touch {pwned}`",
+                                  "/tmp/a b;touch {pwned}/c", '/tmp/"q"\\/d.toml'])
+def test_a_hook_script_runs_nothing_from_a_hostile_config_path(tmp_path, evil):
+    """Issue 9 item 8: the generated script is run as SlurmUser; quoting keeps every path a plain argument."""
+    import subprocess
+
+    pwned = tmp_path / "pwned"
+    config_path = evil.format(pwned=pwned)
+    fake_python = tmp_path / "py thon's"  # a path that itself needs quoting
+    fake_python.write_text('#!/bin/sh\nprintf "%s\\n" "$BURSTD_CONFIG" "$@"\n')
+    fake_python.chmod(0o755)
+    hooks = tmp_path / "hooks"
+    install_hooks(str(hooks), str(fake_python), config_path)
+    out = subprocess.run([str(hooks / "resume"), "cloud[1-2]"], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [config_path, "-m", "burstd.daemon.hooks", "resume", "cloud[1-2]"]
+    assert not pwned.exists()
+
+
+def test_a_hook_script_refuses_a_line_break_in_a_path(tmp_path):
+    with pytest.raises(ValueError, match="line break"):
+        install_hooks(str(tmp_path), "/usr/bin/python3", "/etc/burstd/x\ntouch /tmp/pwned")
+
+
+def test_slurm_conf_refuses_values_that_would_inject_a_setting(tmp_path):
+    cfg = parse_config({"pools": POOLS})
+    for hook_dir in ("/opt/hooks\nResumeProgram=/tmp/evil", "/opt/my hooks", "/opt/#hooks"):
+        with pytest.raises(ValueError, match="--hook-dir"):
+            slurm_conf_lines(cfg, hook_dir)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[pools]]\nname = "p"\nprovider = "local"\npartition = "cloud"\nnode_prefix = "c"\n'
+                   'node_count = 1\nprice_per_hour = 0.1\nfeatures = ["x\\nResumeProgram=/tmp/evil"]\n'
+                   'instance_types = [{ name = "s", cpus = 1, memory_mb = 100 }]\n')
+    res = CliRunner().invoke(app, ["slurm-conf", "-c", str(bad)])
+    assert res.exit_code == 2 and "pools[0].features[0]" in res.stderr and "ResumeProgram=/tmp" not in res.stdout
+    good = tmp_path / "good.toml"
+    good.write_text(bad.read_text().replace('"x\\nResumeProgram=/tmp/evil"', '"x"'))
+    res = CliRunner().invoke(app, ["slurm-conf", "-c", str(good), "--hook-dir", "/opt/a b"])
+    assert res.exit_code == 2 and "--hook-dir" in res.stderr and res.stdout == ""
 
 
 @pytest.fixture
