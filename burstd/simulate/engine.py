@@ -9,8 +9,8 @@ jobs with their time-limit end times, on-prem nodes), the live ``Lease``s, a ``B
 so far this period and the price quotes, and calls ``decide()``. A job made eligible leaves the on-prem
 queue (Slurm would start it at once on the powered-down cloud nodes), its nodes boot for ``boot_s``, and it
 runs. On spot, each node's time to preemption is drawn from the measured traces (``SpotModel``); a
-preempted job loses the work since its last checkpoint, is requeued on-prem with ``restart_count + 1``
-(so ``decide()``'s escalation applies) and its nodes' time is billed. Billing: nodes x (boot + run) x
+preempted job loses the work since its last checkpoint (all of it for a job outside ``checkpoint_share``),
+is requeued on-prem with ``restart_count + 1`` (so ``decide()``'s escalation applies) and its nodes' time is billed. Billing: nodes x (boot + run) x
 the price at launch.
 """
 
