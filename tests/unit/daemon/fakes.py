@@ -103,8 +103,12 @@ class FakeAdapter:
     def release_hold(self, job_id):
         self.calls.append(("release_hold", job_id))
 
-    def requeue(self, job_id):
+    def requeue(self, job_id, *, expedite=False):
         self.calls.append(("requeue", job_id))
+
+    def set_instance(self, node, instance_id, instance_type):
+        self.calls.append(("set_instance", node, instance_id, instance_type))
+        return True
 
     def drain(self, nodes, reason):
         self.calls.append(("drain", tuple(nodes), reason))
