@@ -107,6 +107,16 @@ class Bed:
             self.slurm_version = proc.stdout.split()[-1]
         return self._release
 
+    def _start_anchor(self) -> None:
+        """A process on the host for the chroot's hooks to find the host's mount namespace by (see render)."""
+        pid_file = self.paths["anchor_pid"]
+        if _alive(_pid_of(pid_file), "sleep"):
+            return
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, env=self.env)
+        pid_file.write_text(f"{proc.pid}\n")
+
     def _ensure_release(self) -> None:
         """The chroot of a 24.11 / 26.05 bed (built once per machine), its wrappers, users and munged."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +128,7 @@ class Bed:
         with _chroot_lock(self.config.slurm_release):
             root = release.ensure_chroot(self.config.slurm_release, self.paths["log"] / "chroot-build.log")
         release.sync_users(root, (self.config.rest_user,))
+        release.sync_hosts(root)
         release.write_wrappers(root, self.state_dir, self.paths["bin"])
         release.ensure_munge(root, self.paths["bin"])
 
@@ -218,10 +229,12 @@ class Bed:
                 self._write_hooks()
                 self._save()
             else:
+                self._clear_leftovers()  # first: our own leftovers (a slurmdbd) would hold our ports
                 self._check_conflicts()
-                self._clear_leftovers()
                 self._prepare_state_dir()
                 netns.ensure_bridge(self.bridge, self.config.bridge_address)
+                if self.chroot:
+                    self._start_anchor()
                 if self.config.accounting:
                     self.accounting.up()
                 self._start_ctld()
@@ -446,6 +459,7 @@ class Bed:
         stopped["slurmrestd"] = _stop(_pid_of(self.paths["rest_pid"]), "slurmrestd")
         stopped["slurmctld"] = _stop(_pid_of(self.paths["ctld_pid"]), "slurmctld", timeout=15)
         stopped.update(self.accounting.down())
+        _stop(_pid_of(self.paths["anchor_pid"]), "sleep")
         for ns in sorted(self.vm_namespaces()):
             netns.teardown(ns)
             stopped["namespaces"].append(ns)

@@ -102,6 +102,11 @@ def sync_users(root: Path, users: tuple[str, ...]) -> None:
             os.chown(home, pw.pw_uid, pw.pw_gid)
 
 
+def sync_hosts(root: Path) -> None:
+    """debootstrap's minbase has no /etc/hosts: give the chroot the host's (localhost, the head node's name)."""
+    shutil.copyfile("/etc/hosts", root / "etc/hosts")
+
+
 def _ensure_line(path: Path, name: str, line: str) -> None:
     lines = path.read_text().splitlines()
     if any(existing.split(":", 1)[0] == name for existing in lines):
