@@ -1,4 +1,4 @@
-"""The Slurm adapter on the live 22.05 bed: submit real jobs with sbatch, read them back through the cli
+"""The Slurm adapter on the live bed (22.05, or 24.11 / 26.05 with BURSTD_BED_SLURM_RELEASE): submit real jobs with sbatch, read them back through the cli
 backend (text and JSON paths) and the rest backend (slurmrestd, JWT), and change them through the adapter.
 
 Run alone on a bed of your own:  BURSTD_BED_NAME=slurmad BURSTD_BED_SLOT=41 pytest tests/integration/test_slurm_adapter.py
@@ -23,18 +23,19 @@ pytestmark = pytest.mark.bed
 
 @pytest.fixture(scope="module")
 def cli(slurm_bed) -> CliAdapter:
-    return make_adapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path)))
+    return make_adapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir))
 
 
 @pytest.fixture(scope="module")
 def cli_json(slurm_bed) -> CliAdapter:
-    return CliAdapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), job_format="json"))
+    return CliAdapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir, job_format="json"))
 
 
 @pytest.fixture(scope="module")
 def rest(slurm_bed) -> RestAdapter:
     # token from `scontrol token` (run with the bed's SLURM_CONF), version negotiated from /openapi/v3
-    return make_adapter(SlurmConfig(backend="rest", conf=str(slurm_bed.conf_path), rest_url=slurm_bed.rest_url))
+    return make_adapter(SlurmConfig(backend="rest", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir,
+                                    rest_url=slurm_bed.rest_url))
 
 
 @pytest.fixture
@@ -161,7 +162,7 @@ def test_shell_metacharacters_round_trip_and_run_nothing(slurm_bed, bed_user, cl
 
 
 def test_a_name_with_the_text_separator_falls_back_to_json_and_stays_exact(slurm_bed, bed_user, cleanup):
-    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path)))
+    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir))
     name = "tricky\x1fname\x1e"
     job = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", name)
     got = _jobs(adapter.snapshot(), {job})[job]
@@ -200,10 +201,64 @@ def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
     assert cli.snapshot().node(node).address == node
 
 
-def test_rest_v0038_refuses_node_actions_with_a_clear_error(rest, slurm_bed):
-    assert rest.version == "v0.0.38"
-    with pytest.raises(SlurmError, match="v0.0.38 has no endpoint to drain"):
-        rest.drain([slurm_bed.onprem_nodes[0]], "x")
+def test_rest_node_actions_where_the_served_version_has_them(rest, slurm_bed):
+    node = slurm_bed.onprem_nodes[0]
+    if rest.version == "v0.0.38":  # Slurm 22.05
+        with pytest.raises(SlurmError, match="v0.0.38 has no endpoint to drain"):
+            rest.drain([node], "x")
+        return
+    assert rest.version == slurm_bed.rest_data_version  # 24.11: v0.0.42, 26.05: v0.0.45
+    rest.drain([node], "burstd rest test")
+    try:
+        slurm_bed.wait_for(lambda: "DRAIN" in slurm_bed.node(node).get("State", ""), 10, f"{node} drained")
+        assert slurm_bed.node(node).get("Reason", "").startswith("burstd rest test")
+    finally:
+        rest.resume([node])
+    slurm_bed.wait_for(lambda: "DRAIN" not in slurm_bed.node(node).get("State", ""), 10, f"{node} resumed")
+
+
+def test_rest_requeue_where_the_served_version_has_it(rest, slurm_bed, bed_user, cleanup):
+    job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "--requeue", "-o", "/dev/null"],
+                           "#!/bin/sh\nsleep 300\n", user=bed_user)
+    cleanup.append(job)
+    slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", 60, f"job {job} running")
+    if rest.version < "v0.0.45":
+        with pytest.raises(SlurmError, match="no endpoint to requeue"):
+            rest.requeue(job)
+        return
+    rest.requeue(job, expedite=True)
+    slurm_bed.wait_for(lambda: slurm_bed.job(job).get("Restarts") == "1", 30, f"job {job} requeued")
+
+
+def test_instance_id_and_type_are_recorded_where_the_release_has_them(slurm_bed, cli):
+    node = slurm_bed.cloud_nodes[-1]
+    recorded = cli.set_instance(node, "i-0burstdtest", "ns.small")
+    assert recorded is cli.features.has("instance_fields")
+    if not recorded:  # 22.05: nothing was run, nothing changed
+        assert "InstanceId" not in slurm_bed.node(node)
+        return
+    assert (slurm_bed.node(node)["InstanceId"], slurm_bed.node(node)["InstanceType"]) == ("i-0burstdtest", "ns.small")
+    # slurmdbd keeps it: `sacctmgr show instance` lists where the node ran (what `burstctl spend` joins on)
+    def listed():
+        out = slurm_bed.run(["sacctmgr", "-n", "-P", "show", "instance", "format=nodename,instanceid,instancetype"],
+                            check=False).stdout
+        return f"{node}|i-0burstdtest|ns.small" in out
+    slurm_bed.wait_for(listed, 20, "sacctmgr show instance to list the instance")
+
+
+def test_the_release_decides_the_power_commands(slurm_bed, cli):
+    """`scontrol power` on 24.05+, `update state=POWER_*` before: the adapter asks the live version."""
+    node = _idle_powered_down_cloud_node(slurm_bed, cli)
+    with slurm_bed.hooks("stub"):
+        before = len(cli.calls)
+        cli.power_up([node])
+        cli.power_down([node], force=True)
+        used = [c[1:3] for c in cli.calls[before:] if c[0].endswith("scontrol")]
+        slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
+    if cli.features.has("power_verb"):
+        assert used == [["power", "up"], ["power", "down"]]
+    else:
+        assert used == [["update", f"nodename={node}"]] * 2
 
 
 def _log_since(bed, offset: int) -> str:
