@@ -29,13 +29,15 @@ DEMO_BED = "demo"
 DEMO_SLOT = "21"
 
 
-def _bed():
+def _bed(slurm_release: str | None = None):
     os.environ.setdefault("BURSTD_BED_NAME", DEMO_BED)
     os.environ.setdefault("BURSTD_BED_SLOT", DEMO_SLOT)
     from burstd.testbed import Bed, BedConfig
 
     overrides = {k: v for k, v in {"suspend_time": 15, "suspend_timeout": 10}.items()
                  if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
+    if slurm_release:
+        overrides["slurm_release"] = slurm_release
     return Bed(BedConfig.from_env(**overrides))
 
 
@@ -81,6 +83,8 @@ def register(app: typer.Typer) -> None:
         as_json: str = typer.Option(None, "--json", help="write the summary to this file"),
         keep: bool = typer.Option(False, "--keep", help="leave the test bed up afterwards"),
         timeout: float = typer.Option(600, "--timeout", help="give up after this many seconds"),
+        slurm_release: str = typer.Option(None, "--slurm-release",
+                                          help="22.05 (the host's), 24.11 or 26.05 (a Debian chroot the bed builds)"),
     ) -> None:
         """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
         if os.geteuid() != 0:
@@ -90,7 +94,10 @@ def register(app: typer.Typer) -> None:
         from burstd.daemon.runner import DaemonProcess
         from burstd.daemon.wiring import make_providers
 
-        bed = _bed()
+        try:
+            bed = _bed(slurm_release)
+        except ValueError as exc:
+            fail(f"bad test bed settings: {exc}", 2)
         console.print(f"[bold]1/5[/] bringing up the Slurm test bed [cyan]{bed.name}[/] (slurmctld, "
                       f"{len(bed.onprem_nodes)} on-prem nodes, {len(bed.cloud_nodes)} CLOUD nodes)...")
         bed.up()
@@ -154,11 +161,13 @@ def register(app: typer.Typer) -> None:
                     "leaked_vms": len(alive) + len([n for n in left_ns if n not in
                                                     {i.extra.get("netns") for i in alive}]),
                     "finished": phase == "finished",
+                    "slurm_version": bed.status().get("slurm_version"),
+                    "accounting": bed.accounting.dbd_pid() is not None,
                     "hosts": {str(j): h for j, h in hosts.items()},
                 }
                 t = Table("", "")
                 for k in ("jobs_submitted", "jobs_completed", "jobs_on_cloud", "jobs_on_prem", "leases_by_state",
-                          "leaked_vms", "finished"):
+                          "leaked_vms", "finished", "slurm_version", "accounting"):
                     t.add_row(k, str(summary[k]))
                 console.print(t)
         finally:

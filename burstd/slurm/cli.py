@@ -22,6 +22,7 @@ from pathlib import Path
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Job, Node, Partition, Snapshot
 from burstd.slurm import parse
+from burstd.slurm.accounting import AccountingMixin
 from burstd.slurm.features import Features, parse_release
 from burstd.slurm.base import PartitionEdits, HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
 
@@ -55,7 +56,7 @@ def parse_version(text: str) -> tuple[int, int]:
         raise SlurmError(f"cannot read the Slurm version from {text.strip()!r}") from None
 
 
-class CliAdapter(PartitionEdits):
+class CliAdapter(PartitionEdits, AccountingMixin):
     backend = "cli"
 
     def __init__(self, config: SlurmConfig | None = None, *, job_format: str | None = None) -> None:
