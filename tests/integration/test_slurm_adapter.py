@@ -231,19 +231,29 @@ def test_rest_requeue_where_the_served_version_has_it(rest, slurm_bed, bed_user,
 
 
 def test_instance_id_and_type_are_recorded_where_the_release_has_them(slurm_bed, cli):
-    node = slurm_bed.cloud_nodes[-1]
-    recorded = cli.set_instance(node, "i-0burstdtest", "ns.small")
-    assert recorded is cli.features.has("instance_fields")
-    if not recorded:  # 22.05: nothing was run, nothing changed
+    if not cli.features.has("instance_fields"):  # 22.05: nothing is run, nothing changes
+        node = slurm_bed.cloud_nodes[-1]
+        assert cli.set_instance(node, "i-0burstdtest", "ns.small") is False
         assert "InstanceId" not in slurm_bed.node(node)
         return
-    assert (slurm_bed.node(node)["InstanceId"], slurm_bed.node(node)["InstanceType"]) == ("i-0burstdtest", "ns.small")
-    # slurmdbd keeps it: `sacctmgr show instance` lists where the node ran (what `burstctl spend` joins on)
-    def listed():
-        out = slurm_bed.run(["sacctmgr", "-n", "-P", "show", "instance", "format=nodename,instanceid,instancetype"],
-                            check=False).stdout
-        return f"{node}|i-0burstdtest|ns.small" in out
-    slurm_bed.wait_for(listed, 20, "sacctmgr show instance to list the instance")
+    node = _idle_powered_down_cloud_node(slurm_bed, cli)
+    with slurm_bed.hooks("bare"):  # slurmdbd records a node's instance for the time it is up
+        cli.power_up([node])
+        try:
+            slurm_bed.wait_for(lambda: (lambda n: n.state == "IDLE" and not n.is_powering_up
+                                        and not n.is_powered_down)(cli.snapshot().node(node)), 60, f"{node} up")
+            assert cli.set_instance(node, "i-0burstdtest", "ns.small") is True
+            info = slurm_bed.node(node)
+            assert (info["InstanceId"], info["InstanceType"]) == ("i-0burstdtest", "ns.small")
+
+            def listed():  # `sacctmgr show instance`: where the node's jobs ran (what `spend` can join on)
+                out = slurm_bed.run(["sacctmgr", "-n", "-P", "show", "instance",
+                                     "format=nodename,instanceid,instancetype"], check=False).stdout
+                return f"{node}|i-0burstdtest|ns.small" in out.splitlines()
+            slurm_bed.wait_for(listed, 30, "sacctmgr show instance to list the instance")
+        finally:
+            cli.power_down([node], force=True)
+            slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
 
 
 def test_the_release_decides_the_power_commands(slurm_bed, cli):
