@@ -81,8 +81,6 @@ class DaemonConfig(_Section):
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     metrics_address: str = "127.0.0.1"
     log_format: Literal["json", "text"] = "json"
-    # "auto": burstd.policy.decide when it is importable, else the first rule (burstd.daemon.rules)
-    decider: Literal["auto", "policy", "first-rule"] = "auto"
     hook_timeout_s: PosFloat = 2.0  # the hooks give up on the daemon after this long
 
 

@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -29,37 +28,10 @@ log = logging.getLogger("burstd.agent")
 
 
 def _slurm_drain(cfg: SlurmConfig) -> Callable[[list[str], str], None]:
-    """The Slurm adapter's ``drain``; a plain ``scontrol update`` until the adapter package is present."""
-    try:
-        from burstd.slurm import make_adapter  # type: ignore[attr-defined]
-    except ImportError:
-        make_adapter = None
-    if make_adapter is not None:
-        return make_adapter(cfg).drain
+    """The Slurm adapter's ``drain`` (node names and reason checked there)."""
+    from burstd.slurm import make_adapter
 
-    from burstd.slurm.base import SlurmError, check_name, check_reason
-
-    def drain(nodes: list[str], reason: str) -> None:
-        for n in nodes:
-            check_name("node name", n)
-        check_reason(reason)
-        argv = [
-            f"{cfg.bin_dir}/scontrol",
-            "update",
-            f"nodename={','.join(nodes)}",
-            "state=DRAIN",
-            f"reason={reason}",
-        ]
-        env = None
-        if cfg.conf:
-            env = dict(os.environ, SLURM_CONF=cfg.conf)
-        r = subprocess.run(
-            argv, check=False, capture_output=True, text=True, timeout=cfg.command_timeout_s, env=env
-        )
-        if r.returncode != 0:
-            raise SlurmError(f"scontrol update nodename={','.join(nodes)} state=DRAIN: {r.stderr.strip()}")
-
-    return drain
+    return make_adapter(cfg).drain
 
 
 def _parser() -> argparse.ArgumentParser:

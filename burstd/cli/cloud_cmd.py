@@ -2,12 +2,11 @@
 
     burstctl cloud instances [--pool P] [--json]
     burstctl cloud gc [--dry-run] [--grace SECONDS] [--pool P] [--json]
-    burstctl cloud unprotect POOL          # leave protected mode after N boot failures
+    burstctl cloud unprotect POOL          # leave protected mode after N boot failures (through the daemon)
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 
@@ -21,14 +20,11 @@ from burstd.providers.orphans import collect_orphans
 
 cloud_app = typer.Typer(help="Cloud instances of this cluster: list, garbage-collect orphans, protection.",
                         no_args_is_help=True)
-PROTECTION_SETTING = "pool_protection"
 
 
 def _open_store(config: Config):
-    try:
-        from burstd.db.store import Store  # the db work provides it
-    except ImportError:
-        fail("the lease database is not available in this build (burstd.db.store.Store is missing)")
+    from burstd.db.store import Store
+
     return Store.open(config.database.url)
 
 
@@ -126,15 +122,15 @@ def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOpti
 def unprotect(pool: str = typer.Argument(..., help="Pool to take out of protected mode."),
               config: str = ConfigOption) -> None:
     """Clear a pool's protected mode (entered after repeated boot failures) so it launches again."""
+    from burstd.daemon.client import ApiClient, ApiError
+
     cfg = get_config(config)
-    store = _open_store(cfg)
-    raw = store.get_setting(PROTECTION_SETTING) or "{}"
-    data = json.loads(raw)
-    if pool not in data or not data[pool].get("protected"):
-        fail(f"pool {pool!r} is not in protected mode")
-    reason = data.pop(pool).get("reason", "")
-    store.set_setting(PROTECTION_SETTING, json.dumps(data))
-    console.print(f"pool {pool} leaves protected mode (was: {reason})", highlight=False)
+    try:
+        with ApiClient.from_config(cfg) as api:
+            answer = api.post(f"/v1/pools/{pool}/unprotect")
+    except ApiError as exc:  # 3: the daemon is not answering; 1: it refused (not protected, unknown pool)
+        fail(str(exc), 3 if exc.status is None else 1)
+    console.print(f"pool {pool} leaves protected mode (was: {answer.get('was', '')})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from burstd.cli.common import ConfigOption, JsonFlag, console, err_console, fail, get_config, print_json
@@ -85,8 +86,11 @@ def register(app: typer.Typer) -> None:
             print_json(data)
             return
         q = data["queue"]
+        pause = data.get("pause") or {}
+        paused = "[bold red]PAUSED[/]" + (f" by {escape(pause['by'])}" if pause.get("by") else "") \
+            + (f": {escape(pause['reason'])}" if pause.get("reason") else "")
         console.print(f"[bold]burstd[/] cluster [cyan]{data['cluster']}[/]  decider {data['decider']}  "
-                      + ("[bold red]PAUSED[/]" if data["paused"] else "[green]bursting on[/]"))
+                      + (paused if data["paused"] else "[green]bursting on[/]"))
         console.print(f"queue: {q['pending_jobs']} pending ({q['burst_eligible_jobs']} burst-eligible), "
                       f"{q['running_jobs']} running; by partition: "
                       + (", ".join(f"{k}={v}" for k, v in q["pending_by_partition"].items()) or "-"))

@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
     def down(name: str = NameOpt, state_dir: str = StateOpt,
              as_json: bool = typer.Option(False, "--json")) -> None:
         """Stop everything the bed started; remove its namespaces, bridge and state (logs are kept)."""
-        from burstd.testbed.bed import Bed, BedError
+        from burstd.testbed.bed import BedError
 
         bed = _load(name, state_dir)
         try:

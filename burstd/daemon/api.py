@@ -34,8 +34,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from burstd.config import ApiConfig, Config
 from burstd.daemon.logging import ev, get_logger
-from burstd.daemon.reconcile import OPEN_STATES, Reconciler, UnknownNode, notice_reason
-from burstd.domain.lease import Lease, LeaseState
+from burstd.daemon.intake import UnknownNode
+from burstd.daemon.planning import notice_reason
+from burstd.daemon.reconcile import Reconciler
+from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.money import format_usd
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -259,6 +261,11 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         except Exception as exc:  # noqa: BLE001 - status must answer even if the settings are unreadable
             return {"error": str(exc)}
 
+    def _pause_state() -> dict | None:
+        """Who paused or resumed bursting, why and when (None: nobody did; the config decides)."""
+        state = rec.store.pause_state()
+        return None if state is None else dataclasses.asdict(state)
+
     @app.get("/v1/status", tags=["read"])
     def status(who: str = read) -> dict:
         leases = rec.store.leases(states=OPEN_STATES)
@@ -279,6 +286,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         return {
             "cluster": config.cluster.id,
             "paused": rec.paused(),
+            "pause": _pause_state(),
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
@@ -337,17 +345,30 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.post("/v1/pause", tags=["admin"])
     def pause(body: ReasonBody | None = None, who: str = admin) -> dict:
-        rec.store.set_setting("paused", "1")
-        log.warning("bursting paused", extra=ev(by=who, reason=body.reason if body else ""))
+        reason = body.reason if body else ""
+        state = rec.store.set_pause(True, reason=reason, by=who)
+        log.warning("bursting paused", extra=ev(by=who, reason=reason))
         rec.wake()
-        return {"paused": True}
+        return {"paused": True, "reason": state.reason, "by": state.by, "since": state.since}
 
     @app.post("/v1/resume", tags=["admin"])
     def resume(who: str = admin) -> dict:
-        rec.store.set_setting("paused", "0")
+        state = rec.store.set_pause(False, by=who)
         log.warning("bursting resumed", extra=ev(by=who))
         rec.wake()
-        return {"paused": False}
+        return {"paused": False, "by": state.by, "since": state.since}
+
+    @app.post("/v1/pools/{pool}/unprotect", tags=["admin"])
+    def unprotect(pool: str, who: str = admin) -> dict:
+        if pool not in {p.name for p in config.pools}:
+            raise HTTPException(404, f"no pool {pool!r} in this daemon's config")
+        try:
+            was = rec.health.unprotect(pool)
+        except LookupError as exc:
+            raise HTTPException(409, str(exc)) from None
+        log.warning("pool unprotected by admin", extra=ev(by=who, pool=pool, reason=f"was: {was}"))
+        rec.wake()
+        return {"pool": pool, "protected": False, "was": was}
 
     @app.post("/v1/nodes/{node}/drain", tags=["admin"], status_code=202)
     def drain(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:

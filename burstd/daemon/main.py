@@ -66,17 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     from burstd.daemon.pools import PoolHealth
     from burstd.daemon.reconcile import Reconciler
     from burstd.daemon.service import LoopService
-    from burstd.daemon.wiring import make_decider, make_providers, make_slurm_adapter, open_store
+    from burstd.daemon.wiring import make_providers, make_slurm_adapter, open_store
 
     started = time.time()
     store = open_store(config)
     adapter = make_slurm_adapter(config)
     health = PoolHealth(store, config)  # one capacity cooldown for every cloud pool, restored from the store
     providers = make_providers(config, cooldown=health.cooldown)
-    decider, decider_name = make_decider(config)
     metrics = Metrics()
-    rec = Reconciler(config, store, adapter, providers, decider, metrics, decider_name=decider_name,
-                     health=health)
+    rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health)
     if args.once:
         report = rec.cycle()
         print(report.as_dict())
@@ -109,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("burstd started", extra=ev(socket=config.api.socket, pools=[p.name for p in config.pools],
-                                        decider=decider_name, pid=os.getpid(),
+                                        decider=rec.decider_name, pid=os.getpid(),
                                         interval_s=config.daemon.cycle_interval_s))
     if notifier:
         notifier.notify(f"READY=1\nSTATUS=reconciling {len(config.pools)} pool(s)\nMAINPID={os.getpid()}")

@@ -8,22 +8,23 @@
 
 * the capacity cooldown (``OfferingCooldown``) is restored from ``Store.cooldowns`` and every mark is saved
   with ``Store.set_cooldown``;
-* pool protection lives in the setting ``pool_protection`` (the one ``burstctl cloud unprotect`` edits), read
-  fresh on every use so an admin's unprotect takes effect at the next cycle;
-* the last launch failure of a pool (capacity, quota, config) lives in the setting ``launch_failures``; while it
+* pool protection lives in the store's ``pool_health`` records (``burstctl cloud unprotect`` clears it through
+  the API, ``PoolHealth.unprotect``), read fresh on every use so an unprotect takes effect at the next cycle;
+* the last launch failure of a pool (capacity, quota, config) lives in the same record; while it
   is younger than ``cloud.capacity_cooldown_s`` and no launch in the pool has succeeded since, the pool takes no
   new jobs (they stay or go back on-prem), and ``burstctl status`` shows why.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from burstd.config import Config
 from burstd.daemon.logging import ev, get_logger
+from burstd.db.daemon_state import PoolHealthRecord
 from burstd.providers.offerings import (
     Cooling,
     OfferingCooldown,
@@ -33,8 +34,6 @@ from burstd.providers.offerings import (
 )
 
 log = get_logger("pools")
-PROTECTION_SETTING = "pool_protection"
-LAUNCH_FAILURES_SETTING = "launch_failures"
 
 
 def _utc(t: float) -> str:
@@ -60,30 +59,33 @@ class PoolHealth:
         except Exception as exc:  # noqa: BLE001 - losing the persisted copy only costs a retry after restart
             log.warning("cooldown not saved", extra=ev(offering=offering_key(c.offering), error=str(exc)))
 
-    # --- settings as JSON --------------------------------------------------------------------
-    def _load(self, key: str) -> dict:
-        try:
-            data = json.loads(self.store.get_setting(key) or "{}")
-        except (ValueError, TypeError):
-            log.error("setting is not JSON; ignored", extra=ev(setting=key))
-            return {}
-        except (AttributeError, NotImplementedError):  # a store without settings (unit-test fakes)
-            return {}
-        return data if isinstance(data, dict) else {}
+    # --- the stored records --------------------------------------------------------------------
+    def _records(self) -> dict[str, PoolHealthRecord]:
+        return self.store.pool_health()
 
-    def _save(self, key: str, data: dict) -> None:
-        self.store.set_setting(key, json.dumps(data, sort_keys=True))
+    def _record(self, pool: str) -> PoolHealthRecord:
+        return self._records().get(pool, PoolHealthRecord(pool))
+
+    def _save(self, record: PoolHealthRecord) -> None:
+        self.store.save_pool_health(record, at=self.clock())
 
     # --- protected mode ----------------------------------------------------------------------
     def protection(self) -> PoolProtection:
-        return PoolProtection.from_dict(self._load(PROTECTION_SETTING), self.config.cloud.protect_after_boot_failures,
-                                        self.clock)
+        """Protected mode as stored: read fresh on every use, so an admin's unprotect counts at the next cycle."""
+        return PoolProtection.from_dict(
+            {r.pool: {"consecutive_failures": r.consecutive_boot_failures, "protected": r.protected,
+                      "reason": r.protected_reason, "since": r.protected_since} for r in self._records().values()},
+            self.config.cloud.protect_after_boot_failures, self.clock)
+
+    def _save_protection(self, pool: str, st: ProtectionState) -> None:
+        self._save(replace(self._record(pool), consecutive_boot_failures=st.consecutive_failures,
+                           protected=st.protected, protected_reason=st.reason, protected_since=st.since))
 
     def record_boot_failure(self, pool: str, reason: str) -> ProtectionState:
         prot = self.protection()
         was = prot.is_protected(pool)
         state = prot.record_boot_failure(pool, reason)
-        self._save(PROTECTION_SETTING, prot.to_dict())
+        self._save_protection(pool, state)
         if state.protected and not was:
             log.error("pool enters protected mode", extra=ev(pool=pool, reason=state.reason))
         return state
@@ -91,30 +93,38 @@ class PoolHealth:
     def record_boot_success(self, pool: str) -> None:
         prot = self.protection()
         if prot.state(pool).consecutive_failures:
-            prot.record_boot_success(pool)
-            self._save(PROTECTION_SETTING, prot.to_dict())
+            self._save_protection(pool, prot.record_boot_success(pool))
+
+    def unprotect(self, pool: str) -> str:
+        """Take ``pool`` out of protected mode (``burstctl cloud unprotect``); returns the reason it was in.
+        Raises ``LookupError`` when it is not protected."""
+        rec = self._record(pool)
+        if not rec.protected:
+            raise LookupError(f"pool {pool!r} is not in protected mode")
+        self._save(replace(rec, consecutive_boot_failures=0, protected=False, protected_reason="",
+                           protected_since=None))
+        log.warning("pool leaves protected mode", extra=ev(pool=pool, reason=f"was: {rec.protected_reason}"))
+        return rec.protected_reason
 
     # --- launch failures ---------------------------------------------------------------------
     def record_launch_failure(self, pool: str, reason: str, kind: str) -> None:
-        data = self._load(LAUNCH_FAILURES_SETTING)
-        data[pool] = {"reason": reason, "kind": kind, "at": self.clock()}
-        self._save(LAUNCH_FAILURES_SETTING, data)
+        self._save(replace(self._record(pool), launch_failure_reason=reason, launch_failure_kind=kind,
+                           launch_failure_at=self.clock()))
 
     def record_launch_success(self, pool: str) -> None:
-        data = self._load(LAUNCH_FAILURES_SETTING)
-        if pool in data:
-            del data[pool]
-            self._save(LAUNCH_FAILURES_SETTING, data)
+        rec = self._record(pool)
+        if rec.launch_failure_at is not None:
+            self._save(replace(rec, launch_failure_reason="", launch_failure_kind="", launch_failure_at=None))
 
     def blocked(self) -> dict[str, str]:
         """Pools that take no new launches now -> why (protected mode, or a recent capacity/quota/config failure)."""
         now = self.clock()
         out: dict[str, str] = {}
+        for pool, rec in self._records().items():
+            at = rec.launch_failure_at
+            if at is not None and now - at < self.config.cloud.capacity_cooldown_s:
+                out[pool] = f"last launch failure: {rec.launch_failure_reason} at {_utc(at)}"
         prot = self.protection()
-        for pool, fail in self._load(LAUNCH_FAILURES_SETTING).items():
-            at = float(fail.get("at") or 0.0)
-            if now - at < self.config.cloud.capacity_cooldown_s:
-                out[pool] = f"last launch failure: {fail.get('reason', '')} at {_utc(at)}"
         for pool in {p.name for p in self.config.pools}:
             st = prot.state(pool)
             if st.protected:
@@ -123,21 +133,19 @@ class PoolHealth:
 
     def status(self) -> dict[str, dict]:
         """Per pool, for ``/v1/status``: last launch failure, protection, offerings cooling down."""
-        failures = self._load(LAUNCH_FAILURES_SETTING)
-        prot = self.protection()
+        records = self._records()
         blocked = self.blocked()
         cooling = [{"offering": offering_key(c.offering), "until": c.until, "reason": c.reason}
                    for c in self.cooldown.active()]
         out = {}
         for p in self.config.pools:
-            f = failures.get(p.name)
-            st = prot.state(p.name)
+            r = records.get(p.name, PoolHealthRecord(p.name))
             out[p.name] = {
-                "last_launch_failure": None if f is None else {
-                    "reason": f.get("reason", ""), "kind": f.get("kind", ""), "at": f.get("at"),
-                    "text": f"last launch failure: {f.get('reason', '')} at {_utc(float(f.get('at') or 0))}"},
-                "protected": st.protected, "protected_reason": st.reason, "protected_since": st.since,
-                "consecutive_boot_failures": st.consecutive_failures,
+                "last_launch_failure": None if r.launch_failure_at is None else {
+                    "reason": r.launch_failure_reason, "kind": r.launch_failure_kind, "at": r.launch_failure_at,
+                    "text": f"last launch failure: {r.launch_failure_reason} at {_utc(r.launch_failure_at)}"},
+                "protected": r.protected, "protected_reason": r.protected_reason,
+                "protected_since": r.protected_since, "consecutive_boot_failures": r.consecutive_boot_failures,
                 "launching": p.name not in blocked, "blocked_reason": blocked.get(p.name),
                 "cooldowns": cooling if p.provider != "local" else [],
             }

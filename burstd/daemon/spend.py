@@ -20,25 +20,18 @@ import dataclasses
 
 from burstd.daemon.logging import ev, get_logger
 from burstd.domain.budget import Allocation
-from burstd.domain.lease import FINAL_STATES, LeaseState
+from burstd.domain.lease import FINAL_STATES, OPEN_STATES
 from burstd.domain.slurm import Snapshot
-from burstd.slurm.hostlist import HostlistError, expand
 
 log = get_logger("spend")
-OPEN = frozenset(set(LeaseState) - set(FINAL_STATES))
 
 
 def running_jobs_by_node(snapshot: Snapshot) -> dict[str, list]:
     out: dict[str, list] = {}
-    for job in snapshot.jobs:
-        if not job.is_running or not job.nodes:
-            continue
-        try:
-            nodes = dict.fromkeys(expand(job.nodes, validate=True))  # each node once
-        except HostlistError:
-            continue
-        for n in nodes:
-            out.setdefault(n, []).append(job)
+    for node, jobs in snapshot.jobs_by_node().items():
+        running = [job for job in jobs if job.is_running]
+        if running:
+            out[node] = running
     return out
 
 
@@ -91,7 +84,7 @@ class SpendAccrual:
 
     def run(self, snapshot: Snapshot | None, now: float) -> int:
         written = 0
-        open_leases = self.store.leases(states=OPEN)
+        open_leases = self.store.leases(states=OPEN_STATES)
         if snapshot is not None:
             try:
                 self.record_allocations(snapshot, open_leases, now)

@@ -1,13 +1,11 @@
-"""Build the daemon's parts from the config: store, Slurm adapter, one provider per pool, decider."""
+"""Build the daemon's parts from the config: store, Slurm adapter, one provider per pool."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 
 from burstd.config import Config, PoolConfig
 from burstd.daemon.logging import get_logger
-from burstd.daemon.rules import first_rule
 from burstd.providers.base import Provider
 
 log = get_logger("wiring")
@@ -37,18 +35,3 @@ def make_provider(pool: PoolConfig, config: Config, cooldown=None) -> Provider:
 
 def make_providers(config: Config, cooldown=None) -> dict[str, Provider]:
     return {pool.name: make_provider(pool, config, cooldown) for pool in config.pools}
-
-
-def make_decider(config: Config) -> tuple[Callable, str]:
-    """``(decide, name)``: the full policy when configured/available, else the first rule."""
-    choice = config.daemon.decider
-    if choice in ("auto", "policy"):
-        try:
-            from burstd.policy.decide import decide  # type: ignore[import-not-found]
-
-            return decide, "policy"
-        except ImportError:
-            if choice == "policy":
-                raise
-            log.info("burstd.policy not available: using the first bursting rule")
-    return first_rule, "first-rule"

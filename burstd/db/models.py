@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, MetaData, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 NAMING = {
@@ -146,6 +146,46 @@ class CooldownRow(Base, table=True):
     until: float = Field(sa_column=Column(Float, nullable=False))
     reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class IntentRow(Base, table=True):
+    """A hook, agent or admin request not yet applied by a cycle (``burstd.daemon.intake``)."""
+
+    __tablename__ = "intent"
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(sa_column=Column(String(16), nullable=False))
+    node: str = Field(sa_column=Column(String(64), nullable=False))
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class PoolHealthRow(Base, table=True):
+    """A pool's launch health: its last launch failure and its protected mode (``burstd.daemon.pools``)."""
+
+    __tablename__ = "pool_health"
+
+    pool: str = Field(sa_column=Column(String(64), primary_key=True))
+    consecutive_boot_failures: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    protected: bool = Field(default=False, sa_column=Column(Boolean, nullable=False))
+    protected_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    protected_since: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    launch_failure_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    launch_failure_kind: str = Field(default="", sa_column=Column(String(32), nullable=False))
+    launch_failure_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class PauseRow(Base, table=True):
+    """Whether an admin paused bursting, why, who, since when (one row; none: the config's ``policy.paused``)."""
+
+    __tablename__ = "pause"
+
+    id: int = Field(default=1, sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    paused: bool = Field(sa_column=Column(Boolean, nullable=False))
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    by: str = Field(default="", sa_column=Column(String(64), nullable=False))
+    since: float = Field(sa_column=Column(Float, nullable=False))
 
 
 metadata = Base.metadata

@@ -32,6 +32,12 @@ LIVE_STATES = frozenset(
 )
 #: States from which nothing more happens.
 FINAL_STATES = frozenset({LeaseState.TERMINATED, LeaseState.REFUSED})
+#: Every other state: the leases a reconcile cycle (and the spend ledger) still looks at.
+OPEN_STATES = frozenset(set(LeaseState) - FINAL_STATES)
+#: States in which a node's lease is "the" lease: a new resume for the node is a repeat, not a new VM.
+ACTIVE_STATES = frozenset(
+    {LeaseState.REQUESTED, LeaseState.LAUNCHING, LeaseState.BOOTING, LeaseState.READY, LeaseState.DRAINING}
+)
 
 ALLOWED: dict[LeaseState, frozenset[LeaseState]] = {
     LeaseState.REQUESTED: frozenset({LeaseState.LAUNCHING, LeaseState.REFUSED}),

@@ -142,12 +142,34 @@ class Snapshot:
     slurm_version: str = ""
     source: str = ""  # "cli", "rest", "pyslurm", or the files it was read from
     _node_index: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)
+    _jobs_by_node: dict[str, tuple[Job, ...]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_node_index", {n.name: n for n in self.nodes})
 
     def node(self, name: str) -> Node | None:
         return self._node_index.get(name)
+
+    def jobs_by_node(self) -> dict[str, tuple[Job, ...]]:
+        """node -> the jobs whose node list names it (whatever their state), in queue order. Built on first use,
+        each job's hostlist expanded once; a job whose hostlist does not parse is on no node."""
+        if self._jobs_by_node is None:
+            from burstd.slurm.hostlist import HostlistError, expand  # pure parsing of Slurm's own notation
+
+            index: dict[str, list[Job]] = {}
+            for job in self.jobs:
+                if not job.nodes:
+                    continue
+                try:
+                    for name in dict.fromkeys(expand(job.nodes, validate=True)):
+                        index.setdefault(name, []).append(job)
+                except HostlistError:
+                    continue
+            object.__setattr__(self, "_jobs_by_node", {k: tuple(v) for k, v in index.items()})
+        return self._jobs_by_node  # type: ignore[return-value]
+
+    def jobs_on(self, node: str) -> tuple[Job, ...]:
+        return self.jobs_by_node().get(node, ())
 
     @property
     def pending(self) -> list[Job]:

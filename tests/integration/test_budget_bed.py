@@ -40,7 +40,6 @@ def burstctl(cfg_path, *args: str, check: bool = True) -> subprocess.CompletedPr
 def test_funded_account_bursts_broke_account_waits_until_its_budget_is_raised(slurm_bed, bed_user, tmp_path):
     cfg_path = bed_daemon_config(
         slurm_bed, tmp_path / "burstd",
-        daemon={"decider": "policy"},
         budget={"default_account_usd": 0, "accounts": {"funded": 10, "broke": 0}},
     )
     cfg = load_config(cfg_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from burstd.config import Config
 from burstd.daemon.reconcile import SPOT_PRICE_TTL_S, Reconciler
-from burstd.daemon.rules import first_rule
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.money import usd_to_micros
 from burstd.policy.prices import aws_spot_price
 from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401

@@ -9,6 +9,8 @@ import dataclasses
 import itertools
 from dataclasses import replace
 
+from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
+from burstd.domain.budget import BudgetBook
 from burstd.domain.lease import Lease, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
@@ -31,10 +33,13 @@ class FakeStore:
         self._leases: dict[str, Lease] = {}
         self._events: list[dict] = []
         self._settings: dict[str, str] = {}
+        self._intents: list[StoredIntent] = []
+        self._pause: PauseState | None = None
+        self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
-                     reason="", gang=None, lease_id=None):
+                     reason="", offering=None, lease_id=None, gang=None, at=None):
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = lease_id or f"lease-{next(self._ids):04d}"
@@ -47,7 +52,8 @@ class FakeStore:
                              "at": now})
         return lease
 
-    def transition(self, lease_id, state, *, reason="", **fields):
+    def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, **fields):
+        state = LeaseState(target)
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
@@ -64,18 +70,58 @@ class FakeStore:
     def lease(self, lease_id):
         return self._leases[lease_id]
 
-    def leases(self, states=None, gang=None):
+    def leases(self, states=None, *, pool=None, node=None, gang=None, since=None, limit=None):
         return [x for x in self._leases.values()
-                if (states is None or x.state in states) and (gang is None or x.gang == gang)]
+                if (states is None or x.state in states) and (gang is None or x.gang == gang)
+                and (pool is None or x.pool == pool) and (node is None or x.node_name == node)][:limit]
 
     def events(self, lease_id=None, limit=100):
         return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
 
-    def get_setting(self, key):
-        return self._settings.get(key)
+    def get_setting(self, key, default=None):
+        return self._settings.get(key, default)
 
-    def set_setting(self, key, value):
+    def set_setting(self, key, value, *, at=None):
         self._settings[key] = value
+
+    def queue_intents(self, items):
+        ids = []
+        for kind, node, reason, at in items:
+            ids.append(next(self._ids))
+            self._intents.append(StoredIntent(ids[-1], kind, node, reason, at))
+        return ids
+
+    def intents(self):
+        return list(self._intents)
+
+    def forget_intents(self, ids):
+        ids = set(ids)
+        before = len(self._intents)
+        self._intents = [i for i in self._intents if i.intent_id not in ids]
+        return before - len(self._intents)
+
+    def pause_state(self):
+        return self._pause
+
+    def set_pause(self, paused, *, reason="", by="", at=None):
+        self._pause = PauseState(paused, reason, by, self.clock() if at is None else at)
+        return self._pause
+
+    def pool_health(self):
+        return dict(self._health)
+
+    def save_pool_health(self, record, *, at=None):
+        self._health[record.pool] = record
+
+    def cooldowns(self, now=None):
+        return {}
+
+    def set_cooldown(self, offering, until, reason="", *, at=None):
+        pass
+
+    def budget_book(self, period, now, config=None):
+        """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
+        return BudgetBook(period_start=now - 86400, period_end=now + 86400)
 
 
 class FakeAdapter:
@@ -94,6 +140,9 @@ class FakeAdapter:
     def set_node(self, name, state="IDLE", *flags):
         self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
 
+    def set_partitions(self, job_id, partitions):
+        self.calls.append(("set_partitions", job_id, tuple(partitions)))
+
     def add_partition(self, job_id, partition):
         self.calls.append(("add_partition", job_id, partition))
 
@@ -109,6 +158,12 @@ class FakeAdapter:
     def set_instance(self, node, instance_id, instance_type):
         self.calls.append(("set_instance", node, instance_id, instance_type))
         return True
+
+    def signal(self, job_id, signal, *, batch=False, full=False):
+        self.calls.append(("signal", job_id, signal))
+
+    def set_node_address(self, node, address, hostname=None):
+        self.calls.append(("set_node_address", node, address))
 
     def drain(self, nodes, reason):
         self.calls.append(("drain", tuple(nodes), reason))

@@ -15,7 +15,7 @@ from burstd.config import parse_config
 from burstd.daemon.api import ApiServer, create_app
 from burstd.daemon.client import ApiClient, ApiError, post_unix_json
 from burstd.daemon.reconcile import Reconciler
-from burstd.daemon.rules import first_rule
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import LeaseState
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 
@@ -80,7 +80,7 @@ def test_suspend_hook_queues_intent(daemon):
     cfg, rec, store, woken, cfg_file = daemon
     rc, err, _ = hook(cfg_file, "suspend", "cloud1")
     assert rc == 0, err
-    assert [(i.kind, i.node) for i in rec._intents] == [("suspend", "cloud1")]
+    assert [(i.kind, i.node) for i in rec.intake.pending()] == [("suspend", "cloud1")]
 
 
 @pytest.mark.parametrize("hostlist, message", [
@@ -133,13 +133,30 @@ def test_reads_and_admin_calls_for_root(daemon):
     with ApiClient(cfg.api.socket) as api:
         assert api.get("/v1/status")["pools"][0]["name"] == "local"
         api.post("/v1/pause")
-        assert store.get_setting("paused") == "1" and api.get("/v1/status")["paused"] is True
-        assert api.post("/v1/resume") == {"paused": False}
+        assert store.pause_state().paused is True and api.get("/v1/status")["paused"] is True
+        assert api.post("/v1/resume")["paused"] is False
         assert "/v1/hooks/resume" in api.get("/openapi.json")["paths"]
         with pytest.raises(ApiError, match="unknown lease state"):
             api.get("/v1/leases", state="NOPE")
         with pytest.raises(ApiError, match="unknown node"):
             api.post("/v1/nodes/onprem1/drain")
+
+
+def test_pause_keeps_who_and_why_and_unprotect_goes_through_the_daemon(daemon):
+    cfg, rec, store, woken, cfg_file = daemon
+    with ApiClient(cfg.api.socket) as api:
+        api.post("/v1/pause", json={"reason": "quota review"})
+        pause = api.get("/v1/status")["pause"]
+        assert pause["paused"] is True and pause["reason"] == "quota review" and pause["by"]
+        with pytest.raises(ApiError, match="not in protected mode"):
+            api.post("/v1/pools/local/unprotect")
+        with pytest.raises(ApiError, match="no pool 'nope'"):
+            api.post("/v1/pools/nope/unprotect")
+        for _ in range(cfg.cloud.protect_after_boot_failures):
+            rec.health.record_boot_failure("local", "boot timeout")
+        assert api.get("/v1/status")["pool_health"]["local"]["protected"] is True
+        assert "boot timeout" in api.post("/v1/pools/local/unprotect")["was"]
+        assert api.get("/v1/status")["pool_health"]["local"]["protected"] is False
 
 
 def test_post_unix_json_reports_refusal_detail(daemon):
@@ -174,7 +191,7 @@ def test_tcp_listener_needs_the_bearer_token(tmp_path):
         assert httpx.get(f"{url}/v1/status").status_code == 403
         assert httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer wrong"}).status_code == 403
         ok = httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer s3cret-token"})
-        assert ok.status_code == 200 and store.get_setting("paused") == "1"
+        assert ok.status_code == 200 and store.pause_state().paused is True
     finally:
         server.stop()
 

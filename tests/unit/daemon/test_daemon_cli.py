@@ -13,7 +13,7 @@ from burstd.cli.ops_cmd import install_hooks
 from burstd.config import parse_config
 from burstd.daemon.api import ApiServer, create_app
 from burstd.daemon.reconcile import Reconciler
-from burstd.daemon.rules import first_rule
+from tests.unit.daemon.first_rule import first_rule
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 
 POOLS = [
@@ -69,7 +69,7 @@ def test_status_leases_pause_through_the_api(live):
     rows = json.loads(r.output)
     assert [(x["node_name"], x["state"], x["job_ids"]) for x in rows] == [("cloud2", "BOOTING", [11])]
     r = CliRunner().invoke(app, ["pause", "-c", path])
-    assert r.exit_code == 0 and store.get_setting("paused") == "1"
+    assert r.exit_code == 0 and store.pause_state().paused is True
     r = CliRunner().invoke(app, ["drain", "onprem1", "-c", path])
     assert r.exit_code != 0 and "unknown node" in r.output
     r = CliRunner().invoke(app, ["events", "--json", "-c", path])

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from burstd.config import parse_config
-from burstd.daemon.reconcile import (
-    Adopt, Close, CreateLease, Fail, Launch, MarkReady, Reconciler, Refuse, Terminate, TerminateOrphan, UnknownNode,
-    World, plan_launches, plan_leases, plan_orphans,
+from burstd.daemon.actions import (
+    Adopt, Close, CreateLease, Fail, Launch, MarkReady, Refuse, Terminate, TerminateOrphan,
 )
-from burstd.daemon.rules import first_rule
+from burstd.daemon.intake import UnknownNode
+from burstd.daemon.planning import World, plan_launches, plan_leases, plan_orphans
+from burstd.daemon.reconcile import Reconciler
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance
@@ -204,7 +206,7 @@ def test_orphan_is_terminated_only_after_grace(env):
 
 def test_paused_refuses_launch_and_revokes_eligibility(env):
     clock, store, adapter, provider, rec = env
-    store.set_setting("paused", "1")
+    store.set_pause(True, reason="test")
     adapter.jobs = [Job(1, "j", "u", "a", ("onprem", "cloud"), "PENDING", reason="Resources")]
     rec.request_resume(["cloud1"])
     rec.cycle()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 
-from burstd.daemon.reconcile import INTENTS_SETTING, Reconciler
-from burstd.daemon.rules import first_rule
+from burstd.daemon.reconcile import Reconciler
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import LeaseState
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 from tests.unit.daemon.test_daemon_reconcile import CFG
@@ -34,8 +33,8 @@ def test_drain_and_terminate_requested_before_a_crash_are_applied_after_the_rest
 
     rec.add_intent("drain", ["cloud1"], "maintenance")
     rec.add_intent("terminate", ["cloud2"], "bad node")
-    saved = json.loads(store.get_setting(INTENTS_SETTING))
-    assert [(d["kind"], d["node"], d["reason"]) for d in saved] == [
+    saved = store.intents()
+    assert [(i.kind, i.node, i.reason) for i in saved] == [
         ("drain", "cloud1", "maintenance"), ("terminate", "cloud2", "bad node")]
 
     # the daemon dies here (no cycle); a new one starts on the same store
@@ -45,10 +44,10 @@ def test_drain_and_terminate_requested_before_a_crash_are_applied_after_the_rest
     assert store.lease(one.lease_id).state == S.DRAINING
     assert ("drain", ("cloud1",), "maintenance") in adapter.calls
     assert store.lease(two.lease_id).state in (S.TERMINATING, S.TERMINATED)
-    assert json.loads(store.get_setting(INTENTS_SETTING)) == []  # consumed
+    assert store.intents() == []  # consumed
 
     # applying the same requests again (a crash after applying, before forgetting) changes nothing
-    store.set_setting(INTENTS_SETTING, json.dumps(saved))
+    store.queue_intents([(i.kind, i.node, i.reason, i.at) for i in saved])
     rec3 = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
     drains = sum(1 for c in adapter.calls if c[0] == "drain")
     rec3.cycle()
@@ -61,17 +60,17 @@ def test_a_request_that_cannot_be_stored_is_refused_not_lost_silently():
     store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
     rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
 
-    def broken(key, value):
+    def broken(items):
         raise OSError("disk full")
 
-    store.set_setting = broken
+    store.queue_intents = broken
     try:
         rec.add_intent("drain", ["cloud1"], "x")
     except OSError:
         pass
     else:
         raise AssertionError("add_intent answered although nothing was stored")
-    assert rec._intents == []
+    assert rec.intake.pending() == []
 
 
 def test_draining_lease_whose_node_was_undrained_goes_back_to_ready():

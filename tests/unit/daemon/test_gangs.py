@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from burstd.daemon.reconcile import Launch, Reconciler, Refuse, plan_gangs, plan_launches
-from burstd.daemon.rules import first_rule
+from burstd.daemon.actions import Launch, Refuse
+from burstd.daemon.planning import plan_gangs, plan_launches
+from burstd.daemon.reconcile import Reconciler
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import Lease, LeaseState
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError, launch_all_or_nothing
 from tests.unit.daemon.test_daemon_reconcile import CFG

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from burstd.daemon.reconcile import (
-    Drain, Fail, Intent, Reconciler, Terminate, World, notice_reason, plan_intents, plan_leases, plan_node_notices,
-)
-from burstd.daemon.rules import first_rule
+from burstd.daemon.actions import Drain, Fail, Intent, Terminate
+from burstd.daemon.planning import World, notice_reason, plan_intents, plan_leases, plan_node_notices
+from burstd.daemon.reconcile import Reconciler
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.preemption import Notice, preemption_reason
 from burstd.domain.slurm import Job, Node, Snapshot

@@ -3,11 +3,12 @@ pool until an admin clears it; the capacity cooldown survives a restart (real SQ
 
 from __future__ import annotations
 
-import json
+import pytest
+
 
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.reconcile import Reconciler
-from burstd.daemon.rules import first_rule
+from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import LeaseState
 from burstd.domain.slurm import Job
 from burstd.providers.base import ErrorKind, Offering
@@ -95,10 +96,10 @@ def test_boot_failures_protect_the_pool_until_unprotected():
     lease = next(x for x in store.leases() if x.node_name == "cloud3")
     assert lease.state == S.REFUSED and "protected mode" in lease.reason and provider.launch_calls == []
 
-    # what `burstctl cloud unprotect local` does to the setting
-    data = json.loads(store.get_setting("pool_protection"))
-    data.pop("local")
-    store.set_setting("pool_protection", json.dumps(data))
+    # what `burstctl cloud unprotect local` asks the daemon for (POST /v1/pools/local/unprotect)
+    assert "boot" in rec.health.unprotect("local")
+    with pytest.raises(LookupError, match="not in protected mode"):
+        rec.health.unprotect("local")
     rec.request_resume(["cloud4"])
     rec.cycle()
     assert next(x for x in store.leases() if x.node_name == "cloud4").state == S.BOOTING

@@ -16,7 +16,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 from burstd.db.models import metadata
-from burstd.db.store import MIGRATIONS, Store, make_engine, migrate
+from burstd.db.engine import MIGRATIONS, make_engine, migrate
+from burstd.db.store import Store
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -121,7 +122,7 @@ def test_hot_queries_use_indexes_on_sqlite(tmp_path):
     """Live leases by state, the open lease of a node, spend by time: none of them scans a whole table."""
     from sqlalchemy import select
 
-    from burstd.db import store as st
+    from burstd.db import rows as st
 
     store = Store.open(f"sqlite:///{tmp_path}/b.db")
     queries = {
@@ -162,8 +163,44 @@ def test_a_database_at_an_older_revision_is_upgraded_with_its_data(db_url):
     lease = store.lease("a" * 32)
     assert (lease.node_name, lease.state, lease.gang) == ("n1", "READY", None)
     with store.engine.connect() as conn:
-        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0003"
+        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0004"
     from burstd.domain.budget import Allocation
 
     store.record_allocations("a" * 32, [Allocation(1, 0.0)])
+    store.close()
+
+
+def test_upgrade_to_0004_moves_the_daemon_state_settings_into_their_tables(db_url):
+    """Queued requests, protected pools, launch failures and the pause, kept as JSON settings before 0004, survive
+    the upgrade as typed records, and the old settings are gone."""
+    import json
+
+    from alembic import command
+    from alembic.config import Config
+
+    engine = make_engine(db_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+    old = {
+        "pending_intents": json.dumps([{"kind": "drain", "node": "c1", "reason": "maint", "at": 5.0}]),
+        "pool_protection": json.dumps({"aws1": {"consecutive_failures": 3, "protected": True, "reason": "3 boots",
+                                                "since": 7.0}}),
+        "launch_failures": json.dumps({"aws1": {"reason": "no capacity", "kind": "capacity", "at": 6.0}}),
+        "paused": "1",
+        "unrelated": "kept",
+    }
+    with engine.begin() as conn:
+        for k, v in old.items():
+            conn.execute(sa.text("INSERT INTO setting (key, value, updated_at) VALUES (:k, :v, 0)"), {"k": k, "v": v})
+    engine.dispose()
+    store = Store.open(db_url)
+    assert [(i.kind, i.node, i.reason, i.at) for i in store.intents()] == [("drain", "c1", "maint", 5.0)]
+    h = store.pool_health()["aws1"]
+    assert (h.consecutive_boot_failures, h.protected, h.protected_reason, h.protected_since) == (3, True, "3 boots", 7.0)
+    assert (h.launch_failure_reason, h.launch_failure_kind, h.launch_failure_at) == ("no capacity", "capacity", 6.0)
+    assert store.pause_state().paused is True
+    assert store.settings() == {"unrelated": "kept"}
     store.close()

@@ -1,9 +1,9 @@
-"""The first bursting rule and a simple launch guard: what the loop runs before the full policy.
-
-``first_rule`` has the same signature as ``burstd.policy.decide.decide`` so the daemon can use either
-(``daemon.decider``). The rule: a pending job in one of ``policy.onprem_partitions`` that has waited
-longer than ``policy.waiting.min_wait_s`` for one of ``policy.burst_reasons`` (Resources, Priority, ...)
-gets the partition of the first pool it fits added. Pure: no I/O, no clock (``now`` is an argument).
+"""A simple decider for the daemon's unit tests (a test double of ``burstd.policy.decide.decide``, conforming to
+``burstd.daemon.reconcile.Decider``): tests of the cycle's mechanics (leases, intents, gangs) need a decider whose
+answer they can predict from a line of reasoning, not the full policy's. The rule: a pending job in one of
+``policy.onprem_partitions`` that has waited longer than ``policy.waiting.min_wait_s`` for one of
+``policy.burst_reasons`` gets the partition of the first pool it fits added. The real policy has its own tests
+(``tests/unit/policy``) and drives the daemon in the bed tests.
 """
 
 from __future__ import annotations
@@ -110,38 +110,3 @@ def first_rule(
         else:
             no("; ".join(why_not) or "no pool configured for its partition")
     return out
-
-
-def launch_refusal(
-    account: str,
-    expected_micros: int,
-    book: BudgetBook | None,
-    committed_micros: dict[str, int],
-    config: Config,
-) -> str | None:
-    """Why a launch must not happen (budget), or None. ``committed_micros``: running leases' expected
-    remaining cost by account (key "" = site total)."""
-    bc = config.budget
-    site_committed = committed_micros.get("", 0)
-    if book is not None and book.site_limit_micros is not None:
-        left = book.site_limit_micros - book.site_spent_micros - site_committed
-        if expected_micros > left:
-            return f"site budget: {format_usd(expected_micros)} needed, {format_usd(max(left, 0))} left"
-    elif book is None and bc.site_usd is not None:
-        left = usd_to_micros(bc.site_usd) - site_committed
-        if expected_micros > left:
-            return f"site budget: {format_usd(expected_micros)} needed, {format_usd(max(left, 0))} left"
-    limit: int | None = None
-    spent = 0
-    if book is not None and account in book.accounts:
-        limit = book.accounts[account].limit_micros
-        spent = book.accounts[account].spent_micros
-    if limit is None:
-        usd = bc.accounts.get(account, bc.default_account_usd)
-        if usd is None:
-            return f"account {account or '(none)'} has no budget (set one or budget.default_account_usd)"
-        limit = usd_to_micros(usd)
-    left = limit - spent - committed_micros.get(account, 0)
-    if expected_micros > left:
-        return f"account {account} budget: {format_usd(expected_micros)} needed, {format_usd(max(left, 0))} left"
-    return None

@@ -1,0 +1,146 @@
+"""What a reconcile cycle decides to do, as data: one small frozen action per step (slurm-gcp style), and the
+hook/agent/admin requests (``Intent``) a cycle turns into actions. ``daemon.planning`` makes them, the
+``daemon.executor.Executor`` carries them out; nothing here does anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    lease_id: str
+    retry: bool = False  # the lease is already LAUNCHING (crash or transient error): call launch again
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    lease_id: str
+    reason: str
+    power_down: bool = True  # tell Slurm now instead of waiting for ResumeTimeout
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """A LAUNCHING lease whose instance is in the listing (the launch returned, the record did not)."""
+
+    lease_id: str
+    instance_id: str
+    launched_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class MarkReady:
+    lease_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    lease_id: str
+    reason: str
+    power_down: bool = True
+    requeue: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Terminate:
+    lease_id: str
+    reason: str
+    instance_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    lease_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    lease_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Undrain:
+    """A DRAINING lease whose node an admin resumed in Slurm (``scontrol update state=resume``)."""
+
+    lease_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TerminateOrphan:
+    pool: str
+    instance_id: str
+    lease_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateLease:
+    node: str
+    pool: str
+    reason: str
+    job_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PowerDown:
+    node: str
+    reason: str
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PowerUp:
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddPartition:
+    job_id: int
+    partition: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemovePartition:
+    job_id: int
+    partition: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseJob:
+    """``scontrol release``: Slurm holds a job whose cloud node failed to launch; burstd lets it run again."""
+
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnToService:
+    """``scontrol update state=RESUME`` on a powered-down cloud node Slurm left DOWN after a failed power-up."""
+
+    node: str
+    reason: str
+
+
+Action = (
+    Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
+    | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob | ReturnToService
+)
+
+#: Slurm's reason for a cloud node it marked DOWN because it did not register within ResumeTimeout.
+RESUME_TIMEOUT_REASON = "ResumeTimeout reached"
+
+#: Slurm's reason for a job it requeued and held after its (cloud) node failed to come up.
+LAUNCH_FAILED_HELD = "launch_failed_requeued_held"
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """Something a hook, the agent or an admin asked for; applied by the next cycle."""
+
+    kind: str  # "suspend" | "resume-fail" | "drain" | "terminate" | "notice"
+    node: str
+    reason: str = ""
+    at: float = 0.0
+    intent_id: int = 0  # its row in the store's queue (0: read from Slurm, not queued)

@@ -1,0 +1,307 @@
+"""The Executor: the only code of the cycle with side effects. It applies planned actions (``daemon.actions``)
+to the store, Slurm and the clouds, one by one; a failed action is logged and counted, the rest still run.
+Where a launch is carried out: ``Executor._do_Launch`` (intent committed as LAUNCHING before the provider call,
+the lease id as idempotency token)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from burstd.config import Config
+from burstd.daemon.actions import (
+    Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown, PowerUp, Refuse,
+    ReleaseJob, RemovePartition, ReturnToService, Terminate, TerminateOrphan, Undrain,
+)
+from burstd.daemon.faults import crash_point
+from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.metrics import Metrics
+from burstd.daemon.planning import node_drained
+from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
+from burstd.domain.money import usd_to_micros
+from burstd.domain.preemption import parse_preemption_reason
+from burstd.domain.slurm import Job, Snapshot
+from burstd.providers.base import ErrorKind, LaunchRequest, Provider, ProviderError, launch_all_or_nothing
+from burstd.slurm.base import SlurmAdapter, SlurmError
+
+if TYPE_CHECKING:
+    from burstd.daemon.pools import PoolHealth
+    from burstd.daemon.ports import LeaseStore
+
+log = get_logger("reconcile")
+S = LeaseState
+
+
+@dataclass
+class CycleReport:
+    started_at: float = 0.0
+    duration_s: float = 0.0
+    actions: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    pending_jobs: int = 0
+    eligible_jobs: int = 0
+    decider: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "started_at": self.started_at, "duration_s": round(self.duration_s, 4), "actions": self.actions,
+            "errors": self.errors[-20:], "pending_jobs": self.pending_jobs, "eligible_jobs": self.eligible_jobs,
+            "decider": self.decider,
+        }
+
+
+class Executor:
+    """Applies actions one by one; a failed action is logged and counted, the rest still run."""
+
+    def __init__(self, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider], config: Config,
+                 metrics: Metrics, *, snapshot: Snapshot | None = None, clock: Callable[[], float] = time.time,
+                 report: CycleReport | None = None, health: PoolHealth | None = None,
+                 hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None):
+        self.store = store
+        self.adapter = adapter
+        self.providers = providers
+        self.config = config
+        self.metrics = metrics
+        self.snapshot = snapshot  # the newest snapshot; the cycle sets it again once it has read a new one
+        self.clock = clock
+        self.report = report
+        self.health = health  # launch and boot failures per pool
+        # lease id -> when its ResumeProgram started (shared with the intake, for the resume->launch latency)
+        self.hook_started = hook_started if hook_started is not None else {}
+        # job id -> when a lease it asked for failed (held jobs to release); shared across cycles
+        self.failed_jobs = failed_jobs if failed_jobs is not None else {}
+        self.again = False  # something changed that the next cycle should look at right away
+        self._gangs_tried: set[str] = set()  # gangs launched (or tried) by this executor
+
+    def apply(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            name = type(action).__name__
+            try:
+                getattr(self, f"_do_{name}")(action)
+                self.metrics.actions.labels(name).inc()
+                if self.report is not None:
+                    self.report.actions[name] = self.report.actions.get(name, 0) + 1
+            except Exception as exc:  # one bad action must not stop the cycle
+                self.metrics.error(exc)
+                if self.report is not None:
+                    self.report.errors.append(f"{name}: {exc}")
+                log.error("action failed", exc_info=not isinstance(exc, (ProviderError, SlurmError, IllegalTransition)),
+                          extra=ev(action=name, lease_id=getattr(action, "lease_id", None),
+                                   node=getattr(action, "node", None), error=str(exc),
+                                   error_class=type(exc).__name__))
+
+    # --- lease moves ------------------------------------------------------------------------
+    def _move(self, lease_id: str, state: LeaseState, reason: str, **fields) -> Lease:
+        lease = self.store.transition(lease_id, state, reason=reason, **fields)
+        log.info(f"lease {state.value.lower()}", extra=ev(lease_id=lease_id, node=lease.node_name, pool=lease.pool,
+                                                         state=state.value, reason=reason,
+                                                         job_id=lease.job_ids[0] if lease.job_ids else None,
+                                                         instance_id=lease.instance_id or None))
+        return lease
+
+    def _do_Launch(self, a: Launch) -> None:
+        """Launch the lease's VM, or, for a gang, every member's VM in one all-or-nothing call."""
+        lease = self.store.lease(a.lease_id)
+        if lease.gang is None:
+            members = [lease]
+        elif lease.gang in self._gangs_tried:
+            return  # one call per gang and cycle: the other members' Launch actions are the same call
+        else:
+            self._gangs_tried.add(lease.gang)
+            members = self.store.leases(states=(S.REQUESTED, S.LAUNCHING), gang=lease.gang)
+        members = [m for m in members if m.state in (S.REQUESTED, S.LAUNCHING)]
+        if not members:
+            return
+        crash_point("launch.before_launching")
+        members = [self._move(m.lease_id, S.LAUNCHING, "launch requested from the provider")
+                   if m.state == S.REQUESTED else m for m in members]
+        head = members[0]
+        provider = self.providers[head.pool]
+        crash_point("launch.before_provider")
+        now = self.clock()
+        for m in members:
+            hook_t0 = self.hook_started.pop(m.lease_id, None)
+            if hook_t0 is not None:
+                self.metrics.resume_to_launch.observe(max(now - hook_t0, 0.0))
+            log.info("provider launch call", extra=ev(
+                lease_id=m.lease_id, node=m.node_name, pool=m.pool, gang=m.gang,
+                since_request_s=round(now - m.created_at, 4),
+                since_hook_s=None if hook_t0 is None else round(now - hook_t0, 4),
+                job_id=m.job_ids[0] if m.job_ids else None))
+        requests = [LaunchRequest(m.lease_id, m.node_name, m.pool, m.market) for m in members]
+        try:
+            if head.gang is None:
+                instances = [provider.launch(requests[0])]
+            else:
+                instances = launch_all_or_nothing(provider, head.gang, requests)
+        except ProviderError as exc:
+            self.metrics.error(f"provider_{exc.kind}")
+            if exc.kind in (ErrorKind.THROTTLED, ErrorKind.TRANSIENT):
+                log.warning("launch will be retried", extra=ev(lease_id=head.lease_id, node=head.node_name,
+                                                                  gang=head.gang, error=str(exc),
+                                                                  error_class=str(exc.kind)))
+                return
+            # capacity (every offering exhausted), quota or config: the pool takes no new jobs for a while
+            # and the jobs that asked for these nodes go back on-prem
+            reason = f"launch failed ({exc.kind}): {exc}"
+            self._health("record_launch_failure", head.pool, str(exc), str(exc.kind))
+            for m in members:
+                self._do_Fail(Fail(m.lease_id, reason, requeue=m.job_ids))
+                self._send_on_prem(m)
+            return
+        crash_point("launch.after_provider")
+        self._health("record_launch_success", head.pool)
+        for m, inst in zip(members, instances):
+            self.metrics.launch_latency.observe(max(self.clock() - m.created_at, 0.0))
+            self._move(m.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
+                       instance_id=inst.instance_id, launched_at=inst.launched_at)
+        crash_point("launch.after_booting")
+        self.again = True
+
+    def _do_Adopt(self, a: Adopt) -> None:
+        self._move(a.lease_id, S.BOOTING, f"instance {a.instance_id} found in the listing",
+                   instance_id=a.instance_id, launched_at=a.launched_at)
+        self.again = True
+
+    def _do_Refuse(self, a: Refuse) -> None:
+        lease = self._move(a.lease_id, S.REFUSED, a.reason, ended_at=self.clock())
+        if a.power_down:
+            self._slurm_power_down(lease.node_name, f"burstd refused: {a.reason}", force=True)
+            # keep Slurm from scheduling the job onto the pool again at once
+            self._send_on_prem(lease)
+
+    def _send_on_prem(self, lease: Lease) -> None:
+        """Remove the lease's cloud partition from the jobs that asked for its node (Slurm checks that another
+        partition is left; a job that has only the cloud partition keeps it)."""
+        part = self._partition_of(lease.pool)
+        if not part:
+            return
+        job_ids = dict.fromkeys(lease.job_ids)
+        if self.snapshot is not None:
+            job_ids.update(dict.fromkeys(job.job_id for job in self.snapshot.jobs_on(lease.node_name)))
+        for job_id in job_ids:
+            self.failed_jobs[job_id] = self.clock()
+            self._quiet(self.adapter.remove_partition, job_id, part)
+
+    def _health(self, method: str, *args) -> None:
+        if self.health is None:  # a unit test of one action may run without pool bookkeeping
+            return
+        try:
+            getattr(self.health, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - bookkeeping must not undo the action
+            log.error("pool health not recorded", extra=ev(call=method, error=str(exc)))
+
+    def _do_MarkReady(self, a: MarkReady) -> None:
+        crash_point("ready.before")
+        lease = self._move(a.lease_id, S.READY, "slurmd registered", ready_at=self.clock())
+        self._health("record_boot_success", lease.pool)
+        self.metrics.ready_latency.observe(max(self.clock() - lease.created_at, 0.0))
+
+    def _do_Fail(self, a: Fail) -> None:
+        lease = self.store.lease(a.lease_id)
+        if S.FAILED not in ALLOWED[lease.state]:
+            return
+        self._move(a.lease_id, S.FAILED, a.reason)
+        if lease.state == S.BOOTING:
+            self._health("record_boot_failure", lease.pool, a.reason)
+        if a.power_down:
+            self._slurm_power_down(lease.node_name, f"burstd: {a.reason}", force=True)
+        for job_id in a.requeue:
+            self.failed_jobs[job_id] = self.clock()
+            self._quiet(self.adapter.requeue, job_id)
+        self.again = True
+
+    def _do_Drain(self, a: Drain) -> None:
+        lease = self._move(a.lease_id, S.DRAINING, a.reason)
+        node = self.snapshot.node(lease.node_name) if self.snapshot is not None else None
+        if node is not None and node_drained(node) and parse_preemption_reason(node.reason) is not None:
+            return  # the agent drained it with the notice in the reason: keep that (the cycle reads it back)
+        self._quiet(self.adapter.drain, [lease.node_name], a.reason[:200])
+
+    def _do_Undrain(self, a: Undrain) -> None:
+        self._move(a.lease_id, S.READY, "node undrained in Slurm")
+
+    def _do_Terminate(self, a: Terminate) -> None:
+        lease = self.store.lease(a.lease_id)
+        if lease.state in FINAL_STATES:
+            return
+        if lease.state != S.TERMINATING:
+            lease = self._move(a.lease_id, S.TERMINATING, a.reason)
+            self.again = True  # the next cycle closes it as soon as the listing shows the VM gone
+        ids = list(a.instance_ids) or ([lease.instance_id] if lease.instance_id else [])
+        crash_point("terminate.before_provider")
+        if ids:
+            self.providers[lease.pool].terminate(ids)
+        crash_point("terminate.after_provider")
+
+    def _do_Close(self, a: Close) -> None:
+        self._move(a.lease_id, S.TERMINATED, a.reason, ended_at=self.clock())
+        self.again = True  # the node may be waiting (POWERING_UP) for its next lease
+
+    def _do_TerminateOrphan(self, a: TerminateOrphan) -> None:
+        log.warning("terminating orphan instance", extra=ev(pool=a.pool, instance_id=a.instance_id,
+                                                             lease_id=a.lease_id or None, reason=a.reason))
+        crash_point("orphan.before_terminate")
+        self.providers[a.pool].terminate([a.instance_id])
+
+    def _do_CreateLease(self, a: CreateLease) -> None:
+        pool = self.config.pool(a.pool)
+        job = self._job(a.job_ids[0]) if a.job_ids else None
+        lease = self.store.create_lease(
+            pool=pool.name, node_name=a.node, market=pool.market,
+            price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=a.job_ids,
+            account=job.account if job else "", reason=a.reason,
+        )
+        log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, reason=a.reason))
+        self.again = True
+
+    # --- Slurm ------------------------------------------------------------------------------
+    def _do_PowerDown(self, a: PowerDown) -> None:
+        self._slurm_power_down(a.node, a.reason, force=a.force)
+
+    def _do_PowerUp(self, a: PowerUp) -> None:
+        self.adapter.power_up(list(a.nodes))
+
+    def _do_ReturnToService(self, a: ReturnToService) -> None:
+        self.adapter.resume([a.node])
+        log.info("node returned to service", extra=ev(node=a.node, reason=f"was DOWN: {a.reason}"))
+
+    def _do_AddPartition(self, a: AddPartition) -> None:
+        self.adapter.add_partition(a.job_id, a.partition)
+        log.info("job made burst-eligible", extra=ev(job_id=a.job_id, partition=a.partition))
+
+    def _do_ReleaseJob(self, a: ReleaseJob) -> None:
+        self._quiet(self.adapter.release_hold, a.job_id)
+        log.info("held job released (its cloud node failed to launch)", extra=ev(job_id=a.job_id))
+
+    def _do_RemovePartition(self, a: RemovePartition) -> None:
+        self.adapter.remove_partition(a.job_id, a.partition)
+        log.info("job burst eligibility revoked", extra=ev(job_id=a.job_id, partition=a.partition))
+
+    # --- helpers ----------------------------------------------------------------------------
+    def _slurm_power_down(self, node: str, reason: str, force: bool) -> None:
+        self._quiet(self.adapter.power_down, [node], force=force, reason=reason[:200])
+
+    def _quiet(self, fn, *args, **kwargs) -> None:
+        try:
+            fn(*args, **kwargs)
+        except SlurmError as exc:  # e.g. requeue of a job Slurm already requeued
+            log.info("slurm call had no effect", extra=ev(call=getattr(fn, "__name__", str(fn)), error=str(exc)))
+
+    def _partition_of(self, pool: str) -> str:
+        try:
+            return self.config.pool(pool).partition
+        except KeyError:
+            return ""
+
+    def _job(self, job_id: int) -> Job | None:
+        if self.snapshot is None:
+            return None
+        for job in self.snapshot.jobs:
+            if job.job_id == job_id:
+                return job
+        return None
+
+

@@ -1,0 +1,126 @@
+"""The intake: what Slurm's hooks, burstd-agent and admins ask of the daemon between cycles. Fast by design (a hook
+must never block slurmscriptd): record durably, wake the cycle, return.
+
+* ``request_resume`` (ResumeProgram) is where a lease is created: one REQUESTED lease per node, committed
+  before the call returns, a multi-node job's nodes as one gang;
+* ``add_intent`` (SuspendProgram, ResumeFailProgram, agent notices, admin drain/terminate) queues a request
+  in the store's ``intent`` table; the next cycle applies it (``planning.plan_intents``) and forgets it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+
+from burstd.config import Config
+from burstd.daemon.actions import Intent
+from burstd.daemon.faults import crash_point
+from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.planning import plan_gangs
+from burstd.domain.lease import ACTIVE_STATES
+from burstd.domain.money import usd_to_micros
+from burstd.domain.slurm import Snapshot
+
+from burstd.daemon.ports import LeaseStore
+
+log = get_logger("intake")
+
+class UnknownNode(ValueError):
+    """A hook or admin named a node that is in no pool."""
+
+
+class Intake:
+    """Requests from outside the cycle. ``lock`` is held while a gang's leases are recorded; the cycle reads leases
+    under it so it sees a whole gang or none of it."""
+
+    def __init__(self, config: Config, store: LeaseStore, clock: Callable[[], float],
+                 snapshot: Callable[[], Snapshot | None], wake: Callable[[], None]):
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self._snapshot = snapshot  # the cycle's newest snapshot (accounts of the jobs that asked for a node)
+        self._wake = wake
+        self.lock = threading.Lock()
+        self.hook_started: dict[str, float] = {}  # lease id -> when its ResumeProgram started (in memory only)
+
+    def check_nodes(self, nodes: Sequence[str]) -> None:
+        unknown = [n for n in nodes if self.config.pool_of_node(n) is None]
+        if unknown:
+            raise UnknownNode(
+                f"unknown node(s) {', '.join(unknown[:10])}: not in any pool "
+                f"({', '.join(f'{p.node_prefix}[1-{p.node_count}]' for p in self.config.pools) or 'no pools'})"
+            )
+
+    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
+                       hook_t0: float | None = None) -> dict:
+        """ResumeProgram: one REQUESTED lease per node without an open one; committed before return.
+
+        A node whose previous lease is still FAILED/TERMINATING (its old VM being cleaned up) is
+        ``deferred``: the store keeps one open lease per node, and the cycle records the new lease from
+        Slurm's POWERING_UP state as soon as the old one closes.
+        """
+        self.check_nodes(nodes)
+        jobs = jobs or {}
+        created: list[str] = []
+        existing: list[str] = []
+        deferred: list[str] = []
+        with self.lock:
+            fresh = []
+            for node in nodes:
+                current = self.store.lease_for_node(node)
+                if current is None:
+                    fresh.append(node)
+                else:
+                    (existing if current.state in ACTIVE_STATES else deferred).append(current.lease_id)
+            pools = {p.name: p for p in self.config.pools}
+            leaders = plan_gangs(fresh, jobs, lambda n: getattr(self.config.pool_of_node(n), "name", None),
+                                 lambda name: pools[name].all_or_nothing)
+            gang_ids = {leader: uuid.uuid4().hex for leader in set(leaders.values())}  # the leader's lease id
+            for node in fresh:
+                pool = self.config.pool_of_node(node)
+                assert pool is not None  # check_nodes above
+                job_ids = tuple(jobs.get(node, ()))
+                gang = gang_ids.get(leaders.get(node, ""))
+                lease = self.store.create_lease(
+                    pool=pool.name, node_name=node, market=pool.market,
+                    price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=job_ids,
+                    account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
+                    lease_id=gang if gang is not None and leaders[node] == node else None,
+                )
+                crash_point("resume.after_commit")
+                if hook_t0 is not None:
+                    self.hook_started[lease.lease_id] = hook_t0
+                log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name, gang=gang,
+                                                     job_id=job_ids[0] if job_ids else None))
+                created.append(lease.lease_id)
+        self._wake()
+        return {"created": created, "existing": existing, "deferred": deferred}
+
+    def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
+        """Queue a request for the next cycle, durably: it is in the store before this returns, so a daemon
+        killed before the cycle still drains/terminates after its restart (the cycle applies it and then
+        forgets it; applying one twice is harmless). A store error propagates: the caller (the API) answers an
+        error, and nothing is queued."""
+        self.check_nodes(nodes)
+        now = self.clock()
+        self.store.queue_intents([(kind, n, reason, now) for n in nodes])
+        self._wake()
+
+    def pending(self) -> list[Intent]:
+        """Queued requests, oldest first (read from the store: whichever daemon queued them)."""
+        return [Intent(i.kind, i.node, i.reason, i.at, i.intent_id) for i in self.store.intents()]
+
+    def applied(self, intents: Sequence[Intent]) -> None:
+        """The cycle applied these: forget them (those queued meanwhile stay). If this fails they are applied
+        again next cycle, which is harmless."""
+        self.store.forget_intents([i.intent_id for i in intents])
+
+    def _account_of(self, job_ids: Sequence[int]) -> str:
+        snap = self._snapshot()
+        if snap is None or not job_ids:
+            return ""
+        for job in snap.jobs:
+            if job.job_id in job_ids:
+                return job.account
+        return ""

@@ -1,0 +1,366 @@
+"""Pure planning: the world one cycle sees, and the decision tables that turn it into actions.
+
+    world = World(now, observed_at, snapshot, listings, leases)
+    actions = plan_launches(...) + plan_intents(...) + plan_leases(world, cfg) + plan_orphans(world, cfg)
+
+Each (lease state, Slurm node, VM) combination maps to a small frozen action (``daemon.actions``), so the
+table is tested on its own; nothing here touches the store, Slurm or a cloud. Where a launch is decided:
+``plan_launches``; where leases time out, are adopted, fail or close: ``plan_leases`` (invariants 1-3, 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from burstd.config import Config
+from burstd.daemon.actions import (
+    LAUNCH_FAILED_HELD, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail,
+    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService,
+    Terminate, TerminateOrphan, Undrain,
+)
+from burstd.domain.decisions import Decisions
+from burstd.domain.lease import Lease, LeaseState, may_own_instance
+from burstd.domain.preemption import Notice, parse_preemption_reason
+from burstd.domain.slurm import Node, Snapshot
+from burstd.providers.base import Instance
+
+S = LeaseState
+
+#: A lease that changed less than this before the world was observed is not judged on that world.
+FRESH_S = 2.0
+
+
+@dataclass(frozen=True)
+class World:
+    now: float
+    observed_at: float  # when the snapshot and listings were taken
+    snapshot: Snapshot | None
+    listings: dict[str, tuple[Instance, ...]]  # pool -> instances; a pool missing = its listing failed
+    leases: tuple[Lease, ...]  # every lease in an OPEN state
+
+    def instance_of(self, lease: Lease) -> Instance | None:
+        for inst in self.listings.get(lease.pool, ()):
+            if inst.lease_id == lease.lease_id or (lease.instance_id and inst.instance_id == lease.instance_id):
+                if not inst.is_gone:
+                    return inst
+        return None
+
+    def listed(self, pool: str) -> bool:
+        return pool in self.listings
+
+    def fresh(self, lease: Lease) -> bool:
+        """Changed too recently for this world to judge it (the world may predate the change)."""
+        return lease.state_since > self.observed_at - FRESH_S
+
+
+
+def jobs_on_node(snapshot: Snapshot | None, node: str) -> tuple[int, ...]:
+    """The running jobs on ``node`` in this snapshot (the jobs a failure of its VM interrupts)."""
+    if snapshot is None:
+        return ()
+    return tuple(job.job_id for job in snapshot.jobs_on(node) if job.is_running)
+
+
+def notice_reason(kind: str, deadline: float | None = None, detail: str = "") -> str:
+    """How a preemption notice is recorded (the intent's and then the DRAINING lease's reason): the same text
+    for a notice the agent POSTs to ``/v1/notices`` and one the cycle reads from the node's Slurm reason."""
+    return (f"{kind}" + (f" deadline {deadline:.0f}" if deadline else "") + (f": {detail}" if detail else ""))[:200]
+
+
+def node_notice(node: Node | None, lease: Lease) -> Notice | None:
+    """The interruption notice the agent left in the node's Slurm drain reason (``preemption_reason``), when it
+    can be about this lease's VM: an admin's reason, a rebalance recommendation, or a notice whose deadline
+    predates the lease (left over from the node's previous VM) is None."""
+    if node is None or not node.reason:
+        return None
+    notice = parse_preemption_reason(node.reason)
+    if notice is None or notice.kind != "interruption":
+        return None
+    if notice.deadline <= (lease.launched_at or lease.created_at):
+        return None
+    return notice
+
+
+def plan_node_notices(leases: Sequence[Lease], snapshot: Snapshot | None) -> list[Intent]:
+    """Server-side preemption notices: a READY lease whose node the agent drained with a ``burstd-preempt``
+    reason gets the same "notice" intent an agent report (POST /v1/notices) makes, so ``plan_intents`` drains
+    it the same way. Read from Slurm every cycle, so nothing is lost across a daemon restart; a DRAINING
+    lease gets nothing (repeated cycles repeat nothing). The deadline is judged in ``plan_leases``."""
+    if snapshot is None:
+        return []
+    out: list[Intent] = []
+    for lease in leases:
+        if lease.state != S.READY:
+            continue
+        node = snapshot.node(lease.node_name)
+        notice = node_notice(node, lease)
+        if node is not None and notice is not None:
+            out.append(Intent("notice", lease.node_name,
+                              notice_reason("spot-interruption", notice.deadline, f"Slurm reason {node.reason}"),
+                              snapshot.taken_at))
+    return out
+
+
+def node_registered(node: Node | None) -> bool:
+    """slurmd on the node has registered: it left POWERING_UP and responds."""
+    if node is None:
+        return False
+    if node.is_powering_up or node.is_powered_down or node.has("NOT_RESPONDING") or node.has("POWERING_DOWN"):
+        return False
+    return node.state not in ("DOWN", "UNKNOWN", "FUTURE")
+
+
+def node_drained(node: Node) -> bool:
+    """Drained or draining in Slurm, however the state is spelled (``IDLE+DRAIN``, ``DRAINING``, ``DRAINED``)."""
+    return node.is_drained or node.state.startswith("DRAIN") or any(f.startswith("DRAIN") for f in node.flags)
+
+
+def node_released(node: Node | None) -> bool:
+    """Slurm considers the node off (powered down or going there) and is not bringing it up."""
+    if node is None:
+        return False
+    return (node.is_powered_down or node.has("POWERING_DOWN") or node.has("POWER_DOWN")) and not node.is_powering_up
+
+
+def plan_launches(
+    leases: Sequence[Lease],
+    *,
+    paused: bool,
+    refusal: Callable[[Lease], str | None] = lambda lease: None,
+) -> list[Action]:
+    """REQUESTED leases -> Launch, Refuse, or wait (an older lease of the same node still owns a VM).
+
+    A gang (the nodes of one multi-node job, ``Lease.gang``) goes as one: it waits while any member's node
+    is busy, is refused whole when any member is refused, and gets one Launch (the Executor launches every
+    member with it).
+    """
+    busy_nodes = {
+        lease.node_name for lease in leases if lease.state != S.REQUESTED and may_own_instance(lease.state)
+    }
+    groups: dict[str, list[Lease]] = {}
+    for lease in sorted((lease for lease in leases if lease.state == S.REQUESTED), key=lambda x: x.created_at):
+        groups.setdefault(lease.gang or lease.lease_id, []).append(lease)
+    out: list[Action] = []
+    for members in groups.values():
+        if any(m.node_name in busy_nodes for m in members):
+            continue  # the previous VM of a node is still being cleaned up
+        why = "bursting is paused" if paused else next((w for m in members if (w := refusal(m))), None)
+        if why:
+            if len(members) > 1:
+                why = f"{why} (gang of {len(members)} nodes, all or nothing)"
+            out.extend(Refuse(m.lease_id, why) for m in members)
+            continue
+        out.append(Launch(members[0].lease_id))
+    return out
+
+
+def plan_gangs(
+    nodes: Sequence[str],
+    jobs: dict[str, tuple[int, ...]],
+    pool_of: Callable[[str], str | None],
+    all_or_nothing: Callable[[str], bool],
+) -> dict[str, str]:
+    """node -> the first node of its gang: the nodes Slurm resumes together for one multi-node job (Slurm's
+    resume file maps jobs to nodes) in one all-or-nothing pool. A node goes with its first job; nodes whose
+    job has no other node here (or no job) are in no gang."""
+    by_job: dict[tuple[int, str], list[str]] = {}
+    for node in nodes:
+        pool = pool_of(node)
+        if pool is not None and all_or_nothing(pool) and jobs.get(node):
+            by_job.setdefault((jobs[node][0], pool), []).append(node)
+    return {node: members[0] for members in by_job.values() if len(members) > 1 for node in members}
+
+
+def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: Snapshot | None) -> list[Action]:
+    """Hook, agent and admin requests -> actions on the node's current lease."""
+    by_node: dict[str, Lease] = {}
+    for lease in sorted(leases, key=lambda x: x.created_at):
+        by_node[lease.node_name] = lease  # newest open lease wins
+    out: list[Action] = []
+    for it in intents:
+        current = by_node.get(it.node)
+        if current is None:
+            continue
+        lease, st = current, current.state
+        if it.kind == "suspend":
+            if st == S.REQUESTED:
+                out.append(Refuse(lease.lease_id, "Slurm suspended the node before it launched", power_down=False))
+            elif st != S.TERMINATING:
+                out.append(Terminate(lease.lease_id, it.reason or "SuspendProgram: Slurm released the node"))
+        elif it.kind == "resume-fail":
+            if st == S.REQUESTED:
+                out.append(Refuse(lease.lease_id, "ResumeFailProgram before launch", power_down=False))
+            elif st in (S.LAUNCHING, S.BOOTING, S.READY, S.DRAINING):
+                out.append(Fail(lease.lease_id, it.reason or "ResumeFailProgram: Slurm gave up on the node",
+                                power_down=False))
+                out.append(Terminate(lease.lease_id, "failed resume"))
+        elif it.kind == "terminate":
+            if st == S.REQUESTED:
+                out.append(Refuse(lease.lease_id, it.reason or "terminated by admin"))
+            elif st != S.TERMINATING:
+                out.append(PowerDown(it.node, it.reason or "terminated by admin", force=True))
+                out.append(Terminate(lease.lease_id, it.reason or "terminated by admin"))
+        elif it.kind in ("drain", "notice"):
+            if st == S.READY:
+                out.append(Drain(lease.lease_id, it.reason or ("drained by admin" if it.kind == "drain" else "notice")))
+    return out
+
+
+def plan_leases(world: World, config: Config) -> list[Action]:
+    """The decision table: (lease state, Slurm node, provider instance) -> actions."""
+    d = config.daemon
+    snap = world.snapshot
+    out: list[Action] = []
+    for lease in world.leases:
+        st = lease.state
+        listed = world.listed(lease.pool)
+        inst = world.instance_of(lease) if listed else None
+        node = snap.node(lease.node_name) if snap else None
+        age = world.now - lease.state_since
+        fresh = world.fresh(lease)
+        requeue = tuple(dict.fromkeys(lease.job_ids + jobs_on_node(snap, lease.node_name)))
+
+        if st == S.LAUNCHING:
+            # The launch returned but its result was not recorded (crash): adopt a running instance. A
+            # pending one may be a half-made launch: calling launch again (same token) completes or returns it.
+            if inst is not None and inst.state == "running":
+                out.append(Adopt(lease.lease_id, inst.instance_id, inst.launched_at))
+            elif age > d.launch_timeout_s:
+                out.append(Fail(lease.lease_id, f"launch timed out after {age:.0f}s", requeue=requeue))
+            elif listed and not fresh:
+                out.append(Launch(lease.lease_id, retry=True))
+        elif st == S.BOOTING:
+            if listed and inst is None and not fresh:
+                out.append(Fail(lease.lease_id, "instance vanished while booting", requeue=requeue))
+            elif node_registered(node):
+                out.append(MarkReady(lease.lease_id))
+            elif age > d.boot_timeout_s:
+                out.append(Fail(lease.lease_id, f"slurmd did not register within {d.boot_timeout_s:.0f}s",
+                                requeue=requeue))
+                out.append(Terminate(lease.lease_id, "boot timeout", _ids(inst, lease)))
+            elif snap is not None and node_released(node) and not fresh:
+                out.append(Terminate(lease.lease_id, "Slurm powered the node down while it booted", _ids(inst, lease)))
+        elif st in (S.READY, S.DRAINING):
+            if listed and inst is None and not fresh:
+                out.append(Fail(lease.lease_id, "instance vanished (preempted or deleted outside burstd)",
+                                requeue=requeue))
+            elif snap is not None and node_released(node) and not fresh:
+                out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
+            elif node is not None and (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
+                # the cloud reclaims the VM now (or did): the same path as a vanished instance, and the VM too
+                why = f"preempted: notice deadline {notice.deadline:.0f} passed ({node.reason})"
+                out.append(Fail(lease.lease_id, why[:200], requeue=requeue))
+                out.append(Terminate(lease.lease_id, "preempted (notice deadline passed)", _ids(inst, lease)))
+            elif st == S.DRAINING and node is not None and not node_drained(node) and node_registered(node) \
+                    and not fresh:
+                out.append(Undrain(lease.lease_id))
+        elif st == S.TERMINATING:
+            if listed and inst is None:
+                out.append(Close(lease.lease_id, "instance gone"))
+            elif inst is not None and not fresh:  # a fresh one was just asked; the listing predates it
+                out.append(Terminate(lease.lease_id, "terminate again (instance still listed)", _ids(inst, lease)))
+        elif st == S.FAILED:
+            if listed and inst is None:  # keep why it failed as the lease's final reason
+                out.append(Close(lease.lease_id, lease.reason or "failed lease has no instance"))
+            elif inst is not None:
+                out.append(Terminate(lease.lease_id, "clean up failed lease", _ids(inst, lease)))
+
+    # Slurm is bringing a node up and no lease covers it (a resume call was lost): record one. A cloud node Slurm
+    # marked DOWN after a failed power-up stays out of service for good once its VM is gone (Slurm never
+    # resumes a DOWN node): return it, powered down, to the pool. An admin's own DOWN or DRAIN is left alone.
+    if snap is not None:
+        covered = {lease.node_name for lease in world.leases}  # one open lease per node (the store's rule)
+        for node in snap.nodes:
+            if node.is_cloud and node.is_powered_down and node.name not in covered and \
+                    "DOWN" in (node.state, *node.flags) and node.reason.startswith(RESUME_TIMEOUT_REASON) and \
+                    config.pool_of_node(node.name) is not None:
+                out.append(ReturnToService(node.name, node.reason))
+            if node.is_cloud and node.is_powering_up and node.name not in covered:
+                pool = config.pool_of_node(node.name)
+                if pool is not None:
+                    out.append(CreateLease(node.name, pool.name, "Slurm is powering the node up without a lease",
+                                           jobs_on_node(snap, node.name)))
+    return out
+
+
+def _ids(inst: Instance | None, lease: Lease) -> tuple[str, ...]:
+    if inst is not None:
+        return (inst.instance_id,)
+    return (lease.instance_id,) if lease.instance_id else ()
+
+
+def plan_orphans(world: World, config: Config) -> list[Action]:
+    """Tagged instances whose lease is not open: terminate once older than ``orphan_grace_s``."""
+    known = {lease.lease_id for lease in world.leases}
+    out: list[Action] = []
+    for pool, instances in world.listings.items():
+        for inst in instances:
+            if inst.is_gone or (inst.lease_id and inst.lease_id in known):
+                continue
+            if world.now - inst.launched_at < config.daemon.orphan_grace_s:
+                continue
+            out.append(TerminateOrphan(pool, inst.instance_id, inst.lease_id,
+                                       "no open lease" if inst.lease_id else "untagged instance"))
+    return out
+
+
+def plan_held(snapshot: Snapshot | None, failed_jobs: Iterable[int] = ()) -> list[Action]:
+    """Jobs Slurm held because their cloud node failed to launch: release them (burstd already failed the
+    lease and, for an exhausted pool, removed its partition), so they run wherever they can. A job is
+    released when Slurm names that reason, or when it is held and was on a lease burstd failed lately
+    (``failed_jobs``); a hold an admin or user put on any other job is left alone."""
+    if snapshot is None:
+        return []
+    failed = set(failed_jobs)
+    out: list[Action] = []
+    for job in snapshot.pending:
+        held = job.hold or "REQUEUE_HOLD" in job.state_flags or "held" in job.reason.lower()
+        if job.reason == LAUNCH_FAILED_HELD or (job.job_id in failed and held):
+            out.append(ReleaseJob(job.job_id))
+    return out
+
+
+def plan_blocked(snapshot: Snapshot | None, blocked: dict[str, str], config: Config) -> list[Action]:
+    """Pending jobs that may run in a pool that takes no launches now (every offering exhausted, quota,
+    protected mode): remove that cloud partition so they run on-prem. Level-triggered: repeats each cycle."""
+    if snapshot is None or not blocked:
+        return []
+    parts = set()
+    for name in blocked:
+        try:
+            parts.add(config.pool(name).partition)
+        except KeyError:
+            continue
+    out: list[Action] = []
+    for job in snapshot.pending:
+        if len(job.partitions) > 1:
+            for part in job.partitions:
+                if part in parts:
+                    out.append(RemovePartition(job.job_id, part))
+    return out
+
+
+def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None) -> list[Action]:
+    out: list[Action] = []
+    blocked_parts = set()
+    for name in blocked or {}:
+        try:
+            blocked_parts.add(config.pool(name).partition)
+        except KeyError:
+            continue
+    for d in decisions.eligible:
+        if d.partition in blocked_parts:
+            continue  # the pool cannot launch now: the job stays on-prem (``burstctl status`` says why)
+        out.append(AddPartition(d.job_id, d.partition))
+    for r in decisions.revoke:
+        out.append(RemovePartition(r.job_id, r.partition))
+    for p in decisions.prewarm:
+        try:
+            pool = config.pool(p.pool)
+        except KeyError:
+            continue
+        out.append(PowerUp(tuple(pool.node_names[: p.count])))  # Slurm picks; we name candidates
+    for rel in decisions.release:
+        out.append(PowerDown(rel.node, rel.reason))
+    return out

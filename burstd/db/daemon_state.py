@@ -1,0 +1,141 @@
+"""The daemon's own durable state besides leases and money: requests queued for the next cycle (``intent``), each
+pool's launch health and protected mode (``pool_health``), the admin's pause (``pause``), capacity cooldowns, and
+free-form settings. Each has typed methods; nothing else writes these tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from sqlalchemy import insert, select
+
+from burstd.db.engine import StoreBase, _now
+from burstd.db.rows import _cooldown, _intent, _pause, _pool_health, _setting
+
+
+@dataclass(frozen=True, slots=True)
+class Cooldown:
+    offering: str
+    until: float
+    reason: str
+
+
+
+@dataclass(frozen=True, slots=True)
+class StoredIntent:
+    """A hook, agent or admin request waiting for the next cycle."""
+
+    intent_id: int
+    kind: str  # "suspend" | "resume-fail" | "drain" | "terminate" | "notice"
+    node: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolHealthRecord:
+    """A pool's last launch failure (capacity, quota, config) and its protected mode (repeated boot failures)."""
+
+    pool: str
+    consecutive_boot_failures: int = 0
+    protected: bool = False
+    protected_reason: str = ""
+    protected_since: float | None = None
+    launch_failure_reason: str = ""
+    launch_failure_kind: str = ""
+    launch_failure_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PauseState:
+    paused: bool
+    reason: str = ""
+    by: str = ""
+    since: float = 0.0
+
+
+class DaemonState(StoreBase):
+    # ---- requests queued for the next cycle -------------------------------------------------------------
+
+    def queue_intents(self, items: Iterable[tuple[str, str, str, float]]) -> list[int]:
+        """Queue (kind, node, reason, at) requests in one transaction; committed when this returns."""
+        ids = []
+        with self._write() as conn:
+            for kind, node, reason, at in items:
+                res = conn.execute(insert(_intent).values(kind=kind, node=node, reason=reason, at=float(at)))
+                ids.append(int(res.inserted_primary_key[0]))
+        return ids
+
+    def intents(self) -> list[StoredIntent]:
+        """Queued requests, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(select(_intent).order_by(_intent.c.id)).all()
+        return [StoredIntent(int(r.id), r.kind, r.node, r.reason, r.at) for r in rows]
+
+    def forget_intents(self, ids: Iterable[int]) -> int:
+        """Drop requests a cycle applied. Returns how many were still queued."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return 0
+        with self._write() as conn:
+            return conn.execute(_intent.delete().where(_intent.c.id.in_(ids))).rowcount
+
+    # ---- pool health ---------------------------------------------------------------------------------------
+
+    def pool_health(self) -> dict[str, PoolHealthRecord]:
+        with self._read() as conn:
+            rows = conn.execute(select(_pool_health).order_by(_pool_health.c.pool)).all()
+        return {r.pool: PoolHealthRecord(r.pool, int(r.consecutive_boot_failures), bool(r.protected),
+                                         r.protected_reason, r.protected_since, r.launch_failure_reason,
+                                         r.launch_failure_kind, r.launch_failure_at) for r in rows}
+
+    def save_pool_health(self, record: PoolHealthRecord, *, at: float | None = None) -> None:
+        with self._write() as conn:
+            self._upsert(conn, _pool_health, ["pool"], dict(asdict(record), updated_at=_now(at)))
+
+    # ---- pause ---------------------------------------------------------------------------------------------
+
+    def pause_state(self) -> PauseState | None:
+        """The admin's pause or resume, or None when no admin has said (the config's ``policy.paused`` holds)."""
+        with self._read() as conn:
+            r = conn.execute(select(_pause).where(_pause.c.id == 1)).first()
+        return None if r is None else PauseState(bool(r.paused), r.reason, r.by, r.since)
+
+    def set_pause(self, paused: bool, *, reason: str = "", by: str = "", at: float | None = None) -> PauseState:
+        state = PauseState(bool(paused), reason, by[:64], _now(at))
+        with self._write() as conn:
+            self._upsert(conn, _pause, ["id"], dict(id=1, **asdict(state)))
+        return state
+
+    # ---- settings and cooldowns ----------------------------------------------------------------------------
+    def get_setting(self, key: str, default: str | None = None) -> str | None:
+        with self._read() as conn:
+            v = conn.execute(select(_setting.c.value).where(_setting.c.key == key)).scalar()
+        return default if v is None else v
+
+    def set_setting(self, key: str, value: str, *, at: float | None = None) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"setting {key!r}: values are strings, got {type(value).__name__}")
+        with self._write() as conn:
+            self._upsert(conn, _setting, ["key"], dict(key=key, value=value, updated_at=_now(at)))
+
+    def settings(self) -> dict[str, str]:
+        with self._read() as conn:
+            return {r.key: r.value for r in conn.execute(select(_setting).order_by(_setting.c.key))}
+
+    def set_cooldown(self, offering: str, until: float, reason: str = "", *, at: float | None = None) -> None:
+        with self._write() as conn:
+            self._upsert(conn, _cooldown, ["offering"],
+                         dict(offering=offering, until=float(until), reason=reason, updated_at=_now(at)))
+
+    def cooldowns(self, now: float | None = None) -> dict[str, Cooldown]:
+        """Offerings cooling down at ``now`` (expired ones are left out; ``prune_cooldowns`` deletes them)."""
+        now = _now(now)
+        with self._read() as conn:
+            rows = conn.execute(select(_cooldown).where(_cooldown.c.until > now)).all()
+        return {r.offering: Cooldown(r.offering, r.until, r.reason) for r in rows}
+
+    def prune_cooldowns(self, now: float | None = None) -> int:
+        with self._write() as conn:
+            return conn.execute(_cooldown.delete().where(_cooldown.c.until <= _now(now))).rowcount
+
