@@ -34,11 +34,11 @@ def _bed(slurm_release: str | None = None):
     os.environ.setdefault("BURSTD_BED_SLOT", DEMO_SLOT)
     from burstd.testbed import Bed, BedConfig
 
-    overrides = {k: v for k, v in {"suspend_time": 15, "suspend_timeout": 10}.items()
-                 if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
+    overrides: dict[str, object] = {k: v for k, v in {"suspend_time": 15, "suspend_timeout": 10}.items()
+                                    if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
     if slurm_release:
         overrides["slurm_release"] = slurm_release
-    return Bed(BedConfig.from_env(**overrides))
+    return Bed(BedConfig.from_env(None, **overrides))
 
 
 def _daemon_config(bed, work: Path, min_wait_s: float) -> Path:

@@ -155,7 +155,9 @@ class Access:
 # --------------------------------------------------------------------------------------------------
 class HookJob(BaseModel):
     job_id: int
-    nodes: str = ""
+    nodes: str = ""  # every node of the job (22.05 ``nodes``, 23.02+ ``nodes_alloc``)
+    priority: int | None = None  # 26.05+
+    exclusive: str | None = None  # 26.05+: "NODE", "USER", ...
 
 
 class HookCall(BaseModel):
@@ -384,14 +386,21 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
-        from burstd.daemon.budgets import unknown_account_warning
-        from burstd.slurm.base import check_name
+        from burstd.daemon.budgets import slurmdbd_accounts, unknown_account_error, unknown_account_warning
+        from burstd.slurm.base import SlurmError, check_name
 
         try:
             check_name("account", account)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        warning = unknown_account_warning(account, rec, config)
+        try:
+            known = slurmdbd_accounts(rec.adapter)
+        except SlurmError as exc:  # slurmdbd configured but not answering: refuse rather than guess
+            raise HTTPException(503, f"cannot ask Slurm's accounting about account {account!r}: {exc}") from None
+        refused = unknown_account_error(account, known)
+        if refused:
+            raise HTTPException(422, refused)
+        warning = unknown_account_warning(account, rec, config) if known is None else None
         try:
             entry = rec.store.set_budget(account, body.usd, period=config.budget.period)
         except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written

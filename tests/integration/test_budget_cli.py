@@ -3,8 +3,9 @@ real SQLite Store. Slurm and the cloud are the only fakes here (the edges this f
 ``test_budget_bed.py`` runs the same paths against real Slurm and network-namespace VMs).
 
 Bad input gets a clear error and changes nothing: a negative / NaN / sub-micro-dollar budget, a trace with a
-garbage line, a config price of NaN, a price source that says NaN (no launch). An unknown account is accepted
-with a warning naming the accounts burstd knows (see burstd/daemon/budgets.py for why not a refusal).
+garbage line, a config price of NaN, a price source that says NaN (no launch). An account slurmdbd does not know
+is refused; without slurmdbd, an unknown account is accepted with a warning naming the accounts burstd has seen
+(see burstd/daemon/budgets.py).
 """
 
 from __future__ import annotations
@@ -124,6 +125,19 @@ def test_unknown_account_is_stored_with_a_warning_naming_known_accounts(live):
     assert limits(store) == {"chme": 5_000_000}
     r = cli("budget", "set", "bio", "5", "-c", path)  # seen in the queue: no warning
     assert r.exit_code == 0 and "warning" not in r.output, r.output
+
+
+def test_an_account_slurmdbd_does_not_know_is_refused_and_nothing_is_stored(live):
+    path, rec, store, adapter, *_ = live
+    adapter.slurmdbd_accounts = {"chem", "bio", "root"}
+    r = cli("budget", "set", "chme", "5", "-c", path)
+    assert r.exit_code != 0, r.output
+    assert "'chme' is not known to Slurm's accounting" in r.output and "sacctmgr add account chme" in r.output, \
+        r.output
+    assert "bio, chem" in r.output and limits(store) == {}
+    r = cli("budget", "set", "chem", "5", "-c", path)  # slurmdbd knows it: stored, no warning
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    assert limits(store) == {"chem": 5_000_000}
 
 
 # --- spend and its plot -----------------------------------------------------------------------------------

@@ -155,6 +155,11 @@ class FakeAdapter:
     def requeue(self, job_id, *, expedite=False):
         self.calls.append(("requeue", job_id))
 
+    slurmdbd_accounts: set[str] | None = None  # None: a Slurm without slurmdbd
+
+    def accounts(self):
+        return self.slurmdbd_accounts
+
     def set_instance(self, node, instance_id, instance_type):
         self.calls.append(("set_instance", node, instance_id, instance_type))
         return True
