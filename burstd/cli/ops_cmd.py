@@ -202,11 +202,17 @@ def register(app: typer.Typer) -> None:
         by: str = typer.Option("account", "--by", help="account | user | job | pool"),
         since: str = typer.Option(None, "--since", help="Unix time, or 1h / 7d / 30d ago"),
         plot: str = typer.Option(None, "--plot", help="also write spend over time per key to FILE (.png or .html)"),
+        reconcile: bool = typer.Option(False, "--reconcile",
+                                       help="compare the jobs burstd charged with those slurmdbd recorded on the "
+                                            "cloud nodes (sacct); exit 1 on any difference"),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,
     ) -> None:
         """Recorded cloud spend, grouped."""
         ts = _since(since)
+        if reconcile:
+            _spend_reconcile(config, ts, as_json)
+            return
         if plot is not None and not plot.lower().endswith((".png", ".html", ".htm")):
             fail(f"--plot {plot!r}: use a .png or .html file name")
         data = _call(config, lambda api: api.get("/v1/spend", by=by, since=ts))
@@ -302,6 +308,32 @@ def register(app: typer.Typer) -> None:
         for line in slurm_conf_lines(cfg, release=release, hook_dir=hook_dir, suspend_time=suspend_time,
                                      accounting=accounting):
             typer.echo(line)
+
+
+def _spend_reconcile(config: str | None, since: float | None, as_json: bool) -> None:
+    from burstd.domain.money import format_usd
+
+    data = _call(config, lambda api: api.get("/v1/spend/reconcile", since=since))
+    if as_json:
+        print_json(data)
+    else:
+        console.print(f"jobs that agree with sacct: {len(data['agree'])} ({format_usd(data['agreed_micros'])}); "
+                      f"overhead (boot, idle): {format_usd(data['overhead_micros'])}", highlight=False)
+        t = Table("job", "difference", "burstd", "sacct")
+        for job, micros in data["only_burstd"].items():
+            t.add_row(job, "charged, but sacct has it on no cloud node", format_usd(micros), "-")
+        for job in data["only_sacct"]:
+            t.add_row(str(job), "ran on a cloud node, burstd charged nothing", "-", "on a cloud node")
+        for job, v in data["other_nodes"].items():
+            t.add_row(job, "other cloud nodes", ",".join(v["burstd"]), ",".join(v["sacct"]))
+        for job, v in data["other_account"].items():
+            t.add_row(job, "other account", v["burstd"], v["sacct"])
+        if data["ok"]:
+            console.print("[green]burstd and slurmdbd agree[/] on which jobs ran on which cloud nodes")
+        else:
+            console.print(t)
+    if not data["ok"]:
+        raise typer.Exit(1)
 
 
 def _since(value: str | None) -> float | None:

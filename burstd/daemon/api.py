@@ -431,6 +431,19 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
         return rec.store.spend(by=by, since=since)
 
+    @app.get("/v1/spend/reconcile", tags=["read"])
+    def spend_reconcile(since: float | None = None, who: str = read) -> dict:
+        """burstd's spend per job against the jobs slurmdbd recorded on the cloud nodes; differences listed."""
+        from burstd.daemon.sacct_check import NoAccounting, reconcile_spend
+        from burstd.slurm.base import SlurmError
+
+        try:
+            return reconcile_spend(rec.store, rec.adapter, config, since, now=rec.clock())
+        except NoAccounting as exc:
+            raise HTTPException(409, str(exc)) from None
+        except SlurmError as exc:
+            raise HTTPException(503, f"sacct: {exc}") from None
+
     @app.get("/v1/spend/series", tags=["read"])
     def spend_series(by: str = "account", since: float | None = None, who: str = read) -> list:
         """[(interval start, key, micro-dollars)] sorted by time: what ``burstctl spend --plot`` draws."""

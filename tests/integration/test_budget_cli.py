@@ -199,6 +199,29 @@ def test_spend_attributed_plus_overhead_equals_lease_cost_and_plot(live, tmp_pat
 
 
 # --- prices -------------------------------------------------------------------------------------------------
+def test_spend_reconcile_agrees_with_sacct_and_reports_every_difference(live):
+    from burstd.report.sacct_reconcile import SacctJob
+
+    path, rec, store, adapter, provider, clock = live
+    _burst_two_accounts(rec, store, adapter, clock)
+    r = cli("spend", "--reconcile", "-c", path)
+    assert r.exit_code != 0 and "no slurmdbd" in r.output, r.output  # nothing to reconcile against
+
+    def rec_(job, account, node):
+        return SacctJob(job, account, "ann", (node,), "COMPLETED", clock() - 2000, clock() - 300)
+
+    adapter.sacct = [rec_(11, "chem", "cloud1"), rec_(12, "bio", "cloud2")]
+    r = cli("spend", "--reconcile", "--json", "-c", path)
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["ok"] and data["agree"] == [11, 12] and data["agreed_micros"] > 0
+    # a job slurmdbd saw on a cloud node that burstd never charged, and one charged to another account
+    adapter.sacct = [rec_(11, "chem", "cloud1"), rec_(12, "physics", "cloud2"), rec_(13, "bio", "cloud3")]
+    r = cli("spend", "--reconcile", "-c", path)
+    assert r.exit_code == 1, r.output
+    assert "burstd charged nothing" in r.output and "other account" in r.output and "13" in r.output, r.output
+
+
 def test_price_source_returning_nan_refuses_the_launch(live, caplog):
     path, rec, store, adapter, provider, clock = live
     rec.price_source = lambda cfg: {("local", "spot"): PriceQuote("local", "spot", math.nan)}

@@ -85,7 +85,10 @@ def test_nodes_and_partitions_agree_between_cli_and_rest(slurm_bed, cli, rest):
     s1, s2 = cli.snapshot(), rest.snapshot()
     stable = lambda n: replace(n, state="", flags=(), reason="", boot_time=None)  # noqa: E731
     assert [stable(n) for n in s1.nodes] == [stable(n) for n in s2.nodes]
-    assert s1.partitions == s2.partitions
+    if rest.version == "v0.0.42":  # 24.11's REST partitions carry no DEFAULT flag (shared/fixtures/slurm/24.11)
+        assert s1.partitions == tuple(replace(p, default=c.default) for p, c in zip(s2.partitions, s1.partitions))
+    else:
+        assert s1.partitions == s2.partitions
     names = {n.name for n in s1.nodes}
     assert names >= set(slurm_bed.onprem_nodes) | set(slurm_bed.cloud_nodes)
     for name in slurm_bed.cloud_nodes:
@@ -154,8 +157,10 @@ def test_shell_metacharacters_round_trip_and_run_nothing(slurm_bed, bed_user, cl
     job = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", evil, f"--comment={evil}",
                 f"--account=acct{evil}")
     views = [_jobs(a.snapshot(), {job})[job] for a in (cli, cli_json, rest)]
+    # with slurmdbd (and no enforcement) Slurm replaces an account it does not know by the user's default
+    account = slurm_bed.job(job)["Account"] if slurm_bed.config.accounting else f"acct{evil}"
     for j in views:
-        assert (j.name, j.comment, j.account) == (evil, evil, f"acct{evil}")
+        assert (j.name, j.comment, j.account) == (evil, evil, account)
     assert cli.text_fallbacks == 0  # newlines and shell syntax do not upset the text path
     cli.add_partition(job, slurm_bed.cloud_partition)
     assert not pwned.exists()
