@@ -126,7 +126,10 @@ def enter_script(root: Path, state_dir: Path) -> str:
 
 
 def command_script(bin_dir: Path, inner_path: str) -> str:
-    return f'#!/bin/sh\nexec {shlex.quote(str(bin_dir / "enter"))} {shlex.quote(inner_path)} "$@"\n'
+    # Jobs inherit the submitter's PATH, and <state>/bin is visible inside the chroot: there (a job's `srun`)
+    # the wrapper is the real command, not a second (unprivileged) entry.
+    return (f"#!/bin/sh\n[ -e {CHROOT_MARK} ] && exec {shlex.quote(inner_path)} \"$@\"\n"
+            f'exec {shlex.quote(str(bin_dir / "enter"))} {shlex.quote(inner_path)} "$@"\n')
 
 
 def write_wrappers(root: Path, state_dir: Path, bin_dir: Path) -> None:

@@ -81,6 +81,49 @@ def test_submitted_jobs_read_back_the_same_through_cli_text_cli_json_and_rest(sl
     assert a[running].start_time and a[running].time_limit_min == 10
 
 
+def test_every_job_shape_of_the_fixtures_workload_reads_the_same_through_every_path(slurm_bed, bed_user, other_user,
+                                                                                    cleanup, cli, cli_json, rest):
+    """The job shapes of ../shared/fixtures/slurm/workload.sh, submitted live on this bed's release: cli text,
+    cli JSON and REST give the same domain objects for each."""
+    onprem, cloud = slurm_bed.onprem_partition, slurm_bed.cloud_partition
+    target = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "dep_target")
+
+    def submit(user, *opts, script="#!/bin/sh\nsleep 1\n"):
+        job = slurm_bed.sbatch(["-o", "/dev/null", *opts], script, user=user)
+        cleanup.append(job)
+        return job
+
+    het = "#!/bin/sh\n#SBATCH -p {p} -n 1\n#SBATCH hetjob\n#SBATCH -p {p} -n 1\nsleep 1\n".format(p=onprem)
+    jobs = {
+        "held_user": _held(slurm_bed, bed_user, cleanup, "-p", onprem, "--comment=held by user"),
+        "sig_requeue": _held(slurm_bed, bed_user, cleanup, "-p", onprem, "--signal=B:USR1@60", "--requeue",
+                             "-t", "30"),
+        "arr_cloud": _held(slurm_bed, bed_user, cleanup, "-p", cloud, "--array=0-3%1", "-t", "20"),
+        "multi_part": _held(slurm_bed, bed_user, cleanup, "-p", f"{onprem},{cloud}", "--constraint=cloud"),
+        "bob_excl": _held(slurm_bed, other_user, cleanup, "-p", onprem, "--exclusive", "-t", "1-00:00:00",
+                          "--mail-type=END"),
+        "begin_later": submit(bed_user, "-p", onprem, "--begin=now+2hours"),
+        "held_admin": submit(bed_user, "-p", onprem, "--begin=now+1hour"),
+        "bob_dep": submit(other_user, "-p", onprem, f"--dependency=afterok:{target}", "--nice=100", "-n", "2",
+                          "--mem-per-cpu=100", "--account=chemistry"),
+        "het_pair": submit(bed_user, "-H", script=het),
+    }
+    slurm_bed.run(["scontrol", "hold", str(jobs["held_admin"])])
+    ids = set(jobs.values())
+
+    def shapes(adapter):
+        return {j.job_id: j for j in adapter.snapshot().jobs
+                if j.job_id in ids or j.array_job_id in ids or j.het_job_id in ids}
+
+    a, b, c = (shapes(x) for x in (cli, cli_json, rest))
+    assert set(a) >= ids and a == b == c
+    assert a[jobs["held_admin"]].reason == "JobHeldAdmin" and a[jobs["begin_later"]].reason == "BeginTime"
+    assert a[jobs["bob_dep"]].reason == "Dependency" and a[jobs["bob_dep"]].user == other_user
+    assert a[jobs["arr_cloud"]].array_tasks == "0-3%1"
+    assert {j.het_job_id for j in a.values() if j.het_job_id == jobs["het_pair"]} == {jobs["het_pair"]}
+    assert len([j for j in a.values() if j.het_job_id == jobs["het_pair"]]) == 2
+
+
 def test_nodes_and_partitions_agree_between_cli_and_rest(slurm_bed, cli, rest):
     s1, s2 = cli.snapshot(), rest.snapshot()
     stable = lambda n: replace(n, state="", flags=(), reason="", boot_time=None)  # noqa: E731
