@@ -405,7 +405,8 @@ class Bed:
         import httpx
 
         try:
-            r = httpx.get(f"{self.rest_url}/slurm/{self.rest_data_version}/ping/", timeout=5,
+            v = self.rest_data_version
+            r = httpx.get(f"{self.rest_url}/slurm/{v}/ping" + ("" if v == "v0.0.38" else "/"), timeout=5,
                           headers={"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": self.jwt()})
             return r.status_code == 200
         except (httpx.HTTPError, BedError):
