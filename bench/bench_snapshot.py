@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from burstd.config import SlurmConfig  # noqa: E402
-from burstd.slurm import parse  # noqa: E402
+from burstd.slurm import squeue_text  # noqa: E402
 from burstd.slurm.cli import CliAdapter  # noqa: E402
 
 SLURM_CONF = """\
@@ -184,7 +184,7 @@ def measure(conf: str, repeat: int, bin_dir: str = "/usr/bin") -> dict[str, floa
     warm.snapshot()  # fill the record cache: steady state
     probe = CliAdapter(cfg)
     env = probe._env()
-    text_argv = [probe._binary("squeue"), "-h", "-a", "-O", parse.squeue_text_format()]
+    text_argv = [probe._binary("squeue"), "-h", "-a", "-O", squeue_text.squeue_text_format(squeue_text.new_nonce())]
     json_argv = [probe._binary("squeue"), "-a", "--json"]
 
     def bare(argv):

@@ -16,6 +16,7 @@ import os
 import re
 import signal as _signal
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -29,6 +30,42 @@ Name = Annotated[str, Field(pattern=_NAME, max_length=64)]
 NodePrefix = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$", max_length=40)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Every number has an upper bound too: a typo (1e12 s, 1e10 USD) must be refused, not overflow a timer.
+YEAR_S = 366 * 86400.0
+MAX_USD = 1e12  # a trillion dollars: "no limit" in a simulation, yet never an overflow
+Seconds = Annotated[float, Field(ge=0, le=YEAR_S, allow_inf_nan=False)]
+PosSeconds = Annotated[float, Field(gt=0, le=YEAR_S, allow_inf_nan=False)]
+Usd = Annotated[float, Field(ge=0, le=MAX_USD, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0, le=1_000_000)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+# Slurm feature / GRES type names: they land in the generated slurm.conf, so no spaces, '=', '#' or newlines
+SlurmWord = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]{1,253}):(?P<port>[0-9]{1,5})$")
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
+_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+psycopg2", "postgres")
+
+
+def check_host_port(value: str) -> str:
+    """``host:port`` (``[v6]:port``), port 1..65535."""
+    m = _HOST_PORT.fullmatch(value)
+    if not m or not 1 <= int(m.group("port")) <= 65535:
+        raise ValueError(f"{value!r} is not host:port (e.g. 127.0.0.1:8787, port 1..65535)")
+    return value
+
+
+def check_address(value: str) -> str:
+    """An IP address or a host name (what a listener binds to)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if not _HOSTNAME.fullmatch(value):
+        raise ValueError(f"{value!r} is neither an IP address nor a host name")
+    return value
 
 
 class _Section(BaseModel):
@@ -47,7 +84,7 @@ class SlurmConfig(_Section):
     rest_version: str | None = None  # e.g. "v0.0.38"; None = newest the server offers
     rest_user: str = "root"
     rest_token_file: str | None = None  # file holding a JWT; None = run `scontrol token`
-    command_timeout_s: PosFloat = 30.0
+    command_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     # cli backend: how squeue lists jobs. "auto"/"text": squeue -O text (fast; falls back to JSON for a
     # snapshot whose text does not split cleanly); "json": always squeue --json.
     job_format: Literal["auto", "text", "json"] = "auto"
@@ -56,6 +93,15 @@ class SlurmConfig(_Section):
 class DatabaseConfig(_Section):
     url: str = "sqlite:////var/lib/burstd/burstd.db"
 
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        scheme = value.partition("://")[0]
+        if "://" not in value or scheme not in _DB_SCHEMES:
+            raise ValueError(f"unknown database URL scheme {scheme!r}: use sqlite:////path/to/burstd.db or "
+                             "postgresql+psycopg://user@host/db")
+        return value
+
 
 class ApiConfig(_Section):
     socket: str = "/run/burstd/burstd.sock"
@@ -63,48 +109,67 @@ class ApiConfig(_Section):
     admin_group: str = "root"  # members may change things
     hook_users: list[str] = ["root", "slurm"]  # may call the hook and notice endpoints (SlurmUser, agent)
     tcp_listen: str | None = None  # "127.0.0.1:8787"; off by default
-    token_file: str | None = None  # bearer token for the TCP listener
+    token_file: str | None = None  # admin bearer token for the TCP listener (never on a cloud node)
+    tls_cert: str | None = None  # PEM certificate (chain) the TCP listener serves; required with tcp_listen
+    tls_key: str | None = None  # its private key (PEM), readable by the daemon only
+    max_body_bytes: int = Field(default=4 << 20, ge=1024, le=64 << 20)  # larger request bodies: 413
+
+    @field_validator("tcp_listen")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        return None if value is None else check_host_port(value)
 
     @model_validator(mode="after")
     def _tcp_needs_token(self) -> ApiConfig:
         if self.tcp_listen and not self.token_file:
             raise ValueError("tcp_listen needs token_file (the TCP listener always requires a bearer token)")
+        if self.tcp_listen and not (self.tls_cert and self.tls_key):
+            raise ValueError("tcp_listen needs tls_cert and tls_key (the TCP listener only speaks TLS)")
         return self
 
 
 class DaemonConfig(_Section):
-    cycle_interval_s: PosFloat = 15.0
+    cycle_interval_s: Annotated[float, Field(ge=0.1, le=3600, allow_inf_nan=False)] = 15.0
     state_dir: str = "/var/lib/burstd"
-    launch_timeout_s: PosFloat = 300.0  # LAUNCHING longer than this: failed
-    boot_timeout_s: PosFloat = 600.0  # BOOTING (no slurmd registration) longer than this: failed
-    orphan_grace_s: NonNegFloat = 120.0  # untracked tagged instance older than this: terminated
-    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    launch_timeout_s: Annotated[float, Field(ge=1, le=86400, allow_inf_nan=False)] = 300.0  # then failed
+    boot_timeout_s: Annotated[float, Field(ge=1, le=86400, allow_inf_nan=False)] = 600.0  # BOOTING longer: failed
+    orphan_grace_s: Annotated[float, Field(ge=0, le=86400, allow_inf_nan=False)] = 120.0  # then an untracked VM goes
+    metrics_port: Port | None = None
     metrics_address: str = "127.0.0.1"
     log_format: Literal["json", "text"] = "json"
-    hook_timeout_s: PosFloat = 2.0  # the hooks give up on the daemon after this long
+    # the hooks give up on the daemon after this long; Slurm's slurmscriptd waits on them meanwhile
+    hook_timeout_s: Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)] = 2.0
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        return check_address(value)
 
 
 class CloudConfig(_Section):
     """Behaviour shared by the cloud providers (AWS, GCP): failover, retries, protection."""
 
-    capacity_cooldown_s: NonNegFloat = 600.0  # an offering with a capacity error is skipped this long
-    protect_after_boot_failures: int = Field(default=3, ge=1)  # consecutive boot failures -> pool protected
-    api_attempts: int = Field(default=5, ge=1)  # tries per cloud call on throttling / transient errors
-    retry_base_s: NonNegFloat = 0.5  # first backoff; doubles each try, full jitter
-    retry_max_s: NonNegFloat = 20.0  # backoff ceiling
-    api_timeout_s: PosFloat = 60.0  # per HTTP call
-    operation_timeout_s: PosFloat = 300.0  # waiting on a GCE operation
+    capacity_cooldown_s: Seconds = 600.0  # an offering with a capacity error is skipped this long
+    protect_after_boot_failures: int = Field(default=3, ge=1, le=1000)  # consecutive boot failures: pool protected
+    api_attempts: int = Field(default=5, ge=1, le=100)  # tries per cloud call on throttling / transient errors
+    retry_base_s: Seconds = 0.5  # first backoff; doubles each try, full jitter
+    retry_max_s: Seconds = 20.0  # backoff ceiling
+    api_timeout_s: PosSeconds = 60.0  # per HTTP call
+    operation_timeout_s: PosSeconds = 300.0  # waiting on a GCE operation
     terminate_batch: int = Field(default=500, ge=1, le=1000)  # instances per terminate call
+    # a Spot Instance Advisor snapshot (spot-advisor-data.json): per-offering interruption priors for spot quotes
+    # (burstd.daemon.prices); None = no prior (interruption rate 0)
+    spot_advisor_file: str | None = None
 
 
 class InstanceType(_Section):
     name: str
-    cpus: int = Field(ge=1)
-    memory_mb: int = Field(ge=1)
-    gpus: int = Field(default=0, ge=0)
-    gpu_type: str | None = None
-    price_per_hour: NonNegFloat | None = None  # overrides the pool's price for this type
-    weight: int = Field(default=1, ge=1)
+    cpus: int = Field(ge=1, le=100_000)
+    memory_mb: int = Field(ge=1, le=64 << 20)  # MiB: up to 64 TiB
+    gpus: int = Field(default=0, ge=0, le=1024)
+    gpu_type: SlurmWord | None = None
+    price_per_hour: Usd | None = None  # overrides the pool's price for this type
+    weight: int = Field(default=1, ge=1, le=1_000_000)
 
 
 class AwsPoolConfig(_Section):
@@ -117,13 +182,21 @@ class AwsPoolConfig(_Section):
     allocation_strategy: Literal["price-capacity-optimized", "lowest-price", "prioritized", "capacity-optimized"] = (
         "price-capacity-optimized"
     )
-    ondemand_fallback: bool = False
     munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
     endpoint_url: str | None = None  # for tests (moto) or private endpoints
     conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
-    spot_max_price: PosFloat | None = None  # USD/hour; None = up to the on-demand price (AWS default)
-    root_volume_gb: int | None = Field(default=None, ge=1)  # None = the image's own size
+    spot_max_price: Usd | None = None  # USD/hour; None = up to the on-demand price (AWS default)
+    root_volume_gb: int | None = Field(default=None, ge=1, le=1_000_000)  # None = the image's own size
     launch_template_version: str = "$Latest"  # for a referenced launch_template
+
+    @model_validator(mode="after")
+    def _bootable(self) -> AwsPoolConfig:
+        # a VM that cannot boot into Slurm is paid for and never joins: refuse such a pool up front
+        if not self.launch_template and not self.image_id:
+            raise ValueError("needs launch_template (an existing template) or image_id (burstd makes one)")
+        if self.image_id and not self.launch_template and not self.conf_server:
+            raise ValueError("image_id needs conf_server (slurmctld host[:port] the node's configless slurmd asks)")
+        return self
 
 
 class GcpPoolConfig(_Section):
@@ -135,12 +208,11 @@ class GcpPoolConfig(_Section):
     network: str = "global/networks/default"
     subnetwork: str | None = None
     termination_action: Literal["DELETE", "STOP"] = "DELETE"
-    ondemand_fallback: bool = False  # every spot offering exhausted -> the same machine types, STANDARD
     munge_key_secret: str = "burstd-munge-key"  # Secret Manager secret id
     api_endpoint: str | None = None  # for tests or private endpoints
     conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
     image: str = "projects/debian-cloud/global/images/family/debian-12"  # boot disk source image
-    boot_disk_gb: int = Field(default=20, ge=10)
+    boot_disk_gb: int = Field(default=20, ge=10, le=1_000_000)
     service_account: str | None = None  # email; None = the project's default compute service account
     anonymous_credentials: bool = False  # tests against a fake endpoint only: send no credentials
 
@@ -150,13 +222,14 @@ class LocalPoolConfig(_Section):
     bridge: str = "br-slurm"
     first_host: int = Field(default=101, ge=2, le=254)
     netns_prefix: str = "sl-"
-    boot_delay_s: NonNegFloat = 0.0
+    boot_delay_s: Seconds = 0.0
     conf_server: str | None = None  # "10.77.0.1:6817"; None = from the test bed
-    preempt_rate_per_hour: NonNegFloat = 0.0  # random spot reclaims, for chaos testing
-    notice_s: NonNegFloat = 120.0  # preemption notice lead time
+    # random spot reclaims per VM-hour, for chaos testing
+    preempt_rate_per_hour: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 0.0
+    notice_s: Seconds = 120.0  # preemption notice lead time
     metadata_port: int = Field(default=1338, ge=1, le=65535)
     vm_agent: bool = True  # each VM runs its metadata endpoint and burstd-agent (preemption notices)
-    capacity: int | None = Field(default=None, ge=0)  # live VMs at most; None = max_nodes, else node_count
+    capacity: int | None = Field(default=None, ge=0, le=100_000)  # live VMs at most; None = max_nodes, else node_count
     slurmd_path: str = "/usr/sbin/slurmd"
     records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
 
@@ -169,17 +242,42 @@ class PoolConfig(_Section):
     node_count: int = Field(ge=1, le=100_000)
     instance_types: list[InstanceType] = Field(min_length=1)
     market: Literal["spot", "on-demand"] = "spot"
-    price_per_hour: NonNegFloat  # per node-hour, at the pool's market
-    ondemand_price_per_hour: NonNegFloat | None = None
-    max_nodes: int | None = Field(default=None, ge=0)
-    features: list[str] = []
+    price_per_hour: Usd  # per node-hour, at the pool's market
+    ondemand_price_per_hour: Usd | None = None
+    max_nodes: int | None = Field(default=None, ge=0, le=1_000_000)
+    features: list[SlurmWord] = []
     accounts: list[str] | None = None  # None = every account may use this pool
     # A multi-node job's nodes are launched as one gang: every node or none (EC2 Fleet MinTargetCapacity,
     # GCE bulkInsert minCount), in one zone. False = each node on its own, wherever capacity is.
     all_or_nothing: bool = True
+    # spot exhausted in every offering -> the same offerings on-demand (AWS on-demand, GCE STANDARD), for every
+    # cloud (burstd.providers.cloud); was [pools.aws] / [pools.gcp] ondemand_fallback, still read with a warning
+    ondemand_fallback: bool = False
     aws: AwsPoolConfig | None = None
     gcp: GcpPoolConfig | None = None
     local: LocalPoolConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_ondemand_fallback(cls, data: object) -> object:
+        """``[pools.aws]`` / ``[pools.gcp]`` ``ondemand_fallback`` moved onto the pool: still accepted, with a
+        warning naming the new key; set in both places to different values is an error."""
+        if not isinstance(data, dict):
+            return data
+        for cloud in ("aws", "gcp"):
+            section = data.get(cloud)
+            if not (isinstance(section, dict) and "ondemand_fallback" in section):
+                continue
+            section = dict(section)
+            old = section.pop("ondemand_fallback")
+            if "ondemand_fallback" in data and data["ondemand_fallback"] != old:
+                raise ValueError(f"{cloud}.ondemand_fallback is deprecated and disagrees with ondemand_fallback: "
+                                 f"set only the pool's ondemand_fallback")
+            data = {**data, cloud: section, "ondemand_fallback": old}
+            warnings.warn(f"pool {data.get('name', '?')}: [pools.{cloud}] ondemand_fallback is deprecated; "
+                          "write ondemand_fallback in the pool itself ([[pools]] ondemand_fallback = ...)",
+                          FutureWarning, stacklevel=2)
+        return data
 
     @model_validator(mode="after")
     def _provider_section(self) -> PoolConfig:
@@ -211,21 +309,21 @@ class WaitingPolicy(_Section):
     """How long a job waits on-prem before it may burst (see docs/policy.md)."""
 
     kind: Literal["none", "constant", "compute", "burstd"] = "burstd"
-    min_wait_s: NonNegFloat = 300.0
+    min_wait_s: Seconds = 300.0
     # compute-wait: wait = coefficient * node-hours asked for (big jobs wait longer)
-    wait_per_node_hour_s: NonNegFloat = 60.0
-    max_wait_s: NonNegFloat = 6 * 3600.0
+    wait_per_node_hour_s: Seconds = 60.0
+    max_wait_s: Seconds = 6 * 3600.0
     # burst only when the expected on-prem start is at least this far away
-    min_expected_wait_s: NonNegFloat = 600.0
+    min_expected_wait_s: Seconds = 600.0
     # burstd kind (see docs/policy.md): stay when the expected remaining on-prem wait is under
     # min_expected_wait_s (or wait_to_runtime_ratio x time limit); burst at once when it is at least
     # burstd_wait_per_node_hour_s x node-hours; else burst after the compute-wait above
-    burstd_wait_per_node_hour_s: NonNegFloat = 3600.0
-    burstd_min_wait_s: NonNegFloat = 120.0
-    wait_to_runtime_ratio: NonNegFloat = 0.0
+    burstd_wait_per_node_hour_s: Seconds = 3600.0
+    burstd_min_wait_s: Seconds = 120.0
+    wait_to_runtime_ratio: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 0.0
     # burstd kind: a job preempted max_preemptions_spot times (so it may only burst on-demand, at several
     # times the spot price) stays on-prem while its expected on-prem start is under this x its time limit
-    escalated_wait_to_runtime_ratio: NonNegFloat = 1.0
+    escalated_wait_to_runtime_ratio: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 1.0
     # an already-eligible job keeps its cloud partition until its expected wait drops below
     # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
     keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
@@ -236,60 +334,61 @@ class PolicyConfig(_Section):
     # map an on-prem partition to the pools its jobs may burst to; missing = every pool
     burst_to: dict[str, list[str]] = {}
     waiting: WaitingPolicy = WaitingPolicy()
-    min_priority: int = 0
+    min_priority: int = Field(default=0, ge=0, le=2**32)
     burst_reasons: list[str] = ["Resources", "Priority", "ReqNodeNotAvail", "Nodes_required_for_job_are_DOWN"]
     exclude_accounts: list[str] = []
     exclude_users: list[str] = []
     exclude_partitions: list[str] = []
     opt_out_comment: str = "burst:no"
-    max_preemptions_spot: int = Field(default=2, ge=0)  # then on-demand
-    max_preemptions_total: int = Field(default=4, ge=0)  # then back on-prem only
-    prewarm_nodes: int = Field(default=0, ge=0)
+    max_preemptions_spot: int = Field(default=2, ge=0, le=1_000_000)  # then on-demand
+    max_preemptions_total: int = Field(default=4, ge=0, le=1_000_000)  # then back on-prem only
+    prewarm_nodes: int = Field(default=0, ge=0, le=1_000_000)
     paused: bool = False
     # min wait (s) on-prem before bursting, per partition / per QOS (the larger applies, on top of `waiting`)
-    min_wait_s_by_partition: dict[str, NonNegFloat] = {}
-    min_wait_s_by_qos: dict[str, NonNegFloat] = {}
+    min_wait_s_by_partition: dict[str, Seconds] = {}
+    min_wait_s_by_qos: dict[str, Seconds] = {}
     exclude_qos: list[str] = []
     # cloud node caps per account (live leases + nodes of eligible jobs); None = no cap
-    max_nodes_per_account: dict[str, Annotated[int, Field(ge=0)]] = {}
-    default_max_nodes_per_account: int | None = Field(default=None, ge=0)
+    max_nodes_per_account: dict[str, Count] = {}
+    default_max_nodes_per_account: int | None = Field(default=None, ge=0, le=1_000_000)
     # cost model: seconds billed per node before the job starts (boot) and the checkpoint interval that
     # bounds the work a spot preemption loses (for the spot vs on-demand choice)
-    boot_overhead_s: NonNegFloat = 300.0
-    checkpoint_interval_s: PosFloat = 3600.0
+    boot_overhead_s: Seconds = 300.0
+    checkpoint_interval_s: PosSeconds = 3600.0
     # rank spot against on-demand by the expected time a job of N nodes needs to finish on spot, when any of
     # its nodes' preemption restarts it from its last checkpoint (docs/policy.md, "Spot or on-demand");
     # false (default): the plain "price x (1 + rework)" ranking. Off by default: on the built-in sites'
     # training prefixes it sent big jobs to on-demand that, tried on spot, were cheaply preempted and sent home
     risk_aware_market: bool = False
     # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
-    idle_commit_s: NonNegFloat = 600.0
+    idle_commit_s: Seconds = 600.0
     # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts
 
 
 class BudgetConfig(_Section):
     period: Literal["month", "week", "day"] = "month"
-    site_usd: NonNegFloat | None = None  # None = no site cap
-    burn_rate_usd_per_hour: NonNegFloat | None = None
-    accounts: dict[str, NonNegFloat] = {}  # initial per-account budgets; `burstctl budget set` overrides
-    default_account_usd: NonNegFloat | None = None  # None = accounts without a budget may not burst
-    accrual_interval_s: PosFloat = 60.0
+    site_usd: Usd | None = None  # None = no site cap
+    burn_rate_usd_per_hour: Usd | None = None
+    accounts: dict[str, Usd] = {}  # initial per-account budgets; `burstctl budget set` overrides
+    default_account_usd: Usd | None = None  # None = accounts without a budget may not burst
+    accrual_interval_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 60.0
 
 
 class AgentConfig(_Section):
     provider: Literal["aws", "gcp", "local"] = "aws"
     metadata_url: str | None = None  # None = the provider's well-known address
-    poll_interval_s: PosFloat = 5.0
+    poll_interval_s: PosSeconds = 5.0
     signal: str = "USR1"
-    lead_time_s: NonNegFloat = 0.0  # signal this long after the notice (0 = at once)
+    lead_time_s: Seconds = 0.0  # signal this long after the notice (0 = at once)
     daemon_url: str | None = None  # "unix:/run/burstd/burstd.sock" or "https://head:8787"; None = don't report
-    daemon_token_file: str | None = None  # bearer token for a TCP daemon_url
+    daemon_token_file: str | None = None  # this node's own agent credential (0600), for an https daemon_url
+    daemon_ca_file: str | None = None  # CA that signed the daemon's TLS certificate; None = the system's
     node_name: str | None = None  # the Slurm node name; None = the short hostname
-    http_timeout_s: PosFloat = 2.0  # per metadata request
+    http_timeout_s: PosSeconds = 2.0  # per metadata request
     http_retries: int = Field(default=3, ge=0, le=20)  # per poll, on connection errors and 5xx
     token_ttl_s: int = Field(default=21600, ge=1, le=21600)  # IMDSv2 session token lifetime
-    gcp_notice_s: NonNegFloat = 30.0  # GCP announces preemption this long before it acts
-    gcp_wait_s: PosFloat = 60.0  # long-poll length of instance/preempted?wait_for_change=true
+    gcp_notice_s: Seconds = 30.0  # GCP announces preemption this long before it acts
+    gcp_wait_s: PosSeconds = 60.0  # long-poll length of instance/preempted?wait_for_change=true
     on_rebalance: Literal["drain", "report", "ignore"] = "drain"  # AWS rebalance recommendation
 
     @field_validator("signal")
@@ -322,6 +421,13 @@ class Config(_Section):
             dup = {v for v in values if values.count(v) > 1}
             if dup:
                 raise ValueError(f"pools: {what} must be unique, repeated: {', '.join(sorted(dup))}")
+        seen: dict[str, str] = {}
+        for p in self.pools:  # prefixes "gpu" and "gpu1" both name gpu12: one node in two pools
+            for n in p.node_names:
+                other = seen.setdefault(n, p.name)
+                if other != p.name:
+                    raise ValueError(f"pools: node {n} is in pool {other!r} and in pool {p.name!r} "
+                                     "(node_prefix + node_count overlap)")
         known = {p.name for p in self.pools}
         for part, pools in self.policy.burst_to.items():
             unknown = [p for p in pools if p not in known]
@@ -391,4 +497,6 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         data = tomllib.loads(raw.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
+    except RecursionError:  # tomllib recurses per nesting level
+        raise ConfigError(str(p), ["not valid TOML: nested too deeply"]) from None
     return parse_config(data, str(p))

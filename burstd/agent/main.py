@@ -90,7 +90,8 @@ def run(
     watcher = make_watcher(agent)
 
     def report(n: Notice) -> bool:
-        return report_notice(agent.daemon_url, node, n, token_file=agent.daemon_token_file)
+        return report_notice(agent.daemon_url, node, n, token_file=agent.daemon_token_file,
+                             ca_file=agent.daemon_ca_file)
 
     handler = NoticeHandler(
         node,

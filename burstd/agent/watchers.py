@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from typing import Protocol
 
@@ -135,19 +136,31 @@ class AwsImdsWatcher(_HttpWatcher):
         if r.status_code == 200:
             try:
                 data = json.loads(r.text)
-                notices.append(
-                    Notice("interruption", str(data["action"]), parse_iso(data["time"]), self.source)
-                )
+                notices.append(_checked(Notice("interruption", str(data["action"]), parse_iso(data["time"]),
+                                               self.source)))
             except (ValueError, KeyError, TypeError) as exc:
                 raise WatchError(f"malformed spot/instance-action {r.text[:200]!r}: {exc}") from None
         r = self._get(self.REBALANCE_PATH)
         if r.status_code == 200:
             try:
                 data = json.loads(r.text)
-                notices.append(Notice("rebalance", "rebalance", parse_iso(data["noticeTime"]), self.source))
+                notices.append(_checked(Notice("rebalance", "rebalance", parse_iso(data["noticeTime"]), self.source)))
             except (ValueError, KeyError, TypeError) as exc:
                 raise WatchError(f"malformed rebalance recommendation {r.text[:200]!r}: {exc}") from None
         return notices
+
+
+_ACTION = re.compile(r"^[a-z]{1,20}$")
+_EARLIEST, _LATEST = 946_684_800.0, 4_102_444_800.0  # 2000-01-01 .. 2100-01-01
+
+
+def _checked(notice: Notice) -> Notice:
+    """A metadata answer becomes a Slurm drain reason: a plain action word and a real time, or ValueError."""
+    if not _ACTION.fullmatch(notice.action):
+        raise ValueError(f"action {notice.action[:40]!r} is not a plain word")
+    if not _EARLIEST <= notice.deadline <= _LATEST:
+        raise ValueError(f"time {notice.deadline!r} is not between 2000 and 2100")
+    return notice
 
 
 class GcpMetadataWatcher(_HttpWatcher):

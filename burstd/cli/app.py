@@ -9,6 +9,8 @@ import importlib
 
 import typer
 
+from burstd.cli.common import HELP_STYLE
+
 COMMAND_MODULES = [
     "burstd.cli.config_cmd",
     "burstd.cli.cloud_cmd",
@@ -24,9 +26,9 @@ COMMAND_MODULES = [
 app = typer.Typer(
     name="burstctl",
     help="Drive burstd: see the queue pressure, leases, budgets and spend; steer bursting.",
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    **HELP_STYLE,
 )
 
 for _module in COMMAND_MODULES:

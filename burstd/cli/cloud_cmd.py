@@ -12,14 +12,13 @@ from collections.abc import Callable
 
 import typer
 
-from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json
+from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json, sub_app
 from burstd.config import Config
 from burstd.domain.lease import LeaseState, may_own_instance
 from burstd.providers.base import ProviderError
 from burstd.providers.orphans import collect_orphans
 
-cloud_app = typer.Typer(help="Cloud instances of this cluster: list, garbage-collect orphans, protection.",
-                        no_args_is_help=True)
+cloud_app = sub_app("Cloud instances of this cluster: list, garbage-collect orphans, protection.")
 
 
 def _open_store(config: Config):
@@ -91,7 +90,8 @@ def gc(
 
 
 @cloud_app.command("instances")
-def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
+def instances(pool: str = typer.Option(None, "--pool", help="Only this pool."), config: str = ConfigOption,
+              as_json: bool = JsonFlag) -> None:
     """Every instance tagged with this cluster, as the cloud sees it."""
     cfg = get_config(config)
     rows = []
@@ -111,7 +111,12 @@ def instances(pool: str = typer.Option(None, "--pool"), config: str = ConfigOpti
         return
     from rich.table import Table
 
-    table = Table("pool", "instance", "node", "lease", "state", "offering")
+    table = Table("pool", title="cloud instances")
+    table.add_column("instance", no_wrap=True)  # ids are never cut: an admin copies them into the next command
+    table.add_column("node")
+    table.add_column("lease", no_wrap=True)
+    table.add_column("state")
+    table.add_column("offering", overflow="fold")
     for r in rows:
         table.add_row(r["pool"], r["instance_id"], r["node"], r["lease_id"],
                       r["state"] + (" (preempted)" if r["preempted"] else ""), r["offering"])

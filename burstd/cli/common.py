@@ -1,9 +1,14 @@
-"""Helpers shared by burstctl commands: config loading, JSON output, error exits."""
+"""Helpers shared by burstctl commands: the app style, config loading, API calls, JSON output, error exits.
+
+Exit codes, the same in every command: 0 done; 1 the action failed (the daemon refused, a run went wrong);
+2 bad input (an option, an id prefix, a config key: the message names it); 3 the daemon cannot be reached.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import typer
@@ -15,8 +20,18 @@ from burstd.config import Config, ConfigError, load_config
 console = Console()
 err_console = Console(stderr=True)
 
-ConfigOption = typer.Option(None, "--config", "-c", help="Config file [env: BURSTD_CONFIG; default /etc/burstd/burstd.toml]")
+#: Plain help text: "[default: ...]" in a help string is shown as written (rich markup would eat it) and
+#: flags show no "<bool>" type.
+HELP_STYLE: dict[str, Any] = {"rich_markup_mode": None, "no_args_is_help": True}
+
+ConfigOption = typer.Option(None, "--config", "-c",
+                            help="Config file [default: $BURSTD_CONFIG, else /etc/burstd/burstd.toml]")
 JsonFlag = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+
+
+def sub_app(help_text: str) -> typer.Typer:
+    """A command group (``burstctl budget ...``) in the house style."""
+    return typer.Typer(help=help_text, **HELP_STYLE)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -26,13 +41,61 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def get_config(path: str | None) -> Config:
+def get_config(path: str | None, *, host: bool = False) -> Config:
+    """The config; ``host=True`` also checks what it names on this machine (groups, paths, secrets)."""
     try:
+        if host:
+            from burstd.config_host import load_checked_config
+
+            return load_checked_config(path)
         return load_config(path)
     except ConfigError as exc:
         sys.stderr.write(f"{exc}\n")  # one unwrapped line per problem: easy to grep
         raise typer.Exit(2) from None
 
 
+def api_call(config: str | None, fn: Callable[[Any], Any]) -> Any:
+    """``fn(api)`` against the running daemon; exit 3 when it cannot be reached, 2 on a 4xx (bad input), else 1."""
+    from burstd.daemon.client import ApiClient, ApiError
+
+    cfg = get_config(config)
+    try:
+        with ApiClient.from_config(cfg) as api:
+            return fn(api)
+    except ApiError as exc:
+        status = exc.status
+        fail(str(exc), 3 if status is None else 2 if status in (404, 409, 422) else 1)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+
+
+def resolve_lease(config: str | None, prefix: str, unknown: str = "") -> dict:
+    """The lease whose id (or instance id) is ``prefix`` or starts with it; exit 2 when none or several do
+    (``unknown``: the message when none does)."""
+    from burstd.domain.ids import IdError, unique_prefix
+
+    rows = api_call(config, lambda api: api.get("/v1/leases", all=True))
+    by_id = {r["lease_id"]: r for r in rows}
+    by_instance = {r["instance_id"]: r for r in rows if r.get("instance_id")}
+    try:
+        return by_id[unique_prefix(prefix, by_id, "lease")]
+    except IdError as lease_err:
+        try:
+            return by_instance[unique_prefix(prefix, by_instance, "instance")]
+        except IdError:
+            fail(unknown if unknown and "ambiguous" not in str(lease_err) else str(lease_err), 2)
+
+
+def node_target(config: str | None, target: str) -> str:
+    """A cloud node name as given, or the node of the lease / instance whose id starts with ``target``."""
+    cfg = get_config(config)
+    if cfg.pool_of_node(target) is not None:
+        return target
+    lease = resolve_lease(config, target, f"unknown node {target!r}: not a cloud node of any pool, and no lease "
+                                           "or instance id starts with it")
+    if lease["state"] in ("TERMINATED", "REFUSED", "FAILED"):
+        fail(f"lease {lease['lease_id']} of node {lease['node_name']} is {lease['state']}: nothing to act on", 2)
+    return lease["node_name"]
+

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import typer
 
-from burstd.cli.common import console, get_config, print_json
+from burstd.cli.common import console, get_config, print_json, sub_app
 from burstd.config import config_path
 
 
 def register(app: typer.Typer) -> None:
-    config_app = typer.Typer(help="Check and show the burstd configuration.", no_args_is_help=True)
+    config_app = sub_app("Check and show the burstd configuration.")
     app.add_typer(config_app, name="config")
 
     @config_app.command("check")
     def check(
         file: str = typer.Argument(None, help="Config file [default: $BURSTD_CONFIG or /etc/burstd/burstd.toml]"),
         as_json: bool = typer.Option(False, "--json", help="Print the effective config as JSON."),
+        file_only: bool = typer.Option(
+            False, "--file-only", help="Check the file alone, not what it names on this host (groups, socket, "
+                                       "state dir, secrets): for a config written for another machine."),
     ) -> None:
-        """Validate FILE; print every problem (file: key.path: reason) or the effective config."""
-        cfg = get_config(file)
+        """Validate FILE as the daemon does at start; print every problem (file: key.path: reason) or the
+        effective config."""
+        cfg = get_config(file, host=not file_only)  # the very validation the daemon runs at start
         if as_json:
             print_json(cfg.model_dump(mode="json"))
             return

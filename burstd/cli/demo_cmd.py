@@ -7,13 +7,16 @@ It brings up the test bed (real slurmctld + two on-prem slurmd nodes + CLOUD nod
 burstd's), starts the daemon with the local provider and SQLite, submits with plain ``sbatch`` (as a normal
 user) more whole-node jobs than the on-prem nodes hold, and shows them pending on-prem, bursting onto cloud nodes
 (network-namespace VMs running a real slurmd), finishing, and the cloud nodes suspending after idle. Then it
-prints a summary and tears everything down (``--keep`` leaves the bed up).
+prints a summary and tears everything down, its working folder included (``--keep`` leaves the bed up and the
+folder, and names it). On a terminal the job table updates in place; anywhere else (CI logs, ``| tee``) it
+prints one plain progress line per change instead.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -73,6 +76,60 @@ def _view(jobs: dict[int, dict], nodes: dict[str, str], leases: Counter, cloud_p
     return t
 
 
+def _progress(jobs: dict[int, dict], nodes: dict[str, str], leases: Counter, phase: str) -> str:
+    """One plain line (no terminal needed): the phase, job states, cloud node states and leases."""
+    states = Counter(i.get("JobState", "?") for i in jobs.values())
+    return (f"{phase}: jobs " + " ".join(f"{k}={v}" for k, v in sorted(states.items()))
+            + "; cloud nodes " + (" ".join(f"{n}={s}" for n, s in sorted(nodes.items())) or "-")
+            + "; leases " + (" ".join(f"{k}={v}" for k, v in sorted(leases.items())) or "none"))
+
+
+SUMMARY_ROWS = (("jobs_submitted", "jobs submitted"), ("jobs_completed", "jobs completed"),
+                ("jobs_on_cloud", "ran on cloud nodes"), ("jobs_on_prem", "ran on-prem"),
+                ("leases_by_state", "leases by state"), ("leaked_vms", "VMs left behind"),
+                ("finished", "finished cleanly"), ("slurm_version", "Slurm"), ("accounting", "slurmdbd"))
+
+
+def summary_table(summary: dict) -> Table:
+    t = Table(title="burstd demo: summary", show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    for key, label in SUMMARY_ROWS:
+        v = summary[key]
+        if isinstance(v, dict):
+            v = ", ".join(f"{k} {n}" for k, n in sorted(v.items())) or "none"
+        elif isinstance(v, bool):
+            v = "yes" if v else "no"
+        t.add_row(label, str(v))
+    return t
+
+
+class _Watch:
+    """The live table on a terminal; plain progress lines (printed when something changes) anywhere else."""
+
+    def __init__(self):
+        self.live = Live(console=console, refresh_per_second=2) if console.is_terminal else None
+        self.last = ""
+
+    def __enter__(self):
+        if self.live is not None:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def update(self, jobs, nodes, leases, prefix, phase) -> None:
+        if self.live is not None:
+            self.live.update(_view(jobs, nodes, leases, prefix, phase))
+            return
+        line = _progress(jobs, nodes, leases, phase)
+        if line != self.last:
+            console.print(f"  {line}", highlight=False, soft_wrap=True)
+            self.last = line
+
+
 def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
@@ -81,7 +138,8 @@ def register(app: typer.Typer) -> None:
         user: str = typer.Option("burstuser", "--user", help="normal user that submits the jobs"),
         min_wait: float = typer.Option(5.0, "--min-wait", help="seconds a job pends on-prem before it may burst"),
         as_json: str = typer.Option(None, "--json", help="write the summary to this file"),
-        keep: bool = typer.Option(False, "--keep", help="leave the test bed up afterwards"),
+        keep: bool = typer.Option(False, "--keep",
+                                  help="leave the test bed up and keep the working folder (named at the end)"),
         timeout: float = typer.Option(600, "--timeout", help="give up after this many seconds"),
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (a Debian chroot the bed builds)"),
@@ -120,7 +178,7 @@ def register(app: typer.Typer) -> None:
                 phase = "jobs pending on-prem, waiting to burst"
                 deadline = time.monotonic() + timeout
                 api = ApiClient(cfg.api.socket)
-                with Live(console=console, refresh_per_second=2) as live:
+                with _Watch() as live:
                     while time.monotonic() < deadline:
                         infos = {j: bed.job(j) for j in ids}
                         nodes = bed.node_states(bed.cloud_partition)
@@ -132,10 +190,10 @@ def register(app: typer.Typer) -> None:
                             phase = "jobs bursting onto cloud nodes"
                         if done:
                             phase = "all jobs done; cloud nodes suspend after idle"
-                        live.update(_view(infos, nodes, leases, prefix, phase))
+                        live.update(infos, nodes, leases, prefix, phase)
                         if done and rows and open_leases == 0 and all(s.endswith("~") for s in nodes.values()):
                             phase = "finished"
-                            live.update(_view(infos, nodes, leases, prefix, phase))
+                            live.update(infos, nodes, leases, prefix, phase)
                             break
                         time.sleep(1)
                 api.close()
@@ -165,11 +223,8 @@ def register(app: typer.Typer) -> None:
                     "accounting": bed.accounting.dbd_pid() is not None,
                     "hosts": {str(j): h for j, h in hosts.items()},
                 }
-                t = Table("", "")
-                for k in ("jobs_submitted", "jobs_completed", "jobs_on_cloud", "jobs_on_prem", "leases_by_state",
-                          "leaked_vms", "finished", "slurm_version", "accounting"):
-                    t.add_row(k, str(summary[k]))
-                console.print(t)
+                console.print(summary_table(summary))
+                console.print()
         finally:
             console.print("[bold]5/5[/] tearing down" + (" (keeping the bed up)" if keep else "") + "...")
             daemon.stop()
@@ -183,6 +238,10 @@ def register(app: typer.Typer) -> None:
             finally:
                 if not keep:
                     bed.down()
+                    shutil.rmtree(work, ignore_errors=True)
+        if keep:
+            console.print(f"kept: the bed ({bed.name}; burstctl testbed down --name {bed.name}) and the working "
+                          f"folder {work} (config, database, daemon log)", highlight=False, soft_wrap=True)
         if as_json:
             Path(as_json).write_text(json.dumps(summary, indent=2) + "\n")
             console.print(f"summary written to {as_json}")

@@ -10,11 +10,12 @@ Only the local provider can do this; clouds preempt on their own schedule.
 
 from __future__ import annotations
 
+import re
 import time
 
 import typer
 
-from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json
+from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, node_target, print_json
 from burstd.config import Config, PoolConfig
 from burstd.domain.preemption import iso
 from burstd.slurm.base import check_name
@@ -44,9 +45,10 @@ def local_vm(cfg: Config, node: str) -> tuple[PoolConfig, str, str]:
 def register(app: typer.Typer) -> None:
     @app.command("preempt")
     def preempt_cmd(
-        node: str = typer.Argument(..., help="Slurm node name of a running local-provider VM"),
+        node: str = typer.Argument(..., help="Slurm node name of a running local-provider VM, or a unique prefix "
+                                             "of its lease id or instance id (asks the daemon)"),
         notice: float = typer.Option(
-            None, "--notice", min=0, help="seconds of warning [default: the pool's notice_s]"
+            None, "--notice", min=0, help="Seconds of warning [default: the pool's local.notice_s, 120 unless set]"
         ),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,
@@ -55,6 +57,8 @@ def register(app: typer.Typer) -> None:
         from burstd.providers.local.preemption import preempt, vm_alive
 
         cfg = get_config(config)
+        if cfg.pool_of_node(node) is None and re.fullmatch(r"[0-9a-f]{3,}|i-[0-9a-f]+", node):
+            node = node_target(config, node)  # a lease or instance id prefix: the daemon knows its node
         pool, records, netns = local_vm(cfg, node)
         if not vm_alive(records, netns):
             fail(f"node {node} has no running VM (netns {netns} not found)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from burstd.cli.common import console, fail, print_json
+from burstd.cli.common import JsonFlag, console, fail, print_json, sub_app
 
 
 def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
@@ -22,33 +22,32 @@ def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_no
         fail(f"bad test bed settings: {exc}", 2)
 
 
-NameOpt = typer.Option(None, "--name", help="Bed name [env BURSTD_BED_NAME; default burstd].")
-StateOpt = typer.Option(None, "--state-dir", help="State dir [default /var/lib/burstd-testbed/NAME].")
+NameOpt = typer.Option(None, "--name", help="Bed name [default: $BURSTD_BED_NAME, else burstd].")
+StateOpt = typer.Option(None, "--state-dir", help="State dir [default: /var/lib/burstd-testbed/NAME].")
 
 
 def register(app: typer.Typer) -> None:
-    tb = typer.Typer(help="A real Slurm test bed on this machine (root): up, down, status.",
-                     no_args_is_help=True)
+    tb = sub_app("A real Slurm test bed on this machine (root): up, down, status.")
     app.add_typer(tb, name="testbed")
 
     @tb.command("up")
     def up(
         name: str = NameOpt,
-        slot: int = typer.Option(None, "--slot", help="Picks subnet 10.(77+N).0.0/24 and ports 6817+100N..."),
-        subnet: str = typer.Option(None, "--subnet"),
-        ctld_port: int = typer.Option(None, "--ctld-port"),
-        rest_port: int = typer.Option(None, "--rest-port"),
+        slot: int = typer.Option(None, "--slot", help="Picks subnet 10.(77+N).0.0/24 and ports 6817+100N... [default: $BURSTD_BED_SLOT, else 0]"),
+        subnet: str = typer.Option(None, "--subnet", help="Bed network [default: 10.(77+slot).0.0/24]"),
+        ctld_port: int = typer.Option(None, "--ctld-port", help="slurmctld port [default: 6817+100*slot]"),
+        rest_port: int = typer.Option(None, "--rest-port", help="slurmrestd port [default: 6820+100*slot]"),
         state_dir: str = StateOpt,
-        hooks: str = typer.Option(None, "--hooks", help="Power-saving hooks: stub (log), bare, burstd."),
-        cloud_nodes: int = typer.Option(None, "--cloud-nodes", help="CLOUD nodes in the cloud partition."),
-        onprem_nodes: int = typer.Option(None, "--onprem-nodes"),
-        suspend_time: int = typer.Option(None, "--suspend-time", help="SuspendTime in seconds."),
-        burstd_config: str = typer.Option(None, "--burstd-config", help="BURSTD_CONFIG for burstd hooks."),
+        hooks: str = typer.Option(None, "--hooks", help="Power-saving hooks: stub (log), bare, burstd [default: stub]."),
+        cloud_nodes: int = typer.Option(None, "--cloud-nodes", help="CLOUD nodes in the cloud partition [default: 4]."),
+        onprem_nodes: int = typer.Option(None, "--onprem-nodes", help="On-prem nodes [default: 2]."),
+        suspend_time: int = typer.Option(None, "--suspend-time", help="SuspendTime in seconds [default: 30]."),
+        burstd_config: str = typer.Option(None, "--burstd-config", help="BURSTD_CONFIG for burstd hooks [default: the bed's own burstd.toml]."),
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (Debian chroots the bed "
                                                "builds once) [env BURSTD_BED_SLURM_RELEASE; default the host's]"),
         no_install: bool = typer.Option(False, "--no-install", help="Fail instead of installing Slurm."),
-        as_json: bool = typer.Option(False, "--json"),
+        as_json: bool = JsonFlag,
     ) -> None:
         """Bring the bed up (idempotent). Installs Slurm first when it is missing."""
         from burstd.testbed.bed import Bed, BedError
@@ -66,11 +65,12 @@ def register(app: typer.Typer) -> None:
             return
         console.print(f"[green]bed {bed.name} is up[/]: Slurm {st['slurm_version']}  SLURM_CONF={bed.conf_path}  "
                       f"rest {bed.rest_url}  hooks {st['hooks']}  accounting {'on' if st['accounting'] else 'off'}")
-        console.print(f"  export SLURM_CONF={bed.conf_path} PATH={bed.env['PATH']}", highlight=False)
+        for line in next_steps(bed, st["hooks"]):
+            console.print(line, highlight=False, soft_wrap=True)
 
     @tb.command("down")
     def down(name: str = NameOpt, state_dir: str = StateOpt,
-             as_json: bool = typer.Option(False, "--json")) -> None:
+             as_json: bool = JsonFlag) -> None:
         """Stop everything the bed started; remove its namespaces, bridge and state (logs are kept)."""
         from burstd.testbed.bed import BedError
 
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
 
     @tb.command("status")
     def status(name: str = NameOpt, state_dir: str = StateOpt,
-               as_json: bool = typer.Option(False, "--json")) -> None:
+               as_json: bool = JsonFlag) -> None:
         """Show whether the bed is up, its daemons, nodes and namespace VMs. Exit 3 when it is down."""
         bed = _load(name, state_dir)
         st = bed.status()
@@ -124,6 +124,20 @@ def register(app: typer.Typer) -> None:
             console.print(f"  namespaces: {', '.join(st['namespaces']) or 'none'}")
         if not st["up"]:
             raise typer.Exit(3)
+
+
+def next_steps(bed, hooks: str) -> list[str]:
+    """What to type next: Slurm's environment, then the daemon in the foreground and burstctl against it."""
+    import shlex
+
+    cfg = shlex.quote(str(bed.burstd_config))
+    lines = ["next:", f"  export SLURM_CONF={shlex.quote(str(bed.conf_path))}"]
+    if hooks != "burstd":
+        lines.append(f"  burstctl testbed hooks burstd --name {shlex.quote(bed.name)}   # let Slurm's hooks call burstd")
+    lines += [f"  burstd --config {cfg} --foreground   # the daemon, outside systemd (Ctrl-C stops it)",
+              f"  burstctl status -c {cfg}              # in another shell",
+              f"  burstctl testbed down --name {shlex.quote(bed.name)}      # when done"]
+    return lines
 
 
 def _load(name: str | None, state_dir: str | None):

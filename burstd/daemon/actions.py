@@ -36,10 +36,15 @@ class MarkReady:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
+    """The lease's VM is lost or never came. ``requeue``: the candidate jobs (those it was started for and those on
+    the node); the Executor requeues the ones ``planning.jobs_to_requeue`` keeps, judged as of ``since`` (when the
+    notice or the failure arrived): never a job that had ended before, or that its user cancelled."""
+
     lease_id: str
     reason: str
     power_down: bool = True
     requeue: tuple[int, ...] = ()
+    since: float | None = None  # None: now
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,15 @@ class AddPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class SetJobMarket:
+    """Record the market the policy decided for a job (None: its pool's own), durably, before its cloud
+    partition is added: the lease later created for its node launches in it (``burstd.daemon.markets``)."""
+
+    job_id: int
+    market: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RemovePartition:
     job_id: int
     partition: str
@@ -125,7 +139,7 @@ class ReturnToService:
 
 Action = (
     Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | AddPartition | RemovePartition | ReleaseJob | ReturnToService
+    | PowerDown | PowerUp | AddPartition | SetJobMarket | RemovePartition | ReleaseJob | ReturnToService
 )
 
 #: Slurm's reason for a cloud node it marked DOWN because it did not register within ResumeTimeout.

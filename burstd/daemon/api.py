@@ -5,21 +5,22 @@ from the socket file's mode:
 
 * **read** (GET): root, the daemon's own user, members of ``api.socket_group`` or ``api.admin_group``;
 * **admin** (pause, drain, terminate, budgets): root, the daemon's own user, members of ``admin_group``;
-* **hook** (resume/suspend/resume-fail, agent notices): admins and the users in ``api.hook_users``.
+* **hook** (resume/suspend/resume-fail, agent notices): admins and the users in ``api.hook_users``;
+* **agent** (TCP only): notices for its own node while its lease is open.
 
 The socket is created ``0660`` and group-owned by ``socket_group``. A TCP listener (``api.tcp_listen``)
-serves the same app; there a valid ``Authorization: Bearer <token from api.token_file>`` counts as
-admin and nothing else is accepted. The OpenAPI schema is at ``/openapi.json``.
+serves the same app over TLS only; there the admin token (``api.token_file``) counts as admin and a node's
+agent token (``burstd.daemon.agent_auth``) may post notices for its own node while its lease is open.
+Rights are checked before a body is read, and bodies are capped (``burstd.daemon.api_auth.Gate``). The
+OpenAPI schema is at ``/openapi.json`` (for callers with read rights, like every other read).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import grp
-import hmac
 import os
-import pwd
+import stat
 import socket
 import struct
 import threading
@@ -27,23 +28,29 @@ from collections import Counter
 from typing import Any
 
 import uvicorn
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy.exc import SQLAlchemyError
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from burstd.config import ApiConfig, Config
+from burstd.config import Config
+from burstd.daemon.agent_auth import AgentCredentials
+from burstd.daemon.api_auth import PEER_KEY, Access, Gate, Principal, _gid
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import notice_reason
 from burstd.daemon.reconcile import Reconciler
+from burstd.db.engine import lock_wait
+from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
-from burstd.domain.money import format_usd
+from burstd.domain.budget import NO_ACCOUNT, budget_key
+from burstd.domain.money import usd_to_micros
+from burstd.slurm.base import check_reason
 from burstd.slurm.hostlist import HostlistError, expand
 
 log = get_logger("api")
-PEER_KEY = "burstd.peer"  # ASGI scope key: (pid, uid, gid) of the unix-socket peer
-TOKEN_KEY = "burstd.token_ok"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -80,101 +87,49 @@ class PeerCredH11Protocol(H11Protocol):
 
 
 # --------------------------------------------------------------------------------------------------
-# Authorization
-# --------------------------------------------------------------------------------------------------
-def _gid(name: str) -> int | None:
-    try:
-        return grp.getgrnam(name).gr_gid
-    except KeyError:
-        return None
-
-
-def _uid(name: str) -> int | None:
-    try:
-        return pwd.getpwnam(name).pw_uid
-    except KeyError:
-        return None
-
-
-def user_groups(uid: int, gid: int) -> set[int]:
-    groups = {gid}
-    try:
-        pw = pwd.getpwuid(uid)
-        groups |= set(os.getgrouplist(pw.pw_name, pw.pw_gid))
-    except KeyError:
-        pass
-    return groups
-
-
-class Access:
-    def __init__(self, api: ApiConfig, token: str | None = None):
-        self.api = api
-        self.token = token
-        self.own_uid = os.getuid()
-
-    def role(self, request: Request) -> tuple[str, str]:
-        """("admin" | "hook" | "read" | "none", who)."""
-        peer = request.scope.get(PEER_KEY)
-        if peer is None:
-            if request.scope.get(TOKEN_KEY):
-                return "admin", "token"
-            return "none", "unauthenticated"
-        _pid, uid, gid = peer
-        who = f"uid {uid}"
-        if uid == 0 or uid == self.own_uid:
-            return "admin", who
-        groups = user_groups(uid, gid)
-        admin_gid = _gid(self.api.admin_group)
-        if admin_gid is not None and admin_gid in groups:
-            return "admin", who
-        if uid in {u for u in (_uid(n) for n in self.api.hook_users) if u is not None}:
-            return "hook", who
-        read_gid = _gid(self.api.socket_group)
-        if read_gid is not None and read_gid in groups:
-            return "read", who
-        return "none", who
-
-    def need(self, level: str):
-        order = {"none": 0, "read": 1, "hook": 2, "admin": 3}
-
-        def dep(request: Request) -> str:
-            role, who = self.role(request)
-            ok = order[role] >= order[level] if level != "hook" else role in ("hook", "admin")
-            if not ok:
-                what = {"read": f"a member of group {self.api.socket_group!r}",
-                        "hook": f"SlurmUser ({', '.join(self.api.hook_users)}) or an admin",
-                        "admin": f"a member of group {self.api.admin_group!r}"}[level]
-                raise HTTPException(403, f"permission denied for {who}: this call needs {what}")
-            return who
-
-        return Depends(dep)
-
-
-# --------------------------------------------------------------------------------------------------
 # Request bodies
 # --------------------------------------------------------------------------------------------------
+MAX_JOB_ID = 2**32 - 1  # Slurm job ids are 32-bit
+SINCE = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
+
+
 class HookJob(BaseModel):
-    job_id: int
-    nodes: str = ""  # every node of the job (22.05 ``nodes``, 23.02+ ``nodes_alloc``)
+    job_id: int = Field(ge=1, le=MAX_JOB_ID)
+    nodes: str = Field(default="", max_length=65536)
     priority: int | None = None  # 26.05+
-    exclusive: str | None = None  # 26.05+: "NODE", "USER", ...
+    exclusive: str | None = Field(default=None, max_length=64)  # 26.05+: "NODE", "USER", ...
 
 
 class HookCall(BaseModel):
     hostlist: str = Field(description="Slurm hostlist expression, e.g. cloud[1-3]")
     jobs: list[HookJob] = Field(default_factory=list, description="from SLURM_RESUME_FILE")
-    t0: float | None = Field(default=None, description="when the hook process started (Unix time), for latency")
+    t0: float | None = Field(default=None, ge=0, le=4_102_444_800, allow_inf_nan=False,
+                             description="when the hook process started (Unix time), for latency")
+    timeout_s: float | None = Field(default=None, gt=0, le=30, allow_inf_nan=False,
+                                    description="how long the hook waits for this answer")
 
 
 class NoticeCall(BaseModel):
-    node: str
-    kind: str = Field(default="spot-interruption", description="spot-interruption | rebalance | preempted")
-    deadline: float | None = Field(default=None, description="Unix time the node goes away")
+    node: str = Field(max_length=256)
+    kind: str = Field(default="spot-interruption", pattern=r"^[a-z][a-z-]{0,39}$",
+                      description="spot-interruption | rebalance | preempted")
+    deadline: float | None = Field(default=None, ge=0, le=4_102_444_800, allow_inf_nan=False,
+                                   description="Unix time the node goes away")
     detail: str = ""
+
+    @field_validator("detail")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        return check_reason(value)  # the adapter's own rule: what is accepted here, Slurm will take
 
 
 class ReasonBody(BaseModel):
     reason: str = ""
+
+    @field_validator("reason")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        return check_reason(value)
 
 
 class BudgetBody(BaseModel):
@@ -186,16 +141,44 @@ def lease_dict(lease: Lease) -> dict[str, Any]:
     d = dataclasses.asdict(lease)
     d["state"] = lease.state.value
     d["job_ids"] = list(lease.job_ids)
-    return d
+    return unit_named(d)
+
+
+def unit_named(data: Any) -> Any:
+    """JSON money says its unit: the domain's ``*_micros`` fields go out as ``*_micro_usd``."""
+    if isinstance(data, dict):
+        return {(k[: -len("_micros")] + "_micro_usd" if isinstance(k, str) and k.endswith("_micros") else k):
+                unit_named(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [unit_named(v) for v in data]
+    return data
 
 
 # --------------------------------------------------------------------------------------------------
 # The app
 # --------------------------------------------------------------------------------------------------
 def create_app(rec: Reconciler, config: Config, token: str | None = None, started_at: float = 0.0) -> FastAPI:
-    access = Access(config.api, token)
+    creds: list[AgentCredentials] = []  # loaded on first use (makes <state_dir>/agent.key once)
+
+    def credentials() -> AgentCredentials:
+        if not creds:
+            os.makedirs(config.daemon.state_dir, exist_ok=True)
+            creds.append(AgentCredentials.load(config.daemon.state_dir))
+        return creds[0]
+
+    def lease_of(lease_id: str) -> Lease | None:
+        try:
+            return rec.store.lease(lease_id)
+        except (KeyError, LookupError):
+            return None
+        except Exception:  # noqa: BLE001 - an unknown id in any store: no lease, no access
+            return None
+
+    access = Access(config.api, token, agent_node=lambda t: credentials().live_node(lease_of)(t))
     app = FastAPI(title="burstd control API", version="1", description=__doc__)
-    read, admin, hook = access.need("read"), access.need("admin"), access.need("hook")
+    app.state.access = access
+    read, admin, hook = access.need("read"), access.need("admin"), access.need("hooks")
+    agent = access.need_principal("agent")
 
     def nodes_of(hostlist: str) -> list[str]:
         try:
@@ -209,6 +192,17 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         return nodes
 
     def hook_call(kind: str, body: HookCall) -> dict:
+        # The hook gives up after its timeout: the database may keep us only half of it, so the answer (done, or
+        # 503 with nothing recorded) always reaches the hook; never a lease committed after it left.
+        wait = 0.5 * min(body.timeout_s or config.daemon.hook_timeout_s, config.daemon.hook_timeout_s)
+        try:
+            with lock_wait(wait):
+                return _hook_call(kind, body)
+        except StoreBusy as exc:
+            rec.metrics.hook_calls.labels(kind, "busy").inc()
+            raise HTTPException(503, f"{kind} {body.hostlist}: {exc}") from None
+
+    def _hook_call(kind: str, body: HookCall) -> dict:
         try:
             nodes = nodes_of(body.hostlist)
         except HTTPException:
@@ -232,7 +226,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                                           job_id=body.jobs[0].job_id if body.jobs else None))
         return out
 
-    @app.get("/healthz", tags=["read"])
+    @app.get("/healthz", tags=["public"])
     def healthz() -> dict:
         return {"ok": True}
 
@@ -249,11 +243,14 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def hook_resume_fail(body: HookCall, who: str = hook) -> dict:
         return hook_call("resume-fail", body)
 
-    @app.post("/v1/notices", tags=["hooks"], status_code=202)
-    def notice(body: NoticeCall, who: str = hook) -> dict:
-        """burstd-agent: a preemption notice for a node (drains its lease, wakes the loop)."""
+    @app.post("/v1/notices", tags=["agent"], status_code=202)
+    def notice(body: NoticeCall, who: Principal = agent) -> dict:
+        """burstd-agent: a preemption notice for a node (drains its lease, wakes the loop). A node's agent
+        token speaks for its own node only."""
+        if who.role == "agent" and body.node != who.node:
+            raise HTTPException(403, f"permission denied for {who.who}: it may report for {who.node} only")
         nodes = nodes_of(body.node)
-        rec.add_intent("notice", nodes, notice_reason(body.kind, body.deadline, body.detail))
+        rec.add_intent("notice", nodes, check_reason(notice_reason(body.kind, body.deadline, body.detail)))
         log.warning("preemption notice", extra=ev(node=body.node, kind=body.kind, deadline=body.deadline))
         return {"queued": nodes}
 
@@ -292,7 +289,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
-                       "nodes": f"{p.node_prefix}[1-{p.node_count}]", "price_per_hour": p.price_per_hour}
+                       "nodes": f"{p.node_prefix}[1-{p.node_count}]",
+                       "price_per_hour_micro_usd": usd_to_micros(p.price_per_hour)}
                       for p in config.pools],
             "leases_by_state": dict(Counter(lease.state.value for lease in leases)),
             "queue": {
@@ -320,13 +318,14 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         return [lease_dict(x) for x in rec.store.leases(states=frozenset(states))]
 
     @app.get("/v1/events", tags=["read"])
-    def events(lease_id: str | None = None, limit: int = 100, who: str = read) -> list[dict]:
+    def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),
+               who: str = read) -> list[dict]:
         rows = rec.store.events(lease_id=lease_id, limit=limit)
-        return [r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
-                                                   getattr(r, "model_dump", lambda: dict(r))()) for r in rows]
+        return unit_named([r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
+                                                              getattr(r, "model_dump", lambda: dict(r))()) for r in rows])
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
-    def explain(job_id: int, who: str = read) -> dict:
+    def explain(job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = read) -> dict:
         """Why a job bursts or not, from the last cycle's snapshot and decisions."""
         snap = rec.last_snapshot
         if snap is None:
@@ -372,32 +371,49 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         rec.wake()
         return {"pool": pool, "protected": False, "was": was}
 
+    @app.post("/v1/nodes/{node}/agent-token", tags=["admin"])
+    def agent_token(node: str, who: str = admin) -> dict:
+        """The credential for the agent on ``node``'s current VM: notices for that node only, until its lease
+        ends. Hand it to the node's bootstrap (a secret the node reads once); never give a node the admin token."""
+        [name] = nodes_of(node) if "[" not in node and "," not in node else [None]
+        if name is None:
+            raise HTTPException(422, "one node name, not a hostlist")
+        lease = rec.store.lease_for_node(name)
+        if lease is None or lease.state not in OPEN_STATES:
+            raise HTTPException(404, f"node {name} has no open lease: no agent credential to give")
+        log.warning("agent token issued", extra=ev(node=name, lease_id=lease.lease_id, by=who))
+        return {"node": name, "lease_id": lease.lease_id, "token": credentials().token_for(lease)}
+
     @app.post("/v1/nodes/{node}/drain", tags=["admin"], status_code=202)
     def drain(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = nodes_of(node)
-        rec.add_intent("drain", nodes, (body.reason if body and body.reason else f"drained by {who}")[:200])
+        rec.add_intent("drain", nodes, check_reason(body.reason if body and body.reason else f"drained by {who}"))
         return {"queued": nodes}
 
     @app.post("/v1/nodes/{node}/terminate", tags=["admin"], status_code=202)
     def terminate(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = nodes_of(node)
-        rec.add_intent("terminate", nodes, (body.reason if body and body.reason else f"terminated by {who}")[:200])
+        rec.add_intent("terminate", nodes,
+                       check_reason(body.reason if body and body.reason else f"terminated by {who}"))
         return {"queued": nodes}
 
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
+        """``account`` is a Slurm account, or ``(none)`` (``NO_ACCOUNT``): jobs submitted without one."""
         from burstd.daemon.budgets import slurmdbd_accounts, unknown_account_error, unknown_account_warning
         from burstd.slurm.base import SlurmError, check_name
 
         try:
-            check_name("account", account)
+            if account != NO_ACCOUNT:
+                check_name("account", account)
         except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
+            raise HTTPException(422, f"{exc}; for jobs without an account use {NO_ACCOUNT!r} "
+                                     "(burstctl budget set --no-account USD)") from None
         try:
             known = slurmdbd_accounts(rec.adapter)
         except SlurmError as exc:  # slurmdbd configured but not answering: refuse rather than guess
             raise HTTPException(503, f"cannot ask Slurm's accounting about account {account!r}: {exc}") from None
-        refused = unknown_account_error(account, known)
+        refused = unknown_account_error(account, known) if account != NO_ACCOUNT else None
         if refused:
             raise HTTPException(422, refused)
         warning = unknown_account_warning(account, rec, config) if known is None else None
@@ -406,30 +422,46 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written
             raise HTTPException(422, str(exc)) from None
         log.warning("budget set", extra=ev(account=account, usd=str(body.usd), by=who, warning=warning))
-        out = {"account": account, "usd": format_usd(entry.limit_micros), "limit_micros": entry.limit_micros}
+        out = {"account": account, "limit_micro_usd": entry.limit_micros}
         if warning:
             out["warning"] = warning
         return out
 
     @app.get("/v1/budgets", tags=["read"])
     def budgets(who: str = read) -> dict:
-        book = rec._budget_book()
-        if book is None:
-            return {"accounts": {k: {"limit": v} for k, v in config.budget.accounts.items()}}
+        """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``
+        from ``[budget.accounts]``, ``default`` = ``budget.default_account_usd``, ``none`` = may not burst)."""
+        from burstd.policy.budget import account_limit
+
+        book = rec.budget_book()
+        stored = {b.account for b in rec.store.budgets(config.budget.period)}
+        bc = config.budget
+
+        def source(a: str) -> str:
+            return ("set" if a in stored else "config" if a in bc.accounts
+                    else "default" if bc.default_account_usd is not None else "none")
+
         return {
-            "period_start": book.period_start, "period_end": book.period_end,
-            "site": {"limit": None if book.site_limit_micros is None else format_usd(book.site_limit_micros),
-                     "spent": format_usd(book.site_spent_micros)},
-            "accounts": {a: {"limit_micros": b.limit_micros, "spent_micros": b.spent_micros,
-                             "limit": None if b.limit_micros is None else format_usd(b.limit_micros),
-                             "spent": format_usd(b.spent_micros)} for a, b in book.accounts.items()},
+            "period": bc.period, "period_start": book.period_start, "period_end": book.period_end,
+            "site": {"limit_micro_usd": book.site_limit_micros, "spent_micro_usd": book.site_spent_micros},
+            "burn_rate_cap_micro_usd_per_hour": book.burn_rate_cap_micros_per_hour,
+            "default_account_micro_usd": (None if bc.default_account_usd is None
+                                          else usd_to_micros(bc.default_account_usd)),
+            "accounts": {a: {"limit_micro_usd": account_limit(book, a, config), "spent_micro_usd": b.spent_micros,
+                             "source": source(a)} for a, b in book.accounts.items()},
         }
 
     @app.get("/v1/spend", tags=["read"])
-    def spend(by: str = "account", since: float | None = None, who: str = read) -> Any:
+    def spend(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+              who: str = read) -> dict:
+        """Spend of intervals starting in [since, until), grouped, largest first (micro-dollars)."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        return rec.store.spend(by=by, since=since)
+        rows = rec.store.spend(by=by, since=since, until=until)
+        if by == "account":
+            rows = {budget_key(k): v for k, v in rows.items()}
+        return {"by": by, "since": since, "until": until, "total_micro_usd": sum(rows.values()),
+                "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
 
     @app.get("/v1/spend/reconcile", tags=["read"])
     def spend_reconcile(since: float | None = None, who: str = read) -> dict:
@@ -445,15 +477,37 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             raise HTTPException(503, f"sacct: {exc}") from None
 
     @app.get("/v1/spend/series", tags=["read"])
-    def spend_series(by: str = "account", since: float | None = None, who: str = read) -> list:
-        """[(interval start, key, micro-dollars)] sorted by time: what ``burstctl spend --plot`` draws."""
+    def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+                     who: str = read) -> dict:
+        """Spend by interval start and key, sorted by time: what ``burstctl spend --plot`` draws."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        return [[t, k, c] for t, k, c in rec.store.spend_series(by=by, since=since)]
+        series = rec.store.spend_series(by=by, since=since, until=until)
+        key = budget_key if by == "account" else str
+        return {"by": by, "points": [{"t": t, "key": key(k), "spend_micro_usd": c} for t, k, c in series]}
 
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:
         return PlainTextResponse(rec.metrics.render().decode(), media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # what was wrong and where, without echoing the input: it may be huge, or NaN (not JSON at all)
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                  for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(StoreError)
+    async def store_error(request: Request, exc: StoreError) -> JSONResponse:
+        # e.g. StoreBusy outside a hook; never a bare 500 with no word on what happened
+        log.error("store error", extra=ev(path=request.url.path, error=str(exc)))
+        return JSONResponse({"detail": f"database: {exc}"}, status_code=503)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_error(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        log.error("database error", extra=ev(path=request.url.path, error=str(exc)[:500]))
+        return JSONResponse({"detail": f"database unavailable ({exc.__class__.__name__}); nothing was changed by "
+                                       "this call unless a later read shows it"}, status_code=503)
 
     @app.exception_handler(NotImplementedError)
     async def not_implemented(request: Request, exc: NotImplementedError) -> JSONResponse:
@@ -466,40 +520,65 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
 # Serving
 # --------------------------------------------------------------------------------------------------
 def bind_unix_socket(path: str, group: str) -> socket.socket:
-    """Bind ``path`` (replacing a stale socket), mode 0660, group ``group``."""
+    """Bind ``path``, mode 0660, group ``group``. Only a stale socket is replaced: any other file at the path
+    (a typo pointing at a config or a directory) is refused, and so is a socket another daemon answers on."""
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
     try:
-        os.unlink(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         pass
+    else:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ValueError(f"api.socket: {path} exists and is not a socket; burstd will not remove it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            os.unlink(path)  # stale: nobody listens
+        else:
+            raise ValueError(f"api.socket: {path} is in use by a running daemon")
+        finally:
+            probe.close()
+    gid = _gid(group)
+    if gid is None:
+        raise ValueError(f"api.socket_group: no such group {group!r}")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o117)
     try:
         sock.bind(path)
     finally:
         os.umask(old)
-    gid = _gid(group)
-    if gid is None:
-        sock.close()
-        raise ValueError(f"api.socket_group: no such group {group!r}")
     os.chown(path, -1, gid)
     os.chmod(path, 0o660)
     sock.listen(128)
     return sock
 
 
-class _TokenApp:
-    def __init__(self, app, token: str):
+class _TcpApp:
+    """TCP connections carry no peer credentials: only the bearer token counts (see api_auth.Access)."""
+
+    def __init__(self, app):
         self.app = app
-        self.token = token.encode()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            auth = dict(scope.get("headers") or []).get(b"authorization", b"")
-            scope[TOKEN_KEY] = auth.startswith(b"Bearer ") and hmac.compare_digest(auth[7:].strip(), self.token)
+        if scope["type"] in ("http", "websocket"):
             scope[PEER_KEY] = None
         return await self.app(scope, receive, send)
+
+
+def read_token_file(path: str) -> str:
+    """The admin token: refused if other users may read the file, or if it is empty."""
+    from burstd.config_host import secret_file_problem
+
+    problem = secret_file_problem("api.token_file", path)
+    if problem:
+        raise ValueError(problem)
+    with open(path) as fh:
+        token = fh.read().strip()
+    if not token:
+        raise ValueError(f"api.token_file: {path} is empty")
+    return token
 
 
 class ApiServer:
@@ -513,19 +592,21 @@ class ApiServer:
 
     def start(self) -> None:
         api = self.config.api
+        access: Access = self.app.state.access
+        gated = Gate(self.app, access, api.max_body_bytes)
+        if api.tcp_listen:  # every check before anything is bound
+            access.set_token(read_token_file(api.token_file))  # type: ignore[arg-type]
         sock = bind_unix_socket(api.socket, api.socket_group)
-        cfg = uvicorn.Config(self.app, http=PeerCredH11Protocol, lifespan="off", log_config=None,
+        cfg = uvicorn.Config(gated, http=PeerCredH11Protocol, lifespan="off", log_config=None,
                              access_log=False, timeout_keep_alive=5, ws="none")
         self._spawn(uvicorn.Server(cfg), [sock])
         if api.tcp_listen:
-            with open(api.token_file) as fh:  # type: ignore[arg-type]
-                token = fh.read().strip()
-            if not token:
-                raise ValueError(f"api.token_file {api.token_file}: empty token")
             host, _, port = api.tcp_listen.rpartition(":")
-            tcp = socket.create_server((host or "127.0.0.1", int(port)))
-            tcfg = uvicorn.Config(_TokenApp(self.app, token), lifespan="off", log_config=None, access_log=False,
-                                  ws="none")
+            tcp = socket.create_server((host.strip("[]") or "127.0.0.1", int(port)),
+                                       family=socket.AF_INET6 if host.startswith("[") else socket.AF_INET)
+            tcfg = uvicorn.Config(_TcpApp(gated), lifespan="off", log_config=None, access_log=False, ws="none",
+                                  ssl_certfile=api.tls_cert, ssl_keyfile=api.tls_key, timeout_keep_alive=5)
+            tcfg.load()  # builds the TLS context now: a bad cert or key fails the start, not the first call
             self._spawn(uvicorn.Server(tcfg), [tcp])
 
     def _spawn(self, server: uvicorn.Server, sockets: list[socket.socket]) -> None:

@@ -6,7 +6,8 @@ the ``sacctmgr`` command that creates one. Without slurmdbd there is no authorit
 be able to give a new group a budget before its first job is queued: the budget is *accepted with a warning*
 naming the accounts burstd has seen, so a typo ("chme" for "chem") is caught at once. What "seen" means:
 
-* an account of any job in the daemon's last Slurm snapshot (pending, running, completing);
+* an account of any job in the daemon's last Slurm snapshot (pending, running, completing), or in a fresh
+  one taken before warning (a job submitted since the last cycle counts);
 * an account with a budget in ``[budget.accounts]`` of the config or already in the database;
 * an account some lease was charged to (it ran on the cloud before).
 """
@@ -57,6 +58,13 @@ def unknown_account_warning(account: str, rec, config) -> str | None:
         return None
     known = known_accounts(rec, config)
     if account in known:
+        return None
+    # The last cycle's snapshot may predate a job submitted a moment ago: ask Slurm once more before warning.
+    try:
+        fresh = rec.adapter.snapshot()
+    except Exception:  # noqa: BLE001 - Slurm unreachable: warn from what we knew
+        fresh = None
+    if fresh is not None and any(j.account == account for j in fresh.jobs):
         return None
     listed = ", ".join(sorted(known)[:20]) or "none yet"
     return (f"account {account!r} is not in Slurm's queue, the config or the budget table (known accounts: "

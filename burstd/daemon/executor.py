@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 from burstd.config import Config
 from burstd.daemon.actions import (
     Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown, PowerUp, Refuse,
-    ReleaseJob, RemovePartition, ReturnToService, Terminate, TerminateOrphan, Undrain,
+    ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import node_drained
+from burstd.daemon.planning import jobs_to_requeue, node_drained
 from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
-from burstd.domain.money import usd_to_micros
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Job, Snapshot
 from burstd.providers.base import ErrorKind, LaunchRequest, Provider, ProviderError, launch_all_or_nothing
@@ -58,7 +58,8 @@ class Executor:
     def __init__(self, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider], config: Config,
                  metrics: Metrics, *, snapshot: Snapshot | None = None, clock: Callable[[], float] = time.time,
                  report: CycleReport | None = None, health: PoolHealth | None = None,
-                 hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None):
+                 hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None,
+                 markets: JobMarkets | None = None):
         self.store = store
         self.adapter = adapter
         self.providers = providers
@@ -72,6 +73,7 @@ class Executor:
         self.hook_started = hook_started if hook_started is not None else {}
         # job id -> when a lease it asked for failed (held jobs to release); shared across cycles
         self.failed_jobs = failed_jobs if failed_jobs is not None else {}
+        self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
         self.again = False  # something changed that the next cycle should look at right away
         self._gangs_tried: set[str] = set()  # gangs launched (or tried) by this executor
 
@@ -218,15 +220,46 @@ class Executor:
         lease = self.store.lease(a.lease_id)
         if S.FAILED not in ALLOWED[lease.state]:
             return
+        requeue = self._live_jobs(lease, a) if a.requeue or a.since is not None else ()
         self._move(a.lease_id, S.FAILED, a.reason)
+        if lease.state in (S.READY, S.DRAINING):  # a running node taken away (preempted, vanished): not a boot failure
+            self.metrics.lost_node(len(requeue))
         if lease.state == S.BOOTING:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
             self._slurm_power_down(lease.node_name, f"burstd: {a.reason}", force=True)
-        for job_id in a.requeue:
+        for job_id in requeue:
             self.failed_jobs[job_id] = self.clock()
             self._quiet(self.adapter.requeue, job_id)
         self.again = True
+
+    def _live_jobs(self, lease: Lease, a: Fail) -> tuple[int, ...]:
+        """The jobs ``planning.jobs_to_requeue`` brings back: ``a``'s candidates plus every job the lease's
+        allocations show on the node at ``a.since``, judged by each one's state now (the snapshot for live jobs;
+        one Slurm query for each job it no longer lists)."""
+        since = self.clock() if a.since is None else a.since
+        try:
+            allocations = self.store.allocations(lease.lease_id)
+        except Exception as exc:  # noqa: BLE001 - without the record only still-live jobs come back
+            log.error("allocations unreadable", extra=ev(lease_id=lease.lease_id, error=str(exc)))
+            allocations = []
+        on_node = tuple(al.job_id for al in allocations if al.start <= since and (al.end is None or al.end >= since))
+        candidates = tuple(dict.fromkeys(a.requeue + on_node))
+        listed = {j.job_id: j.state for j in self.snapshot.jobs} if self.snapshot is not None else {}
+        states = {job_id: listed[job_id] if job_id in listed else self._quiet_state(job_id) for job_id in candidates}
+        keep = jobs_to_requeue(candidates, states, allocations, since)
+        for job_id in candidates:
+            if job_id not in keep:
+                log.info("job not requeued", extra=ev(lease_id=lease.lease_id, job_id=job_id,
+                                                      state=states.get(job_id) or "unknown to Slurm"))
+        return keep
+
+    def _quiet_state(self, job_id: int) -> str | None:
+        try:
+            return self.adapter.job_state(job_id)
+        except SlurmError as exc:
+            log.info("job state unknown", extra=ev(job_id=job_id, error=str(exc)))
+            return None
 
     def _do_Drain(self, a: Drain) -> None:
         lease = self._move(a.lease_id, S.DRAINING, a.reason)
@@ -264,12 +297,12 @@ class Executor:
     def _do_CreateLease(self, a: CreateLease) -> None:
         pool = self.config.pool(a.pool)
         job = self._job(a.job_ids[0]) if a.job_ids else None
+        market, price = self.markets.lease_terms(pool, a.job_ids)  # the market decided for its jobs
         lease = self.store.create_lease(
-            pool=pool.name, node_name=a.node, market=pool.market,
-            price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=a.job_ids,
+            pool=pool.name, node_name=a.node, market=market, price_per_hour_micros=price, job_ids=a.job_ids,
             account=job.account if job else "", reason=a.reason,
         )
-        log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, reason=a.reason))
+        log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, market=market, reason=a.reason))
         self.again = True
 
     # --- Slurm ------------------------------------------------------------------------------
@@ -290,6 +323,10 @@ class Executor:
     def _do_ReleaseJob(self, a: ReleaseJob) -> None:
         self._quiet(self.adapter.release_hold, a.job_id)
         log.info("held job released (its cloud node failed to launch)", extra=ev(job_id=a.job_id))
+
+    def _do_SetJobMarket(self, a: SetJobMarket) -> None:
+        self.markets.set(a.job_id, a.market)
+        log.info("job market decided", extra=ev(job_id=a.job_id, market=a.market or "pool's own"))
 
     def _do_RemovePartition(self, a: RemovePartition) -> None:
         self.adapter.remove_partition(a.job_id, a.partition)

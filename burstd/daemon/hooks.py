@@ -39,11 +39,17 @@ def _settings() -> tuple[str, float]:
             data = tomllib.load(fh)
     except FileNotFoundError:
         data = {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"cannot read config {path}: {exc}") from None
-    sock = os.environ.get("BURSTD_SOCKET") or data.get("api", {}).get("socket", DEFAULT_SOCKET)
-    timeout = float(data.get("daemon", {}).get("hook_timeout_s", 2.0))
-    return sock, timeout
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"cannot read config {path}: {exc.__class__.__name__}: {exc}") from None
+    api, daemon = data.get("api", {}), data.get("daemon", {})
+    sock = os.environ.get("BURSTD_SOCKET") or (api.get("socket", DEFAULT_SOCKET) if isinstance(api, dict) else None)
+    timeout = daemon.get("hook_timeout_s", 2.0) if isinstance(daemon, dict) else None
+    # the same bounds as burstd.config (slurmscriptd waits on this process)
+    if not isinstance(sock, str) or not sock:
+        raise ValueError(f"{path}: api.socket: must be a path")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 30:
+        raise ValueError(f"{path}: daemon.hook_timeout_s: must be a number of seconds in (0, 30], not {timeout!r}")
+    return sock, float(timeout)
 
 
 def _resume_job(j: dict) -> dict:
@@ -83,7 +89,8 @@ def run(argv: list[str]) -> int:
         print(f"burstd-hook: {kind}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        post_unix_json(sock, f"/v1/hooks/{kind}", {"hostlist": hostlist, "jobs": jobs, "t0": T0}, timeout=timeout)
+        post_unix_json(sock, f"/v1/hooks/{kind}", {"hostlist": hostlist, "jobs": jobs, "t0": T0, "timeout_s": timeout},
+                       timeout=timeout)
     except ApiError as exc:
         print(f"burstd-hook: {kind} {hostlist}: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.status in (404, 422) else EXIT_DAEMON

@@ -2,7 +2,8 @@
 must never block slurmscriptd): record durably, wake the cycle, return.
 
 * ``request_resume`` (ResumeProgram) is where a lease is created: one REQUESTED lease per node, committed
-  before the call returns, a multi-node job's nodes as one gang;
+  before the call returns, a multi-node job's nodes as one gang, in the market the policy decided for its jobs
+  (``daemon.markets``: a spot pool's job escalated to on-demand gets an on-demand lease);
 * ``add_intent`` (SuspendProgram, ResumeFailProgram, agent notices, admin drain/terminate) queues a request
   in the store's ``intent`` table; the next cycle applies it (``planning.plan_intents``) and forgets it.
 """
@@ -15,11 +16,12 @@ from collections.abc import Callable, Sequence
 
 from burstd.config import Config
 from burstd.daemon.actions import Intent
+from burstd.db.errors import StoreBusy
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.markets import JobMarkets
 from burstd.daemon.planning import plan_gangs
 from burstd.domain.lease import ACTIVE_STATES
-from burstd.domain.money import usd_to_micros
 from burstd.domain.slurm import Snapshot
 
 from burstd.daemon.ports import LeaseStore
@@ -35,8 +37,10 @@ class Intake:
     under it so it sees a whole gang or none of it."""
 
     def __init__(self, config: Config, store: LeaseStore, clock: Callable[[], float],
-                 snapshot: Callable[[], Snapshot | None], wake: Callable[[], None]):
+                 snapshot: Callable[[], Snapshot | None], wake: Callable[[], None],
+                 markets: JobMarkets | None = None):
         self.config = config
+        self.markets = markets if markets is not None else JobMarkets(store)  # the market decided per job
         self.store = store
         self.clock = clock
         self._snapshot = snapshot  # the cycle's newest snapshot (accounts of the jobs that asked for a node)
@@ -63,6 +67,7 @@ class Intake:
         self.check_nodes(nodes)
         jobs = jobs or {}
         created: list[str] = []
+        done: list[str] = []  # nodes whose lease is committed
         existing: list[str] = []
         deferred: list[str] = []
         with self.lock:
@@ -82,18 +87,27 @@ class Intake:
                 assert pool is not None  # check_nodes above
                 job_ids = tuple(jobs.get(node, ()))
                 gang = gang_ids.get(leaders.get(node, ""))
-                lease = self.store.create_lease(
-                    pool=pool.name, node_name=node, market=pool.market,
-                    price_per_hour_micros=usd_to_micros(pool.price_per_hour), job_ids=job_ids,
-                    account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
-                    lease_id=gang if gang is not None and leaders[node] == node else None,
-                )
+                market, price = self.markets.lease_terms(pool, job_ids)  # e.g. escalated to on-demand
+                try:
+                    lease = self.store.create_lease(
+                        pool=pool.name, node_name=node, market=market, price_per_hour_micros=price,
+                        job_ids=job_ids, account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
+                        lease_id=gang if gang is not None and leaders[node] == node else None,
+                    )
+                except StoreBusy as exc:  # say exactly what was recorded before the lock timed out
+                    if done:
+                        self._wake()
+                    rest = fresh[fresh.index(node):]
+                    raise StoreBusy(f"{exc}: lease(s) recorded for {', '.join(done) or 'no node'}; "
+                                    f"none for {', '.join(rest)}") from None
                 crash_point("resume.after_commit")
                 if hook_t0 is not None:
                     self.hook_started[lease.lease_id] = hook_t0
                 log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=node, pool=pool.name, gang=gang,
+                                                     market=market,
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
+                done.append(node)
         self._wake()
         return {"created": created, "existing": existing, "deferred": deferred}
 

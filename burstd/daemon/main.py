@@ -17,7 +17,8 @@ import sys
 import threading
 import time
 
-from burstd.config import ConfigError, load_config
+from burstd.config import ConfigError, config_path
+from burstd.config_host import load_checked_config
 from burstd.daemon.logging import ev, get_logger, setup_logging
 
 log = get_logger("main")
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--once", action="store_true", help="run one reconcile cycle and exit")
     args = ap.parse_args(argv)
     try:
-        config = load_config(args.config)
+        config = load_checked_config(args.config)  # the same validation as `burstctl config check`
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -74,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     health = PoolHealth(store, config)  # one capacity cooldown for every cloud pool, restored from the store
     providers = make_providers(config, cooldown=health.cooldown)
     metrics = Metrics()
-    rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health)
+    try:
+        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health)
+    except ValueError as exc:  # e.g. cloud.spot_advisor_file unreadable: say which key, no traceback
+        print(f"{config_path(args.config)}: {exc}", file=sys.stderr)
+        return 2
     if args.once:
         report = rec.cycle()
         print(report.as_dict())

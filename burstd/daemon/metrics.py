@@ -1,11 +1,25 @@
 """Prometheus metrics (prometheus-client). Served only when ``daemon.metrics_port`` is set.
 
-Each ``Metrics`` owns its own registry, so tests and several daemons in one process never collide.
+Each ``Metrics`` owns its own registry, so tests and several daemons in one process never collide. Every
+labelled series an alert or dashboard panel names (``monitoring/``) is created at start-up (at 0) for each
+pool, state and action, so an expression returns data before the first event instead of "no data".
+Money is exported in dollars (``*_usd``: Prometheus wants base units); the API's JSON keeps micro-dollars.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+
+from burstd.daemon import actions as _actions
+from burstd.domain.lease import OPEN_STATES
+from burstd.domain.money import MICROS_PER_USD
+
+#: Every action the executor applies (``burstd_actions_total{action}``), TerminateOrphan included.
+ACTION_NAMES = sorted(n for n, c in vars(_actions).items() if isinstance(c, type) and c.__module__ == _actions.__name__
+                      and hasattr(c, "__dataclass_fields__") and n != "Intent")
 
 
 class Metrics:
@@ -34,18 +48,64 @@ class Metrics:
             "burstd_cycle_seconds", "Decision-cycle time",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10), registry=r,
         )
+        self.last_cycle = Gauge("burstd_last_cycle_timestamp_seconds", "Unix time the last cycle ended", registry=r)
         self.hook_calls = Counter("burstd_hook_calls", "Slurm hook calls", ["hook", "outcome"], registry=r)
         self.errors = Counter("burstd_errors", "Errors by class", ["error_class"], registry=r)
         self.actions = Counter("burstd_actions", "Reconcile actions applied", ["action"], registry=r)
+        self.preemptions = Counter(
+            "burstd_preemptions", "Cloud nodes lost to their provider (notice deadline passed, or instance vanished)",
+            registry=r,
+        )
+        self.jobs_requeued = Counter("burstd_jobs_requeued", "Jobs requeued because their cloud node was lost",
+                                     registry=r)
+        self.lease_oldest = Gauge("burstd_lease_oldest_seconds", "Time in its state of the oldest open lease",
+                                  ["state", "pool"], registry=r)
+        self.lease_timeout = Gauge("burstd_lease_timeout_seconds",
+                                   "How long a lease may stay LAUNCHING/BOOTING (daemon.launch/boot_timeout_s)",
+                                   ["state"], registry=r)
+        self.pool_protected = Gauge("burstd_pool_protected", "1 while the pool is in protected mode", ["pool"],
+                                    registry=r)
+        self.budget_limit = Gauge("burstd_budget_limit_usd", "Budget of the current period (default included)",
+                                  ["account"], registry=r)
+        self.budget_spent = Gauge("burstd_budget_spent_usd", "Recorded spend in the current period", ["account"],
+                                  registry=r)
+        self.burn_rate = Gauge("burstd_burn_rate_usd_per_hour", "What the live leases cost an hour now", registry=r)
+        self.burn_cap = Gauge("burstd_burn_rate_cap_usd_per_hour", "budget.burn_rate_usd_per_hour (+Inf: no cap)",
+                              registry=r)
+        for name in ACTION_NAMES:
+            self.actions.labels(name)
+        self.burn_cap.set(math.inf)
         self._lease_keys: set[tuple[str, str]] = set()
         self._partition_keys: set[str] = set()
 
-    def set_leases(self, counts: dict[tuple[str, str], int]) -> None:
+    def setup(self, pools: Iterable[str], launch_timeout_s: float, boot_timeout_s: float,
+              burn_cap_micros_per_hour: int | None) -> None:
+        """The series known from the config: every (open state, pool) at 0, the timeouts and the burn cap."""
+        pools = list(pools)
+        self.set_leases({(s.value, p): 0 for s in OPEN_STATES for p in pools}, {})
+        for p in pools:
+            self.pool_protected.labels(p).set(0)
+        self.lease_timeout.labels("LAUNCHING").set(launch_timeout_s)
+        self.lease_timeout.labels("BOOTING").set(boot_timeout_s)
+        self.burn_cap.set(math.inf if burn_cap_micros_per_hour is None else burn_cap_micros_per_hour / MICROS_PER_USD)
+
+    def set_leases(self, counts: dict[tuple[str, str], int], oldest_s: dict[tuple[str, str], float]) -> None:
         for key in self._lease_keys - set(counts):
             self.leases.labels(*key).set(0)
+            self.lease_oldest.labels(*key).set(0)
         for key, n in counts.items():
             self.leases.labels(*key).set(n)
+            self.lease_oldest.labels(*key).set(oldest_s.get(key, 0.0))
         self._lease_keys |= set(counts)
+
+    def set_money(self, limits_micros: dict[str, int | None], spent_micros: dict[str, int],
+                  burn_micros_per_hour: int) -> None:
+        for account in set(limits_micros) | set(spent_micros):
+            lim = limits_micros.get(account)
+            if lim is not None:
+                self.budget_limit.labels(account).set(lim / MICROS_PER_USD)
+            self.budget_spent.labels(account).set(spent_micros.get(account, 0) / MICROS_PER_USD)
+        self.burn_rate.set(burn_micros_per_hour / MICROS_PER_USD)
 
     def set_pressure(self, jobs: dict[str, int], node_hours: dict[str, float], eligible: int) -> None:
         for part in self._partition_keys - set(jobs):
@@ -53,9 +113,15 @@ class Metrics:
             self.pending_node_hours.labels(part).set(0)
         for part, n in jobs.items():
             self.pending_jobs.labels(part).set(n)
-            self.pending_node_hours.labels(part).set(node_hours.get(part, 0.0))
+            hours = node_hours.get(part, 0.0)
+            self.pending_node_hours.labels(part).set(hours if math.isfinite(hours) else 0.0)  # never NaN/inf
         self._partition_keys |= set(jobs)
         self.burst_eligible.set(eligible)
+
+    def lost_node(self, requeued_jobs: int) -> None:
+        """A cloud node its provider took away (preempted or vanished), with the jobs that went back to the queue."""
+        self.preemptions.inc()
+        self.jobs_requeued.inc(requeued_jobs)
 
     def error(self, exc: BaseException | str) -> None:
         self.errors.labels(exc if isinstance(exc, str) else type(exc).__name__).inc()

@@ -10,15 +10,16 @@ table is tested on its own; nothing here touches the store, Slurm or a cloud. Wh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from burstd.config import Config
 from burstd.daemon.actions import (
     LAUNCH_FAILED_HELD, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail,
-    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService,
+    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket,
     Terminate, TerminateOrphan, Undrain,
 )
+from burstd.domain.budget import Allocation
 from burstd.domain.decisions import Decisions
 from burstd.domain.lease import Lease, LeaseState, may_own_instance
 from burstd.domain.preemption import Notice, parse_preemption_reason
@@ -220,6 +221,9 @@ def plan_leases(world: World, config: Config) -> list[Action]:
         age = world.now - lease.state_since
         fresh = world.fresh(lease)
         requeue = tuple(dict.fromkeys(lease.job_ids + jobs_on_node(snap, lease.node_name)))
+        # when the trouble began: a notice drained the lease (DRAINING since then), else about the last look at
+        # the VM alive; jobs killed by the VM's end after that instant come back, jobs ended before do not
+        since = lease.state_since if st == S.DRAINING else world.observed_at - 2 * d.cycle_interval_s
 
         if st == S.LAUNCHING:
             # The launch returned but its result was not recorded (crash): adopt a running instance. A
@@ -227,30 +231,30 @@ def plan_leases(world: World, config: Config) -> list[Action]:
             if inst is not None and inst.state == "running":
                 out.append(Adopt(lease.lease_id, inst.instance_id, inst.launched_at))
             elif age > d.launch_timeout_s:
-                out.append(Fail(lease.lease_id, f"launch timed out after {age:.0f}s", requeue=requeue))
+                out.append(Fail(lease.lease_id, f"launch timed out after {age:.0f}s", requeue=requeue, since=since))
             elif listed and not fresh:
                 out.append(Launch(lease.lease_id, retry=True))
         elif st == S.BOOTING:
             if listed and inst is None and not fresh:
-                out.append(Fail(lease.lease_id, "instance vanished while booting", requeue=requeue))
+                out.append(Fail(lease.lease_id, "instance vanished while booting", requeue=requeue, since=since))
             elif node_registered(node):
                 out.append(MarkReady(lease.lease_id))
             elif age > d.boot_timeout_s:
                 out.append(Fail(lease.lease_id, f"slurmd did not register within {d.boot_timeout_s:.0f}s",
-                                requeue=requeue))
+                                requeue=requeue, since=since))
                 out.append(Terminate(lease.lease_id, "boot timeout", _ids(inst, lease)))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down while it booted", _ids(inst, lease)))
         elif st in (S.READY, S.DRAINING):
             if listed and inst is None and not fresh:
                 out.append(Fail(lease.lease_id, "instance vanished (preempted or deleted outside burstd)",
-                                requeue=requeue))
+                                requeue=requeue, since=since))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
             elif node is not None and (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
                 # the cloud reclaims the VM now (or did): the same path as a vanished instance, and the VM too
                 why = f"preempted: notice deadline {notice.deadline:.0f} passed ({node.reason})"
-                out.append(Fail(lease.lease_id, why[:200], requeue=requeue))
+                out.append(Fail(lease.lease_id, why[:200], requeue=requeue, since=since))
                 out.append(Terminate(lease.lease_id, "preempted (notice deadline passed)", _ids(inst, lease)))
             elif st == S.DRAINING and node is not None and not node_drained(node) and node_registered(node) \
                     and not fresh:
@@ -341,14 +345,29 @@ def plan_blocked(snapshot: Snapshot | None, blocked: dict[str, str], config: Con
     return out
 
 
-def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None) -> list[Action]:
+def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str] | None = None,
+                   markets: Mapping[int, str] | None = None) -> list[Action]:
+    """Slurm and lease intents from the policy's decisions. ``markets`` is what ``JobMarkets`` has recorded
+    (job -> market other than its pool's): a job whose decided market differs gets a ``SetJobMarket`` before
+    its partition is added, so the lease for its node launches in the market the policy chose."""
     out: list[Action] = []
+    recorded = markets or {}
     blocked_parts = set()
     for name in blocked or {}:
         try:
             blocked_parts.add(config.pool(name).partition)
         except KeyError:
             continue
+    chosen = dict(decisions.markets)
+    for d in decisions.eligible:
+        chosen.setdefault(d.job_id, (d.pool, d.market))
+    for job_id, (pool_name, market) in chosen.items():
+        try:
+            want = None if market == config.pool(pool_name).market else market
+        except KeyError:
+            continue
+        if recorded.get(job_id) != want:
+            out.append(SetJobMarket(job_id, want))
     for d in decisions.eligible:
         if d.partition in blocked_parts:
             continue  # the pool cannot launch now: the job stays on-prem (``burstctl status`` says why)
@@ -364,3 +383,30 @@ def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str]
     for rel in decisions.release:
         out.append(PowerDown(rel.node, rel.reason))
     return out
+
+
+#: Ends a job can meet because its node went away: such a job, on the node when the trouble began, comes back.
+ENDED_BY_THE_NODE = frozenset({"FAILED", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
+
+
+def jobs_to_requeue(candidates: Iterable[int], states: dict[int, str | None], allocations: Iterable[Allocation],
+                    since: float) -> tuple[int, ...]:
+    """Which of a failed lease's candidate jobs burstd requeues (pure).
+
+    ``states``: each job's base state in Slurm now (None: Slurm has forgotten it); ``allocations``: the lease's
+    record of which jobs held its node and when (``lease_allocation``). A job comes back when it is still live
+    in Slurm (running or configuring on the lost node), or when it ended the way a lost node ends a job and it
+    was on the node at ``since``. A job its user cancelled, one that completed or timed out, one that ended
+    before ``since``, one that is pending anyway, and one Slurm no longer knows stay as they are: nobody pays
+    for a job that is over."""
+    held = {a.job_id: a for a in allocations}
+    out = []
+    for job_id in dict.fromkeys(candidates):
+        state = states.get(job_id)
+        if state in ("RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"):
+            out.append(job_id)
+        elif state in ENDED_BY_THE_NODE:
+            alloc = held.get(job_id)
+            if alloc is not None and alloc.start <= since and (alloc.end is None or alloc.end >= since):
+                out.append(job_id)
+    return tuple(out)

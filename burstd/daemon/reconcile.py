@@ -4,7 +4,8 @@
     snapshot + listings -> World                 (2. one squeue/sinfo pass and one listing per pool)
     intake's requests -> plan_intents            (3. hooks, agent notices, admin requests)
     World -> plan_leases + plan_orphans          (4. lease vs Slurm vs cloud, both ways)
-    decide() -> plan_decisions                   (5. which jobs may burst)
+    decide() -> plan_decisions                   (5. which jobs may burst, and in which market: daemon.markets;
+                                                     prices from each provider: daemon.prices)
     SpendAccrual                                 (6. money: allocations and spend up to now)
 
 The pieces live in their own modules: ``daemon.actions`` (what can be done, as data), ``daemon.planning`` (the
@@ -31,6 +32,7 @@ from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.intake import Intake, UnknownNode
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
     World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases, plan_node_notices,
@@ -38,24 +40,23 @@ from burstd.daemon.planning import (
 )
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.ports import LeaseStore
+from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
+from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
-from burstd.policy.budget import guard_launch, launch_seconds, validate_quote
+from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
 from burstd.policy.decide import decide
-from burstd.policy.prices import price_table
+from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
 
-__all__ = ["Decider", "Reconciler", "UnknownNode", "SPOT_PRICE_TTL_S"]
+__all__ = ["Decider", "Reconciler", "UnknownNode"]
 
 log = get_logger("reconcile")
 S = LeaseState
-
-#: How long the daemon reuses a pool's spot price history answer.
-SPOT_PRICE_TTL_S = 300.0
 
 
 class Decider(Protocol):
@@ -65,20 +66,14 @@ class Decider(Protocol):
                   prices: dict, config: Config, now: float) -> Decisions: ...
 
 
-class _CachedSpotHistory:
-    """Just ``describe_spot_price_history`` of an EC2 client, each pool's answer reused for SPOT_PRICE_TTL_S."""
-
-    def __init__(self, ec2, cache: dict, key: str, clock: Callable[[], float]):
-        self._ec2, self._cache, self._key, self._clock = ec2, cache, key, clock
-
-    def describe_spot_price_history(self, **kwargs):
-        now = self._clock()
-        hit = self._cache.get(self._key)
-        if hit is not None and now - hit[0] < SPOT_PRICE_TTL_S:
-            return hit[1]
-        resp = self._ec2.describe_spot_price_history(**kwargs)
-        self._cache[self._key] = (now, resp)
-        return resp
+def _advisor(config: Config) -> SpotAdvisor | None:
+    """The Spot Advisor snapshot named by ``cloud.spot_advisor_file`` (interruption priors), or None."""
+    if not config.cloud.spot_advisor_file:
+        return None
+    try:
+        return SpotAdvisor.load(config.cloud.spot_advisor_file)
+    except ValueError as exc:  # the daemon does not start on a file it cannot use: the admin named it
+        raise ValueError(f"cloud.spot_advisor_file: {exc}") from None
 
 
 class Reconciler:
@@ -92,27 +87,22 @@ class Reconciler:
         self.decider = decider
         self.decider_name = decider_name or ("policy" if decider is decide else getattr(decider, "__name__", "decide"))
         self.metrics = metrics or Metrics()
+        self.metrics.setup([p.name for p in config.pools], config.daemon.launch_timeout_s,
+                           config.daemon.boot_timeout_s, None)  # the burn cap is set from the budget book each cycle
         self.clock = clock
         self.on_wake: Callable[[], None] = lambda: None
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
-        self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake)
+        self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
+        self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
-        self._spot_cache: dict[str, tuple[float, Any]] = {}
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
-        self.price_source: Callable[[Config], dict] = (
-            lambda cfg: price_table(cfg, aws_client=self._aws_price_client).quotes)
-
-    def _aws_price_client(self, pool) -> Any:
-        """The pool's boto3 EC2 client (from its AWS provider) for spot price history, its answers kept for
-        ``SPOT_PRICE_TTL_S`` so a 2 s cycle does not call DescribeSpotPriceHistory every time. A pool
-        without one (not AWS, or a fake) raises, and ``price_table`` keeps the configured price."""
-        ec2 = getattr(self.providers.get(pool.name), "ec2", None)
-        if ec2 is None:
-            raise LookupError(f"pool {pool.name} has no EC2 client")
-        return _CachedSpotHistory(ec2, self._spot_cache, pool.name, self.clock)
+        # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
+        advisor = _advisor(config)
+        self.price_book = ProviderPrices(providers, clock, advisor=advisor)
+        self.price_source: Callable[[Config], dict] = self.price_book.quotes
 
     # --- the intake's entry points (fast: record, wake, return) ---------------------------------
     def check_nodes(self, nodes: Sequence[str]) -> None:
@@ -145,7 +135,7 @@ class Reconciler:
             del self.failed_jobs[job_id]
         ex = Executor(self.store, self.adapter, self.providers, self.config, self.metrics,
                       snapshot=self.last_snapshot, clock=self.clock, report=report, health=self.health,
-                      hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs)
+                      hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs, markets=self.markets)
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
@@ -206,11 +196,12 @@ class Reconciler:
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
                                          self._budget_book(), self._prices(), cfg, self.clock())
                 self.last_decisions = decisions
-                ex.apply(plan_decisions(decisions, self.config, blocked))
+                ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
                 self.metrics.error(exc)
                 report.errors.append(f"decide: {exc}")
                 log.error("decide failed", exc_info=True, extra=ev(error_class=type(exc).__name__))
+            self.markets.prune(j.job_id for j in snapshot.jobs)
             self._pressure(snapshot, report)
 
         # 6. a new REQUESTED lease from drift repair launches in this same cycle
@@ -227,8 +218,10 @@ class Reconciler:
             self.metrics.error(exc)
             report.errors.append(f"spend: {exc}")
             log.error("spend accrual failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
+        self._money_metrics()
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
+        self.metrics.last_cycle.set(time.time())  # wall time, for the "cycle stalled" alert
         self.last_report = report
         if report.actions:
             log.info("cycle", extra=ev(duration_s=round(report.duration_s, 4), actions=report.actions,
@@ -250,8 +243,8 @@ class Reconciler:
         return self.store.budget_book(self.config.budget.period, self.clock(), self.config)
 
     def _prices(self) -> dict[tuple[str, str], PriceQuote]:
-        """This cycle's price quotes: ``self.price_source(config)`` (default: the configured prices through
-        ``burstd.policy.prices.price_table``), each checked by ``validate_quote``. A NaN, infinite or negative
+        """This cycle's price quotes: ``self.price_source(config)`` (default: each provider's offerings and prices,
+        cached, through ``burstd.daemon.prices.ProviderPrices``), each checked by ``validate_quote``. A NaN, infinite or negative
         price raises ``PriceError`` naming the pool: the decider is not run and launches are refused."""
         quotes = dict(self.price_source(self.config))
         for q in quotes.values():
@@ -312,8 +305,32 @@ class Reconciler:
         self.metrics.set_pressure(jobs, hours, eligible)
 
     def _lease_metrics(self) -> None:
-        counts: dict[tuple[str, str], int] = {}
+        counts: dict[tuple[str, str], int] = {(s.value, p.name): 0 for s in OPEN_STATES for p in self.config.pools}
+        oldest: dict[tuple[str, str], float] = {}
+        now = self.clock()
         for lease in self.store.leases(states=OPEN_STATES):
-            counts[(lease.state.value, lease.pool)] = counts.get((lease.state.value, lease.pool), 0) + 1
-        self.metrics.set_leases(counts)
+            key = (lease.state.value, lease.pool)
+            counts[key] = counts.get(key, 0) + 1
+            oldest[key] = max(oldest.get(key, 0.0), now - lease.state_since)
+        self.metrics.set_leases(counts, oldest)
+        try:
+            for pool, h in self.health.status().items():
+                self.metrics.pool_protected.labels(pool).set(1 if isinstance(h, dict) and h.get("protected") else 0)
+        except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
+            self.metrics.error(exc)
 
+    def _money_metrics(self) -> None:
+        """Budget and spend this period per account, and the burn rate of the live leases (dollars)."""
+        try:
+            book = self._budget_book()
+            self.metrics.burn_cap.set(_inf_if_none(burn_cap(book, self.config)))
+            live = [le for le in self.store.leases(states=OPEN_STATES) if le.is_live]
+            self.metrics.set_money({a: account_limit(book, a, self.config) for a in book.accounts},
+                                   {a: b.spent_micros for a, b in book.accounts.items()},
+                                   sum(le.price_per_hour_micros for le in live))
+        except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
+            self.metrics.error(exc)
+
+
+def _inf_if_none(micros: int | None) -> float:
+    return float("inf") if micros is None else micros / MICROS_PER_USD

@@ -1,6 +1,6 @@
 """The daemon's own durable state besides leases and money: requests queued for the next cycle (``intent``), each
-pool's launch health and protected mode (``pool_health``), the admin's pause (``pause``), capacity cooldowns, and
-free-form settings. Each has typed methods; nothing else writes these tables."""
+pool's launch health and protected mode (``pool_health``), the admin's pause (``pause``), the market decided for
+jobs (``job_market``), capacity cooldowns, and free-form settings. Each has typed methods; nothing else writes these tables."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import insert, select
 
 from burstd.db.engine import StoreBase, _now
-from burstd.db.rows import _cooldown, _intent, _pause, _pool_health, _setting
+from burstd.db.rows import _cooldown, _intent, _job_market, _pause, _pool_health, _setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +106,30 @@ class DaemonState(StoreBase):
         with self._write() as conn:
             self._upsert(conn, _pause, ["id"], dict(id=1, **asdict(state)))
         return state
+
+    # ---- the market decided per job ------------------------------------------------------------------------
+
+    def job_markets(self) -> dict[int, str]:
+        """job id -> market, for jobs the policy decided on a market other than their pool's."""
+        with self._read() as conn:
+            return {int(r.job_id): r.market for r in conn.execute(select(_job_market))}
+
+    def set_job_market(self, job_id: int, market: str | None, *, at: float | None = None) -> None:
+        """Record ``market`` for ``job_id`` (None: forget it); committed when this returns."""
+        with self._write() as conn:
+            if market is None:
+                conn.execute(_job_market.delete().where(_job_market.c.job_id == int(job_id)))
+            else:
+                self._upsert(conn, _job_market, ["job_id"],
+                             dict(job_id=int(job_id), market=market, updated_at=_now(at)))
+
+    def forget_job_markets(self, job_ids: Iterable[int]) -> int:
+        """Drop the entries of jobs that left Slurm. Returns how many were there."""
+        ids = [int(j) for j in job_ids]
+        if not ids:
+            return 0
+        with self._write() as conn:
+            return conn.execute(_job_market.delete().where(_job_market.c.job_id.in_(ids))).rowcount
 
     # ---- settings and cooldowns ----------------------------------------------------------------------------
     def get_setting(self, key: str, default: str | None = None) -> str | None:

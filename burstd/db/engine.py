@@ -4,6 +4,8 @@ mixins (``ledger_records``, ``daemon_state``) and the ``Store`` build on it."""
 
 from __future__ import annotations
 
+import contextvars
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
-from burstd.db.errors import LeaseNotFound, StoreError
+from burstd.db.errors import LeaseNotFound, StoreBusy, StoreError
 from burstd.db.rows import _lease
 from burstd.domain.lease import LeaseState
 
@@ -40,8 +43,31 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+# A caller with an answer to give in time (a Slurm hook) bounds how long a write waits for the lock; past it the
+# write fails with StoreBusy and nothing is recorded, instead of committing after the caller gave up.
+_LOCK_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("burstd_lock_deadline", default=None)
+
+
+@contextmanager
+def lock_wait(seconds: float) -> Iterator[None]:
+    """Writes in this block wait at most ``seconds`` (in all) for the database lock."""
+    token = _LOCK_DEADLINE.set(time.monotonic() + max(0.0, seconds))
+    try:
+        yield
+    finally:
+        _LOCK_DEADLINE.reset(token)
+
+
+def _lock_wait_ms() -> int | None:
+    deadline = _LOCK_DEADLINE.get()
+    return None if deadline is None else max(1, int((deadline - time.monotonic()) * 1000))
+
+
 def _sqlite_begin(conn: Any) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("burstd_write") else "BEGIN")
+    write = conn.get_execution_options().get("burstd_write")
+    if write:
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {_lock_wait_ms() or SQLITE_BUSY_TIMEOUT_MS}")
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 def make_engine(url: str) -> Engine:
@@ -52,7 +78,12 @@ def make_engine(url: str) -> Engine:
         if u.database in (None, "", ":memory:"):
             kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
         else:
-            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            db = Path(u.database).expanduser()
+            db.parent.mkdir(parents=True, exist_ok=True)
+            try:  # spend, budgets and leases are the site's business: the file is the daemon's alone (0600)
+                os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass
             kwargs = {"connect_args": {"check_same_thread": False}}
         engine = create_engine(u, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -78,6 +109,12 @@ def migrate(engine: Engine) -> str:
 
 
 
+def _is_lock_timeout(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    code = getattr(exc.orig, "pgcode", None) or getattr(exc.orig, "sqlstate", None)
+    return "database is locked" in text or code in ("55P03", "57014")  # lock_not_available, query_canceled
+
+
 class StoreBase:
     """The engine and the transaction helpers every record mixin uses."""
 
@@ -94,8 +131,18 @@ class StoreBase:
 
     @contextmanager
     def _write(self) -> Iterator[Any]:
-        with self._w.begin() as conn:
-            yield conn
+        try:
+            with self._w.begin() as conn:
+                wait = _lock_wait_ms()
+                if wait is not None and conn.dialect.name == "postgresql":
+                    conn.exec_driver_sql(f"SET LOCAL lock_timeout = {wait}")
+                    conn.exec_driver_sql(f"SET LOCAL statement_timeout = {wait}")
+                yield conn
+        except OperationalError as exc:
+            if _LOCK_DEADLINE.get() is None or not _is_lock_timeout(exc):
+                raise
+            raise StoreBusy("the database stayed locked by another writer past this call's deadline; "
+                            "nothing was recorded by it") from None
 
     @contextmanager
     def _read(self) -> Iterator[Any]:

@@ -46,3 +46,8 @@ class BudgetError(StoreError, ValueError):
 class SpendConflict(StoreError):
     """Spend that overlaps what is already recorded for a lease (a retry after a crash). Nothing was written."""
 
+
+
+class StoreBusy(StoreError):
+    """Another writer held the database lock past the caller's wait (``engine.lock_wait``). Nothing was written
+    by the transaction that gave up."""

@@ -17,7 +17,8 @@ from burstd.db.engine import StoreBase, _now
 from burstd.db.errors import BudgetError, LeaseNotFound, SpendConflict
 from burstd.db.rows import _alloc, _budget, _event, _lease, _row_to_lease, _spend
 from burstd.domain.budget import (
-    PERIODS, SITE, AccountBudget, Allocation, BudgetBook, PricePoint, SpendInterval, period_bounds,
+    NO_ACCOUNT, PERIODS, SITE, AccountBudget, Allocation, BudgetBook, PricePoint, SpendInterval, budget_key,
+    period_bounds,
 )
 from burstd.domain.money import MICROS_PER_USD
 
@@ -58,9 +59,11 @@ def _budget_micros(usd: Any, what: str) -> int:
 
 
 def _valid_account(account: str) -> str:
-    if account == SITE or (isinstance(account, str) and re.fullmatch(_ACCOUNT_RE, account) and len(account) <= 64):
+    if account in (SITE, NO_ACCOUNT) or (isinstance(account, str) and re.fullmatch(_ACCOUNT_RE, account)
+                                         and len(account) <= 64):
         return account
-    raise BudgetError(f"not a valid account name: {account!r} (letters, digits, '_', '.', '-'; or {SITE!r} for the site)")
+    raise BudgetError(f"not a valid account name: {account!r} (letters, digits, '_', '.', '-'; or {SITE!r} for the "
+                      f"site, {NO_ACCOUNT!r} for jobs without an account)")
 
 
 
@@ -181,7 +184,9 @@ class LedgerRecords(StoreBase):
                 site_limit = b.limit_micros
             else:
                 limits[b.account] = b.limit_micros
-        spent = self.spend(by="account", since=start, until=end)
+        spent: dict[str, int] = {}
+        for a, v in self.spend(by="account", since=start, until=end).items():  # no account: under NO_ACCOUNT
+            spent[budget_key(a)] = spent.get(budget_key(a), 0) + v
         accounts = {
             a: AccountBudget(a, limits.get(a), spent.get(a, 0)) for a in sorted(set(limits) | set(spent))
         }

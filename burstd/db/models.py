@@ -188,4 +188,15 @@ class PauseRow(Base, table=True):
     since: float = Field(sa_column=Column(Float, nullable=False))
 
 
+class JobMarketRow(Base, table=True):
+    """The market the policy decided for a job when it is not its pool's own (a spot pool's job escalated to
+    on-demand): read when its node's lease is created (``burstd.daemon.markets``)."""
+
+    __tablename__ = "job_market"
+
+    job_id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    market: str = Field(sa_column=Column(String(16), nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
 metadata = Base.metadata

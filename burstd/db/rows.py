@@ -19,6 +19,7 @@ _alloc: Table = metadata.tables["lease_allocation"]
 _intent: Table = metadata.tables["intent"]
 _pool_health: Table = metadata.tables["pool_health"]
 _pause: Table = metadata.tables["pause"]
+_job_market: Table = metadata.tables["job_market"]
 
 
 

@@ -38,6 +38,15 @@ class PriceQuote:
 #: The ``account`` key under which the site-wide budget is stored (not a valid Slurm account name).
 SITE = "*"
 
+#: The ``account`` key of jobs submitted without a Slurm account (Slurm reports an empty one): their budget is
+#: set with ``burstctl budget set --no-account USD`` (not a valid Slurm account name, so it cannot clash).
+NO_ACCOUNT = "(none)"
+
+
+def budget_key(account: str) -> str:
+    """The key a job's account is budgeted under: the account, or ``NO_ACCOUNT`` when it has none."""
+    return account or NO_ACCOUNT
+
 
 @dataclass(frozen=True, slots=True)
 class SpendInterval:

@@ -111,6 +111,9 @@ class Decisions:
     revoke: list[RevokeEligible] = field(default_factory=list)
     prewarm: list[Prewarm] = field(default_factory=list)
     release: list[Release] = field(default_factory=list)
+    # job -> (pool, market) for every job bursting this cycle, newly eligible or kept: a kept job's market can
+    # change (escalated to on-demand after preemptions) while its partition stays, so no MakeEligible says so
+    markets: dict[int, tuple[str, str]] = field(default_factory=dict)
     explanations: MutableMapping[int, Explanation] = field(default_factory=dict)  # or an ExplanationMap
 
     def is_empty(self) -> bool:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from burstd.config import Config
-from burstd.domain.budget import BudgetBook, PriceQuote
+from burstd.domain.budget import NO_ACCOUNT, BudgetBook, PriceQuote, budget_key
 from burstd.domain.lease import Lease
 from burstd.domain.money import format_usd, usd_to_micros
 from burstd.domain.slurm import Job
@@ -74,9 +74,18 @@ def validate_quote(q: PriceQuote) -> None:
                          f"got {q.interruption_rate!r}")
 
 
+def no_budget_reason(account: str) -> str:
+    """Why an account may not burst when it has no budget, and the two settings that would fund it."""
+    if not account:
+        return (f"jobs without a Slurm account ({NO_ACCOUNT}) have no budget: burstctl budget set --no-account USD, "
+                "or budget.default_account_usd in the config")
+    return (f"account {account} has no budget: burstctl budget set {account} USD, "
+            "or budget.default_account_usd in the config")
+
+
 def account_limit(book: BudgetBook, account: str, config: Config) -> int | None:
     """The account's budget for the period in micro-dollars; None = the account may not burst."""
-    ab = book.accounts.get(account)
+    ab = book.accounts.get(budget_key(account))
     if ab is not None and ab.limit_micros is not None:
         return ab.limit_micros
     usd = config.budget.accounts.get(account, config.budget.default_account_usd)
@@ -220,15 +229,14 @@ def check_launch(
         raise PriceError(f"negative expected cost for account {account}")
     lim = limits or Limits(book, config)
     limit = lim.account(account)
-    ab = book.accounts.get(account)
+    ab = book.accounts.get(budget_key(account))
     spent = ab.spent_micros if ab else 0
     acct_left = None if limit is None else limit - spent - committed.accounts.get(account, 0)
     s_limit = lim.site
     site_left = None if s_limit is None else s_limit - book.site_spent_micros - committed.site
     period = config.budget.period
     if limit is None:
-        return GuardVerdict(False, f"account {account or '(none)'} has no budget" if with_reason else "",
-                            acct_left, site_left)
+        return GuardVerdict(False, no_budget_reason(account) if with_reason else "", acct_left, site_left)
     if cost_micros > acct_left:
         return GuardVerdict(False, f"account {account} has {format_usd(max(acct_left, 0))} left this {period}, "
                             f"the job needs {format_usd(cost_micros)}" if with_reason else "", acct_left, site_left)

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from burstd.config import Config, PoolConfig
-from burstd.domain.budget import BudgetBook, PriceQuote
+from burstd.domain.budget import BudgetBook, PriceQuote, budget_key
 from burstd.domain.decisions import (
     Decisions,
     Explanation,
@@ -620,8 +620,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             th = th_cache.get(tkey)
             if th is None:
                 th = th_cache[tkey] = waiting.thresholds(w, nodes * tasks * limit_s / 3600.0, limit_s, floor, keep)
-            if waited < th[0]:
-                wcode, wnum, wkind = 2, th[1], th[6]
+            if waited < th[0]:  # quote the wait it will really need, not the first step (a target that stays put)
+                wcode, wnum, wkind = 2, (th[1] if expected >= th[3] else max(th[1], th[5])), th[6]
             elif expected < th[2]:
                 wcode, wnum, wkind = 3, th[2], th[6]
             elif expected < th[3] and waited < th[4]:
@@ -705,6 +705,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     records[jid] = (_r_stay, jid, waited, expected, why)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
+        out.markets[jid] = (chosen.pool, chosen.market)  # carried to the lease (burstd.daemon.markets)
         for p in has_cloud:
             if p != chosen.partition:
                 add_revoke(RevokeEligible(jid, p))
@@ -737,7 +738,7 @@ def _prewarm_and_release(snapshot: Snapshot, live: list[Lease], budgets: BudgetB
             out.release.append(Release(node.name, "the site budget is spent"))
         elif lease is not None and lease.account:
             lim = account_limit(budgets, lease.account, config)
-            ab = budgets.accounts.get(lease.account)
+            ab = budgets.accounts.get(budget_key(lease.account))
             spent = ab.spent_micros if ab else 0
             if lim is not None and lim - spent - commit.accounts.get(lease.account, 0) < 0:
                 out.release.append(Release(node.name, f"account {lease.account} budget is spent"))

@@ -1,31 +1,37 @@
-"""Price sources per pool, and interruption-risk priors. The daemon refreshes a ``PriceTable`` every few
-minutes and hands ``table.quotes`` to ``decide()`` (which stays pure).
+"""Price quotes from offerings: what the policy and the budget guard see of prices. Pure, no I/O.
 
-    advisor = SpotAdvisor.load("spot-advisor-data.json")           # interruption buckets as risk priors
-    table = price_table(config, advisor=advisor, aws_client=lambda pool: boto3.client("ec2", ...))
+The daemon asks each pool's provider for its offerings and their prices (``Provider.prices()``, cached by
+``burstd.daemon.prices.ProviderPrices``); this module only turns them into one ``PriceQuote`` per (pool, market):
 
-- ``static`` (local and GCP pools): the configured ``price_per_hour`` / ``ondemand_price_per_hour``;
-- ``aws`` spot: the newest ``describe_spot_price_history`` entry per (instance type, AZ) of the pool; the
-  pool's quote is the *highest* of them (the fleet may land on any; budgets must hold for the worst);
-  on-demand stays the configured price. Any failure falls back to the configured price, and says so;
-- interruption rate (preemptions per node-hour) from the Spot Instance Advisor bucket of the pool's
-  instance types (worst bucket wins), the bucket's mid-point frequency per month / 730 h.
-A price that is NaN, infinite or negative is refused with ``PriceError`` naming the pool.
+    table = price_table(config, offerings={"aws-spot": {Offering("c5.large", "us-east-1a", "spot"): 85_000}},
+                        advisor=SpotAdvisor.load("spot-advisor-data.json"))
+    table.quotes[("aws-spot", "spot")]   # PriceQuote(price_per_hour_micros=85_000, interruption_rate=...)
+
+- price: the *highest* price among the pool's offerings in that market (the cloud may land on any of them;
+  budgets must hold for the worst); a market the provider prices nothing in keeps the configured
+  ``price_per_hour`` / ``ondemand_price_per_hour`` (source "config");
+- interruption rate (preemptions per node-hour, spot only): a per-offering prior from the Spot Instance Advisor
+  bucket of its instance type (the bucket's mid-point frequency per month / 730 h); the pool's quote takes the
+  worst offering. No advisor, or no bucket known: 0.
+A price that is negative (or not an integer of micro-dollars) is refused with ``PriceError`` naming the pool.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from burstd.config import Config, PoolConfig
 from burstd.domain.budget import PriceQuote
 from burstd.domain.money import usd_to_micros
 from burstd.policy.budget import PriceError, validate_quote
+
+if TYPE_CHECKING:  # a value type only: policy stays free of the providers' code
+    from burstd.providers.base import Offering
 
 HOURS_PER_MONTH = 730.0
 # Spot Advisor's interruption-frequency buckets (% of instances interrupted a month): mid-points
@@ -69,7 +75,7 @@ class SpotAdvisor:
 @dataclass(slots=True)
 class PriceTable:
     quotes: dict[tuple[str, str], PriceQuote] = field(default_factory=dict)
-    sources: dict[tuple[str, str], str] = field(default_factory=dict)  # "config", "aws-spot-history", ...
+    sources: dict[tuple[str, str], str] = field(default_factory=dict)  # "provider" or "config"
     warnings: list[str] = field(default_factory=list)
 
 
@@ -83,51 +89,47 @@ def _usd(pool: str, text: Any) -> int:
     return usd_to_micros(value)
 
 
-def aws_spot_price(pool: PoolConfig, client: Any) -> int:
-    """Highest newest spot price (micro-dollars/h) over the pool's instance types and AZs."""
-    types = [t.name for t in pool.instance_types]
-    resp = client.describe_spot_price_history(InstanceTypes=types, ProductDescriptions=["Linux/UNIX"],
-                                              MaxResults=1000)
-    newest: dict[tuple[str, str], tuple[Any, Any]] = {}
-    for item in resp.get("SpotPriceHistory", []):
-        key = (item["InstanceType"], item.get("AvailabilityZone", ""))
-        if key not in newest or item["Timestamp"] > newest[key][0]:
-            newest[key] = (item["Timestamp"], item["SpotPrice"])
-    if not newest:
-        raise LookupError(f"no spot price history for {', '.join(types)}")
-    return max(_usd(pool.name, p) for (_, p) in newest.values())
+def _offering_rate(advisor: SpotAdvisor | None, region: str, instance_type: str, market: str) -> float:
+    """One offering's interruption prior (Spot Advisor buckets are per region and instance type)."""
+    if advisor is None or market != "spot":
+        return 0.0
+    rate = advisor.interruption_rate(region, [instance_type])
+    return 0.0 if rate is None else rate
+
+
+def _region(pool: PoolConfig) -> str:
+    return pool.aws.region if pool.aws is not None else pool.gcp.region if pool.gcp is not None else ""
 
 
 def price_table(
     config: Config,
     *,
+    offerings: Mapping[str, Mapping[Offering, int]] | None = None,
     advisor: SpotAdvisor | None = None,
-    aws_client: Callable[[PoolConfig], Any] | None = None,
 ) -> PriceTable:
-    """Quotes for every pool and market it offers. Network calls only through ``aws_client``."""
+    """Quotes for every pool and market it offers, from ``offerings`` (pool name -> offering -> micro-dollars
+    per node-hour, as ``Provider.prices()`` answers; a pool missing: the configured prices)."""
     table = PriceTable()
     for pool in config.pools:
         markets = {pool.market: pool.price_per_hour}
         if pool.ondemand_price_per_hour is not None:
             markets.setdefault("on-demand", pool.ondemand_price_per_hour)
-        rate = 0.0
-        if advisor is not None and pool.provider == "aws" and pool.aws is not None:
-            r = advisor.interruption_rate(pool.aws.region, [t.name for t in pool.instance_types])
-            if r is not None:
-                rate = r
+        offered = (offerings or {}).get(pool.name, {})
+        region = _region(pool)
         for market, usd in markets.items():
-            price, source = _usd(pool.name, usd), "config"
-            if market == "spot" and pool.provider == "aws" and aws_client is not None:
-                try:
-                    price, source = aws_spot_price(pool, aws_client(pool)), "aws-spot-history"
-                except PriceError:
-                    raise
-                except Exception as exc:  # network, throttling, moto gaps: keep the configured price
-                    table.warnings.append(f"pool {pool.name}: spot price history unavailable ({exc}); "
-                                          f"using the configured ${usd}/h")
-            q = PriceQuote(pool.name, market, price, rate if market == "spot" else 0.0)
+            priced = {o: p for o, p in offered.items() if o.market == market}
+            for o, p in priced.items():
+                if not isinstance(p, int) or p < 0:
+                    raise PriceError(f"pool {pool.name}: price of {o.instance_type}/{o.zone}/{o.market} must be a "
+                                     f"non-negative integer of micro-dollars, got {p!r}")
+            if priced:
+                price, source = max(priced.values()), "provider"
+                rates = [_offering_rate(advisor, region, o.instance_type, market) for o in priced]
+            else:
+                price, source = _usd(pool.name, usd), "config"
+                rates = [_offering_rate(advisor, region, t.name, market) for t in pool.instance_types]
+            q = PriceQuote(pool.name, market, price, max(rates, default=0.0))
             validate_quote(q)
             table.quotes[(pool.name, market)] = q
             table.sources[(pool.name, market)] = source
     return table
-

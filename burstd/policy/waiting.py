@@ -72,8 +72,8 @@ def verdict(
     so that small changes in the estimate do not flip it back and forth between cycles.
     """
     first_s, first_r, soon_s, burst_s, need_s, need, kind = thresholds(w, node_hours, time_limit_s, floor_s, keep)
-    if waited_s < first_s:
-        return WaitVerdict(False, first_r, kind)
+    if waited_s < first_s:  # quote the whole wait it will need, so the target does not move once first_s passes
+        return WaitVerdict(False, first_r if expected_wait_s >= burst_s else max(first_r, need), kind)
     if expected_wait_s < soon_s:
         return WaitVerdict(False, need, kind, soon_s)
     if expected_wait_s >= burst_s:

@@ -45,12 +45,12 @@ class Reconciliation:
     def to_dict(self) -> dict:
         return {
             "ok": self.ok, "agree": sorted(self.agree),
-            "only_burstd": {str(k): v for k, v in sorted(self.only_burstd.items())},
+            "only_burstd": {str(k): {"spend_micro_usd": v} for k, v in sorted(self.only_burstd.items())},
             "only_sacct": sorted(self.only_sacct),
             "other_nodes": {str(k): {"burstd": b, "sacct": s} for k, (b, s) in sorted(self.other_nodes.items())},
             "other_account": {str(k): {"burstd": b, "sacct": s} for k, (b, s) in sorted(self.other_account.items())},
-            "agreed_micros": self.agreed_micros, "unmatched_micros": self.unmatched_micros,
-            "overhead_micros": self.overhead_micros,
+            "agreed_micro_usd": self.agreed_micros, "unmatched_micro_usd": self.unmatched_micros,
+            "overhead_micro_usd": self.overhead_micros,
         }
 
 

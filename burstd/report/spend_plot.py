@@ -1,7 +1,12 @@
-"""Spend over time per account (or user, job, pool): a PNG, or a self-contained HTML page.
+"""Spend over time per account (or user, job, pool) against each account's budget: a PNG, or a self-contained
+HTML page. What ``burstctl spend --plot FILE`` writes.
 
     series = store.spend_series(by="account", since=t0, until=t1)     # [(start, key, micros), ...]
-    render(series, "spend.png")            # or "spend.html": the chart inlined as base64 + a table of totals
+    render(series, "spend.png", budgets={"chem": 5_000_000_000})      # or "spend.html": chart + totals table
+
+Each account's budget is a dashed line in its curve's colour, so "how close is chem to its cap" is one look.
+The time axis is labelled by matplotlib's concise date formatter, which picks seconds, hours, days or months
+to suit the span (a 2-minute bed run and a quarter both read well).
 
 Uses matplotlib's Agg canvas directly (no pyplot, no display, no global backend switch). Money stays in
 integer micro-dollars until it is drawn; the totals table is exact.
@@ -12,6 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +49,8 @@ def totals(series: Series) -> dict[str, int]:
     return {k: v[1][-1] for k, v in cumulative(series).items()}
 
 
-def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_lines: int):
+def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_lines: int,
+            budgets: dict[str, int] | None = None, since: float | None = None, until: float | None = None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
@@ -66,12 +73,32 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
             acc += merged[t]
             mrun.append(acc)
         shown = head + [(f"{len(tail)} others", (mts, mrun))]
+    budgets = budgets or {}
+    top = max((run[-1] for _, run in curves.values()), default=0)
+    # a total holds until the end of the period shown, but never past now (no flat line into the future)
+    end = min(until, time.time()) if until is not None else None
     for key, (ts, run) in shown:
         xs = [datetime.fromtimestamp(t, UTC) for t in ts]
-        ax.step(xs, [r / 1e6 for r in run], where="post", label=f"{key} ({format_usd(run[-1])})")
+        ys = [r / 1e6 for r in run]
+        if end is not None and end > ts[-1]:  # the total holds to the end of the period shown
+            xs.append(datetime.fromtimestamp(end, UTC))
+            ys.append(ys[-1])
+        (line,) = ax.step(xs, ys, where="post", label=f"{key} ({format_usd(run[-1])})")
+        if key in budgets:
+            label = f"{key} budget ({format_usd(budgets[key])})"
+            if budgets[key] <= 10 * top:
+                ax.axhline(budgets[key] / 1e6, color=line.get_color(), linestyle="--", linewidth=1, label=label)
+            else:  # a far-off cap would flatten every curve into the x axis: name it, do not draw it
+                ax.plot([], [], color=line.get_color(), linestyle="--", linewidth=1, label=label + ", above the chart")
+    if since is not None or until is not None:
+        left = datetime.fromtimestamp(since, UTC) if since is not None else None
+        right = datetime.fromtimestamp(until, UTC) if until is not None else None
+        if left is None or right is None or right > left:
+            ax.set_xlim(left=left, right=right)
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("cumulative spend (USD)")
     ax.set_xlabel("time (UTC)")
     ax.set_title(title)
@@ -84,17 +111,18 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
     return fig
 
 
-def png_bytes(series: Series, title: str = "burstd cloud spend", max_lines: int = 12) -> bytes:
-    fig = _figure(cumulative(series), title, max_lines)
+def png_bytes(series: Series, title: str = "burstd cloud spend", max_lines: int = 12, **window) -> bytes:
+    """``window``: ``budgets`` (key -> micro-dollars), ``since``, ``until`` (Unix seconds; the x range)."""
+    fig = _figure(cumulative(series), title, max_lines, **window)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
 
 
-def html_page(series: Series, title: str = "burstd cloud spend", max_lines: int = 12) -> str:
+def html_page(series: Series, title: str = "burstd cloud spend", max_lines: int = 12, **window) -> str:
     """One HTML file with everything inline (no script, no external fetch): the chart and a totals table."""
     data = list(series)
-    img = base64.b64encode(png_bytes(data, title, max_lines)).decode()
+    img = base64.b64encode(png_bytes(data, title, max_lines, **window)).decode()
     tot = totals(data)
     rows = "\n".join(
         f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{html.escape(format_usd(v))}</td></tr>"
@@ -114,14 +142,16 @@ def html_page(series: Series, title: str = "burstd cloud spend", max_lines: int 
     )
 
 
-def render(series: Series, path: str | Path, title: str = "burstd cloud spend", max_lines: int = 12) -> Path:
+def render(series: Series, path: str | Path, title: str = "burstd cloud spend", max_lines: int = 12,
+           *, budgets: dict[str, int] | None = None, since: float | None = None, until: float | None = None) -> Path:
     """Write the chart to ``path``: ``.png`` or ``.html``/``.htm`` (chosen by the suffix)."""
+    window = {"budgets": budgets, "since": since, "until": until}
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix == ".png":
-        p.write_bytes(png_bytes(series, title, max_lines))
+        p.write_bytes(png_bytes(series, title, max_lines, **window))
     elif suffix in (".html", ".htm"):
-        p.write_text(html_page(series, title, max_lines), encoding="utf-8")
+        p.write_text(html_page(series, title, max_lines, **window), encoding="utf-8")
     else:
         raise ValueError(f"cannot write a spend plot to {p.name!r}: use a .png or .html file name")
     return p

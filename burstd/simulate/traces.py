@@ -88,7 +88,26 @@ def read_trace(path: str | Path, format: str | None = None, limit_jobs: int | No
     if fmt not in FORMATS:
         raise TraceError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
     reader = {"swf": read_swf, "philly": read_philly, "sacct": read_sacct}[fmt]
-    return reader(path, limit_jobs)
+    jobs, info = reader(path, limit_jobs)
+    _check_jobs(path, jobs, info)
+    return jobs, info
+
+
+MAX_JOB_CPUS = 10_000_000  # beyond any machine: a typo or a corrupt record, never silently dropped
+
+
+def _check_jobs(path: Path, jobs: list[TraceJob], info: TraceInfo) -> None:
+    """What the readers accept line by line but a simulation cannot: no jobs, one id twice, absurd sizes."""
+    if not jobs:
+        raise TraceError(f"{path}: no jobs to simulate ({info.skipped} record(s) skipped)")
+    seen: set[int] = set()
+    for j in jobs:
+        if j.job_id in seen:
+            raise TraceError(f"{path}: job id {j.job_id} appears more than once")
+        seen.add(j.job_id)
+        if not 0 < j.cpus <= MAX_JOB_CPUS or not 0 <= j.gpus <= MAX_JOB_CPUS:
+            raise TraceError(f"{path}: job {j.job_id} asks for {j.cpus} CPUs and {j.gpus} GPUs "
+                             f"(at most {MAX_JOB_CPUS:,} each)")
 
 
 class _Skips:

@@ -24,10 +24,15 @@ def check_name(kind: str, value: str, pattern: re.Pattern = NODE_NAME_RE) -> str
     return value
 
 
+MAX_REASON = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def check_reason(reason: str) -> str:
-    """Reasons are free text for humans, but one line and bounded."""
-    if "\n" in reason or "\r" in reason or "\0" in reason or len(reason) > 200:
-        raise ValueError("a reason must be one line of at most 200 characters")
+    """Reasons are free text for humans, but one line of printable text, bounded. The one rule for a
+    reason: the control API refuses what breaks it (422), so whatever it accepts the adapter carries out."""
+    if not isinstance(reason, str) or _CONTROL.search(reason) or len(reason) > MAX_REASON:
+        raise ValueError(f"a reason must be one line of at most {MAX_REASON} printable characters")
     return reason
 
 
@@ -71,6 +76,11 @@ class SlurmAdapter(Protocol):
     def remove_partition(self, job_id: int, partition: str) -> None: ...
     def requeue(self, job_id: int, *, expedite: bool = False) -> None:
         """Requeue a job; ``expedite``: eligible at once (a preempted job), not after cred_expire."""
+        ...
+    def job_state(self, job_id: int) -> str | None:
+        """The job's base state (``RUNNING``, ``CANCELLED``, ``NODE_FAIL``...) even after it ended, while Slurm
+        still knows it (MinJobAge); None once it is gone. One RPC: for the few jobs of a failed node, never per
+        cycle."""
         ...
     def release_hold(self, job_id: int) -> None:
         """``scontrol release``: let a held job run again (burstd uses it only for jobs Slurm held after a

@@ -2,10 +2,10 @@
 
 Cost per snapshot, whatever the queue size: one ``squeue`` call, one node listing (``sinfo --json`` on
 22.05, ``scontrol show nodes --json`` from 23.02 on, where sinfo's JSON is grouped and has no addresses)
-and one cheap partition listing. Jobs come from the text path by default (``squeue -O`` with ASCII
-separators, see ``parse.jobs_from_squeue_text``), which is several times cheaper than 22.05's
-``squeue --json`` (~130 us a job, and it ignores filters); any record that does not split cleanly makes
-that one snapshot use ``squeue --json`` instead, so odd job names never cost correctness.
+and one cheap partition listing. Jobs come from the text path by default (``SQUEUE_FORMAT2`` with ASCII
+separators and a fresh random record nonce per call, see ``squeue_text``), which is several times cheaper
+than 22.05's ``squeue --json`` (~130 us a job, and it ignores filters); any record that does not split
+cleanly makes that one snapshot use ``squeue --json`` instead, so odd job names never cost correctness.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Job, Node, Partition, Snapshot
-from burstd.slurm import parse
+from burstd.slurm import parse, squeue_text
 from burstd.slurm.accounting import AccountingMixin
 from burstd.slurm.features import Features, parse_release
 from burstd.slurm.base import PartitionEdits, HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
@@ -42,6 +42,7 @@ class _Running:
     args: list[str]
     proc: subprocess.Popen
     deadline: float
+    nonce: str = ""  # the squeue text path's record nonce (see squeue_text)
 
 
 def _job_key(job: Job) -> int:
@@ -84,18 +85,25 @@ class CliAdapter(PartitionEdits, AccountingMixin):
     def _binary(self, name: str) -> str:
         return str(Path(self.config.bin_dir) / name)
 
-    def start(self, cmd: str, args: Sequence[str]) -> _Running:
-        """Start one Slurm command (argument list, no shell); ``finish`` collects its output."""
+    def start(self, cmd: str, args: Sequence[str], *, nonce: str = "") -> _Running:
+        """Start one Slurm command (argument list, no shell); ``finish`` collects its output.
+
+        With a ``nonce``, squeue gets the text format in its environment (SQUEUE_FORMAT2): unlike argv,
+        another user cannot read it from /proc while the call runs.
+        """
         argv = [self._binary(cmd), *args]
         self.calls.append(argv)
+        env = self._env()
+        if nonce:
+            env["SQUEUE_FORMAT2"] = squeue_text.squeue_text_format(nonce)
         try:
-            proc = subprocess.Popen(argv, env=self._env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise SlurmError(f"{argv[0]} not found (check slurm.bin_dir = {self.config.bin_dir!r})") from None
         except PermissionError:
             raise SlurmError(f"{argv[0]} is not executable (check slurm.bin_dir = {self.config.bin_dir!r})") from None
-        return _Running(cmd, list(args), proc, time.monotonic() + self.config.command_timeout_s)
+        return _Running(cmd, list(args), proc, time.monotonic() + self.config.command_timeout_s, nonce)
 
     def finish(self, running: _Running) -> str:
         proc = running.proc
@@ -134,8 +142,8 @@ class CliAdapter(PartitionEdits, AccountingMixin):
     def use_text_jobs(self) -> bool:
         return self.job_format != "json"
 
-    def _jobs_text_cmd(self) -> tuple[str, list[str]]:
-        return "squeue", ["-h", "-a", "-O", parse.squeue_text_format()]
+    def _start_jobs_text(self) -> _Running:
+        return self.start("squeue", ["-h", "-a"], nonce=squeue_text.new_nonce())
 
     def _jobs_json_cmd(self) -> tuple[str, list[str]]:
         return "squeue", ["-a", "--json"]
@@ -150,8 +158,8 @@ class CliAdapter(PartitionEdits, AccountingMixin):
             return "scontrol", ["show", "partitions", "--json"]
         return "scontrol", ["show", "partitions", "-o"]
 
-    def _parse_jobs_text(self, out: str) -> list[Job]:
-        return parse.jobs_from_squeue_text(out, self._text_cache)
+    def _parse_jobs_text(self, out: str, nonce: str) -> list[Job]:
+        return squeue_text.jobs_from_squeue_text(out, self._text_cache, nonce=nonce)
 
     def _parse_jobs_json(self, out: str) -> list[Job]:
         doc = parse.load_json(out, "squeue --json")
@@ -166,19 +174,22 @@ class CliAdapter(PartitionEdits, AccountingMixin):
             return parse.partitions_from_doc(parse.load_json(out, "scontrol show partitions --json"))
         return parse.partitions_from_scontrol_text(out)
 
-    def _jobs_from(self, out: str | None) -> list[Job]:
+    def _jobs_from(self, out: str | None, nonce: str = "") -> list[Job]:
         """Text output (or None in json mode) -> jobs; a record that does not split means JSON this time."""
         if out is not None:
             try:
-                return self._parse_jobs_text(out)
-            except parse.TextParseError as exc:
+                return self._parse_jobs_text(out, nonce)
+            except squeue_text.TextParseError as exc:
                 self._text_cache.clear()
                 self.text_fallbacks += 1
                 log.warning("squeue text output did not parse (%s); using squeue --json for this snapshot", exc)
         return self._parse_jobs_json(self.run(*self._jobs_json_cmd()))
 
     def jobs(self) -> list[Job]:
-        return self._jobs_from(self.run(*self._jobs_text_cmd()) if self.use_text_jobs() else None)
+        if not self.use_text_jobs():
+            return self._jobs_from(None)
+        running = self._start_jobs_text()
+        return self._jobs_from(self.finish(running), running.nonce)
 
     def nodes(self) -> list[Node]:
         return self._parse_nodes(self.run(*self._nodes_cmd()))
@@ -190,10 +201,10 @@ class CliAdapter(PartitionEdits, AccountingMixin):
         """One squeue, one node listing and one partition listing, run side by side; then parse."""
         taken = time.time()
         version = self.version
-        job_cmd = self._jobs_text_cmd() if self.use_text_jobs() else self._jobs_json_cmd()
         started = []
         try:
-            for cmd in (job_cmd, self._nodes_cmd(), self._partitions_cmd()):
+            started.append(self._start_jobs_text() if self.use_text_jobs() else self.start(*self._jobs_json_cmd()))
+            for cmd in (self._nodes_cmd(), self._partitions_cmd()):
                 started.append(self.start(*cmd))
             outputs = [self.finish(r) for r in started]
         finally:
@@ -203,7 +214,7 @@ class CliAdapter(PartitionEdits, AccountingMixin):
                     r.proc.communicate()
         jobs_out, nodes_out, parts_out = outputs
         if self.use_text_jobs():
-            jobs = self._jobs_from(jobs_out)
+            jobs = self._jobs_from(jobs_out, started[0].nonce)
         else:
             jobs = self._parse_jobs_json(jobs_out)
         jobs.sort(key=_job_key)
@@ -245,6 +256,17 @@ class CliAdapter(PartitionEdits, AccountingMixin):
 
     def release_hold(self, job_id: int) -> None:
         self._scontrol("release", str(_job_id(job_id)))
+
+    def job_state(self, job_id: int) -> str | None:
+        try:  # -t all: ended jobs too (the snapshot's plain squeue lists only live ones)
+            out = self.run("squeue", ["-h", "-t", "all", "-j", str(_job_id(job_id)), "-O", "JobID:0|,State:0"])
+        except SlurmError:  # "Invalid job id specified": Slurm has forgotten it
+            return None
+        for line in out.splitlines():
+            jid, _, state = line.strip().partition("|")
+            if jid == str(job_id):
+                return state.split()[0].upper() if state.strip() else None
+        return None
 
     def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
         sig = _signal(signal)

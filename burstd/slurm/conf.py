@@ -7,12 +7,25 @@ What differs by release comes from ``burstd.slurm.features`` (``cloud_reg_addrs`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from burstd.slurm.features import Features, Release
 
 HOOK_DIR = "/usr/lib/burstd/hooks"
 HOOK_FILES = {"resume": "resume", "suspend": "suspend", "resume_fail": "resume-fail"}
+
+
+# slurm.conf has no quoting that survives a newline, '#' or '=': every value burstd writes there must already be
+# a plain word or path (the config model holds names and features to this; this guards the rest).
+_CONF_VALUE = re.compile(r"^[A-Za-z0-9_./+:,\[\]-]{1,4096}$")
+
+
+def conf_value(key: str, value: object) -> str:
+    text = str(value)
+    if not _CONF_VALUE.fullmatch(text):
+        raise ValueError(f"{key}: {text!r} cannot go into slurm.conf (letters, digits and _ . / + : , - only)")
+    return text
 
 
 def hostlist(prefix: str, count: int) -> str:
@@ -33,7 +46,9 @@ def slurm_conf_lines(cfg, *, release: Release, hook_dir: str = HOOK_DIR, hooks: 
     ``hooks`` maps resume/suspend/resume_fail to script paths (default ``hook_dir/<name>``); ``accounting``
     adds the TRES burstd reconciles spend against (GPUs included) for a site with slurmdbd."""
     feats = Features(tuple(release))  # type: ignore[arg-type]
-    hook = {k: (hooks or {}).get(k) or f"{hook_dir}/{f}" for k, f in HOOK_FILES.items()}
+    if not 0 <= suspend_time <= 31_536_000 and suspend_time != -1:
+        raise ValueError(f"--suspend-time: {suspend_time} is not 0..31536000 seconds")
+    hook = {k: conf_value("--hook-dir", (hooks or {}).get(k) or f"{hook_dir}/{f}") for k, f in HOOK_FILES.items()}
     ctld_params = ["idle_on_node_suspend"]
     if feats.has("cloud_reg_addrs"):  # defunct and fatal from 24.11, where the behaviour is always on
         ctld_params.append("cloud_reg_addrs")
@@ -69,6 +84,11 @@ def slurm_conf_lines(cfg, *, release: Release, hook_dir: str = HOOK_DIR, hooks: 
         if p.gpus:
             gpu_type = next((t.gpu_type for t in p.instance_types if t.gpu_type), None)
             gres = f" Gres=gpu:{gpu_type + ':' if gpu_type else ''}{p.gpus}"
-        lines.append(f"NodeName={nodes} CPUs={p.cpus} RealMemory={p.memory_mb}{gres} State=CLOUD Feature={feats_}")
-        lines.append(f"PartitionName={p.partition} Nodes={nodes} MaxTime=INFINITE State=UP")
+        lines.append(f"NodeName={nodes} CPUs={p.cpus} RealMemory={p.memory_mb}{gres} State=CLOUD "
+                     f"Feature={conf_value(f'pools.{p.name}.features', feats_)}")
+        part = conf_value(f"pools.{p.name}.partition", p.partition)
+        lines.append(f"PartitionName={part} Nodes={nodes} MaxTime=INFINITE State=UP")
+    for line in lines[1:]:  # defence in depth: one setting per line, whatever the model let through
+        if "\n" in line or "\r" in line:
+            raise ValueError(f"refusing to write a slurm.conf line holding a line break: {line!r}")
     return lines

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields as dataclass_fields
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -372,17 +371,21 @@ def parse_kv_line(line: str) -> dict[str, str]:
 
 def partitions_from_scontrol_text(output: str) -> list[Partition]:
     parts: list[Partition] = []
-    for line in output.splitlines():
+    for n, line in enumerate(output.splitlines(), 1):
         kv = parse_kv_line(line)
         if "PartitionName" not in kv:
             continue
         nodes = kv.get("Nodes", "")
+        try:
+            max_time = parse_time_limit(kv.get("MaxTime", "UNLIMITED"))
+        except ValueError:
+            raise SlurmError(f"scontrol show partitions line {n}: MaxTime={kv['MaxTime'][:40]!r} is not a time") from None
         parts.append(
             Partition(
                 name=kv["PartitionName"],
                 nodes="" if nodes == "(null)" else nodes,
                 state=kv.get("State", "UP").upper(),
-                max_time_min=parse_time_limit(kv.get("MaxTime", "UNLIMITED")),
+                max_time_min=max_time,
                 default=kv.get("Default", "NO").upper() == "YES",
                 total_cpus=num(kv.get("TotalCPUs")) or 0,
                 total_nodes=num(kv.get("TotalNodes")) or 0,
@@ -425,8 +428,10 @@ def data_parser(doc: Mapping[str, Any]) -> str:
 def load_json(raw: bytes | str, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SlurmError(f"{what}: not JSON ({exc})") from None
+    except RecursionError:
+        raise SlurmError(f"{what}: JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise SlurmError(f"{what}: expected a JSON object")
     errors = [e for e in doc.get("errors") or [] if e]
@@ -528,175 +533,3 @@ def snapshot_as_dict(snap: Snapshot) -> dict[str, Any]:
         "nodes": [asdict(n) for n in snap.nodes],
         "partitions": [asdict(p) for p in snap.partitions],
     }
-
-
-# --------------------------------------------------------------------------- squeue text (-O) path
-# The fields the text path asks squeue for, in order. Every name exists in squeue -O from 22.05 on.
-SQUEUE_TEXT_FIELDS: tuple[str, ...] = (
-    "JobID", "ArrayJobID", "ArrayTaskID", "HetJobID", "HetJobOffset", "UserName", "Account", "Partition",
-    "QOS", "PriorityLong", "SubmitTime", "EligibleTime", "StartTime", "EndTime", "TimeLimit", "NodeList",
-    "NumNodes", "NumCPUs", "MinMemory", "tres-alloc", "tres-per-node", "tres-per-job", "Feature", "State",
-    "Reason", "RestartCnt", "Comment", "Name",
-)
-FIELD_SEP = "\x1f"  # ASCII unit separator between fields
-RECORD_END = "\x1e"  # ASCII record separator, printed just before squeue's newline
-
-
-def squeue_text_format() -> str:
-    """The ``squeue -O`` argument: ``JobID:0<US>,...,Name:0<RS>`` (``:0`` = never truncate)."""
-    *head, last = SQUEUE_TEXT_FIELDS
-    return ",".join([f"{f}:0{FIELD_SEP}" for f in head] + [f"{last}:0{RECORD_END}"])
-
-
-_NULLS = frozenset(("(null)", "N/A"))
-_NOT_NUMBERS = frozenset(("N/A", "", "NONE", "Unknown", "UNLIMITED"))
-# _job_from_text_values builds Job positionally (measurably faster than keywords); guard the order.
-_JOB_ORDER = ("job_id", "name", "user", "account", "partitions", "state", "state_flags", "reason", "qos",
-              "priority", "submit_time", "eligible_time", "start_time", "end_time", "time_limit_min", "nodes",
-              "node_count", "cpus", "memory_mb", "gres", "features", "restart_count", "comment", "array_job_id",
-              "array_task_id", "array_tasks", "het_job_id", "het_job_offset", "hold")
-if tuple(f.name for f in dataclass_fields(Job))[: len(_JOB_ORDER)] != _JOB_ORDER:  # pragma: no cover
-    raise ImportError("burstd.domain.slurm.Job fields changed order; update parse._job_from_text_values")
-(_I_ID, _I_AJID, _I_ATID, _I_HID, _I_HOFF, _I_USER, _I_ACCT, _I_PART, _I_QOS, _I_PRIO, _I_SUBMIT, _I_ELIG,
- _I_START, _I_END, _I_LIMIT, _I_NODES, _I_NNODES, _I_NCPUS, _I_MINMEM, _I_TRES, _I_TPN, _I_TPJ, _I_FEAT,
- _I_STATE, _I_REASON, _I_RESTART, _I_COMMENT, _I_NAME) = range(len(SQUEUE_TEXT_FIELDS))
-
-
-def _tres_mem_mb(tres: str) -> int | None:
-    for item in tres.split(","):
-        key, _, val = item.partition("=")
-        if key == "mem":
-            return parse_memory_mb(val)
-    return None
-
-
-def _tnum(s: str) -> int | None:
-    """A text number: digits -> int, Slurm's "no value" words -> None, anything else -> ValueError."""
-    if s.isdigit():
-        return int(s)
-    if s in _NOT_NUMBERS:
-        return None
-    raise ValueError(f"not a number: {s!r}")
-
-
-def _ttime(s: str) -> int | None:
-    t = _tnum(s)
-    return t if t and t < _LATEST_TIME else None
-
-
-_state_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
-_limit_cache: dict[str, int | None] = {}
-_gres_cache: dict[str, tuple[Gres, ...]] = {}
-_parts_cache: dict[str, tuple[str, ...]] = {}
-
-
-def _cached(cache: dict, key: str, fn):
-    try:
-        return cache[key]
-    except KeyError:
-        if len(cache) > 4096:
-            cache.clear()
-        value = cache[key] = fn(key)
-        return value
-
-
-def _job_from_text_values(v: list[str]) -> Job:
-    state, flags = _cached(_state_cache, v[_I_STATE], split_job_state)
-    reason = v[_I_REASON] or "None"
-    priority = _tnum(v[_I_PRIO]) or 0
-    cpus = _tnum(v[_I_NCPUS]) or 1
-    node_count = _tnum(v[_I_NNODES]) or 1
-    task = v[_I_ATID]
-    if task.isdigit():
-        array_task_id, array_tasks = int(task), ""
-    else:
-        array_task_id, array_tasks = None, ("" if task in _NOT_NUMBERS else task)
-    array_job_id = int(v[_I_AJID]) if (array_tasks or array_task_id is not None) else None
-    het_job_id = _tnum(v[_I_HID]) or None
-    mem = None
-    minmem = v[_I_MINMEM]
-    if minmem != "0" and parse_memory_mb(minmem) is not None:  # "0" = nothing asked; tres holds the job total
-        total = _tres_mem_mb(v[_I_TRES])
-        mem = total // node_count if total else parse_memory_mb(minmem)
-    tpn, tpj = v[_I_TPN], v[_I_TPJ]
-    gres = _cached(_gres_cache, tpn, parse_gres) if tpn not in _NULLS else ()
-    if not gres and tpj not in _NULLS:
-        gres = _cached(_gres_cache, tpj, parse_gres)
-    account, qos, comment, feature, nodes = v[_I_ACCT], v[_I_QOS], v[_I_COMMENT], v[_I_FEAT], v[_I_NODES]
-    return Job(
-        int(v[_I_ID]),  # job_id
-        v[_I_NAME],  # name
-        v[_I_USER],  # user
-        "" if account in _NULLS else account,
-        _cached(_parts_cache, v[_I_PART], str_list),
-        state,
-        flags,
-        reason,
-        "" if qos in _NULLS else qos,
-        priority,
-        _ttime(v[_I_SUBMIT]),
-        _ttime(v[_I_ELIG]),
-        _ttime(v[_I_START]),
-        _ttime(v[_I_END]),
-        _cached(_limit_cache, v[_I_LIMIT], parse_time_limit),
-        "" if nodes in _NULLS else nodes,
-        node_count,
-        cpus,
-        mem,
-        gres,
-        "" if feature in _NULLS else feature,
-        _tnum(v[_I_RESTART]) or 0,
-        "" if comment in _NULLS else comment,
-        array_job_id,
-        array_task_id,
-        array_tasks,
-        het_job_id,
-        (_tnum(v[_I_HOFF]) if het_job_id is not None else None),
-        reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
-    )
-
-
-class TextParseError(ValueError):
-    """A squeue text record that does not split cleanly (a field held a separator): use JSON instead."""
-
-
-def jobs_from_squeue_text(output: str, cache: dict[str, Job] | None = None) -> list[Job]:
-    """Parse the output of ``squeue -h -O <squeue_text_format()>`` with SLURM_TIME_FORMAT=%s.
-
-    Free text (names, comments, accounts) may hold anything, newlines included: records end with
-    ``RS + newline`` and fields are split on ``US``. A record whose field count or numbers do not add up
-    raises TextParseError, so the caller can fall back to the JSON path; nothing is guessed.
-
-    ``cache`` maps a record's exact text to the Job parsed from it last time (Jobs are immutable). Pass
-    the same dict every cycle: records that did not change are not parsed again, and the dict is
-    rebuilt to hold only this output's records, so it never outgrows the queue.
-    """
-    if not output:
-        if cache is not None:
-            cache.clear()
-        return []
-    terminator = RECORD_END + "\n"
-    if not output.endswith(terminator):
-        raise TextParseError("squeue output does not end with a record terminator")
-    previous = cache if cache is not None else {}
-    records = output[: -len(terminator)].split(terminator)
-    get = previous.get
-    jobs: list[Job | None] = [get(rec) for rec in records]
-    n = len(SQUEUE_TEXT_FIELDS)
-    misses = 0
-    for i, job in enumerate(jobs):
-        if job is not None:
-            continue
-        misses += 1
-        rec = records[i]
-        values = rec.split(FIELD_SEP)
-        if len(values) != n:
-            raise TextParseError(f"squeue record with {len(values)} fields, expected {n}: {rec[:80]!r}")
-        try:
-            jobs[i] = _job_from_text_values(values)
-        except (ValueError, KeyError, IndexError) as exc:
-            raise TextParseError(f"squeue record does not parse ({exc}): {rec[:80]!r}") from None
-    if cache is not None and (misses or len(cache) != len(records)):
-        cache.clear()
-        cache.update(zip(records, jobs))
-    return jobs  # type: ignore[return-value]

@@ -197,6 +197,14 @@ class PyslurmAdapter(PartitionEdits):
     def release_hold(self, job_id: int) -> None:
         self._call("Job.release", self.pyslurm.Job(_job_id(job_id)).release)
 
+    def job_state(self, job_id: int) -> str | None:
+        try:
+            job = self._call("Job.load", self.pyslurm.Job.load, _job_id(job_id))
+        except SlurmError:
+            return None
+        state, _flags = parse.split_job_state(getattr(job, "state", ""))
+        return state or None
+
     def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
         steps = "batch" if batch else "all" if full else "children"
         self._call("Job.send_signal", self.pyslurm.Job(_job_id(job_id)).send_signal, _signal(signal), steps=steps)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from burstd.domain.slurm import Snapshot
-from burstd.slurm import parse
+from burstd.slurm import parse, squeue_text
 from burstd.slurm.base import SlurmError
 
 
@@ -33,10 +33,12 @@ def load_file(path: str | Path) -> dict[str, Any]:
         return doc
     if body.startswith("PartitionName="):
         return {"_partitions_text": parse.partitions_from_scontrol_text(body)}
-    if parse.RECORD_END in body:
+    if squeue_text.RECORD_END in body:
+        # a capture may carry the record nonce it was taken with: whatever follows the last RS
+        nonce = body[body.rindex(squeue_text.RECORD_END) + 1 :].rstrip("\n")
         try:
-            return {"_jobs_text": parse.jobs_from_squeue_text(body)}
-        except parse.TextParseError as exc:
+            return {"_jobs_text": squeue_text.jobs_from_squeue_text(body, nonce=nonce if nonce.isalnum() else "")}
+        except squeue_text.TextParseError as exc:
             raise SlurmError(f"{p}: {exc}") from None
     raise SlurmError(
         f"{p}: not a Slurm JSON document, `scontrol show partitions -o` output, or burstd's squeue text format"

@@ -193,6 +193,17 @@ class RestAdapter(PartitionEdits):
     def release_hold(self, job_id: int) -> None:
         raise self._unsupported("release a held job")
 
+    def job_state(self, job_id: int) -> str | None:
+        try:
+            data = self.request("GET", f"/slurm/{self.version}/job/{_job_id(job_id)}")
+        except SlurmError:
+            return None
+        for job in data.get("jobs") or []:
+            if str(job.get("job_id")) == str(job_id):
+                state, _flags = parse.split_job_state(job.get("job_state"))
+                return state or None
+        return None
+
     def signal(self, job_id: int, signal: str, *, batch: bool = False, full: bool = False) -> None:
         params: dict[str, str] = {"signal": _signal(signal)}
         if batch or full:

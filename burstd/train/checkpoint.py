@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import pickle
 import random
 import socket
 import threading
@@ -99,8 +100,10 @@ class _ModelOptim(Stateful):
 
 def rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if _np is not None:
-        state["numpy"] = _np.random.get_state()
+    if _np is not None:  # as plain values and a tensor: loadable with torch.load(weights_only=True)
+        kind, keys, pos, has_gauss, cached = _np.random.get_state()
+        state["numpy"] = (str(kind), torch.from_numpy(keys.astype(_np.int64)), int(pos), int(has_gauss),
+                          float(cached))
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -110,7 +113,8 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])
     if _np is not None and "numpy" in state:
-        _np.random.set_state(state["numpy"])
+        kind, keys, pos, has_gauss, cached = state["numpy"]
+        _np.random.set_state((kind, _np.asarray(keys, dtype=_np.int64).astype(_np.uint32), pos, has_gauss, cached))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
@@ -268,8 +272,13 @@ class CheckpointManager:
             log.warning("checkpoint was written by %d ranks; rank %d takes rank 0's RNG/data state", saved_world, rank)
             rank = 0
         data = self.store.read_bytes(self.store.join(step_dir_name(info.step), f"extra-rank{rank:05d}.pt"))
-        # Our own file, written by this library; it holds NumPy/Python RNG tuples, hence weights_only=False.
-        return torch.load(io.BytesIO(data), weights_only=False)
+        # Checkpoints sit on shared storage others may write: never unpickle arbitrary objects from them. The RNG
+        # and data states are plain values and tensors, which the weights-only loader allows.
+        try:
+            return torch.load(io.BytesIO(data), weights_only=True)
+        except pickle.UnpicklingError as exc:
+            raise CheckpointMismatchError(f"checkpoint {info.location}: extra-rank{rank:05d}.pt holds objects the "
+                                          f"weights-only loader refuses (not written by this burstd?): {exc}") from None
 
     # ---- save ----------------------------------------------------------------------------------------------
     def _writer(self, dir_name: str):

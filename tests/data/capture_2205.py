@@ -22,7 +22,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from burstd.slurm import parse  # noqa: E402
+from burstd.slurm import squeue_text  # noqa: E402
 from burstd.testbed import Bed, BedConfig  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "slurm-22.05-bed"
@@ -35,7 +35,7 @@ def save(bed: Bed, where: Path) -> None:
     (where / "squeue.json").write_text(env_run(["squeue", "-a", "--json"]))
     (where / "sinfo.json").write_text(env_run(["sinfo", "--json"]))
     (where / "scontrol_show_partitions_o.txt").write_text(env_run(["scontrol", "show", "partitions", "-o"]))
-    text = bed.run(["env", "SLURM_TIME_FORMAT=%s", "squeue", "-h", "-a", "-O", parse.squeue_text_format()]).stdout
+    text = bed.run(["env", "SLURM_TIME_FORMAT=%s", "squeue", "-h", "-a", "-O", squeue_text.squeue_text_format()]).stdout
     (where / "squeue_text.txt").write_text(text)
     headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": bed.jwt()}
     for v in ("v0.0.36", "v0.0.37", "v0.0.38"):

@@ -20,7 +20,7 @@ MUNGE_KEY = "c2VjcmV0LW11bmdlLWtleS1uZXZlci1zaG93LW1l"  # what the secret would 
 FAST = CloudConfig(api_attempts=4, retry_base_s=0.001, retry_max_s=0.01, api_timeout_s=5, capacity_cooldown_s=300)
 
 
-def pool_config(env, **aws) -> PoolConfig:
+def pool_config(env, ondemand_fallback: bool = False, **aws) -> PoolConfig:
     ec2 = env.client(direct=True)
     subnets = sorted(ec2.describe_subnets()["Subnets"], key=lambda s: s["AvailabilityZone"])[:2]
     section = {
@@ -35,7 +35,7 @@ def pool_config(env, **aws) -> PoolConfig:
     } | aws
     return PoolConfig.model_validate({
         "name": "aws", "provider": "aws", "partition": "cloud-aws", "node_prefix": "aws-", "node_count": 8,
-        "price_per_hour": 0.05, "ondemand_price_per_hour": 0.2,
+        "price_per_hour": 0.05, "ondemand_price_per_hour": 0.2, "ondemand_fallback": ondemand_fallback,
         "instance_types": [{"name": "m5.large", "cpus": 2, "memory_mb": 7000},
                            {"name": "c5.large", "cpus": 2, "memory_mb": 3500}],
         "aws": section,

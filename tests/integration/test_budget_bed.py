@@ -88,12 +88,12 @@ def test_funded_account_bursts_broke_account_waits_until_its_budget_is_raised(sl
             assert "stays on-prem" in text and "broke" in text, text
 
         shown = json.loads(burstctl(cfg_path, "budget", "show", "--json").stdout)
-        assert shown["accounts"]["broke"]["limit_micros"] == 0, shown
+        assert shown["accounts"]["broke"]["limit_micro_usd"] == 0, shown
 
         # raising the budget lets them burst in the next cycles
         burstctl(cfg_path, "budget", "set", "broke", "1")
         shown = json.loads(burstctl(cfg_path, "budget", "show", "--json").stdout)
-        assert shown["accounts"]["broke"]["limit_micros"] == 1_000_000, shown
+        assert shown["accounts"]["broke"]["limit_micro_usd"] == 1_000_000, shown
         wait_for(finished(broke), 240, "the broke jobs to complete after the budget raise")
         assert all(host(j).startswith(prefix) and host(j) in slurm_bed.cloud_nodes for j in broke), \
             {j: host(j) for j in broke}
@@ -129,8 +129,11 @@ def test_funded_account_bursts_broke_account_waits_until_its_budget_is_raised(sl
         total = sum(cost.values())
         assert total > 0
 
-        by_account = json.loads(burstctl(cfg_path, "spend", "--by", "account", "--json").stdout)
-        by_job = json.loads(burstctl(cfg_path, "spend", "--by", "job", "--json").stdout)
+        def spend(by: str) -> dict[str, int]:
+            data = json.loads(burstctl(cfg_path, "spend", "--by", by, "--json").stdout)
+            return {r["key"]: r["spend_micro_usd"] for r in data["rows"]}
+
+        by_account, by_job = spend("account"), spend("job")
         assert by_account.get("funded", 0) > 0 and by_account.get("broke", 0) > 0, by_account
         assert sum(by_account.values()) == total, (by_account, cost)
         # attributed (per job) + overhead == lease cost, to the micro-dollar

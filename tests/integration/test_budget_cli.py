@@ -12,62 +12,30 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
-from burstd.config import parse_config
-from burstd.daemon.api import ApiServer, create_app
-from burstd.daemon.reconcile import Reconciler
-from burstd.db.store import Store
 from burstd.domain.budget import PriceQuote
 from burstd.domain.lease import LeaseState
+from burstd.domain.money import format_usd
 from burstd.domain.slurm import Job
-from burstd.policy.decide import decide
 from burstd.policy.ledger import lease_cost
-from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider
-
-POOL = {"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud", "node_count": 4,
-        "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}], "price_per_hour": 3.6}
-POOL_TOML = """
-[[pools]]
-name = "local"
-provider = "local"
-partition = "cloud"
-node_prefix = "cloud"
-node_count = 4
-price_per_hour = 3.6
-instance_types = [{ name = "ns", cpus = 2, memory_mb = 1000 }]
-"""
-
+from tests.integration.live_api import POOL_TOML, live_api
 
 @pytest.fixture
 def live(tmp_path):
-    cfg = parse_config({"api": {"socket": str(tmp_path / "s.sock")}, "pools": [POOL],
-                        "database": {"url": f"sqlite:///{tmp_path}/burstd.db"},
-                        "budget": {"accounts": {"chem": 10, "bio": 10}}})
-    clock = FakeClock(1_773_144_000.0)
-    store = Store.open(cfg.database.url)
-    adapter = FakeAdapter()
-    provider = FakeProvider("local", clock)
-    rec = Reconciler(cfg, store, adapter, {"local": provider}, decide, clock=clock)
-    server = ApiServer(create_app(rec, cfg), cfg)
-    server.start()
-    assert server.wait_started()
-    path = tmp_path / "burstd.toml"
-    path.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n' + POOL_TOML)
-    try:
-        yield str(path), rec, store, adapter, provider, clock
-    finally:
-        server.stop()
-        store.close()
+    with live_api(tmp_path) as parts:
+        yield parts
 
 
 class Result:
     def __init__(self, r):
         self.exit_code = r.exit_code
         self.output = " ".join(r.output.split())  # rich wraps long lines at the terminal width
+        self.cells = " ".join(r.output.translate({ord(c): " " for c in "│┃"}).split())  # table rows as words
 
 
 def cli(*args: str) -> Result:
@@ -85,7 +53,8 @@ def test_budget_set_and_show(live):
     assert r.exit_code == 0, r.output
     assert limits(store) == {"chem": 250_500_000}
     shown = json.loads(cli("budget", "show", "--json", "-c", path).output)
-    assert shown["accounts"]["chem"]["limit_micros"] == 250_500_000
+    assert shown["accounts"]["chem"]["limit_micro_usd"] == 250_500_000
+    assert shown["accounts"]["chem"]["source"] == "set" and shown["accounts"]["bio"]["source"] == "config"
 
 
 @pytest.mark.parametrize("bad, what", [
@@ -140,6 +109,32 @@ def test_an_account_slurmdbd_does_not_know_is_refused_and_nothing_is_stored(live
     assert limits(store) == {"chem": 5_000_000}
 
 
+def test_an_account_submitted_since_the_last_cycle_is_not_called_unknown(live):
+    path, rec, store, adapter, *_ = live
+    rec.cycle()
+    adapter.jobs = [Job(2, "j", "ann", "phys", ("onprem",), "PENDING")]  # sbatch after that cycle
+    r = cli("budget", "set", "phys", "5", "-c", path)
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+
+
+def test_jobs_without_an_account_get_a_budget_from_the_cli_and_then_burst(live):
+    path, rec, store, adapter, *_ = live
+    adapter.jobs = [Job(3, "j", "ann", "", ("batch",), "PENDING", reason="Resources",
+                        time_limit_min=60, cpus=2, submit_time=int(rec.clock()) - 7200)]
+    rec.cycle()
+    why = rec.last_decisions.explanations[3].reason
+    assert "burstctl budget set --no-account USD" in why and "budget.default_account_usd" in why, why
+    r = cli("budget", "set", "--no-account", "20", "-c", path)
+    assert r.exit_code == 0 and "jobs without an account: $20.00" in r.output, r.output
+    assert limits(store) == {"(none)": 20_000_000}
+    rec.cycle()
+    assert "no budget" not in rec.last_decisions.explanations[3].reason, rec.last_decisions.explanations[3]
+    shown = json.loads(cli("budget", "show", "--json", "-c", path).output)
+    assert shown["accounts"]["(none)"]["limit_micro_usd"] == 20_000_000
+    r = cli("budget", "set", "(none)x", "5", "-c", path)  # a bad name says how to fund account-less jobs
+    assert r.exit_code == 2 and "--no-account" in r.output, r.output
+
+
 # --- spend and its plot -----------------------------------------------------------------------------------
 def _burst_two_accounts(rec, store, adapter, clock):
     """Two leases launched through the daemon's cycle, jobs of chem and bio on them, then closed."""
@@ -176,9 +171,26 @@ def test_spend_attributed_plus_overhead_equals_lease_cost_and_plot(live, tmp_pat
     assert all(x.state == LeaseState.TERMINATED and x.accrued_until == x.ended_at for x in closed), closed
     cost = sum(lease_cost(x, x.ended_at, store.price_points(x.lease_id)) for x in closed)
     assert cost > 0
-    by_job = json.loads(cli("spend", "--by", "job", "--json", "-c", path).output)
-    by_acct = json.loads(cli("spend", "--by", "account", "--json", "-c", path).output)
+    def spend(*args: str) -> dict[str, int]:
+        data = json.loads(cli("spend", *args, "--json", "-c", path).output)
+        rows = {r["key"]: r["spend_micro_usd"] for r in data["rows"]}
+        assert data["total_micro_usd"] == sum(rows.values()), data
+        return rows
+
+    by_job, by_acct = spend("--by", "job"), spend("--by", "account")
     assert sum(by_job.values()) == cost == sum(by_acct.values()), (by_job, by_acct, cost)
+    # --since takes dates (the README's example), ages and Unix times, through the one parser
+    day = time.strftime("%Y-%m-%d", time.gmtime(closed[0].launched_at))
+    assert spend("--since", day) == by_acct
+    assert spend("--since", str(closed[0].ended_at + 1)) == {}
+    assert spend("--since", day, "--until", str(closed[0].launched_at - 1)) == {}
+    r = cli("spend", "--since", "last tuesday", "-c", path)
+    assert r.exit_code == 2 and "--since 'last tuesday'" in r.output, r.output
+    # the table uses the one money rule: the same amount as budget show, rounded half-up to the cent
+    table = cli("spend", "-c", path).cells
+    assert f"chem {format_usd(by_acct['chem'])}" in table and f"total {format_usd(cost)}" in table, table
+    shown = cli("budget", "show", "-c", path).cells
+    assert f"chem $10.00 {format_usd(by_acct['chem'])}" in shown, shown
     assert by_job["11"] > 0 and by_job["12"] > 0 and by_job["(overhead)"] > 0, by_job
     # 30 min of a $3.60/h node per job, split exactly (the jobs held the whole node)
     assert by_job["11"] == by_job["12"] == 1_800_000, by_job
@@ -194,8 +206,71 @@ def test_spend_attributed_plus_overhead_equals_lease_cost_and_plot(live, tmp_pat
     page = (tmp_path / "spend.html").read_text()
     assert "<td>chem</td>" in page and "<td>bio</td>" in page and "data:image/png;base64," in page
     r = cli("spend", "--plot", str(tmp_path / "spend.pdf"), "-c", path)
-    assert r.exit_code != 0 and ".png or .html" in r.output
+    assert r.exit_code == 2 and ".png or .html" in r.output
     assert not (tmp_path / "spend.pdf").exists()
+
+
+def _money_keys_without_unit(data, path="") -> list[str]:
+    """Keys of numbers that hold money (by their name) but do not say the unit."""
+    bad = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            money = any(w in str(k) for w in ("price", "cost", "spend", "spent", "limit", "usd", "budget", "burn"))
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and money and "_micro_usd" not in str(k):
+                bad.append(f"{path}.{k}")
+            bad += _money_keys_without_unit(v, f"{path}.{k}")
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            bad += _money_keys_without_unit(v, f"{path}[{i}]")
+    return bad
+
+
+def test_every_json_money_field_names_its_unit(live):
+    path, rec, store, adapter, provider, clock = live
+    _burst_two_accounts(rec, store, adapter, clock)
+    for args in (("status",), ("leases", "--all"), ("budget", "show"), ("spend",), ("spend", "--by", "job"),
+                 ("events",)):
+        data = json.loads(cli(*args, "--json", "-c", path).output)
+        assert _money_keys_without_unit(data) == [], (args, _money_keys_without_unit(data))
+    assert json.loads(cli("spend", "--json", "-c", path).output)["total_micro_usd"] > 0
+
+
+# --- ids, tables and the pause reason ---------------------------------------------------------------------
+def test_lease_ids_are_taken_by_unique_prefix_and_shown_whole_at_80_columns(live):
+    from burstd.cli import common
+
+    path, rec, store, *_ = live
+    a = store.create_lease(pool="local", node_name="cloud1", lease_id="3f2a" + "0" * 28, reason="test")
+    store.create_lease(pool="local", node_name="cloud2", lease_id="3f2b" + "1" * 28, reason="test")
+    r = cli("events", "--lease", "3f2a", "--json", "-c", path)
+    assert r.exit_code == 0 and {e["lease_id"] for e in json.loads(r.output)} == {a.lease_id}, r.output
+    r = cli("events", "--lease", "3f2", "-c", path)
+    assert r.exit_code == 2 and "ambiguous" in r.output and a.lease_id in r.output, r.output
+    r = cli("events", "--lease", "ffff", "-c", path)
+    assert r.exit_code == 2 and "no lease id starts with 'ffff'" in r.output, r.output
+    r = cli("drain", "3f2", "-c", path)  # drain/terminate take a node, or a lease/instance id prefix
+    assert r.exit_code == 2 and "ambiguous" in r.output, r.output
+    r = cli("preempt", "3f2a", "-c", path)  # so does preempt: 3f2a is cloud1's lease (its VM is not running here)
+    assert r.exit_code == 1 and "node cloud1 has no running VM" in r.output, r.output
+    r = cli("preempt", "3f2", "-c", path)
+    assert r.exit_code == 2 and "ambiguous" in r.output, r.output
+    width = common.console.width
+    common.console.width = 80
+    try:
+        raw = CliRunner().invoke(app, ["leases", "-c", path]).output
+    finally:
+        common.console.width = width
+    assert a.lease_id in raw and max(len(line) for line in raw.splitlines()) <= 80, raw
+
+
+def test_status_shows_why_bursting_is_paused(live):
+    path, rec, *_ = live
+    rec.cycle()
+    assert cli("pause", "--reason", "quota review until Monday", "-c", path).exit_code == 0
+    out = cli("status", "-c", path).output
+    assert "PAUSED" in out and "quota review until Monday" in out, out
+    data = json.loads(cli("status", "--json", "-c", path).output)
+    assert data["paused"] and data["pause"]["reason"] == "quota review until Monday", data
 
 
 # --- prices -------------------------------------------------------------------------------------------------
@@ -214,7 +289,7 @@ def test_spend_reconcile_agrees_with_sacct_and_reports_every_difference(live):
     r = cli("spend", "--reconcile", "--json", "-c", path)
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
-    assert data["ok"] and data["agree"] == [11, 12] and data["agreed_micros"] > 0
+    assert data["ok"] and data["agree"] == [11, 12] and data["agreed_micro_usd"] > 0
     # a job slurmdbd saw on a cloud node that burstd never charged, and one charged to another account
     adapter.sacct = [rec_(11, "chem", "cloud1"), rec_(12, "physics", "cloud2"), rec_(13, "bio", "cloud3")]
     r = cli("spend", "--reconcile", "-c", path)

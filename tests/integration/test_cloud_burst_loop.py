@@ -31,9 +31,9 @@ pytestmark = [pytest.mark.bed, pytest.mark.slow]
 JOBS = 4  # two on-prem nodes of 2 CPUs, whole-node jobs: two must burst
 
 
-def cloud_config(bed, directory: Path, provider: str, aws_env, gce_env) -> Path:
+def cloud_config(bed, directory: Path, provider: str, aws_env, gce_env, policy: dict | None = None) -> Path:
     path = bed_daemon_config(bed, directory, cloud={"api_attempts": 3, "retry_base_s": 0.05, "retry_max_s": 0.2,
-                                                    "capacity_cooldown_s": 600})
+                                                    "capacity_cooldown_s": 600}, **({"policy": policy} if policy else {}))
     data = tomllib.loads(path.read_text())
     [local] = data["pools"]
     pool = {k: local[k] for k in ("partition", "node_prefix", "node_count", "features")}
@@ -46,7 +46,7 @@ def cloud_config(bed, directory: Path, provider: str, aws_env, gce_env) -> Path:
                  "aws": {"region": REGION, "subnets": [s["SubnetId"] for s in subnets], "image_id": "ami-12c6146b",
                          "endpoint_url": aws_env.url, "conf_server": bed.config.conf_server}}
     else:
-        pool |= {"name": "gcp", "provider": "gcp", "price_per_hour": 0.1,
+        pool |= {"name": "gcp", "provider": "gcp", "price_per_hour": 0.1, "ondemand_price_per_hour": 0.3,
                  "instance_types": [dict(types[0], name="n2-standard-2"), dict(types[0], name="e2-standard-2")],
                  "gcp": {"project": gce_env.project, "region": "us-central1",
                          "zones": ["us-central1-a", "us-central1-b"], "api_endpoint": gce_env.url,
@@ -278,3 +278,47 @@ def test_every_offering_exhausted_fails_the_lease_cleanly_with_the_reason_shown(
         assert aws_env.client(direct=True).describe_instances()["Reservations"] == []
     else:
         assert gce_env.fake.created == []
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp"])
+def test_a_job_the_policy_escalates_to_on_demand_launches_on_demand_in_a_spot_pool(
+        slurm_bed, bed_user, tmp_path, aws_env, gce_env, provider):
+    """Issue 10's daemon part: the market the policy decides reaches the cloud. ``max_preemptions_spot = 0`` (the
+    policy's own escalation knob) sends every job of the spot pool on-demand; the lease records it and the cloud
+    request asks for on-demand (EC2 Fleet ``DefaultTargetCapacityType``, GCE ``provisioningModel = STANDARD``)."""
+    cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env,
+                            policy={"max_preemptions_spot": 0})
+    pool = load_config(cfg_path).pools[0]
+    assert pool.market == "spot" and pool.ondemand_price_per_hour == 0.3
+    with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
+        gate = Gate(slurm_bed, bed_user)
+        jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10",
+                                  "-o", "out-%j.txt"], gate.script(), user=bed_user) for _ in range(JOBS)]
+        diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon, extra=lambda: f"boot history {boot.history}")
+        wait_for(all_jobs(slurm_bed, jobs, "RUNNING"), 200, "every job RUNNING at once", diagnose=diagnose)
+        live = [i for i in cloud.list_instances() if not i.is_gone]
+        assert live and all(i.offering is not None and i.offering.market == "on-demand" for i in live), live
+        gate.open()
+        wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 120, "every job COMPLETED", diagnose=diagnose)
+        workdir = slurm_bed.workdir(bed_user)
+        hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
+        on_cloud = sorted(h for h in hosts.values() if h in slurm_bed.cloud_nodes)
+        assert len(on_cloud) >= JOBS - len(slurm_bed.onprem_nodes), hosts
+
+        rows = wait_for(lambda: (r := leases(cfg_path)) and all(x["state"] == "TERMINATED" for x in r) and r,
+                        180, "every lease TERMINATED", diagnose=diagnose)
+        assert {r["node_name"] for r in rows} >= set(on_cloud)
+        assert all(r["market"] == "on-demand" and r["price_per_hour_micro_usd"] == 300_000 for r in rows), rows
+        if provider == "aws":
+            fleets = aws_env.faults.fleet_requests
+            assert fleets and all(f["TargetCapacitySpecification.DefaultTargetCapacityType"] == "on-demand"
+                                  and not any(k.startswith("SpotOptions") for k in f) for f in fleets), fleets
+            instances = [i for r in aws_env.client(direct=True).describe_instances()["Reservations"]
+                         for i in r["Instances"]]
+            assert instances and not any(i.get("InstanceLifecycle") == "spot" for i in instances)
+        else:
+            bodies = [b for kind, _, b in gce_env.fake.requests if kind == "bulkInsert"]
+            assert bodies and all(b["instanceProperties"]["scheduling"]["provisioningModel"] == "STANDARD"
+                                  for b in bodies), bodies
+        wait_for(lambda: not cloud_namespaces(slurm_bed), 30, "no cloud namespace left", diagnose=diagnose)
+        assert boot.errors == []

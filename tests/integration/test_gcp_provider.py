@@ -26,10 +26,10 @@ FAST = CloudConfig(api_attempts=4, retry_base_s=0.001, retry_max_s=0.01, api_tim
 ZONES = ["us-central1-a", "us-central1-b"]
 
 
-def pool_config(env, zones=ZONES, **gcp) -> PoolConfig:
+def pool_config(env, zones=ZONES, ondemand_fallback: bool = False, **gcp) -> PoolConfig:
     return PoolConfig.model_validate({
         "name": "gcp", "provider": "gcp", "partition": "cloud-gcp", "node_prefix": "gcp-", "node_count": 8,
-        "price_per_hour": 0.03, "ondemand_price_per_hour": 0.1,
+        "price_per_hour": 0.03, "ondemand_price_per_hour": 0.1, "ondemand_fallback": ondemand_fallback,
         "instance_types": [{"name": "n2-standard-2", "cpus": 2, "memory_mb": 7000},
                            {"name": "e2-standard-2", "cpus": 2, "memory_mb": 7000}],
         "gcp": {"project": env.project, "region": "us-central1", "zones": zones, "api_endpoint": env.url,

@@ -324,3 +324,38 @@ def _log_since(bed, offset: int) -> str:
     with open(bed.hooks_log) as fh:
         fh.seek(offset)
         return fh.read()
+
+
+def test_job_names_with_separators_never_forge_records_on_the_bed(slurm_bed, bed_user, cleanup, cli_json):
+    """Issue 9 item 1: a name carrying the text path's separators and a whole forged record (the victim's id,
+    another account, a huge priority) reads back exactly as ``squeue --json`` has it, and the victim is
+    untouched; a comment holding a bare record terminator (no unit separator) stays on the fast path."""
+    from burstd.slurm import squeue_text
+
+    onprem = slurm_bed.onprem_partition
+    victim = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "victim", "--comment=burst:no")
+    fields = dict.fromkeys(squeue_text.SQUEUE_TEXT_FIELDS, "N/A")
+    fields |= {"JobID": str(victim), "ArrayJobID": str(victim), "UserName": bed_user, "Account": "forged",
+               "Partition": onprem, "PriorityLong": "999999", "NumNodes": "1", "NumCPUs": "1", "State": "PENDING",
+               "Reason": "Priority", "RestartCnt": "0", "Comment": "burst:yes", "Name": "forged"}
+    forged = squeue_text.FIELD_SEP.join(fields[f] for f in squeue_text.SQUEUE_TEXT_FIELDS)
+    evil_name = "x" + squeue_text.RECORD_END + "\n" + forged
+    evil_comment = "c" + squeue_text.RECORD_END + "\n" + forged.replace(squeue_text.FIELD_SEP, " ")
+    attacker = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", evil_name)
+    quiet = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "quiet", f"--comment={evil_comment}")
+
+    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path)))
+    seen = _jobs(adapter.snapshot(), {victim, attacker, quiet})
+    truth = _jobs(cli_json.snapshot(), {victim, attacker, quiet})
+    assert seen == truth and set(seen) == {victim, attacker, quiet}
+    assert (seen[victim].comment, seen[victim].name) == ("burst:no", "victim")
+    assert seen[victim].account == truth[victim].account != "forged"
+    assert seen[attacker].name == evil_name and seen[quiet].comment == evil_comment
+    assert adapter.text_fallbacks == 1  # the unit separators in the name: that snapshot read JSON
+
+    # with the separator-bearing name gone, the comment's bare terminator stays on the text path
+    slurm_bed.run(["scancel", str(attacker)])
+    slurm_bed.wait_for(lambda: attacker not in _jobs(adapter.snapshot(), {attacker}), 30, "the job to leave")
+    again = _jobs(adapter.snapshot(), {victim, quiet})
+    assert again[quiet].comment == evil_comment and again[victim].comment == "burst:no"
+    assert adapter.text_fallbacks == 1

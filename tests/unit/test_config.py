@@ -98,7 +98,8 @@ def test_env_variable_selects_file(tmp_path, monkeypatch):
 
 
 def test_burstctl_config_check_exit_codes(tmp_path):
-    good = subprocess.run([sys.executable, "-m", "burstd.cli.app", "config", "check", str(EXAMPLE), "--json"],
+    good = subprocess.run([sys.executable, "-m", "burstd.cli.app", "config", "check", str(EXAMPLE), "--json",
+                           "--file-only"],  # its groups (hpc, hpcadmin) are not on this host
                           capture_output=True, text=True, cwd=REPO)
     assert good.returncode == 0, good.stderr
     assert '"id": "hpc-east"' in good.stdout
@@ -108,3 +109,35 @@ def test_burstctl_config_check_exit_codes(tmp_path):
     assert res.returncode == 2
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 2 and all(l.startswith(f"{bad}: ") for l in lines)
+
+
+AWS_POOL = """
+[[pools]]
+name = "aws-spot"
+provider = "aws"
+partition = "cloud-aws"
+node_prefix = "aws"
+node_count = 4
+price_per_hour = 0.1
+instance_types = [{ name = "m5.large", cpus = 2, memory_mb = 7000 }]
+"""
+
+
+@pytest.mark.parametrize("cloud,section", [("aws", 'region = "us-east-1"\nsubnets = ["subnet-1"]\nlaunch_template = "lt-1"'),
+                                           ("gcp", 'project = "p"\nregion = "r"\nzones = ["r-a"]')])
+def test_ondemand_fallback_is_one_pool_setting_and_the_old_per_cloud_key_still_reads_with_a_warning(
+        tmp_path, cloud, section):
+    pool = AWS_POOL.replace('provider = "aws"', f'provider = "{cloud}"')
+    new = load_config(write(tmp_path, pool + f"ondemand_fallback = true\n[pools.{cloud}]\n{section}\n"))
+    assert new.pools[0].ondemand_fallback is True
+    assert load_config(write(tmp_path, pool + f"[pools.{cloud}]\n{section}\n")).pools[0].ondemand_fallback is False
+    # the old key: same effect, and a warning that names the new one
+    with pytest.warns(FutureWarning, match=rf"\[pools.{cloud}\] ondemand_fallback is deprecated; write "
+                                           r"ondemand_fallback in the pool itself"):
+        old = load_config(write(tmp_path, pool + f"[pools.{cloud}]\n{section}\nondemand_fallback = true\n"))
+    assert old.pools[0].ondemand_fallback is True and "ondemand_fallback" not in old.pools[0].model_dump()[cloud]
+    # both, disagreeing: an error naming the key to keep
+    with pytest.raises(ConfigError, match=rf"{cloud}.ondemand_fallback is deprecated and disagrees with "
+                                          r"ondemand_fallback: set only the pool's ondemand_fallback"):
+        load_config(write(tmp_path, pool + f"ondemand_fallback = false\n[pools.{cloud}]\n{section}\n"
+                                           "ondemand_fallback = true\n"))

@@ -27,3 +27,18 @@ def test_cost_of_an_hour_is_the_price():
 @given(st.integers(0, 10**9), st.integers(0, 10**6))
 def test_cost_is_monotonic_in_time(price, seconds):
     assert cost_micros(price, seconds) <= cost_micros(price, seconds + 1)
+
+
+@pytest.mark.parametrize("micros, shown", [
+    (0, "$0.00"),
+    (3_682, "<$0.01"),  # a few seconds of a cheap VM is not "nothing"
+    (4_999, "<$0.01"),
+    (5_000, "$0.01"),  # half a cent rounds up, as people expect of money
+    (15_000, "$0.02"),
+    (25_000, "$0.03"),  # half-up, not half-even
+    (1_234_567_890, "$1,234.57"),
+    (-500_000, "-$0.50"),
+    (-1, "-<$0.01"),
+])
+def test_one_rule_formats_every_shown_amount(micros, shown):
+    assert format_usd(micros) == shown

@@ -48,3 +48,25 @@ def test_unknown_suffix_is_refused(tmp_path):
     with pytest.raises(ValueError, match="use a .png or .html"):
         render(SERIES, tmp_path / "spend.pdf")
     assert not (tmp_path / "spend.pdf").exists()
+
+
+def test_budgets_are_drawn_in_their_accounts_colour_and_a_far_cap_does_not_flatten_the_curves():
+    from burstd.report.spend_plot import _figure
+
+    fig = _figure(cumulative(SERIES), "t", 12, budgets={"chem": 5_000_000, "bio": 900_000_000})
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "chem budget ($5.00)" in labels and "bio budget ($900.00), above the chart" in labels
+    chem, chem_cap = (next(x for x in ax.get_lines() if x.get_label().startswith(p)) for p in ("chem (", "chem budget"))
+    assert chem.get_color() == chem_cap.get_color()
+    assert ax.get_ylim()[1] < 10  # dollars: the $900 cap is named, not drawn
+
+
+def test_the_time_axis_is_the_period_asked_for():
+    from matplotlib.dates import num2date
+
+    from burstd.report.spend_plot import _figure
+
+    ax = _figure(cumulative(SERIES), "t", 12, since=T0 - 86400, until=T0 + 86400).axes[0]
+    left, right = (num2date(x).timestamp() for x in ax.get_xlim())
+    assert (round(left), round(right)) == (T0 - 86400, T0 + 86400)

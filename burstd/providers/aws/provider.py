@@ -8,6 +8,10 @@ not cooling down; the fleet picks by its allocation strategy. Per-offering capac
 cool those offerings down (shared ``OfferingCooldown``), so the next launch goes elsewhere at once. Idempotency:
 an instance already tagged ``burstd:lease=<lease id>`` is returned as is, and the fleet carries a ``ClientToken``
 derived from the lease id, so a crash between the call and its answer never makes a second VM.
+
+The algorithm (lookup by lease, markets and on-demand fallback, cooled-down offerings, no capacity, gangs all or
+nothing) is ``burstd.providers.cloud.CloudProvider``'s; this module holds only the EC2 calls and what their
+answers mean (``create``, ``find_by_lease``, ``find_gang``, ``bind_gang``; error codes in ``aws/errors.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from burstd.domain.money import usd_to_micros
 from burstd.providers.aws.errors import classify, kind_of_code
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.bootstrap import render_startup_script
+from burstd.providers.cloud import Ask, Attempt, CloudProvider
 from burstd.providers.offerings import OfferingCooldown
 from burstd.providers.retry import RetryPolicy, call_with_retry
 
@@ -135,7 +140,23 @@ def _fleet_body(*, token_of: str, tags: list[dict[str, str]], count: int, all_or
     return body
 
 
-class AwsProvider:
+def newest_spot_prices(rows: Sequence[dict[str, Any]], zones: Sequence[str]) -> dict[Offering, int]:
+    """The newest ``SpotPrice`` per (instance type, AZ) among ``zones``, micro-dollars (pure). A price that is
+    not a finite amount raises ``ValueError`` (the daemon refuses it rather than guess)."""
+    latest: dict[Offering, tuple[float, str]] = {}
+    for row in rows:
+        if row["AvailabilityZone"] not in zones:
+            continue
+        key = Offering(row["InstanceType"], row["AvailabilityZone"], "spot")
+        ts = row["Timestamp"].timestamp()
+        if key not in latest or ts > latest[key][0]:
+            latest[key] = (ts, row["SpotPrice"])
+    return {key: usd_to_micros(price) for key, (_, price) in latest.items()}
+
+
+class AwsProvider(CloudProvider):
+    cloud = "aws"
+
     def __init__(
         self,
         pool: PoolConfig,
@@ -171,6 +192,7 @@ class AwsProvider:
         self.ec2 = session.client("ec2", endpoint_url=self.aws.endpoint_url, config=botocfg)
         self._subnet_zone: dict[str, str] | None = None
         self._template: dict[str, str] | None = None
+        self._volumes: dict[str, list[str]] = {}  # gang instance -> its EBS volumes, until bind_gang tags them
 
     # -- helpers -------------------------------------------------------------------------------------------
 
@@ -187,7 +209,7 @@ class AwsProvider:
             self._subnet_zone = zones
         return self._subnet_zone
 
-    def offerings(self, market: str) -> list[tuple[Offering, str]]:
+    def subnet_offerings(self, market: str) -> list[tuple[Offering, str]]:
         """Every (offering, subnet) of the pool, in config order (types first, then subnets)."""
         zones = self.subnet_zones()
         return [
@@ -292,116 +314,73 @@ class AwsProvider:
         found = sorted((self._to_instance(r) for r in raws), key=lambda i: (i.launched_at, i.instance_id))
         return found[0] if found else None
 
-    # -- Provider ------------------------------------------------------------------------------------------
+    # -- the launch skeleton's hooks (burstd.providers.cloud) ---------------------------------------------------
 
-    def _markets(self, market: str) -> list[str]:
-        return [market, "on-demand"] if market == "spot" and self.aws.ondemand_fallback else [market]
+    def offerings(self, market: str) -> list[Offering]:
+        return list(dict.fromkeys(o for o, _ in self.subnet_offerings(market)))
 
-    def _choices(self, market: str, exclude: frozenset[Offering]) -> list[tuple[Offering, str]]:
-        return [(o, s) for o, s in self.offerings(market) if o not in exclude and not self.cooldown.is_cooling(o)]
+    def find_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
+        # ours: unlabelled, or labelled with one of these leases (a member labelled for another lease is not)
+        leases = {r.lease_id for r in requests} | {""}
+        return [i for i in self._with_volumes(self._gang_instances(gang)) if i.lease_id in leases]
 
-    def _create_fleet(self, body: dict[str, Any], choices: list[tuple[Offering, str]], market: str,
-                      failures: list[str]) -> tuple[list[str], ProviderError | None]:
-        """One CreateFleet call: the instance ids it made, and its worst non-capacity error (capacity errors
-        cool their offerings down instead; every error is appended to ``failures``)."""
+    def create(self, ask: Ask) -> Attempt:
+        """One EC2 Fleet (``instant``) over every (type x subnet) of ``ask.offerings``; its per-override errors
+        classified: capacity ones name the offering to cool down, the worst other one is kept."""
+        group = set(ask.offerings)
+        choices = [(o, s) for o, s in self.subnet_offerings(ask.market) if o in group]
+        template = self.launch_template()
+        common: dict[str, Any] = {
+            "cluster_id": self.cluster_id, "market": ask.market, "offerings": choices, "launch_template": template,
+            "allocation_strategy": self.aws.allocation_strategy, "max_price": self.aws.spot_max_price}
+        if ask.gang is None:
+            body = build_fleet_request(request=ask.requests[0], **common)
+        else:
+            body = build_gang_fleet_request(pool=self.name, gang=ask.gang, count=len(ask.requests), **common)
         resp = self._call("CreateFleet", lambda: self.ec2.create_fleet(**body))
+        attempt = Attempt()
         by_key = {(o.instance_type, s): o for o, s in choices}
-        hard: ProviderError | None = None
         for err in resp.get("Errors", []):
             ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
             offering = by_key.get((ov.get("InstanceType"), ov.get("SubnetId")))
             code = err.get("ErrorCode", "Unknown")
             kind = kind_of_code(code)
-            if kind is ErrorKind.CAPACITY and offering is not None:
-                self.cooldown.mark(offering, reason=code)
-                log.warning("aws pool %s: %s on %s/%s (%s): cooling down", self.name, code,
-                            offering.instance_type, offering.zone, market)
-            elif kind is ErrorKind.CAPACITY:
-                for o, _ in choices:  # the fleet did not say which: cool every offering it was offered
-                    self.cooldown.mark(o, reason=code)
-            elif hard is None or kind in (ErrorKind.CONFIG, ErrorKind.QUOTA):
-                hard = ProviderError(kind, err.get("ErrorMessage", ""), code=code, offering=offering)
-            failures.append(f"{market} {ov.get('InstanceType', '?')}/{ov.get('SubnetId', '?')}: {code}")
-        ids = [i for group in resp.get("Instances", []) for i in group.get("InstanceIds", [])]
-        return ids, hard
+            if kind is ErrorKind.CAPACITY:  # the fleet did not say which: every offering it was offered
+                for o in [offering] if offering is not None else ask.offerings:
+                    attempt.exhausted.setdefault(o, code)
+            elif attempt.error is None or kind in (ErrorKind.CONFIG, ErrorKind.QUOTA):
+                attempt.error = ProviderError(kind, err.get("ErrorMessage", ""), code=code, offering=offering)
+            attempt.failures.append(f"{ask.market} {ov.get('InstanceType', '?')}/{ov.get('SubnetId', '?')}: {code}")
+        ids = [i for group_ in resp.get("Instances", []) for i in group_.get("InstanceIds", [])]
+        if ids:
+            raws = self._describe(InstanceIds=ids)
+            insts = self._with_volumes(raws) if ask.gang is not None else [self._to_instance(r) for r in raws]
+            made = {i.instance_id: i for i in insts}
+            attempt.made = [made[i] for i in ids if i in made]
+        return attempt
 
-    def _no_capacity(self, what: str, failures: list[str]) -> ProviderError:
-        return ProviderError(ErrorKind.CAPACITY, f"aws pool {self.name}: no capacity for {what}: "
-                             + "; ".join(failures or ["no offering"]), code="NoCapacity")
-
-    def launch(self, request: LaunchRequest) -> Instance:
-        existing = self.find_by_lease(request.lease_id)
-        if existing is not None:
-            log.info("aws pool %s: lease %s already has instance %s", self.name, request.lease_id,
-                     existing.instance_id)
-            return existing
-        template = self.launch_template()
-        failures: list[str] = []
-        for market in self._markets(request.market):
-            choices = self._choices(market, request.exclude)
-            if not choices:
-                failures.append(f"{market}: every offering is cooling down or excluded")
-                continue
-            body = build_fleet_request(
-                cluster_id=self.cluster_id, request=request, market=market, offerings=choices,
-                launch_template=template, allocation_strategy=self.aws.allocation_strategy,
-                max_price=self.aws.spot_max_price,
-            )
-            ids, hard = self._create_fleet(body, choices, market, failures)
-            if ids:
-                keep, extra = ids[0], ids[1:]
-                if extra:  # never more than one VM per lease
-                    log.warning("aws pool %s: fleet gave %d instances for one node; terminating %s",
-                                self.name, len(ids), extra)
-                    self.terminate(extra)
-                inst = self._to_instance(self._describe(InstanceIds=[keep])[0])
-                log.info("aws pool %s: lease %s -> %s (%s %s %s)", self.name, request.lease_id, keep,
-                         inst.offering.instance_type if inst.offering else "?", inst.offering.zone if
-                         inst.offering else "?", market)
-                return inst
-            if hard is not None and hard.kind is not ErrorKind.CAPACITY:
-                raise hard
-        raise self._no_capacity(f"lease {request.lease_id}", failures)
-
-    def launch_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
-        """Every node of ``requests`` from one fleet with ``MinTargetCapacity`` = all of them, in one AZ, or
-        none (see ``burstd.providers.base.GangLauncher``)."""
-        requests = list(requests)
-        n = len(requests)
+    def bind_gang(self, gang: str, requests: Sequence[LaunchRequest], made: list[Instance]) -> list[Instance]:
+        """Tag each gang instance (and its volumes) with its node and lease; instances tagged by an earlier
+        call keep theirs. Returns one instance per request, in request order."""
         leases = {r.lease_id for r in requests}
-        # ours: unlabelled, or labelled with one of these leases (a member labelled for another lease is not)
-        found = [r for r in self._gang_instances(gang) if self._to_instance(r).lease_id in leases | {""}]
-        if len(found) >= n:
-            log.info("aws pool %s: gang %s already has %d instances", self.name, gang, len(found))
-            return self._assign(gang, requests, found)
-        if found:  # half a gang from an earlier answer: never keep it
-            self.terminate([r["InstanceId"] for r in found])
-        template = self.launch_template()
-        exclude = frozenset().union(*(r.exclude for r in requests))
-        failures: list[str] = []
-        for market in self._markets(requests[0].market):
-            choices = self._choices(market, exclude)
-            if not choices:
-                failures.append(f"{market}: every offering is cooling down or excluded")
-                continue
-            body = build_gang_fleet_request(
-                cluster_id=self.cluster_id, pool=self.name, gang=gang, count=n, market=market, offerings=choices,
-                launch_template=template, allocation_strategy=self.aws.allocation_strategy,
-                max_price=self.aws.spot_max_price,
-            )
-            ids, hard = self._create_fleet(body, choices, market, failures)
-            if len(ids) >= n:
-                if ids[n:]:
-                    self.terminate(ids[n:])
-                return self._assign(gang, requests, self._describe(InstanceIds=ids[:n]))
-            if ids:  # EC2 honours MinTargetCapacity; this guards the API answering less anyway
-                log.warning("aws pool %s: gang %s got %d of %d nodes; all or nothing: terminating %s",
-                            self.name, gang, len(ids), n, ", ".join(ids))
-                self.terminate(ids)
-                failures.append(f"{market}: {len(ids)} of {n} nodes (released, all or nothing)")
-            if hard is not None and hard.kind is not ErrorKind.CAPACITY:
-                raise hard
-        raise self._no_capacity(f"gang {gang} ({n} nodes, all or nothing)", failures)
+        by_lease = {i.lease_id: i for i in made if i.lease_id in leases}
+        free = sorted((i for i in made if not i.lease_id), key=lambda i: i.instance_id)
+        out: list[Instance] = []
+        for request in requests:
+            inst = by_lease.get(request.lease_id)
+            if inst is None:
+                inst = free.pop(0)
+                tags = instance_tags(self.cluster_id, self.name, request) + [{"Key": TAG_GANG, "Value": gang}]
+                volumes = self._volumes.pop(inst.instance_id, [])
+                self._call("CreateTags", lambda i=inst.instance_id, t=tags, v=volumes: self.ec2.create_tags(
+                    Resources=[i, *v], Tags=t))
+                inst = replace(inst, lease_id=request.lease_id, node_name=request.node_name)
+            out.append(inst)
+        for inst in made:
+            self._volumes.pop(inst.instance_id, None)
+        log.info("aws pool %s: gang %s -> %s", self.name, gang,
+                 ", ".join(f"{i.node_name}={i.instance_id}" for i in out))
+        return out
 
     def _gang_instances(self, gang: str) -> list[dict[str, Any]]:
         return self._describe(Filters=self._tag_filters() + [
@@ -409,28 +388,16 @@ class AwsProvider:
             {"Name": "instance-state-name", "Values": ["pending", "running"]},
         ])
 
-    def _assign(self, gang: str, requests: list[LaunchRequest], raws: list[dict[str, Any]]) -> list[Instance]:
-        """Tag each gang instance (and its volumes) with its node and lease; instances tagged by an earlier
-        call keep theirs. Returns one instance per request, in request order."""
-        leases = {r.lease_id for r in requests}
-        insts = {r["InstanceId"]: self._to_instance(r) for r in raws}
-        volumes = {r["InstanceId"]: [m["Ebs"]["VolumeId"] for m in r.get("BlockDeviceMappings", []) if "Ebs" in m]
-                   for r in raws}
-        by_lease = {i.lease_id: i for i in insts.values() if i.lease_id in leases}
-        free = sorted((i for i in insts.values() if not i.lease_id), key=lambda i: i.instance_id)
-        out: list[Instance] = []
-        for request in requests:
-            inst = by_lease.get(request.lease_id)
-            if inst is None:
-                inst = free.pop(0)
-                tags = instance_tags(self.cluster_id, self.name, request) + [{"Key": TAG_GANG, "Value": gang}]
-                self._call("CreateTags", lambda i=inst.instance_id, t=tags: self.ec2.create_tags(
-                    Resources=[i, *volumes[i]], Tags=t))
-                inst = replace(inst, lease_id=request.lease_id, node_name=request.node_name)
-            out.append(inst)
-        log.info("aws pool %s: gang %s -> %s", self.name, gang,
-                 ", ".join(f"{i.node_name}={i.instance_id}" for i in out))
+    def _with_volumes(self, raws: list[dict[str, Any]]) -> list[Instance]:
+        """Instances of ``raws``, their EBS volumes remembered for ``bind_gang`` (tagged with the instance)."""
+        out = []
+        for r in raws:
+            self._volumes[r["InstanceId"]] = [m["Ebs"]["VolumeId"] for m in r.get("BlockDeviceMappings", [])
+                                              if "Ebs" in m]
+            out.append(self._to_instance(r))
         return out
+
+    # -- Provider ------------------------------------------------------------------------------------------
 
     def terminate(self, instance_ids: list[str]) -> None:
         ids = list(dict.fromkeys(instance_ids))
@@ -454,6 +421,8 @@ class AwsProvider:
         return [self._to_instance(r) for r in self._describe(Filters=self._tag_filters())]
 
     def prices(self) -> dict[Offering, int]:
+        """On-demand from the config; spot from DescribeSpotPriceHistory (the newest price per type and AZ of
+        the pool's subnets). The daemon calls this through ``burstd.daemon.prices`` (cached), nowhere else."""
         out: dict[Offering, int] = {}
         ondemand = self.pool.ondemand_price_per_hour
         zones = sorted(set(self.subnet_zones().values()))
@@ -464,26 +433,18 @@ class AwsProvider:
                     out[Offering(t.name, z, "on-demand")] = usd_to_micros(od)
 
         def history() -> list[dict[str, Any]]:
-            rows = []
-            pages = self.ec2.get_paginator("describe_spot_price_history").paginate(
-                InstanceTypes=[t.name for t in self.pool.instance_types],
-                ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
-                StartTime=time.time(),
-            )
-            for page in pages:
+            rows: list[dict[str, Any]] = []
+            kwargs: dict[str, Any] = {"InstanceTypes": [t.name for t in self.pool.instance_types],
+                                      "ProductDescriptions": ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+                                      "StartTime": time.time()}
+            while True:  # by hand, not a paginator: one client call a page, which the tests can count
+                page = self.ec2.describe_spot_price_history(**kwargs)
                 rows.extend(page["SpotPriceHistory"])
-            return rows
+                if not page.get("NextToken"):
+                    return rows
+                kwargs["NextToken"] = page["NextToken"]
 
-        latest: dict[Offering, tuple[float, str]] = {}
-        for row in self._call("DescribeSpotPriceHistory", history):
-            if row["AvailabilityZone"] not in zones:
-                continue
-            key = Offering(row["InstanceType"], row["AvailabilityZone"], "spot")
-            ts = row["Timestamp"].timestamp()
-            if key not in latest or ts > latest[key][0]:
-                latest[key] = (ts, row["SpotPrice"])
-        for key, (_, price) in latest.items():
-            out[key] = usd_to_micros(price)
+        out.update(newest_spot_prices(self._call("DescribeSpotPriceHistory", history), zones))
         return out
 
     def close(self) -> None:

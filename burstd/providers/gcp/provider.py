@@ -22,6 +22,11 @@ library's ExtendedOperation polling ignores a custom ``api_endpoint``.
 
 Instance ids are ``<zone>/<name>``; names are ``<node>-<8 hex of the lease id>`` so a node relaunched while
 its previous VM is still being deleted never collides.
+
+The algorithm (lookup by lease, markets and on-demand fallback, cooled-down offerings, no capacity, gangs all or
+nothing) is ``burstd.providers.cloud.CloudProvider``'s; this module holds only the Compute Engine calls and what
+their answers mean (``create``: one bulkInsert per machine type, ``find_by_lease``, ``find_gang``; error codes in
+``gcp/errors.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from burstd.config import CloudConfig, PoolConfig
 from burstd.domain.money import usd_to_micros
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.bootstrap import render_startup_script
+from burstd.providers.cloud import Ask, Attempt, CloudProvider
 from burstd.providers.gcp.errors import classify, kind_of_code
 from burstd.providers.offerings import OfferingCooldown
 from burstd.providers.retry import RetryPolicy, call_with_retry
@@ -181,7 +187,9 @@ def _member(members_json: str | None, name: str) -> dict[str, str]:
     return entry if isinstance(entry, dict) else {}
 
 
-class GcpProvider:
+class GcpProvider(CloudProvider):
+    cloud = "gcp"
+
     def __init__(
         self,
         pool: PoolConfig,
@@ -296,59 +304,79 @@ class GcpProvider:
                     project=self.project, region=region, operation=name, **self._kw))
         return op
 
-    # -- Provider ------------------------------------------------------------------------------------------
+    # -- the launch skeleton's hooks (burstd.providers.cloud) ---------------------------------------------------
 
-    def _insert_first_type(self, what: str, market: str, exclude: frozenset[Offering] | set[Offering],
-                           build: Callable[..., Any], rid_of: Callable[[str], str],
-                           failures: list[str]) -> tuple[str, list[str]] | None:
-        """Asks ``bulkInsert`` for ``build(machine_type=, market=, zones=, denied=)`` one machine type after
-        another, in config order, skipping offerings excluded or cooling down. Returns the (machine type,
-        allowed zones) of the first operation that succeeds; None when every type failed on capacity (those
-        offerings cool down; every failure is appended to ``failures``). Any other error is raised."""
+    def offerings(self, market: str) -> list[Offering]:
+        return [Offering(t.name, z, market) for t in self.pool.instance_types for z in self.gcp.zones]
+
+    def groups(self, choices: list[Offering]) -> list[list[Offering]]:
+        """One bulkInsert per machine type, in config order, over the zones of it still usable."""
+        by_type: dict[str, list[Offering]] = {}
+        for o in choices:
+            by_type.setdefault(o.instance_type, []).append(o)
+        return list(by_type.values())
+
+    def create(self, ask: Ask) -> Attempt:
+        """One bulkInsert of ``ask.offerings[0].instance_type`` in ``ask.offerings``' zones: zonal with one zone in
+        the pool, else regional with a location policy (the pool's other zones DENY). Its operation's errors
+        classified: all capacity -> those offerings cool down; anything else is raised."""
         from google.cloud import compute_v1
 
-        for itype in self.pool.instance_types:
-            mt = itype.name
-            ok = [z for z in self.gcp.zones
-                  if Offering(mt, z, market) not in exclude and not self.cooldown.is_cooling(Offering(mt, z, market))]
-            if not ok:
-                failures.append(f"{market} {mt}: every zone cooling down or excluded")
-                continue
-            regional = len(self.gcp.zones) > 1
-            resource = build(machine_type=mt, market=market, zones=ok if regional else None,
-                             denied=[z for z in self.gcp.zones if z not in ok])
-            rid = rid_of(f"{market}/{mt}/{','.join(ok)}")
-            if regional:
-                req = compute_v1.BulkInsertRegionInstanceRequest(
-                    project=self.project, region=self.gcp.region,
-                    bulk_insert_instance_resource_resource=resource, request_id=rid)
-                op = self._call("regionInstances.bulkInsert", lambda req=req: self.region_instances.bulk_insert_unary(
-                    request=req, **self._kw))
-                op = self.wait(op, None, self.gcp.region)
-            else:
-                req = compute_v1.BulkInsertInstanceRequest(
-                    project=self.project, zone=ok[0], bulk_insert_instance_resource_resource=resource,
-                    request_id=rid)
-                op = self._call("instances.bulkInsert", lambda req=req: self.instances.bulk_insert_unary(
-                    request=req, **self._kw))
-                op = self.wait(op, ok[0], None)
-            errors = list(op.error.errors) if op.error else []
-            if not errors:
-                return mt, ok
+        mt = ask.offerings[0].instance_type
+        ok = [o.zone for o in ask.offerings]
+        regional = len(self.gcp.zones) > 1
+        script = self.startup_script()
+        common: dict[str, Any] = {
+            "cluster_id": self.cluster_id, "pool": self.pool, "startup_script": script, "machine_type": mt,
+            "market": ask.market, "zones": ok if regional else None, "denied": [z for z in self.gcp.zones if z not in ok]}
+        offer = f"{ask.market}/{mt}/{','.join(ok)}"
+        if ask.gang is None:
+            request = ask.requests[0]
+            resource = build_bulk_insert(request=request, **common)
+            rid = request_id(self.cluster_id, request.lease_id, offer)
+        else:
+            resource = build_gang_bulk_insert(gang=ask.gang, requests=ask.requests, **common)
+            # The requestId covers the leases asked for, and after a half gang is deleted, what was deleted: the
+            # first requestId would be answered with the operation that made what is now gone.
+            key = "/" + hashlib.sha256(",".join(sorted(r.lease_id for r in ask.requests)).encode()).hexdigest()[:16]
+            if ask.released:
+                key += "/after:" + ",".join(ask.released)
+            rid = request_id(self.cluster_id, f"gang/{ask.gang}", offer + key)
+        if regional:
+            req = compute_v1.BulkInsertRegionInstanceRequest(
+                project=self.project, region=self.gcp.region,
+                bulk_insert_instance_resource_resource=resource, request_id=rid)
+            op = self._call("regionInstances.bulkInsert", lambda req=req: self.region_instances.bulk_insert_unary(
+                request=req, **self._kw))
+            op = self.wait(op, None, self.gcp.region)
+        else:
+            req = compute_v1.BulkInsertInstanceRequest(
+                project=self.project, zone=ok[0], bulk_insert_instance_resource_resource=resource,
+                request_id=rid)
+            op = self._call("instances.bulkInsert", lambda req=req: self.instances.bulk_insert_unary(
+                request=req, **self._kw))
+            op = self.wait(op, ok[0], None)
+        errors = list(op.error.errors) if op.error else []
+        if errors:
             codes = [e.code for e in errors]
             kinds = [kind_of_code(c) for c in codes]
-            failures.append(f"{market} {mt} in {','.join(ok)}: {','.join(codes)}")
+            attempt = Attempt(failures=[f"{ask.market} {mt} in {','.join(ok)}: {','.join(codes)}"])
             if all(k is ErrorKind.CAPACITY for k in kinds):
-                for z in ok:
-                    self.cooldown.mark(Offering(mt, z, market), reason=codes[0])
-                log.warning("gcp pool %s: %s for %s in %s (%s, %s): cooling down", self.name, codes[0], mt,
-                            ",".join(ok), market, what)
-                continue
+                attempt.exhausted = {o: codes[0] for o in ask.offerings}
+                return attempt
             worst = next((k for k in (ErrorKind.CONFIG, ErrorKind.QUOTA, ErrorKind.THROTTLED,
                                       ErrorKind.TRANSIENT) if k in kinds), ErrorKind.CONFIG)
             i = kinds.index(worst)
             raise ProviderError(worst, errors[i].message, code=codes[i])
-        return None
+        if ask.gang is not None:  # the list may lag the operation a moment; fewer than all: the skeleton releases
+            n = len(ask.requests)
+            return Attempt(made=self._listed(lambda: self.find_gang(ask.gang, ask.requests), lambda f: len(f) == n))
+        lease_id = ask.requests[0].lease_id
+        inst = self._listed(lambda: self.find_by_lease(lease_id), lambda i: i is not None)
+        if inst is None:
+            raise ProviderError(ErrorKind.TRANSIENT, f"bulkInsert for lease {lease_id} finished "
+                                "but no instance carries its label", code="InstanceNotListed")
+        return Attempt(made=[inst])
 
     def _listed(self, find: Callable[[], Any], done: Callable[[Any], bool]) -> Any:
         """``find()`` until ``done`` of it (the list may lag the operation a moment); the last answer."""
@@ -360,95 +388,14 @@ class GcpProvider:
             found = find()
         return found
 
-    def _markets(self, market: str) -> list[str]:
-        return [market, "on-demand"] if market == "spot" and self.gcp.ondemand_fallback else [market]
-
-    def _no_capacity(self, what: str, failures: list[str]) -> ProviderError:
-        return ProviderError(ErrorKind.CAPACITY, f"gcp pool {self.name}: no capacity for {what}: "
-                             + "; ".join(failures or ["no offering"]), code="NoCapacity")
-
-    def launch(self, request: LaunchRequest) -> Instance:
-        existing = self.find_by_lease(request.lease_id)
-        if existing is not None:
-            log.info("gcp pool %s: lease %s already has instance %s", self.name, request.lease_id,
-                     existing.instance_id)
-            return existing
-        script = self.startup_script()
-        failures: list[str] = []
-        for market in self._markets(request.market):
-            done = self._insert_first_type(
-                f"lease {request.lease_id}", market, request.exclude,
-                lambda **kw: build_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, request=request,
-                                               startup_script=script, **kw),
-                lambda what: request_id(self.cluster_id, request.lease_id, what), failures)
-            if done is not None:
-                break
-        else:
-            raise self._no_capacity(f"lease {request.lease_id}", failures)
-        inst = self._listed(lambda: self.find_by_lease(request.lease_id), lambda i: i is not None)
-        if inst is None:
-            raise ProviderError(ErrorKind.TRANSIENT, f"bulkInsert for lease {request.lease_id} finished "
-                                "but no instance carries its label", code="InstanceNotListed")
-        log.info("gcp pool %s: lease %s -> %s (%s %s)", self.name, request.lease_id, inst.instance_id,
-                 done[0], market)
-        return inst
-
-    def launch_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
-        """Every node of ``requests`` from one ``bulkInsert`` with ``minCount`` = all of them, in one zone, or
-        none (see ``burstd.providers.base.GangLauncher``).
-
-        Only gang instances whose ``burstd-members`` entry names one of these leases are this call's: one
-        made for a lease no longer asked for (a member failed in between) is left to orphan collection."""
-        requests = list(requests)
-        n = len(requests)
-        found = self._gang_instances(gang, requests)
-        if len(found) == n:
-            log.info("gcp pool %s: gang %s already has its %d instances", self.name, gang, n)
-            return self._in_request_order(gang, requests, found)
-        # The requestId covers the leases asked for, and after a half gang is deleted, what was deleted: the
-        # first requestId would be answered with the operation that made what is now gone.
-        key = "/" + hashlib.sha256(",".join(sorted(r.lease_id for r in requests)).encode()).hexdigest()[:16]
-        if found:  # half a gang (minCount should make this impossible): never keep it
-            log.warning("gcp pool %s: gang %s has %d of %d instances; all or nothing: deleting them", self.name,
-                        gang, len(found), n)
-            self.terminate([i.instance_id for i in found])
-            key += "/after:" + ",".join(sorted(i.instance_id for i in found))
-        script = self.startup_script()
-        exclude = frozenset().union(*(r.exclude for r in requests))
-        failures: list[str] = []
-        what = f"gang {gang} ({n} nodes, all or nothing)"
-        for market in self._markets(requests[0].market):
-            done = self._insert_first_type(
-                what, market, exclude,
-                lambda **kw: build_gang_bulk_insert(cluster_id=self.cluster_id, pool=self.pool, gang=gang,
-                                                    requests=requests, startup_script=script, **kw),
-                lambda offer: request_id(self.cluster_id, f"gang/{gang}", offer + key), failures)
-            if done is not None:
-                break
-        else:
-            raise self._no_capacity(what, failures)
-        found = self._listed(lambda: self._gang_instances(gang, requests), lambda f: len(f) == n)
-        if len(found) == n:
-            return self._in_request_order(gang, requests, found)
-        if found:
-            self.terminate([i.instance_id for i in found])
-        failures.append(f"{market} {done[0]}: {len(found)} of {n} nodes listed after the operation "
-                        "(released, all or nothing)")
-        log.warning("gcp pool %s: gang %s: %s", self.name, gang, failures[-1])
-        raise self._no_capacity(what, failures)
-
-    def _gang_instances(self, gang: str, requests: list[LaunchRequest]) -> list[Instance]:
-        """The live gang instances made for one of ``requests`` (its own name, for its own lease)."""
+    def find_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
+        """The live gang instances made for one of ``requests`` (its own name, for its own lease): one made for a
+        lease no longer asked for (a member failed in between) is left to orphan collection."""
         want = {instance_name(r.node_name, r.lease_id): r.lease_id for r in requests}
         found = [self._to_instance(r) for r in self._aggregated(self._filter(**{LABEL_GANG: label_value(gang)}))]
         return [i for i in found if not i.is_gone and want.get(i.instance_id.rsplit("/", 1)[-1]) == i.lease_id]
 
-    def _in_request_order(self, gang: str, requests: list[LaunchRequest], found: list[Instance]) -> list[Instance]:
-        by_lease = {i.lease_id: i for i in found}
-        out = [by_lease[r.lease_id] for r in requests]
-        log.info("gcp pool %s: gang %s -> %s", self.name, gang,
-                 ", ".join(f"{i.node_name}={i.instance_id}" for i in out))
-        return out
+    # -- Provider ------------------------------------------------------------------------------------------
 
     def terminate(self, instance_ids: list[str]) -> None:
         from google.api_core import exceptions as gexc

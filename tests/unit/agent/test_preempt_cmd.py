@@ -30,6 +30,7 @@ instance_types = [{name = "c5.large", cpus = 2, memory_mb = 4000}]
 [pools.aws]
 region = "us-east-1"
 subnets = ["subnet-1"]
+launch_template = "burstd-compute"
 """
 
 

@@ -33,7 +33,9 @@ class FakeStore:
         self._leases: dict[str, Lease] = {}
         self._events: list[dict] = []
         self._settings: dict[str, str] = {}
+        self._job_markets: dict[int, str] = {}
         self._intents: list[StoredIntent] = []
+        self._allocations: dict[str, list] = {}  # lease id -> Allocations (what the spend ledger records)
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
@@ -100,6 +102,18 @@ class FakeStore:
         self._intents = [i for i in self._intents if i.intent_id not in ids]
         return before - len(self._intents)
 
+    def job_markets(self):
+        return dict(self._job_markets)
+
+    def set_job_market(self, job_id, market, *, at=None):
+        if market is None:
+            self._job_markets.pop(job_id, None)
+        else:
+            self._job_markets[job_id] = market
+
+    def forget_job_markets(self, job_ids):
+        return sum(self._job_markets.pop(j, None) is not None for j in set(job_ids))
+
     def pause_state(self):
         return self._pause
 
@@ -119,6 +133,9 @@ class FakeStore:
     def set_cooldown(self, offering, until, reason="", *, at=None):
         pass
 
+    def allocations(self, lease_id):
+        return list(self._allocations.get(lease_id, ()))
+
     def budget_book(self, period, now, config=None):
         """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
         return BudgetBook(period_start=now - 86400, period_end=now + 86400)
@@ -132,10 +149,15 @@ class FakeAdapter:
         self.nodes: dict[str, Node] = {}
         self.calls: list[tuple] = []
         self.snapshots = 0
+        self.ended: dict[int, str] = {}
 
     def snapshot(self):
         self.snapshots += 1
         return Snapshot(taken_at=0.0, jobs=tuple(self.jobs), nodes=tuple(self.nodes.values()))
+
+    def add_job(self, job_id, state, nodes="", account="chem"):
+        """A job Slurm runs (or configures) on ``nodes``: what a lost node's jobs look like in the snapshot."""
+        self.jobs.append(Job(job_id, f"job{job_id}", "alice", account, ("batch",), state, nodes=nodes))
 
     def set_node(self, name, state="IDLE", *flags):
         self.nodes[name] = Node(name, state, flags=("CLOUD", *flags))
@@ -170,6 +192,11 @@ class FakeAdapter:
     def set_instance(self, node, instance_id, instance_type):
         self.calls.append(("set_instance", node, instance_id, instance_type))
         return True
+
+    def job_state(self, job_id):
+        """Like Slurm: a live job's state, an ended one's from ``ended`` (job id -> state), else forgotten."""
+        live = next((j.state for j in self.jobs if j.job_id == job_id), None)
+        return live or self.ended.get(job_id)
 
     def signal(self, job_id, signal, *, batch=False, full=False):
         self.calls.append(("signal", job_id, signal))

@@ -180,36 +180,6 @@ def test_post_unix_json_reports_refusal_detail(daemon):
     assert e.value.status == 404 and "cloud99" in str(e.value)
 
 
-def test_tcp_listener_needs_the_bearer_token(tmp_path):
-    import socket as _socket
-
-    import httpx
-
-    with _socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    token = tmp_path / "token"
-    token.write_text("s3cret-token\n")
-    cfg = parse_config({
-        "api": {"socket": str(tmp_path / "b.sock"), "tcp_listen": f"127.0.0.1:{port}", "token_file": str(token)},
-        "pools": _config(tmp_path).model_dump()["pools"],
-    })
-    clock = FakeClock()
-    store = FakeStore(clock)
-    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
-    server = ApiServer(create_app(rec, cfg), cfg)
-    server.start()
-    try:
-        assert server.wait_started()
-        url = f"http://127.0.0.1:{port}"
-        assert httpx.get(f"{url}/v1/status").status_code == 403
-        assert httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer wrong"}).status_code == 403
-        ok = httpx.post(f"{url}/v1/pause", headers={"Authorization": "Bearer s3cret-token"})
-        assert ok.status_code == 200 and store.pause_state().paused is True
-    finally:
-        server.stop()
-
-
 def test_metrics_render_lease_and_hook_counts(daemon):
     cfg, rec, store, woken, cfg_file = daemon
     rc, err, _ = hook(cfg_file, "resume", "cloud1")

@@ -30,7 +30,30 @@ def test_install_hooks_writes_executable_scripts(tmp_path):
     assert sorted(os.path.basename(p) for p in paths) == ["resume", "resume-fail", "suspend"]
     text = (tmp_path / "resume").read_text()
     assert os.access(tmp_path / "resume", os.X_OK)
-    assert "exec '/usr/bin/python3' -m burstd.daemon.hooks resume \"$@\"" in text
+    assert "exec /usr/bin/python3 -m burstd.daemon.hooks resume \"$@\"" in text
+
+
+@pytest.mark.parametrize("evil", ["/tmp/it's/burstd.toml", '/tmp/$(touch {pwned})/b.toml', "/tmp/`touch {pwned}`",
+                                  "/tmp/a b;touch {pwned}/c", '/tmp/"q"\\/d.toml'])
+def test_a_hook_script_runs_nothing_from_a_hostile_config_path(tmp_path, evil):
+    """Issue 9 item 8: the generated script is run as SlurmUser; quoting keeps every path a plain argument."""
+    import subprocess
+
+    pwned = tmp_path / "pwned"
+    config_path = evil.format(pwned=pwned)
+    fake_python = tmp_path / "py thon's"  # a path that itself needs quoting
+    fake_python.write_text('#!/bin/sh\nprintf "%s\\n" "$BURSTD_CONFIG" "$@"\n')
+    fake_python.chmod(0o755)
+    hooks = tmp_path / "hooks"
+    install_hooks(str(hooks), str(fake_python), config_path)
+    out = subprocess.run([str(hooks / "resume"), "cloud[1-2]"], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [config_path, "-m", "burstd.daemon.hooks", "resume", "cloud[1-2]"]
+    assert not pwned.exists()
+
+
+def test_a_hook_script_refuses_a_line_break_in_a_path(tmp_path):
+    with pytest.raises(ValueError, match="line break"):
+        install_hooks(str(tmp_path), "/usr/bin/python3", "/etc/burstd/x\ntouch /tmp/pwned")
 
 
 @pytest.fixture

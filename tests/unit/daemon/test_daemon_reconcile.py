@@ -139,6 +139,7 @@ def test_transient_launch_error_retries_capacity_error_fails_and_requeues(env):
     assert states(store) == {"cloud1": S.BOOTING}
 
     provider.fail_next = ErrorKind.CAPACITY
+    adapter.add_job(6, "CONFIGURING", "cloud2")  # Slurm holds the job on the node it is powering up
     rec.request_resume(["cloud2"], {"cloud2": (6,)})
     rec.cycle()
     lease2 = next(x for x in store.leases() if x.node_name == "cloud2")
@@ -149,6 +150,7 @@ def test_transient_launch_error_retries_capacity_error_fails_and_requeues(env):
 def test_boot_timeout_fails_powers_down_requeues_and_cleans_up(env):
     clock, store, adapter, provider, rec = env
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
+    adapter.add_job(9, "CONFIGURING", "cloud1")
     rec.request_resume(["cloud1"], {"cloud1": (9,)})
     rec.cycle()
     clock.advance(CFG.daemon.boot_timeout_s + 1)
@@ -165,6 +167,7 @@ def test_vanished_instance_fails_lease_and_requeues_job(env):
     rec.request_resume(["cloud1"], {"cloud1": (3,)})
     rec.cycle()
     adapter.set_node("cloud1", "ALLOCATED")
+    adapter.add_job(3, "RUNNING", "cloud1")
     clock.advance(5)
     rec.cycle()
     assert states(store) == {"cloud1": S.READY}

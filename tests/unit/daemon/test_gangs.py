@@ -100,6 +100,7 @@ def test_pool_without_all_or_nothing_launches_each_node_on_its_own():
 def test_no_capacity_for_the_whole_gang_fails_every_member_and_sends_the_job_on_prem(env):
     _, store, adapter, provider, rec = env
     provider.fail_next = ErrorKind.CAPACITY
+    adapter.add_job(7, "CONFIGURING", "cloud[1-2]")
     rec.request_resume(["cloud1", "cloud2"], {"cloud1": (7,), "cloud2": (7,)})
     rec.cycle()
     assert {x.state for x in store.leases()} <= {S.FAILED, S.TERMINATED}

@@ -285,3 +285,16 @@ def test_two_accruers_at_once_record_the_spend_once(db_url):
     assert sorted(written) == [0, 0, 0, 3 * 3_600_000]
     assert setup.spend("account") == {"chem": 3 * 3_600_000}
     setup.close()
+
+
+def test_job_markets_are_recorded_replaced_and_forgotten(store):
+    """The market decided for a job (``burstd.daemon.markets``): one row a job, upserted, deleted by None."""
+    assert store.job_markets() == {}
+    store.set_job_market(7, "on-demand")
+    store.set_job_market(8, "on-demand")
+    store.set_job_market(8, "spot")
+    assert store.job_markets() == {7: "on-demand", 8: "spot"}
+    store.set_job_market(8, None)
+    assert store.job_markets() == {7: "on-demand"}
+    assert store.forget_job_markets([7, 9]) == 1 and store.forget_job_markets([]) == 0
+    assert store.job_markets() == {}

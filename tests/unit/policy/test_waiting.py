@@ -50,3 +50,11 @@ def test_keep_fraction_gives_hysteresis():
 def test_durations_read_well():
     assert [format_duration(x) for x in (45, 14 * 60, 3 * 3600, 2.5 * 86400, float("inf"))] == [
         "45 s", "14 min", "3 h", "2.5 d", "forever"]
+
+
+def test_burstd_quotes_one_waiting_target_that_does_not_move_when_its_first_step_passes():
+    # expected 40 min: past "soon" (30 min), short of bursting at once (600 s x 10 node-h): compute-wait 10 min
+    before = v("burstd", waited=60, expected=2400, node_hours=10)
+    after = v("burstd", waited=200, expected=2400, node_hours=10)
+    assert not before.ready and not after.ready
+    assert before.why == after.why == "waiting policy burstd wants 10 min on-prem first"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from burstd.slurm import parse
+from burstd.slurm import parse, squeue_text
 from burstd.slurm.replay import snapshot_from_files
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "slurm-22.05"
@@ -31,7 +31,7 @@ def _active(jobs):
 
 
 def _text_jobs():
-    return sorted(parse.jobs_from_squeue_text((DATA / "squeue_text.txt").read_text()), key=lambda j: j.job_id)
+    return sorted(squeue_text.jobs_from_squeue_text((DATA / "squeue_text.txt").read_text()), key=lambda j: j.job_id)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from burstd.slurm import parse
+from burstd.slurm import parse, squeue_text
 from burstd.slurm.replay import snapshot_from_files
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "slurm-22.05-bed"
@@ -22,7 +22,7 @@ def _doc(snap: str, name: str) -> dict:
 
 
 def _text(snap: str):
-    return sorted(parse.jobs_from_squeue_text((DATA / snap / "squeue_text.txt").read_text()), key=lambda j: j.job_id)
+    return sorted(squeue_text.jobs_from_squeue_text((DATA / snap / "squeue_text.txt").read_text()), key=lambda j: j.job_id)
 
 
 def _by_name(jobs):

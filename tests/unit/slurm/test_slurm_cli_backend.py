@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from burstd.config import SlurmConfig
-from burstd.slurm import make_adapter, parse
+from burstd.slurm import make_adapter, squeue_text
 from burstd.slurm.base import SlurmError
 from burstd.slurm.cli import CliAdapter, parse_version
 
@@ -43,6 +43,9 @@ if name == "squeue" and "-j" in args:
     print("999|other"); print(jid + "|" + os.environ.get("FAKE_PARTITIONS", "onprem")); sys.exit(0)
 if name == "squeue":
     body = open(os.environ.get("FAKE_TEXT", os.path.join(data, "squeue_text.txt"))).read()
+    # like squeue: each record ends with the format's last suffix (RS + the caller's nonce)
+    end = os.environ["SQUEUE_FORMAT2"].rsplit(":0", 1)[1]
+    body = body.replace("\x1e\n", end + "\n")
     sys.stdout.write(body * int(os.environ.get("FAKE_REPEAT", "1"))); sys.exit(0)
 if name == "sinfo":
     sys.stdout.write(open(os.path.join(data, "sinfo.json")).read()); sys.exit(0)
@@ -95,7 +98,7 @@ def test_snapshot_uses_one_squeue_one_sinfo_one_partition_call(fake_slurm):
     assert sorted(x[0] for x in fake_slurm.argvs()) == ["scontrol", "sinfo", "squeue"]
     assert [x[0] for x in _started(a)] == ["squeue", "sinfo", "scontrol"]
     squeue = _started(a)[0]
-    assert squeue[:4] == ["squeue", "-h", "-a", "-O"] and squeue[4] == parse.squeue_text_format()
+    assert squeue == ["squeue", "-h", "-a"]  # the format (with its nonce) travels in the environment
     assert len(snap.jobs) == 11 and len(snap.nodes) == 5 and len(snap.partitions) == 2
     assert snap.source == "cli" and snap.slurm_version == "22.05.8"
 
@@ -104,13 +107,13 @@ def test_snapshot_uses_one_squeue_one_sinfo_one_partition_call(fake_slurm):
 def test_call_count_does_not_grow_with_the_queue(fake_slurm, monkeypatch, tmp_path, repeat):
     # the same 11 records with fresh ids, repeated: the commands run stay the same
     body = (DATA / "squeue_text.txt").read_text()
-    records = body.split(parse.RECORD_END + "\n")[:-1]
+    records = body.split(squeue_text.RECORD_END + "\n")[:-1]
     out = []
     for k in range(repeat):
         for r in records:
-            fields = r.split(parse.FIELD_SEP)
+            fields = r.split(squeue_text.FIELD_SEP)
             fields[0] = str(int(fields[0]) + 1000 * k)
-            out.append(parse.FIELD_SEP.join(fields) + parse.RECORD_END + "\n")
+            out.append(squeue_text.FIELD_SEP.join(fields) + squeue_text.RECORD_END + "\n")
     text = tmp_path / "many.txt"
     text.write_text("".join(out))
     monkeypatch.setenv("FAKE_TEXT", str(text))
@@ -129,6 +132,18 @@ def test_environment_is_scrubbed_and_set(fake_slurm):
         assert env["SLURM_CONF"] == fake_slurm.conf
         assert env["SLURM_TIME_FORMAT"] == "%s"
         assert "SQUEUE_FORMAT" not in env
+        if call["argv"][0] == "squeue" and "--version" not in call["argv"]:
+            nonce = env["SQUEUE_FORMAT2"].rsplit(squeue_text.RECORD_END, 1)[1]
+            assert env["SQUEUE_FORMAT2"] == squeue_text.squeue_text_format(nonce) and len(nonce) == 16
+
+
+def test_each_snapshot_ends_records_with_a_fresh_nonce(fake_slurm):
+    a = fake_slurm.adapter()
+    a.snapshot()
+    a.snapshot()
+    formats = [c["env"]["SQUEUE_FORMAT2"] for c in fake_slurm.calls() if "SQUEUE_FORMAT2" in c["env"]]
+    assert len(formats) == 2 and formats[0] != formats[1]
+    assert not any("SQUEUE_FORMAT2" in c["env"] for c in fake_slurm.calls() if c["argv"][0] != "squeue")
 
 
 def test_json_mode_and_text_mode_agree(fake_slurm):
@@ -140,7 +155,7 @@ def test_json_mode_and_text_mode_agree(fake_slurm):
 
 def test_a_record_that_does_not_split_falls_back_to_json_for_that_snapshot(fake_slurm, monkeypatch, tmp_path):
     bad = tmp_path / "bad.txt"
-    bad.write_text((DATA / "squeue_text.txt").read_text().replace("too_long", "too" + parse.FIELD_SEP + "long"))
+    bad.write_text((DATA / "squeue_text.txt").read_text().replace("too_long", "too" + squeue_text.FIELD_SEP + "long"))
     monkeypatch.setenv("FAKE_TEXT", str(bad))
     a = fake_slurm.adapter()
     snap = a.snapshot()

@@ -63,3 +63,21 @@ def test_burstctl_slurm_conf_takes_the_release(tmp_path):
     assert "SchedulerParameters=requeue_on_resume_failure" in out.output
     bad = CliRunner().invoke(app, ["slurm-conf", "--config", str(path), "--slurm-release", "latest"])
     assert bad.exit_code == 2 and "MAJOR.MINOR" in bad.output
+
+
+def test_slurm_conf_refuses_values_that_would_inject_a_setting(tmp_path):
+    cfg = parse_config({"pools": POOLS})
+    for hook_dir in ("/opt/hooks\nResumeProgram=/tmp/evil", "/opt/my hooks", "/opt/#hooks"):
+        with pytest.raises(ValueError, match="--hook-dir"):
+            slurm_conf_lines(cfg, release=(22, 5), hook_dir=hook_dir)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[pools]]\nname = "p"\nprovider = "local"\npartition = "cloud"\nnode_prefix = "c"\n'
+                   'node_count = 1\nprice_per_hour = 0.1\nfeatures = ["x\\nResumeProgram=/tmp/evil"]\n'
+                   'instance_types = [{ name = "s", cpus = 1, memory_mb = 100 }]\n')
+    res = CliRunner().invoke(app, ["slurm-conf", "-c", str(bad), "--slurm-release", "22.05"])
+    assert res.exit_code == 2 and "pools[0].features[0]" in res.stderr and "ResumeProgram=/tmp" not in res.stdout
+    good = tmp_path / "good.toml"
+    good.write_text(bad.read_text().replace('"x\\nResumeProgram=/tmp/evil"', '"x"'))
+    res = CliRunner().invoke(app, ["slurm-conf", "-c", str(good), "--hook-dir", "/opt/a b",
+                                  "--slurm-release", "24.11"])
+    assert res.exit_code == 2 and "--hook-dir" in res.stderr and res.stdout == ""

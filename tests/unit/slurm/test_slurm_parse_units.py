@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from burstd.domain.slurm import Gres
-from burstd.slurm import parse
+from burstd.slurm import parse, squeue_text
 
 NUMS = [
     (5, 5), (None, None), ({"set": True, "infinite": False, "number": 7}, 7),
@@ -85,8 +85,8 @@ def test_time_limit_text(raw, want):
 
 
 # ------------------------------------------------------------------ the squeue -O text format
-US, RS = parse.FIELD_SEP, parse.RECORD_END
-N = len(parse.SQUEUE_TEXT_FIELDS)
+US, RS = squeue_text.FIELD_SEP, squeue_text.RECORD_END
+N = len(squeue_text.SQUEUE_TEXT_FIELDS)
 
 
 def record(**over: str) -> str:
@@ -99,11 +99,11 @@ def record(**over: str) -> str:
         Reason="Resources", RestartCnt="2", Comment="hello", Name="train",
     )
     base.update(over)
-    return US.join(base[f] for f in parse.SQUEUE_TEXT_FIELDS) + RS + "\n"
+    return US.join(base[f] for f in squeue_text.SQUEUE_TEXT_FIELDS) + RS + "\n"
 
 
 def test_text_record_fields():
-    [job] = parse.jobs_from_squeue_text(record())
+    [job] = squeue_text.jobs_from_squeue_text(record())
     assert (job.job_id, job.user, job.account, job.partitions, job.qos) == (42, "alice", "physics", ("onprem", "cloud"), "normal")
     assert (job.priority, job.start_time, job.time_limit_min, job.cpus, job.memory_mb) == (1000, 1795309999, 60, 4, 1024)
     assert (job.gpus, job.features, job.restart_count, job.comment, job.name) == (1, "x86", 2, "hello", "train")
@@ -115,7 +115,7 @@ def test_text_record_fields():
     ['a$(touch /tmp/pwned); echo "x"\n|', "tab\tand\\backslash", "line1\nline2\n", "%j %x", "'quoted'", "ünï"],
 )
 def test_free_text_round_trips_through_the_text_format(name):
-    [job] = parse.jobs_from_squeue_text(record(Name=name, Comment=name + "c", Account="a" + name))
+    [job] = squeue_text.jobs_from_squeue_text(record(Name=name, Comment=name + "c", Account="a" + name))
     assert (job.name, job.comment, job.account) == (name, name + "c", "a" + name)
 
 
@@ -131,17 +131,17 @@ def test_free_text_round_trips_through_the_text_format(name):
     ],
 )
 def test_text_records_that_do_not_split_cleanly_are_refused(output):
-    with pytest.raises(parse.TextParseError):
-        parse.jobs_from_squeue_text(output)
+    with pytest.raises(squeue_text.TextParseError):
+        squeue_text.jobs_from_squeue_text(output)
 
 
 def test_text_format_argument_never_truncates_fields():
-    fmt = parse.squeue_text_format()
+    fmt = squeue_text.squeue_text_format()
     assert fmt.count(":0") == N and fmt.endswith("Name:0" + RS) and "," not in fmt.replace(US + ",", "")
 
 
 def test_array_meta_and_task_in_text():
-    meta, task = parse.jobs_from_squeue_text(
+    meta, task = squeue_text.jobs_from_squeue_text(
         record(JobID="7", ArrayJobID="7", ArrayTaskID="1-9%2") + record(JobID="21", ArrayJobID="7", ArrayTaskID="0")
     )
     assert (meta.array_job_id, meta.array_task_id, meta.array_tasks) == (7, None, "1-9%2")
@@ -149,7 +149,7 @@ def test_array_meta_and_task_in_text():
 
 
 def test_held_and_null_fields_in_text():
-    [job] = parse.jobs_from_squeue_text(
+    [job] = squeue_text.jobs_from_squeue_text(
         record(PriorityLong="0", Reason="JobHeldUser", Account="(null)", QOS="(null)", Comment="(null)",
                MinMemory="0", StartTime="N/A", EndTime="NONE", TimeLimit="UNLIMITED", Feature="(null)")
     )
@@ -159,12 +159,12 @@ def test_held_and_null_fields_in_text():
 
 def test_record_cache_reuses_unchanged_jobs_and_never_outgrows_the_queue():
     cache: dict = {}
-    first = parse.jobs_from_squeue_text(record(JobID="1") + record(JobID="2"), cache)
+    first = squeue_text.jobs_from_squeue_text(record(JobID="1") + record(JobID="2"), cache)
     assert len(cache) == 2
-    second = parse.jobs_from_squeue_text(record(JobID="1") + record(JobID="3", Reason="Priority"), cache)
+    second = squeue_text.jobs_from_squeue_text(record(JobID="1") + record(JobID="3", Reason="Priority"), cache)
     assert second[0] is first[0]  # same record text: the very same (immutable) Job
     assert second[1].job_id == 3 and second[1].reason == "Priority"
     assert set(j.job_id for j in cache.values()) == {1, 3}  # job 2 left the queue and the cache
-    changed = parse.jobs_from_squeue_text(record(JobID="1", Reason="BeginTime"), cache)
+    changed = squeue_text.jobs_from_squeue_text(record(JobID="1", Reason="BeginTime"), cache)
     assert changed[0] is not first[0] and changed[0].reason == "BeginTime" and len(cache) == 1
-    assert parse.jobs_from_squeue_text("", cache) == [] and cache == {}
+    assert squeue_text.jobs_from_squeue_text("", cache) == [] and cache == {}

@@ -179,3 +179,22 @@ def test_preemptible_sync_every_checks_only_every_k_steps(tmp_path):
         assert [job.should_stop(s) for s in range(1, 9)] == [False, False, False, True] * 2
     finally:
         job.flag.uninstall()
+
+
+class _Pwn:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_planted_pickle_in_a_checkpoint_runs_nothing_and_is_refused(tmp_path):
+    """Issue 9 item 11: checkpoints sit on shared storage; the RNG/data file is loaded weights-only."""
+    model, opt, *_ = _setup()
+    CheckpointManager(tmp_path, model, opt).save(3)
+    marker = tmp_path / "pwned"
+    torch.save({"stateful": {}, "rng": _Pwn(marker)}, tmp_path / "step-000000003" / "extra-rank00000.pt")
+    with pytest.raises(CheckpointMismatchError, match="weights-only loader refuses"):
+        CheckpointManager(tmp_path, *_setup()[:2]).resume()
+    assert not marker.exists()

@@ -1,0 +1,267 @@
+"""Standing adversarial suite: every parser of outside input, fed hostile input by hypothesis.
+
+The rule for each: it returns a result, or raises the one documented error type of its module (with a
+message); never another exception, never a hang. Seeds come from the captured Slurm output in
+../shared/fixtures/slurm and tests/data. Budgets are bounded (``EXAMPLES`` a test) so CI stays fast;
+``BURSTD_FUZZ_EXAMPLES`` raises them for a longer local run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from burstd.agent.watchers import AwsImdsWatcher, WatchError
+from burstd.config import ConfigError, load_config
+from burstd.domain.preemption import preemption_reason
+from burstd.simulate.traces import TraceError, read_trace
+from burstd.slurm import parse, squeue_text
+from burstd.slurm.base import SlurmError, check_reason
+from burstd.slurm.hostlist import HostlistError, expand
+from tests.conftest import FIXTURES
+
+EXAMPLES = int(os.environ.get("BURSTD_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                               HealthCheck.data_too_large])
+DATA = Path(__file__).resolve().parents[1] / "data" / "slurm-22.05"
+SEED_DOCS = sorted(
+    [p for p in FIXTURES.rglob("*.json") if "openapi" not in p.name and "config" not in p.parts]
+    + [p for p in DATA.glob("*.json")]
+)
+
+json_scalar = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+                        st.floats(allow_nan=False), st.text(max_size=30))
+json_value = st.recursive(json_scalar, lambda kids: st.one_of(st.lists(kids, max_size=4),
+                                                              st.dictionaries(st.text(max_size=8), kids, max_size=4)),
+                          max_leaves=12)
+
+
+def _paths(doc, prefix=()):
+    """Every (container, key) in a JSON document, to pick mutation points from."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield prefix + (k,)
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc[:3]):
+            yield prefix + (i,)
+            yield from _paths(v, prefix + (i,))
+
+
+def _mutate(doc, data) -> dict:
+    doc = copy.deepcopy(doc)
+    paths = list(_paths(doc))
+    for _ in range(data.draw(st.integers(1, 4))):
+        if not paths:
+            break
+        path = data.draw(st.sampled_from(paths))
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        if data.draw(st.booleans()):
+            target[path[-1]] = data.draw(json_value)
+        elif isinstance(target, dict):
+            target.pop(path[-1], None)
+        paths = list(_paths(doc))
+    return doc
+
+
+@pytest.fixture(scope="module")
+def seeds():
+    return [(p.name, json.loads(p.read_text())) for p in SEED_DOCS]
+
+
+def test_the_seed_corpus_is_there():
+    assert len(SEED_DOCS) >= 30  # 22.05 bed captures, 24.11 and 26.05 fixtures: CLI and slurmrestd
+
+
+@FUZZ
+@given(st.data())
+def test_slurm_json_documents_parse_or_raise_slurm_error(seeds, data):
+    """squeue/sinfo/scontrol --json and slurmrestd documents, each mutated at a few points."""
+    name, doc = data.draw(st.sampled_from(seeds))
+    bad = _mutate(doc, data)
+    try:
+        snap = parse.snapshot_from_docs([(name, bad)], taken_at=0.0, source="fuzz", active_only=False)
+    except SlurmError as exc:
+        assert name in str(exc)
+        return
+    assert all(isinstance(j.job_id, int) for j in snap.jobs)
+    # the adapters' direct entry points (cli backend) obey the same rule
+    for fn in (parse.jobs_from_doc, parse.nodes_from_doc, parse.partitions_from_doc):
+        try:
+            fn(bad)
+        except SlurmError:
+            pass
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_load_json_takes_any_bytes(raw):
+    try:
+        assert isinstance(parse.load_json(raw, "fuzz"), dict)
+    except SlurmError as exc:
+        assert "fuzz" in str(exc)
+
+
+text_lines = st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=60), max_size=6).map("\n".join)
+
+
+@FUZZ
+@given(st.one_of(text_lines, st.builds(lambda kv: " ".join(f"{k}={v}" for k, v in kv.items()),
+                                       st.dictionaries(st.sampled_from(["PartitionName", "Nodes", "State", "MaxTime",
+                                                                        "Default", "TotalCPUs", "TotalNodes"]),
+                                                       st.text(max_size=12).filter(lambda s: " " not in s)))))
+def test_scontrol_partition_text_parses_or_raises_slurm_error(text):
+    try:
+        parse.partitions_from_scontrol_text(text)
+    except SlurmError:
+        pass
+
+
+@FUZZ
+@given(st.text(max_size=300), st.sampled_from(["", "0123456789abcdef"]))
+def test_squeue_text_parses_or_asks_for_json(text, nonce):
+    try:
+        squeue_text.jobs_from_squeue_text(text, nonce=nonce)
+    except squeue_text.TextParseError:
+        pass
+
+
+hostlist_text = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet="cloud0123456789[]-,^%x", max_size=40),
+    st.builds(lambda a, b: f"cloud[{a}-{b}]", st.integers(-5, 10**12), st.integers(-5, 10**12)),
+)
+
+
+@FUZZ
+@given(hostlist_text)
+def test_hostlists_expand_bounded_or_raise_hostlist_error(expr):
+    try:
+        names = expand(expr, validate=True)
+    except HostlistError:
+        return
+    assert len(names) <= 100_000 and all(names)
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=300), json_value.map(lambda v: json.dumps(v).encode()),
+                 st.builds(lambda jobs: json.dumps({"jobs": jobs}).encode(), st.lists(json_value, max_size=3))))
+def test_slurm_resume_file_reads_or_raises_value_error(tmp_path_factory, raw):
+    from burstd.daemon.hooks import _resume_jobs
+
+    path = tmp_path_factory.mktemp("rf") / "resume.json"
+    path.write_bytes(raw)
+    os.environ["SLURM_RESUME_FILE"] = str(path)
+    try:
+        jobs = _resume_jobs()
+    except ValueError as exc:
+        assert "SLURM_RESUME_FILE" in str(exc)
+        return
+    finally:
+        del os.environ["SLURM_RESUME_FILE"]
+    assert all(isinstance(j["job_id"], int) and isinstance(j["nodes"], str) for j in jobs)
+
+
+swf_line = st.lists(st.one_of(st.integers(-10, 10**6).map(str), st.sampled_from(["1e300", "nan", "-inf", "x", "1.5"])),
+                    min_size=16, max_size=19).map(" ".join)
+
+
+@FUZZ
+@given(st.sampled_from(["swf", "philly", "sacct"]),
+       st.one_of(st.lists(swf_line, max_size=5).map("\n".join), text_lines, st.binary(max_size=200)))
+def test_traces_read_or_raise_trace_error(tmp_path_factory, fmt, body):
+    path = tmp_path_factory.mktemp("tr") / f"t.{fmt}"
+    if isinstance(body, bytes):
+        path.write_bytes(body)
+    else:
+        path.write_text(body)
+    try:
+        jobs, _info = read_trace(path, format=fmt)
+    except TraceError as exc:
+        assert str(path) in str(exc)
+        return
+    assert jobs and all(0 < j.cpus <= 10_000_000 for j in jobs)
+
+
+toml_value = st.recursive(
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(), st.text(max_size=20), st.booleans()),
+    lambda kids: st.lists(kids, max_size=3), max_leaves=6)
+
+
+def _toml(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "nan" if v != v else ("inf" if v == float("inf") else "-inf" if v == float("-inf") else repr(v))
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return str(v)
+
+
+SECTIONS = {"daemon": ["cycle_interval_s", "hook_timeout_s", "metrics_address", "state_dir", "launch_timeout_s"],
+            "api": ["socket", "tcp_listen", "max_body_bytes", "hook_users", "token_file"],
+            "database": ["url"], "budget": ["site_usd", "accrual_interval_s", "period"],
+            "policy": ["min_priority", "burst_reasons", "prewarm_nodes"], "slurm": ["command_timeout_s", "backend"]}
+
+
+@FUZZ
+@given(st.one_of(
+    st.dictionaries(st.sampled_from(sorted(SECTIONS)), st.just(None), min_size=1).flatmap(
+        lambda secs: st.fixed_dictionaries({s: st.dictionaries(st.sampled_from(SECTIONS[s]), toml_value, max_size=3)
+                                            for s in secs})).map(
+        lambda d: "".join(f"[{s}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in kv.items()) for s, kv in d.items())),
+    st.text(max_size=200),
+    st.integers(1, 2000).map(lambda n: "x = " + "[" * n + "]" * n + "\n"),
+))
+def test_toml_config_loads_or_raises_config_error(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("cfg") / "burstd.toml"
+    path.write_text(text)
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        assert str(path) in str(exc)
+
+
+iso_time = st.one_of(st.text(max_size=30), st.sampled_from(["2026-11-23T22:00:00Z", "9999-12-31T23:59:59Z",
+                                                            "0001-01-01T00:00:00+14:00", "2026-11-23T22:00:00"]))
+imds_body = st.one_of(
+    st.text(max_size=200), json_value.map(json.dumps),
+    st.fixed_dictionaries({"action": st.one_of(st.text(max_size=30), st.sampled_from(["terminate", "stop"])),
+                           "time": iso_time}).map(json.dumps),
+    st.fixed_dictionaries({"noticeTime": iso_time}).map(json.dumps),
+)
+
+
+@FUZZ
+@given(imds_body, st.sampled_from([200, 404, 500]), imds_body, st.sampled_from([200, 404]))
+def test_metadata_answers_give_a_notice_slurm_accepts_or_a_watch_error(action, action_status, rebalance,
+                                                                       rebalance_status):
+    """An IMDS answer (from a cloud, or from root on a compromised node) never yields a drain reason Slurm would
+    refuse, and never anything but WatchError."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "PUT":
+            return httpx.Response(200, text="tok")
+        if request.url.path.endswith("instance-action"):
+            return httpx.Response(action_status, text=action)
+        return httpx.Response(rebalance_status, text=rebalance)
+
+    watcher = AwsImdsWatcher("http://169.254.169.254", client=httpx.Client(transport=httpx.MockTransport(answer)),
+                             retries=0)
+    try:
+        notices = watcher.poll()
+    except WatchError:
+        return
+    for n in notices:
+        check_reason(preemption_reason(n))

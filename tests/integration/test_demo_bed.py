@@ -1,0 +1,43 @@
+"""``burstctl demo`` as CI runs it (output piped, not a terminal) on the session's bed: plain progress lines as
+the jobs burst, a labelled summary, and with ``--keep`` the working folder named at the end (it is removed
+otherwise; the bed stays up for the other tests either way because ``--keep`` is given)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.bed, pytest.mark.slow]
+
+
+def test_demo_piped_prints_progress_lines_a_clean_summary_and_names_its_kept_folder(slurm_bed, bed_user, tmp_path):
+    c = slurm_bed.config
+    env = {**os.environ, "BURSTD_BED_NAME": slurm_bed.name, "BURSTD_BED_SLOT": str(c.slot),
+           "BURSTD_BED_SUSPEND_TIME": str(c.suspend_time), "BURSTD_BED_SUSPEND_TIMEOUT": str(c.suspend_timeout),
+           "BURSTD_BED_CRED_EXPIRE": str(c.cred_expire), "COLUMNS": "100"}
+    summary = tmp_path / "summary.json"
+    r = subprocess.run([sys.executable, "-m", "burstd.cli.app", "demo", "--jobs", "4", "--job-seconds", "20",
+                        "--user", bed_user, "--keep", "--json", str(summary), "--timeout", "240"],
+                       capture_output=True, text=True, env=env, timeout=420)
+    out = r.stdout
+    kept = re.search(r"working folder (/\S+)", out)
+    try:
+        assert r.returncode == 0, out + r.stderr
+        progress = [line for line in out.splitlines() if re.match(r"\s+[a-z ;,]+: jobs [A-Z]+=\d", line)]
+        assert any("bursting onto cloud nodes" in line for line in progress), out
+        assert len(progress) == len(set(progress)), "a progress line repeated though nothing changed"
+        assert "\x1b[" not in out  # no terminal control sequences in a log
+        assert "ran on cloud nodes" in out and "{" not in out.split("summary", 1)[1], out
+        data = json.loads(summary.read_text())
+        assert data["finished"] and data["leaked_vms"] == 0 and data["jobs_on_cloud"] >= 2, data
+        assert kept and Path(kept.group(1)).is_dir() and (Path(kept.group(1)) / "burstd.db").exists(), out
+    finally:
+        if kept:
+            shutil.rmtree(kept.group(1), ignore_errors=True)
