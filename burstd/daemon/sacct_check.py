@@ -36,7 +36,8 @@ def reconcile_spend(store, adapter, config, since: float | None = None, now: flo
             job_accounts[iv.job_id] = iv.account
     cloud = [n for p in config.pools for n in p.node_names]
     # a job that started before the window may still be charged within it: ask sacct from a day earlier
-    recorded = adapter.sacct_jobs(since - 86400, cloud)
+    # only allocations that ran in the window: one that ended before it is not burstd's to have charged
+    recorded = [j for j in adapter.sacct_jobs(since - 86400, cloud) if j.end is None or j.end >= since]
     out = reconcile(spend_by_job, job_nodes, job_accounts, recorded, cloud).to_dict()
     out["since"] = since
     return out
