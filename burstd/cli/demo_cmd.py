@@ -159,6 +159,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"[bold]1/5[/] bringing up the Slurm test bed [cyan]{bed.name}[/] (slurmctld, "
                       f"{len(bed.onprem_nodes)} on-prem nodes, {len(bed.cloud_nodes)} CLOUD nodes)...")
         bed.up()
+        bed.reset_cloud_nodes()  # a bed kept from an earlier run may still show cloud nodes up whose VMs are gone
         work = Path(tempfile.mkdtemp(prefix="burstd-demo-"))
         cfg_path = _daemon_config(bed, work, min_wait)
         cfg = load_config(cfg_path)

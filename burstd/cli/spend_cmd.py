@@ -136,7 +136,8 @@ def register(app: typer.Typer) -> None:
                       "-" if lim is None else format_usd(lim - spent), SOURCES.get(b["source"], b["source"]))
         console.print(t)
         site, dflt = data.get("site") or {}, data.get("default_account_micro_usd")
-        console.print(f"site: limit {'-' if site.get('limit_micro_usd') is None else format_usd(site['limit_micro_usd'])},"
+        site_lim = site.get("limit_micro_usd")
+        console.print(f"site: limit {'-' if site_lim is None else format_usd(site_lim)},"
                       f" spent {format_usd(site.get('spent_micro_usd', 0))}; accounts without a limit: "
                       + ("may not burst (budget.default_account_usd is not set)" if dflt is None
                          else f"{format_usd(dflt)} each (budget.default_account_usd)"), highlight=False)

@@ -33,16 +33,19 @@ def register(app: typer.Typer) -> None:
     @tb.command("up")
     def up(
         name: str = NameOpt,
-        slot: int = typer.Option(None, "--slot", help="Picks subnet 10.(77+N).0.0/24 and ports 6817+100N... [default: $BURSTD_BED_SLOT, else 0]"),
+        slot: int = typer.Option(None, "--slot", help="Picks subnet 10.(77+N).0.0/24 and ports 6817+100N... "
+                                                      "[default: $BURSTD_BED_SLOT, else 0]"),
         subnet: str = typer.Option(None, "--subnet", help="Bed network [default: 10.(77+slot).0.0/24]"),
         ctld_port: int = typer.Option(None, "--ctld-port", help="slurmctld port [default: 6817+100*slot]"),
         rest_port: int = typer.Option(None, "--rest-port", help="slurmrestd port [default: 6820+100*slot]"),
         state_dir: str = StateOpt,
-        hooks: str = typer.Option(None, "--hooks", help="Power-saving hooks: stub (log), bare, burstd [default: stub]."),
+        hooks: str = typer.Option(None, "--hooks",
+                                  help="Power-saving hooks: stub (log), bare, burstd [default: stub]."),
         cloud_nodes: int = typer.Option(None, "--cloud-nodes", help="CLOUD nodes in the cloud partition [default: 4]."),
         onprem_nodes: int = typer.Option(None, "--onprem-nodes", help="On-prem nodes [default: 2]."),
         suspend_time: int = typer.Option(None, "--suspend-time", help="SuspendTime in seconds [default: 30]."),
-        burstd_config: str = typer.Option(None, "--burstd-config", help="BURSTD_CONFIG for burstd hooks [default: the bed's own burstd.toml]."),
+        burstd_config: str = typer.Option(None, "--burstd-config",
+                                          help="BURSTD_CONFIG for burstd hooks [default: the bed's own burstd.toml]."),
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (Debian chroots the bed "
                                                "builds once) [env BURSTD_BED_SLURM_RELEASE; default the host's]"),
@@ -133,7 +136,8 @@ def next_steps(bed, hooks: str) -> list[str]:
     cfg = shlex.quote(str(bed.burstd_config))
     lines = ["next:", f"  export SLURM_CONF={shlex.quote(str(bed.conf_path))}"]
     if hooks != "burstd":
-        lines.append(f"  burstctl testbed hooks burstd --name {shlex.quote(bed.name)}   # let Slurm's hooks call burstd")
+        lines.append(f"  burstctl testbed hooks burstd --name {shlex.quote(bed.name)}"
+                     "   # let Slurm's hooks call burstd")
     lines += [f"  burstd --config {cfg} --foreground   # the daemon, outside systemd (Ctrl-C stops it)",
               f"  burstctl status -c {cfg}              # in another shell",
               f"  burstctl testbed down --name {shlex.quote(bed.name)}      # when done"]

@@ -24,7 +24,6 @@ import stat
 import socket
 import struct
 import threading
-from collections import Counter
 from typing import Any
 
 import uvicorn
@@ -41,12 +40,12 @@ from burstd.daemon.api_auth import PEER_KEY, Access, Gate, Principal, _gid
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import notice_reason
+from burstd.daemon.control import DaemonControl, NotReady
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.engine import lock_wait
 from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
-from burstd.domain.budget import NO_ACCOUNT, budget_key
-from burstd.domain.money import usd_to_micros
+from burstd.domain.budget import NO_ACCOUNT
 from burstd.slurm.base import check_reason
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -77,7 +76,7 @@ def peer_credentials(sock: socket.socket | None) -> tuple[int, int, int] | None:
 class PeerCredH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, plus SO_PEERCRED of the connection in the ASGI scope."""
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)
         try:
             peer = peer_credentials(transport.get_extra_info("socket"))
@@ -91,6 +90,8 @@ class PeerCredH11Protocol(H11Protocol):
 # --------------------------------------------------------------------------------------------------
 MAX_JOB_ID = 2**32 - 1  # Slurm job ids are 32-bit
 SINCE = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
+# its own Query object: with SINCE shared by both parameters, ?until answered with the value of ?since
+UNTIL = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
 
 
 class HookJob(BaseModel):
@@ -158,6 +159,7 @@ def unit_named(data: Any) -> Any:
 # The app
 # --------------------------------------------------------------------------------------------------
 def create_app(rec: Reconciler, config: Config, token: str | None = None, started_at: float = 0.0) -> FastAPI:
+    ctl = DaemonControl(rec, config, started_at)  # the only way into the daemon from here
     creds: list[AgentCredentials] = []  # loaded on first use (makes <state_dir>/agent.key once)
 
     def credentials() -> AgentCredentials:
@@ -166,15 +168,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             creds.append(AgentCredentials.load(config.daemon.state_dir))
         return creds[0]
 
-    def lease_of(lease_id: str) -> Lease | None:
-        try:
-            return rec.store.lease(lease_id)
-        except (KeyError, LookupError):
-            return None
-        except Exception:  # noqa: BLE001 - an unknown id in any store: no lease, no access
-            return None
-
-    access = Access(config.api, token, agent_node=lambda t: credentials().live_node(lease_of)(t))
+    access = Access(config.api, token, agent_node=lambda t: credentials().live_node(ctl.lease)(t))
     app = FastAPI(title="burstd control API", version="1", description=__doc__)
     app.state.access = access
     read, admin, hook = access.need("read"), access.need("admin"), access.need("hooks")
@@ -186,7 +180,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         except HostlistError as exc:
             raise HTTPException(422, str(exc)) from None
         try:
-            rec.check_nodes(nodes)
+            ctl.check_nodes(nodes)
         except UnknownNode as exc:
             raise HTTPException(404, str(exc)) from None
         return nodes
@@ -199,14 +193,14 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             with lock_wait(wait):
                 return _hook_call(kind, body)
         except StoreBusy as exc:
-            rec.metrics.hook_calls.labels(kind, "busy").inc()
+            ctl.metrics.hook_calls.labels(kind, "busy").inc()
             raise HTTPException(503, f"{kind} {body.hostlist}: {exc}") from None
 
     def _hook_call(kind: str, body: HookCall) -> dict:
         try:
             nodes = nodes_of(body.hostlist)
         except HTTPException:
-            rec.metrics.hook_calls.labels(kind, "rejected").inc()
+            ctl.metrics.hook_calls.labels(kind, "rejected").inc()
             raise
         if kind == "resume":
             jobs: dict[str, list[int]] = {}
@@ -215,13 +209,13 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                     for n in dict.fromkeys(expand(j.nodes, validate=True)) if j.nodes else []:
                         jobs.setdefault(n, []).append(j.job_id)
                 except HostlistError as exc:
-                    rec.metrics.hook_calls.labels(kind, "rejected").inc()
+                    ctl.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
-            out = rec.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0)
+            out = ctl.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0)
         else:
-            rec.add_intent(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
+            ctl.queue(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}
-        rec.metrics.hook_calls.labels(kind, "ok").inc()
+        ctl.metrics.hook_calls.labels(kind, "ok").inc()
         log.info(f"hook {kind}", extra=ev(hostlist=body.hostlist, nodes=len(nodes),
                                           job_id=body.jobs[0].job_id if body.jobs else None))
         return out
@@ -250,60 +244,13 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         if who.role == "agent" and body.node != who.node:
             raise HTTPException(403, f"permission denied for {who.who}: it may report for {who.node} only")
         nodes = nodes_of(body.node)
-        rec.add_intent("notice", nodes, check_reason(notice_reason(body.kind, body.deadline, body.detail)))
+        ctl.queue("notice", nodes, check_reason(notice_reason(body.kind, body.deadline, body.detail)))
         log.warning("preemption notice", extra=ev(node=body.node, kind=body.kind, deadline=body.deadline))
         return {"queued": nodes}
 
-    def _pool_health() -> dict:
-        try:
-            return rec.health.status()
-        except Exception as exc:  # noqa: BLE001 - status must answer even if the settings are unreadable
-            return {"error": str(exc)}
-
-    def _pause_state() -> dict | None:
-        """Who paused or resumed bursting, why and when (None: nobody did; the config decides)."""
-        state = rec.store.pause_state()
-        return None if state is None else dataclasses.asdict(state)
-
     @app.get("/v1/status", tags=["read"])
     def status(who: str = read) -> dict:
-        leases = rec.store.leases(states=OPEN_STATES)
-        snap = rec.last_snapshot
-        by_node = {lease.node_name: lease for lease in sorted(leases, key=lambda x: x.created_at)}
-        clouds = {p.partition for p in config.pools}
-        pending = snap.pending if snap else []
-        nodes = []
-        if snap:
-            for n in snap.nodes:
-                if config.pool_of_node(n.name) is None:
-                    continue
-                lease = by_node.get(n.name)
-                nodes.append({"name": n.name, "state": n.state, "flags": list(n.flags),
-                              "lease_state": lease.state.value if lease else None,
-                              "lease_id": lease.lease_id if lease else None})
-        by_part = Counter(p for j in pending for p in j.partitions)
-        return {
-            "cluster": config.cluster.id,
-            "paused": rec.paused(),
-            "pause": _pause_state(),
-            "decider": rec.decider_name,
-            "uptime_s": round(rec.clock() - started_at, 1) if started_at else None,
-            "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
-                       "nodes": f"{p.node_prefix}[1-{p.node_count}]",
-                       "price_per_hour_micro_usd": usd_to_micros(p.price_per_hour)}
-                      for p in config.pools],
-            "leases_by_state": dict(Counter(lease.state.value for lease in leases)),
-            "queue": {
-                "pending_jobs": len(pending),
-                "pending_by_partition": dict(by_part),
-                "burst_eligible_jobs": sum(1 for j in pending if set(j.partitions) & clouds),
-                "running_jobs": len(snap.running) if snap else 0,
-                "snapshot_at": snap.taken_at if snap else None,
-            },
-            "nodes": nodes,
-            "pool_health": _pool_health(),
-            "last_cycle": rec.last_report.as_dict() if rec.last_report else None,
-        }
+        return ctl.status()
 
     @app.get("/v1/leases", tags=["read"])
     def leases(state: str | None = None, all: bool = False, who: str = read) -> list[dict]:
@@ -315,48 +262,30 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                                          f"known: {', '.join(s.value for s in LeaseState)}") from None
         else:
             states = set(LeaseState) if all else set(OPEN_STATES)
-        return [lease_dict(x) for x in rec.store.leases(states=frozenset(states))]
+        return [lease_dict(x) for x in ctl.leases(states)]
 
     @app.get("/v1/events", tags=["read"])
     def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),
                who: str = read) -> list[dict]:
-        rows = rec.store.events(lease_id=lease_id, limit=limit)
-        return unit_named([r if isinstance(r, dict) else (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else
-                                                              getattr(r, "model_dump", lambda: dict(r))()) for r in rows])
+        return unit_named([dataclasses.asdict(e) for e in ctl.events(lease_id, limit)])
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = read) -> dict:
         """Why a job bursts or not, from the last cycle's snapshot and decisions."""
-        snap = rec.last_snapshot
-        if snap is None:
-            raise HTTPException(503, "no Slurm snapshot yet: the first cycle has not run")
-        from burstd.policy.explain import explain_job
-
-        leases = rec.store.leases(states=OPEN_STATES)
-        if rec.last_decisions is not None:
-            result = explain_job(job_id, snap, decisions=rec.last_decisions, leases=leases, config=config,
-                                 now=rec.clock())
-        else:  # no decision yet (first cycle, or the decider failed): run the daemon's decider afresh (pure)
-            try:
-                decisions = rec.decider(snap, list(leases), rec.budget_book(), rec.prices(), config, rec.clock())
-            except Exception as exc:  # noqa: BLE001 - e.g. PriceError naming a pool
-                raise HTTPException(503, f"cannot explain job {job_id}: {exc}") from None
-            result = explain_job(job_id, snap, decisions=decisions, leases=leases, config=config, now=rec.clock())
-        return result.as_dict()
+        try:
+            return ctl.explain(job_id)
+        except NotReady as exc:
+            raise HTTPException(503, str(exc)) from None
 
     @app.post("/v1/pause", tags=["admin"])
     def pause(body: ReasonBody | None = None, who: str = admin) -> dict:
         reason = body.reason if body else ""
-        state = rec.store.set_pause(True, reason=reason, by=who)
-        log.warning("bursting paused", extra=ev(by=who, reason=reason))
-        rec.wake()
+        state = ctl.pause(reason, who)
         return {"paused": True, "reason": state.reason, "by": state.by, "since": state.since}
 
     @app.post("/v1/resume", tags=["admin"])
     def resume(who: str = admin) -> dict:
-        state = rec.store.set_pause(False, by=who)
-        log.warning("bursting resumed", extra=ev(by=who))
-        rec.wake()
+        state = ctl.resume(who)
         return {"paused": False, "by": state.by, "since": state.since}
 
     @app.post("/v1/pools/{pool}/unprotect", tags=["admin"])
@@ -364,11 +293,9 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         if pool not in {p.name for p in config.pools}:
             raise HTTPException(404, f"no pool {pool!r} in this daemon's config")
         try:
-            was = rec.health.unprotect(pool)
+            was = ctl.unprotect(pool, who)
         except LookupError as exc:
             raise HTTPException(409, str(exc)) from None
-        log.warning("pool unprotected by admin", extra=ev(by=who, pool=pool, reason=f"was: {was}"))
-        rec.wake()
         return {"pool": pool, "protected": False, "was": was}
 
     @app.post("/v1/nodes/{node}/agent-token", tags=["admin"])
@@ -378,7 +305,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         [name] = nodes_of(node) if "[" not in node and "," not in node else [None]
         if name is None:
             raise HTTPException(422, "one node name, not a hostlist")
-        lease = rec.store.lease_for_node(name)
+        lease = ctl.lease_for_node(name)
         if lease is None or lease.state not in OPEN_STATES:
             raise HTTPException(404, f"node {name} has no open lease: no agent credential to give")
         log.warning("agent token issued", extra=ev(node=name, lease_id=lease.lease_id, by=who))
@@ -387,20 +314,19 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.post("/v1/nodes/{node}/drain", tags=["admin"], status_code=202)
     def drain(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = nodes_of(node)
-        rec.add_intent("drain", nodes, check_reason(body.reason if body and body.reason else f"drained by {who}"))
+        ctl.queue("drain", nodes, check_reason(body.reason if body and body.reason else f"drained by {who}"))
         return {"queued": nodes}
 
     @app.post("/v1/nodes/{node}/terminate", tags=["admin"], status_code=202)
     def terminate(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = nodes_of(node)
-        rec.add_intent("terminate", nodes,
+        ctl.queue("terminate", nodes,
                        check_reason(body.reason if body and body.reason else f"terminated by {who}"))
         return {"queued": nodes}
 
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
         """``account`` is a Slurm account, or ``(none)`` (``NO_ACCOUNT``): jobs submitted without one."""
-        from burstd.daemon.budgets import slurmdbd_accounts, unknown_account_error, unknown_account_warning
         from burstd.slurm.base import SlurmError, check_name
 
         try:
@@ -410,19 +336,13 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             raise HTTPException(422, f"{exc}; for jobs without an account use {NO_ACCOUNT!r} "
                                      "(burstctl budget set --no-account USD)") from None
         try:
-            known = slurmdbd_accounts(rec.adapter)
+            limit, warning = ctl.set_budget(account, body.usd)
+        except ValueError as exc:  # BudgetError, or an account slurmdbd does not know: nothing was written
+            raise HTTPException(422, str(exc)) from None
         except SlurmError as exc:  # slurmdbd configured but not answering: refuse rather than guess
             raise HTTPException(503, f"cannot ask Slurm's accounting about account {account!r}: {exc}") from None
-        refused = unknown_account_error(account, known) if account != NO_ACCOUNT else None
-        if refused:
-            raise HTTPException(422, refused)
-        warning = unknown_account_warning(account, rec, config) if known is None else None
-        try:
-            entry = rec.store.set_budget(account, body.usd, period=config.budget.period)
-        except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written
-            raise HTTPException(422, str(exc)) from None
         log.warning("budget set", extra=ev(account=account, usd=str(body.usd), by=who, warning=warning))
-        out = {"account": account, "limit_micro_usd": entry.limit_micros}
+        out = {"account": account, "limit_micro_usd": limit}
         if warning:
             out["warning"] = warning
         return out
@@ -431,64 +351,43 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def budgets(who: str = read) -> dict:
         """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``
         from ``[budget.accounts]``, ``default`` = ``budget.default_account_usd``, ``none`` = may not burst)."""
-        from burstd.policy.budget import account_limit
-
-        book = rec.budget_book()
-        stored = {b.account for b in rec.store.budgets(config.budget.period)}
-        bc = config.budget
-
-        def source(a: str) -> str:
-            return ("set" if a in stored else "config" if a in bc.accounts
-                    else "default" if bc.default_account_usd is not None else "none")
-
-        return {
-            "period": bc.period, "period_start": book.period_start, "period_end": book.period_end,
-            "site": {"limit_micro_usd": book.site_limit_micros, "spent_micro_usd": book.site_spent_micros},
-            "burn_rate_cap_micro_usd_per_hour": book.burn_rate_cap_micros_per_hour,
-            "default_account_micro_usd": (None if bc.default_account_usd is None
-                                          else usd_to_micros(bc.default_account_usd)),
-            "accounts": {a: {"limit_micro_usd": account_limit(book, a, config), "spent_micro_usd": b.spent_micros,
-                             "source": source(a)} for a, b in book.accounts.items()},
-        }
+        return ctl.budgets()
 
     @app.get("/v1/spend", tags=["read"])
-    def spend(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+    def spend(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
               who: str = read) -> dict:
         """Spend of intervals starting in [since, until), grouped, largest first (micro-dollars)."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        rows = rec.store.spend(by=by, since=since, until=until)
-        if by == "account":
-            rows = {budget_key(k): v for k, v in rows.items()}
+        rows = ctl.spend(by, since, until)
         return {"by": by, "since": since, "until": until, "total_micro_usd": sum(rows.values()),
                 "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
 
     @app.get("/v1/spend/reconcile", tags=["read"])
     def spend_reconcile(since: float | None = None, who: str = read) -> dict:
         """burstd's spend per job against the jobs slurmdbd recorded on the cloud nodes; differences listed."""
-        from burstd.daemon.sacct_check import NoAccounting, reconcile_spend
+        from burstd.daemon.sacct_check import NoAccounting
         from burstd.slurm.base import SlurmError
 
         try:
-            return reconcile_spend(rec.store, rec.adapter, config, since, now=rec.clock())
+            return ctl.reconcile_spend(since)
         except NoAccounting as exc:
             raise HTTPException(409, str(exc)) from None
         except SlurmError as exc:
             raise HTTPException(503, f"sacct: {exc}") from None
 
     @app.get("/v1/spend/series", tags=["read"])
-    def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = SINCE,
+    def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
                      who: str = read) -> dict:
         """Spend by interval start and key, sorted by time: what ``burstctl spend --plot`` draws."""
         if by not in ("account", "user", "job", "pool"):
             raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
-        series = rec.store.spend_series(by=by, since=since, until=until)
-        key = budget_key if by == "account" else str
-        return {"by": by, "points": [{"t": t, "key": key(k), "spend_micro_usd": c} for t, k, c in series]}
+        series = ctl.spend_series(by, since, until)
+        return {"by": by, "points": [{"t": t, "key": k, "spend_micro_usd": c} for t, k, c in series]}
 
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:
-        return PlainTextResponse(rec.metrics.render().decode(), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(ctl.metrics_text(), media_type="text/plain; version=0.0.4")
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -610,7 +509,7 @@ class ApiServer:
             self._spawn(uvicorn.Server(tcfg), [tcp])
 
     def _spawn(self, server: uvicorn.Server, sockets: list[socket.socket]) -> None:
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  (older uvicorn)
+        setattr(server, "install_signal_handlers", lambda: None)  # noqa: B010 - the API thread leaves signals be
         t = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=sockets)), name="burstd-api",
                              daemon=True)
         t.start()

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
 from burstd.domain.budget import Allocation, BudgetBook
-from burstd.domain.lease import Lease, LeaseState
+from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
 
 class LeaseStore(Protocol):
@@ -54,3 +54,18 @@ class LeaseStore(Protocol):
     def allocations(self, lease_id: str) -> list[Allocation]: ...
 
     def budget_book(self, period: str | None, now: float, config: Any = None) -> BudgetBook: ...
+
+
+class RecordsStore(LeaseStore, Protocol):
+    """What the control facade also reads: the lease event log, budgets and the spend ledger (``db.store.Store``)."""
+
+    def events(self, lease_id: str | None = None, *, limit: int = 100) -> list[LeaseEvent]: ...
+
+    def set_budget(self, account: str, usd: Any, *, period: str = "month", at: float | None = None) -> Any: ...
+
+    def budgets(self, period: str | None = None) -> list[Any]: ...
+
+    def spend(self, by: str = "account", since: float | None = None, until: float | None = None) -> dict[str, int]: ...
+
+    def spend_series(self, by: str = "account", since: float | None = None,
+                     until: float | None = None) -> list[tuple[float, str, int]]: ...

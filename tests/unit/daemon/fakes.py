@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
 from burstd.domain.budget import BudgetBook
-from burstd.domain.lease import Lease, LeaseState, check_transition
+from burstd.domain.lease import Lease, LeaseEvent, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
 
@@ -50,8 +50,7 @@ class FakeStore:
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
                       job_ids=tuple(job_ids), account=account, reason=reason, gang=gang)
         self._leases[lid] = lease
-        self._events.append({"lease_id": lid, "from_state": None, "to_state": "REQUESTED", "reason": reason,
-                             "at": now})
+        self._events.append(LeaseEvent(lid, now, None, LeaseState.REQUESTED, reason, event_id=len(self._events) + 1))
         return lease
 
     def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, **fields):
@@ -61,8 +60,8 @@ class FakeStore:
         old = lease.state
         lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
         self._leases[lease_id] = lease
-        self._events.append({"lease_id": lease_id, "from_state": old.value, "to_state": state.value,
-                             "reason": reason, "at": self.clock()})
+        self._events.append(LeaseEvent(lease_id, self.clock(), old, state, reason, dict(extra or {}),
+                                       event_id=len(self._events) + 1))
         return lease
 
     def lease_for_node(self, node):
@@ -77,8 +76,8 @@ class FakeStore:
                 if (states is None or x.state in states) and (gang is None or x.gang == gang)
                 and (pool is None or x.pool == pool) and (node is None or x.node_name == node)][:limit]
 
-    def events(self, lease_id=None, limit=100):
-        return [e for e in self._events if lease_id is None or e["lease_id"] == lease_id][-limit:]
+    def events(self, lease_id=None, *, limit=100):
+        return [e for e in self._events if lease_id is None or e.lease_id == lease_id][-limit:]
 
     def get_setting(self, key, default=None):
         return self._settings.get(key, default)

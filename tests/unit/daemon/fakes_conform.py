@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-from burstd.daemon.ports import LeaseStore
+from burstd.daemon.ports import LeaseStore, RecordsStore
 from burstd.daemon.reconcile import Decider
+from burstd.db.store import Store
 from burstd.policy.decide import decide
 from burstd.providers.base import GangLauncher, Provider
 from burstd.slurm.base import SlurmAdapter
@@ -19,3 +20,8 @@ provider: Provider = FakeProvider("p", clock)
 gang_provider: GangLauncher = FakeGangProvider("p", clock)
 test_decider: Decider = first_rule
 real_decider: Decider = decide
+
+
+def the_real_store_conforms(store: Store) -> tuple[LeaseStore, RecordsStore]:
+    """``db.store.Store`` is what the daemon runs on: it must satisfy both protocols too."""
+    return store, store

@@ -159,7 +159,7 @@ def test_boot_timeout_fails_powers_down_requeues_and_cleans_up(env):
     assert states(store) == {"cloud1": S.TERMINATED}
     assert provider.live() == []
     assert ("power_down", ("cloud1",), True) in adapter.calls and ("requeue", 9) in adapter.calls
-    assert any(e["to_state"] == "FAILED" and "did not register" in e["reason"] for e in store.events())
+    assert any(e.to_state == "FAILED" and "did not register" in e.reason for e in store.events())
 
 
 def test_vanished_instance_fails_lease_and_requeues_job(env):

@@ -132,7 +132,7 @@ def test_cycles_drain_once_then_terminate_and_requeue_once_after_the_deadline():
         rec.cycle()
     assert store.lease(lease.lease_id).state == S.TERMINATED
     assert adapter.calls.count(("requeue", 4)) == 1
-    assert any(e["to_state"] == "FAILED" and "notice deadline" in e["reason"] for e in store.events())
+    assert any(e.to_state == "FAILED" and "notice deadline" in e.reason for e in store.events())
 
 
 def test_a_restarted_daemon_still_enforces_the_deadline():

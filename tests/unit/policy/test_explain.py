@@ -23,7 +23,8 @@ def test_explains_why_not_from_the_last_cycles_decisions():
     snap = busy_cluster(pending(7, account="bio"))
     d = decide(snap, [], book(), None, config())
     r = explain_job(7, snap, decisions=d)
-    assert not r.burst and r.sentence.endswith("stays on-prem: account bio has no budget: burstctl budget set bio USD, or budget.default_account_usd in the config")
+    assert not r.burst and r.sentence.endswith("stays on-prem: account bio has no budget: "
+                                               "burstctl budget set bio USD, or budget.default_account_usd in the config")
 
 
 def test_running_and_missing_jobs():

@@ -9,7 +9,8 @@ from burstd.domain.ids import IdError, unique_prefix
 IDS = ["3f2a9c", "3f2b00", "a1b2c3", "a1"]
 
 
-@pytest.mark.parametrize("prefix, expected", [("3f2a", "3f2a9c"), ("a1b", "a1b2c3"), ("a1", "a1"), ("3f2b00", "3f2b00")])
+@pytest.mark.parametrize("prefix, expected",
+                         [("3f2a", "3f2a9c"), ("a1b", "a1b2c3"), ("a1", "a1"), ("3f2b00", "3f2b00")])
 def test_a_unique_prefix_or_exact_id_resolves(prefix, expected):
     assert unique_prefix(prefix, IDS) == expected
 

@@ -1,0 +1,208 @@
+"""The control facade: everything the control API may ask of the running daemon (queries) and tell it
+(commands), in one narrow, typed surface. ``daemon/api.py`` speaks HTTP and checks rights; it never reaches into the
+reconciler's store, snapshot or decider. Commands record durably and wake the cycle; queries read the store and the
+last cycle's snapshot and decisions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+from burstd.config import Config
+from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.metrics import Metrics
+from burstd.daemon.ports import RecordsStore
+from burstd.daemon.reconcile import Reconciler
+from burstd.db.daemon_state import PauseState
+from burstd.domain.budget import budget_key
+from burstd.domain.lease import OPEN_STATES, Lease, LeaseEvent, LeaseState
+from burstd.domain.money import usd_to_micros
+
+log = get_logger("control")
+
+
+class NotReady(RuntimeError):
+    """The daemon cannot answer yet (no snapshot, the decider failed): the API says 503 with this text."""
+
+
+class DaemonControl:
+    def __init__(self, rec: Reconciler, config: Config, started_at: float = 0.0):
+        self._rec = rec
+        # the daemon's store also keeps the event log and the ledger (db.store.Store); the cycle needs less
+        self._store = cast(RecordsStore, rec.store)
+        self.config = config
+        self.started_at = started_at
+
+    @property
+    def metrics(self) -> Metrics:
+        return self._rec.metrics
+
+    # --- commands: hooks, agent, admin ---------------------------------------------------------------
+    def check_nodes(self, nodes: Sequence[str]) -> None:
+        self._rec.check_nodes(nodes)
+
+    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]],
+                       hook_t0: float | None = None) -> dict:
+        return self._rec.request_resume(nodes, jobs, hook_t0=hook_t0)
+
+    def queue(self, kind: str, nodes: Sequence[str], reason: str) -> None:
+        """suspend, resume-fail, notice, drain or terminate: applied by the next cycle."""
+        self._rec.add_intent(kind, nodes, reason)
+
+    def pause(self, reason: str, by: str) -> PauseState:
+        state = self._rec.store.set_pause(True, reason=reason, by=by)
+        log.warning("bursting paused", extra=ev(by=by, reason=reason))
+        self._rec.wake()
+        return state
+
+    def resume(self, by: str) -> PauseState:
+        state = self._rec.store.set_pause(False, by=by)
+        log.warning("bursting resumed", extra=ev(by=by))
+        self._rec.wake()
+        return state
+
+    def unprotect(self, pool: str, by: str) -> str:
+        """Take ``pool`` out of protected mode; the reason it was in. ``LookupError``: not protected."""
+        was = self._rec.health.unprotect(pool)
+        log.warning("pool unprotected by admin", extra=ev(by=by, pool=pool, reason=f"was: {was}"))
+        self._rec.wake()
+        return was
+
+    def set_budget(self, account: str, usd: Any) -> tuple[int, str | None]:
+        """Store ``account``'s budget for this period: (limit in micro-dollars, a warning or None). ``ValueError``
+        (nothing written): a bad amount, or an account Slurm's accounting does not know."""
+        from burstd.daemon.budgets import slurmdbd_accounts, unknown_account_error, unknown_account_warning
+        from burstd.domain.budget import NO_ACCOUNT
+
+        known = slurmdbd_accounts(self._rec.adapter)  # None without slurmdbd; SlurmError if it does not answer
+        refused = unknown_account_error(account, known) if account != NO_ACCOUNT else None
+        if refused:
+            raise ValueError(refused)
+        warning = unknown_account_warning(account, self._rec, self.config) if known is None else None
+        entry = self._store.set_budget(account, usd, period=self.config.budget.period)
+        return entry.limit_micros, warning
+
+    def reconcile_spend(self, since: float | None) -> dict:
+        """The spend ledger against slurmdbd's allocations on the cloud nodes (``NoAccounting`` without one)."""
+        from burstd.daemon.sacct_check import reconcile_spend
+
+        return reconcile_spend(self._store, self._rec.adapter, self.config, since, now=self._rec.clock())
+
+    # --- queries -----------------------------------------------------------------------------------
+    def leases(self, states: Iterable[LeaseState] = OPEN_STATES) -> list[Lease]:
+        return self._rec.store.leases(states=frozenset(states))
+
+    def lease(self, lease_id: str) -> Lease | None:
+        try:
+            return self._rec.store.lease(lease_id)
+        except Exception:  # noqa: BLE001 - an unknown id (in any store): no lease
+            return None
+
+    def lease_for_node(self, node: str) -> Lease | None:
+        return self._rec.store.lease_for_node(node)
+
+    def events(self, lease_id: str | None, limit: int) -> list[LeaseEvent]:
+        return self._store.events(lease_id=lease_id, limit=limit)
+
+    def spend(self, by: str, since: float | None, until: float | None) -> dict[str, int]:
+        rows = self._store.spend(by=by, since=since, until=until)
+        return {budget_key(k): v for k, v in rows.items()} if by == "account" else rows
+
+    def spend_series(self, by: str, since: float | None, until: float | None) -> list[tuple[float, str, int]]:
+        series = self._store.spend_series(by=by, since=since, until=until)
+        key = budget_key if by == "account" else str
+        return [(t, key(k), c) for t, k, c in series]
+
+    def metrics_text(self) -> str:
+        return self._rec.metrics.render().decode()
+
+    def status(self) -> dict[str, Any]:
+        """Queue pressure, leases by state, cloud nodes, pool health, pause, the last cycle."""
+        rec, config = self._rec, self.config
+        leases = rec.store.leases(states=OPEN_STATES)
+        snap = rec.last_snapshot
+        by_node = {lease.node_name: lease for lease in sorted(leases, key=lambda x: x.created_at)}
+        clouds = {p.partition for p in config.pools}
+        pending = snap.pending if snap else []
+        nodes = []
+        for n in snap.nodes if snap else ():
+            if config.pool_of_node(n.name) is None:
+                continue
+            lease = by_node.get(n.name)
+            nodes.append({"name": n.name, "state": n.state, "flags": list(n.flags),
+                          "lease_state": lease.state.value if lease else None,
+                          "lease_id": lease.lease_id if lease else None})
+        pause = rec.store.pause_state()
+        try:
+            health: dict = rec.health.status()
+        except Exception as exc:  # noqa: BLE001 - status must answer even if the records are unreadable
+            health = {"error": str(exc)}
+        return {
+            "cluster": config.cluster.id,
+            "paused": rec.paused(),
+            "pause": None if pause is None else dataclasses.asdict(pause),
+            "decider": rec.decider_name,
+            "uptime_s": round(rec.clock() - self.started_at, 1) if self.started_at else None,
+            "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,
+                       "nodes": f"{p.node_prefix}[1-{p.node_count}]",
+                       "price_per_hour_micro_usd": usd_to_micros(p.price_per_hour)}
+                      for p in config.pools],
+            "leases_by_state": dict(Counter(lease.state.value for lease in leases)),
+            "queue": {
+                "pending_jobs": len(pending),
+                "pending_by_partition": dict(Counter(p for j in pending for p in j.partitions)),
+                "burst_eligible_jobs": sum(1 for j in pending if set(j.partitions) & clouds),
+                "running_jobs": len(snap.running) if snap else 0,
+                "snapshot_at": snap.taken_at if snap else None,
+            },
+            "nodes": nodes,
+            "pool_health": health,
+            "last_cycle": rec.last_report.as_dict() if rec.last_report else None,
+        }
+
+    def explain(self, job_id: int) -> dict[str, Any]:
+        """Why a job bursts or not, from the last cycle's snapshot and decisions (or the decider run afresh,
+        pure, when no cycle has decided yet). ``NotReady``: no snapshot yet, or the decider cannot run."""
+        from burstd.policy.explain import explain_job
+
+        rec = self._rec
+        snap = rec.last_snapshot
+        if snap is None:
+            raise NotReady("no Slurm snapshot yet: the first cycle has not run")
+        leases = rec.store.leases(states=OPEN_STATES)
+        decisions = rec.last_decisions
+        if decisions is None:
+            try:
+                decisions = rec.decider(snap, list(leases), rec.budget_book(), rec.prices(), self.config,
+                                        rec.clock())
+            except Exception as exc:  # noqa: BLE001 - e.g. PriceError naming a pool
+                raise NotReady(f"cannot explain job {job_id}: {exc}") from None
+        return explain_job(job_id, snap, decisions=decisions, leases=leases, config=self.config,
+                           now=rec.clock()).as_dict()
+
+    def budgets(self) -> dict[str, Any]:
+        """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``
+        from ``[budget.accounts]``, ``default`` = ``budget.default_account_usd``, ``none`` = may not burst)."""
+        from burstd.policy.budget import account_limit
+
+        book = self._rec.budget_book()
+        bc = self.config.budget
+        stored = {b.account for b in self._store.budgets(bc.period)}
+
+        def source(a: str) -> str:
+            return ("set" if a in stored else "config" if a in bc.accounts
+                    else "default" if bc.default_account_usd is not None else "none")
+
+        return {
+            "period": bc.period, "period_start": book.period_start, "period_end": book.period_end,
+            "site": {"limit_micro_usd": book.site_limit_micros, "spent_micro_usd": book.site_spent_micros},
+            "burn_rate_cap_micro_usd_per_hour": book.burn_rate_cap_micros_per_hour,
+            "default_account_micro_usd": (None if bc.default_account_usd is None
+                                          else usd_to_micros(bc.default_account_usd)),
+            "accounts": {a: {"limit_micro_usd": account_limit(book, a, self.config),
+                             "spent_micro_usd": b.spent_micros, "source": source(a)}
+                         for a, b in book.accounts.items()},
+        }
