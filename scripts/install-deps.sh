@@ -4,9 +4,10 @@
 #   Slurm 22.05 (slurmctld, slurmd, slurmdbd, client, slurmrestd, JWT auth plugin, libslurm), munge, MariaDB
 #   (each bed's slurmdbd stores into a MariaDB of its own), debootstrap (the 24.11 / 26.05 beds run Slurm from
 #   Debian trixie / sid chroots the bed builds on first use), PMIx (silences a slurmd error),
-#   iproute2/util-linux (network namespaces, nsenter, unshare), psmisc/procps, PostgreSQL 15, python3 + venv
-#   for scripts/setup-venv.sh; Prometheus (promtool checks monitoring/'s rules; a real server scrapes the daemon
-#   in the metrics test); systemd (systemd-analyze verifies the units); plus the users the test bed uses.
+#   iproute2/util-linux (network namespaces, nsenter, unshare), nftables (a VM's metadata endpoint closed to
+#   non-root users), psmisc/procps, PostgreSQL 15, python3 + venv for scripts/setup-venv.sh; Prometheus
+#   (promtool checks monitoring/'s rules; a real server scrapes the daemon in the metrics test); systemd
+#   (systemd-analyze verifies the units); plus the users the test bed uses.
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -19,6 +20,7 @@ PACKAGES=(
     munge libpmix2
     mariadb-server mariadb-client debootstrap
     iproute2 util-linux psmisc procps
+    nftables
     postgresql
     prometheus systemd
     python3 python3-venv python3-dev

@@ -86,6 +86,13 @@ def register(app: typer.Typer) -> None:
             + (f": {escape(pause['reason'])}" if pause.get("reason") else "")
         console.print(f"[bold]burstd[/] cluster [cyan]{data['cluster']}[/]  decider {data['decider']}  "
                       + (paused if data["paused"] else "[green]bursting on[/]"))
+        ha = data.get("ha")
+        if ha:
+            lead = (f"leader {escape(str(ha['leader']))} (epoch {ha['epoch']}) since "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(ha['since']))} ({_ago(ha['since'])})"
+                    if ha.get("leader") else "no leader yet")
+            console.print(f"ha: this daemon ({escape(ha['self'])}) is [bold]{ha['role']}[/]; {lead}"
+                          + (f"; [red]{escape(ha['error'])}[/]" if ha.get("error") else ""), highlight=False)
         console.print(f"queue: {q['pending_jobs']} pending ({q['burst_eligible_jobs']} burst-eligible), "
                       f"{q['running_jobs']} running; by partition: "
                       + (", ".join(f"{k}={v}" for k, v in q["pending_by_partition"].items()) or "-"))

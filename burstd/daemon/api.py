@@ -36,7 +36,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from burstd.config import Config
 from burstd.daemon.agent_auth import AgentCredentials
-from burstd.daemon.api_auth import PEER_KEY, Access, Gate, Principal, _gid
+from burstd.daemon.api_auth import PEER_KEY, Access, Gate, Principal, group_id
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import notice_reason
@@ -439,7 +439,7 @@ def bind_unix_socket(path: str, group: str) -> socket.socket:
             raise ValueError(f"api.socket: {path} is in use by a running daemon")
         finally:
             probe.close()
-    gid = _gid(group)
+    gid = group_id(group)
     if gid is None:
         raise ValueError(f"api.socket_group: no such group {group!r}")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -144,6 +144,7 @@ class DaemonControl:
             "cluster": config.cluster.id,
             "paused": rec.paused(),
             "pause": None if pause is None else dataclasses.asdict(pause),
+            "ha": None if rec.leadership is None else rec.leadership.status(),  # who leads, since when
             "decider": rec.decider_name,
             "uptime_s": round(rec.clock() - self.started_at, 1) if self.started_at else None,
             "pools": [{"name": p.name, "provider": p.provider, "partition": p.partition,

@@ -179,11 +179,11 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
 
     pools: dict[str, PoolView] = {}
     part_to_pool: dict[str, str] = {}
-    for p in config.pools:
-        gpu_types = frozenset(t.gpu_type for t in p.instance_types)
-        cap = p.node_count if p.max_nodes is None else min(p.max_nodes, p.node_count)
-        pools[p.name] = PoolView(p, cap, pool_offers(p, quotes), frozenset(p.features), gpu_types)
-        part_to_pool[p.partition] = p.name
+    for pc in config.pools:
+        gpu_types = frozenset(t.gpu_type for t in pc.instance_types)
+        cap = pc.node_count if pc.max_nodes is None else min(pc.max_nodes, pc.node_count)
+        pools[pc.name] = PoolView(pc, cap, pool_offers(pc, quotes), frozenset(pc.features), gpu_types)
+        part_to_pool[pc.partition] = pc.name
     cloud_parts = frozenset(part_to_pool)
     onprem = frozenset(pol.onprem_partitions)
     jobs_by_id = {j.job_id: j for j in snapshot.jobs}
@@ -223,8 +223,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" else 0.0
     gpn_cache: dict[tuple, int] = {}
     expected_start_in = model.expected_start_in
-    counting = stats is not None
-    if counting:
+    if stats is not None:
         stats.jobs += len(pending)
 
     for job in pending:
@@ -252,7 +251,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if explain_on:
                 records[jid] = (R.r_direct, jid)
             continue
-        gate = None
+        gate: str | None = None
+        garg: tuple = ()
         if not pi.managed:
             gate, garg = R.G_UNMANAGED, (",".join(pi.home),)
         elif pol.paused:
@@ -286,11 +286,12 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if explain_on:
                 records[jid] = (R.r_gate, jid, gate, garg)
             continue
-        limit_min = job.time_limit_min if job.time_limit_min is not None else pi.max_time_min
+        # one of them is set: the no-limit gate above sent every other job on-prem
+        limit_min = job.time_limit_min if job.time_limit_min is not None else (pi.max_time_min or 0)
         limit_s = limit_min * 60.0
 
         # expected on-prem wait
-        if counting:
+        if stats is not None:
             stats.estimates += 1
         st = job.start_time
         if not has_cloud and st is not None and now - 60 <= st < now + _FAR_FUTURE:
@@ -306,7 +307,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         if qos_floor and job.qos in qos_floor:
             floor = max(floor, qos_floor[job.qos])
         # the waiting policy (burstd.policy.waiting.verdict, with its thresholds cached per job shape)
-        wcode = 0
+        wkind: str | int = ""  # the waiting policy's name, or (code 4) the preemption count
+        wcode, wnum = 0, 0.0
         if expected == INF:
             if waited < floor:
                 wcode, wnum, wkind = 1, floor, "floor"
@@ -322,7 +324,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 wcode, wnum, wkind = 3, th[2], th[6]
             elif expected < th[3] and waited < th[4]:
                 wcode, wnum, wkind = 2, th[5], th[6]
-        why = ""
+        why: str | tuple[str, tuple] = ""
         chosen: Offer | None = None
         verdict_left = None
         cost = 0
@@ -380,7 +382,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     if secs < 0:
                         secs = launch_seconds(limit_s, config) + accrual
                     cost = 0 if already else nodes * tasks * cost_micros(offer.price_micros, secs)
-                    if counting:
+                    if stats is not None:
                         stats.guard_checks += 1
                     v = check_launch(budgets, commit, account=job.account, cost_micros=cost,
                                      rate_micros_per_hour=hold_nodes * offer.price_micros, config=config,

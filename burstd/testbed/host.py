@@ -30,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-deps.sh"
 TEST_USERS = ("burstuser", "burstuser2")  # a normal user, and a second uid for permission tests
 REQUIRED_BINARIES = ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "sacctmgr", "scontrol", "sbatch", "sinfo",
-                     "squeue", "munged", "mariadbd", "mariadb-install-db", "nsenter", "unshare", "ip")
+                     "squeue", "munged", "mariadbd", "mariadb-install-db", "nsenter", "unshare", "ip", "nft")
 
 
 class BedError(RuntimeError):
