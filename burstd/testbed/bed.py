@@ -40,20 +40,6 @@ from burstd.testbed.host import (  # noqa: F401  (re-exported: tests and tools i
 REST_VERSIONS = "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"
 
 
-@contextmanager
-def _chroot_lock(slurm_release: str) -> Iterator[None]:
-    """One chroot build at a time per release (two beds may ask at once)."""
-    import fcntl
-
-    release.CHROOT_ROOT.mkdir(parents=True, exist_ok=True)
-    with open(release.CHROOT_ROOT / f".{slurm_release}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 # ------------------------------------------------------------------------------------------------ the bed
 
 
@@ -125,7 +111,7 @@ class Bed:
             ensure_munge()
             return
         self.paths["log"].mkdir(parents=True, exist_ok=True)
-        with _chroot_lock(self.config.slurm_release):
+        with release.build_lock(self.config.slurm_release):
             root = release.ensure_chroot(self.config.slurm_release, self.paths["log"] / "chroot-build.log")
         release.sync_users(root, (self.config.rest_user,))
         release.sync_hosts(root)

@@ -12,6 +12,9 @@ to the chroot's Slurm as a site's own commands would.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import os
 import shlex
 import shutil
@@ -176,3 +179,17 @@ def ensure_munge(root: Path, bin_dir: Path) -> None:
          "chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key && "
          "runuser -u munge -- /usr/sbin/munged"], "start the chroot's munged")
     _wait(lambda: munge_ok(bin_dir), 15, "the chroot's munged to answer")
+
+
+@contextmanager
+def build_lock(slurm_release: str) -> Iterator[None]:
+    """One chroot build at a time per release (two beds may ask at once)."""
+    import fcntl
+
+    CHROOT_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(CHROOT_ROOT / f".{slurm_release}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
