@@ -225,7 +225,7 @@ class LocalPoolConfig(_Section):
     boot_delay_s: Seconds = 0.0
     conf_server: str | None = None  # "10.77.0.1:6817"; None = from the test bed
     # random spot reclaims per VM-hour, for chaos testing
-    preempt_rate_per_hour: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 0.0
+    preempt_rate_per_hour: Annotated[float, Field(ge=0, le=360_000, allow_inf_nan=False)] = 0.0
     notice_s: Seconds = 120.0  # preemption notice lead time
     metadata_port: int = Field(default=1338, ge=1, le=65535)
     vm_agent: bool = True  # each VM runs its metadata endpoint and burstd-agent (preemption notices)
@@ -390,6 +390,10 @@ class AgentConfig(_Section):
     gcp_notice_s: Seconds = 30.0  # GCP announces preemption this long before it acts
     gcp_wait_s: PosSeconds = 60.0  # long-poll length of instance/preempted?wait_for_change=true
     on_rebalance: Literal["drain", "report", "ignore"] = "drain"  # AWS rebalance recommendation
+    # dead-man switch (burstd.agent.deadman): no burstd reachable for this long and no job -> power off; 0 = off
+    deadman_s: float = Field(default=900.0, ge=0, le=86400, allow_inf_nan=False)
+    standby_daemon_urls: list[str] = []  # the other head's burstd (active/standby): tried after daemon_url
+    poweroff_command: list[str] = Field(default=["systemctl", "poweroff"], min_length=1)  # the VM's own shutdown
 
     @field_validator("signal")
     @classmethod
@@ -398,6 +402,23 @@ class AgentConfig(_Section):
         if not hasattr(_signal, f"SIG{name}") or name in ("KILL", "STOP"):
             raise ValueError(f"unknown or uncatchable signal {value!r} (e.g. USR1, TERM)")
         return name
+
+
+class HaConfig(_Section):
+    """Active/standby daemons on one PostgreSQL (docs/ha.md). Failover takes at most ``lease_s`` plus one
+    ``renew_interval_s`` after the leader stops renewing."""
+
+    enabled: bool = False
+    lease_s: float = Field(default=15.0, ge=2.0, le=120.0, allow_inf_nan=False)  # the lead lapses after this
+    renew_interval_s: float = Field(default=3.0, gt=0, le=40.0, allow_inf_nan=False)  # claim/renew this often
+    node_id: str | None = Field(default=None, pattern=_NAME, max_length=64)  # None = the short hostname
+
+    @model_validator(mode="after")
+    def _renew_within_lease(self) -> HaConfig:
+        if self.renew_interval_s * 2 > self.lease_s:
+            raise ValueError(f"renew_interval_s ({self.renew_interval_s:g}) must be at most half of lease_s "
+                             f"({self.lease_s:g}), or a healthy leader could lose the lead between two renewals")
+        return self
 
 
 class Config(_Section):
@@ -411,6 +432,14 @@ class Config(_Section):
     budget: BudgetConfig = BudgetConfig()
     agent: AgentConfig = AgentConfig()
     cloud: CloudConfig = CloudConfig()
+    ha: HaConfig = HaConfig()
+
+    @model_validator(mode="after")
+    def _ha_needs_postgres(self) -> Config:
+        if self.ha.enabled and not self.database.url.startswith(("postgresql", "postgres")):
+            raise ValueError("ha.enabled: high availability needs a PostgreSQL database.url shared by both "
+                             f"daemons; {self.database.url.split(':', 1)[0]} is single-host (see docs/ha.md)")
+        return self
 
     @model_validator(mode="after")
     def _unique(self) -> Config:

@@ -7,7 +7,10 @@
 # 2. fetch the munge key from the cloud's secret store with the instance's own role
 #    (AWS Secrets Manager, or SSM SecureString when BURSTD_MUNGE_SECRET starts with "ssm:"; GCP Secret Manager)
 # 3. install it as /etc/munge/munge.key, 0400 munge:munge, and (re)start munge
-# 4. start slurmd configless (--conf-server) under the node name, then burstd-agent
+# 4. close the metadata endpoint (169.254.169.254) to every user but root (nftables owner match, or iptables):
+#    the node's role can read the munge key's secret and the metadata service hands that role's credentials to
+#    any local caller, so no job may reach it; root (this script, burstd-agent) still can
+# 5. start slurmd configless (--conf-server) under the node name, then burstd-agent (no job runs before this)
 #
 # Idempotent: running it again converges on the same state. Logs to the journal (tag burstd-bootstrap) and to
 # stderr; any failure stops the script with a message naming the step. The key never reaches a log, an argument
@@ -27,6 +30,7 @@ MUNGE_KEY="${BURSTD_ROOT}/etc/munge/munge.key"
 STATE_DIR="${BURSTD_ROOT}/var/lib/burstd-node"
 NAME_WAIT_S="${BURSTD_NODE_NAME_WAIT_S:-300}"     # AWS: how long to wait for the burstd:node tag
 NAME_POLL_S="${BURSTD_NODE_NAME_POLL_S:-5}"
+METADATA_ADDR="169.254.169.254"                   # AWS IMDS and GCE metadata.google.internal alike
 
 log() {
     echo "burstd-bootstrap: $*" >&2
@@ -131,6 +135,29 @@ install_key() {
     log "munge key installed at $MUNGE_KEY (0400 munge:munge)"
 }
 
+lock_metadata() {
+    # the same rule the local provider applies inside its namespace VMs (burstd.providers.local.metadata)
+    if command -v nft >/dev/null 2>&1; then
+        nft delete table inet burstd_metadata >/dev/null 2>&1 || true
+        nft -f - <<NFT || die "nft refused the rule closing $METADATA_ADDR to non-root users"
+table inet burstd_metadata {
+    chain output {
+        type filter hook output priority 0; policy accept;
+        ip daddr $METADATA_ADDR meta skuid != 0 counter reject with tcp reset
+    }
+}
+NFT
+    elif command -v iptables >/dev/null 2>&1; then
+        iptables -C OUTPUT -d "$METADATA_ADDR" -p tcp -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset \
+            2>/dev/null \
+            || iptables -I OUTPUT -d "$METADATA_ADDR" -p tcp -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset \
+            || die "iptables refused the rule closing $METADATA_ADDR to non-root users"
+    else
+        die "neither nft nor iptables is on this image: cannot close $METADATA_ADDR to non-root users"
+    fi
+    log "metadata endpoint $METADATA_ADDR closed to every user but root"
+}
+
 main() {
     local node
     node="$(node_name)" || die "could not read the node name from the $BURSTD_CLOUD metadata"
@@ -141,6 +168,7 @@ main() {
 
     install_key
     systemctl restart munge || die "munge did not start"
+    lock_metadata  # before slurmd: no job may ever see it open
 
     # slurmd configless under the node's Slurm name; a drop-in makes it survive reboots and stay idempotent.
     install -d -m 0755 "${BURSTD_ROOT}/etc/systemd/system/slurmd.service.d"

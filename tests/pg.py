@@ -32,6 +32,18 @@ class PostgresServer:
     socket_dir: str
     port: int
     user: str
+    control: tuple = ()  # (server user, pg_ctl, data dir, options, log): for outage tests
+
+    def stop(self) -> None:
+        """An outage: stop the server at once (``-m immediate``, like a crash); ``start()`` brings it back."""
+        user, pg_ctl, data, _opts, _log = self.control
+        _run_as(user, [pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"])
+
+    def start(self) -> None:
+        user, pg_ctl, data, opts, log = self.control
+        r = _run_as(user, [pg_ctl, "-D", data, "-o", opts, "-l", log, "-w", "-t", "60", "start"])
+        if r.returncode != 0:
+            raise RuntimeError(f"PostgreSQL did not restart: {r.stderr.strip()[-300:]}")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg2://{self.user}@/{database}?host={self.socket_dir}&port={self.port}"
@@ -89,7 +101,8 @@ def postgres_server() -> Iterator[PostgresServer]:
             log = (root / "log").read_text(errors="replace")[-800:] if (root / "log").exists() else ""
             pytest.skip(f"PostgreSQL did not start: {r.stderr.strip()[-300:]} {log}")
         started = True
-        yield PostgresServer(str(sock), PORT, db_user)
+        yield PostgresServer(str(sock), PORT, db_user,
+                             (user, str(pg_ctl), str(data), opts, str(root / "log")))
     finally:
         if started:
             _run_as(user, [str(pg_ctl), "-D", str(data), "-m", "immediate", "-w", "stop"])
@@ -102,13 +115,19 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     import psycopg2
 
     name = "t_" + uuid.uuid4().hex[:12]
-    admin = psycopg2.connect(host=postgres_server.socket_dir, port=postgres_server.port, user=postgres_server.user,
-                             dbname="postgres")
-    admin.autocommit = True
+    def connect():
+        conn = psycopg2.connect(host=postgres_server.socket_dir, port=postgres_server.port,
+                                user=postgres_server.user, dbname="postgres")
+        conn.autocommit = True
+        return conn
+
+    admin = connect()
     try:
         with admin.cursor() as cur:
             cur.execute(f'CREATE DATABASE "{name}"')
         yield postgres_server.url(name)
+        admin.close()
+        admin = connect()  # an outage test may have restarted the server since
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:

@@ -101,6 +101,14 @@ def run(
         lead_time_s=agent.lead_time_s,
         on_rebalance=agent.on_rebalance,
     )
+    deadman = None
+    urls = [u for u in (agent.daemon_url, *agent.standby_daemon_urls) if u]
+    if agent.deadman_s > 0 and urls:  # without a burstd to reach there is nothing to miss
+        from burstd.agent.deadman import DeadManSwitch, node_runs_a_job, probe_daemons, run_command
+
+        deadman = DeadManSwitch(node, timeout_s=agent.deadman_s,
+                                probe=probe_daemons(urls, node, agent.daemon_token_file, agent.daemon_ca_file),
+                                busy=node_runs_a_job, power_off=run_command(agent.poweroff_command))
     log.info(
         "watching node=%s provider=%s url=%s every=%ss",
         node,
@@ -114,6 +122,8 @@ def run(
                 handler.handle(watcher.poll())
             except WatchError as exc:
                 log.error("%s", exc)
+            if deadman is not None:
+                deadman.check()
             if once:
                 break
             stop.wait(agent.poll_interval_s)

@@ -53,7 +53,7 @@ class Principal:
         return RANK[self.role] >= LEVELS[level]
 
 
-def _gid(name: str) -> int | None:
+def group_id(name: str) -> int | None:
     try:
         return grp.getgrnam(name).gr_gid
     except KeyError:
@@ -115,12 +115,12 @@ class Access:
         if uid == 0 or uid == self.own_uid:
             return Principal("admin", who)
         groups = user_groups(uid, gid)
-        admin_gid = _gid(self.api.admin_group)
+        admin_gid = group_id(self.api.admin_group)
         if admin_gid is not None and admin_gid in groups:
             return Principal("admin", who)
         if uid in {u for u in (_uid(n) for n in self.api.hook_users) if u is not None}:
             return Principal("hook", who)
-        read_gid = _gid(self.api.socket_group)
+        read_gid = group_id(self.api.socket_group)
         if read_gid is not None and read_gid in groups:
             return Principal("read", who)
         return Principal("none", who)

@@ -19,7 +19,8 @@ from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import jobs_to_requeue, node_drained
+from burstd.daemon.planning import jobs_to_requeue, node_drained, sane_launch_time
+from burstd.db.leadership import Fence, Fenced
 from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Job, Snapshot
@@ -43,12 +44,13 @@ class CycleReport:
     pending_jobs: int = 0
     eligible_jobs: int = 0
     decider: str = ""
+    role: str = ""  # active/standby only: "leader", "standby", or "deposed" (a fenced write was refused)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "started_at": self.started_at, "duration_s": round(self.duration_s, 4), "actions": self.actions,
             "errors": self.errors[-20:], "pending_jobs": self.pending_jobs, "eligible_jobs": self.eligible_jobs,
-            "decider": self.decider,
+            "decider": self.decider, **({"role": self.role} if self.role else {}),
         }
 
 
@@ -59,7 +61,7 @@ class Executor:
                  metrics: Metrics, *, snapshot: Snapshot | None = None, clock: Callable[[], float] = time.time,
                  report: CycleReport | None = None, health: PoolHealth | None = None,
                  hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None,
-                 markets: JobMarkets | None = None):
+                 markets: JobMarkets | None = None, fence: Fence | None = None):
         self.store = store
         self.adapter = adapter
         self.providers = providers
@@ -73,6 +75,8 @@ class Executor:
         self.hook_started = hook_started if hook_started is not None else {}
         # job id -> when a lease it asked for failed (held jobs to release); shared across cycles
         self.failed_jobs = failed_jobs if failed_jobs is not None else {}
+        # active/standby: every lease move is written under the leader's fencing token; None = single daemon
+        self.fence = fence
         self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
         self.again = False  # something changed that the next cycle should look at right away
         self._gangs_tried: set[str] = set()  # gangs launched (or tried) by this executor
@@ -85,6 +89,8 @@ class Executor:
                 self.metrics.actions.labels(name).inc()
                 if self.report is not None:
                     self.report.actions[name] = self.report.actions.get(name, 0) + 1
+            except Fenced:
+                raise  # deposed: stop acting at once (the cycle ends and this daemon becomes a standby)
             except Exception as exc:  # one bad action must not stop the cycle
                 self.metrics.error(exc)
                 if self.report is not None:
@@ -96,7 +102,9 @@ class Executor:
 
     # --- lease moves ------------------------------------------------------------------------
     def _move(self, lease_id: str, state: LeaseState, reason: str, **fields) -> Lease:
-        lease = self.store.transition(lease_id, state, reason=reason, **fields)
+        if self.fence is not None:
+            fields["fence"] = self.fence
+        lease = self.store.transition(lease_id, state, reason=reason, at=self.clock(), **fields)
         log.info(f"lease {state.value.lower()}", extra=ev(lease_id=lease_id, node=lease.node_name, pool=lease.pool,
                                                          state=state.value, reason=reason,
                                                          job_id=lease.job_ids[0] if lease.job_ids else None,
@@ -117,10 +125,13 @@ class Executor:
         if not members:
             return
         crash_point("launch.before_launching")
+        moved = {m.lease_id for m in members if m.state == S.REQUESTED}
         members = [self._move(m.lease_id, S.LAUNCHING, "launch requested from the provider")
                    if m.state == S.REQUESTED else m for m in members]
         head = members[0]
         provider = self.providers[head.pool]
+        if any(m.state == S.LAUNCHING and m.lease_id not in moved for m in members):
+            self._still_leader()  # a retried launch: its intent was recorded earlier, maybe under another epoch
         crash_point("launch.before_provider")
         now = self.clock()
         for m in members:
@@ -158,13 +169,22 @@ class Executor:
         for m, inst in zip(members, instances):
             self.metrics.launch_latency.observe(max(self.clock() - m.created_at, 0.0))
             self._move(m.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
-                       instance_id=inst.instance_id, launched_at=inst.launched_at)
+                       instance_id=inst.instance_id, launched_at=self._launch_time(m, inst.launched_at))
         crash_point("launch.after_booting")
         self.again = True
 
+    def _launch_time(self, lease: Lease, reported: float) -> float:
+        """Spend starts at the provider's launch time, but only a sane one is billed (issue 9 item 10)."""
+        t = sane_launch_time(reported, lease.created_at, self.clock())
+        if t != reported:
+            log.warning("launch time out of range; clamped", extra=ev(lease_id=lease.lease_id, reported=reported,
+                                                                     used=t))
+        return t
+
     def _do_Adopt(self, a: Adopt) -> None:
         self._move(a.lease_id, S.BOOTING, f"instance {a.instance_id} found in the listing",
-                   instance_id=a.instance_id, launched_at=a.launched_at)
+                   instance_id=a.instance_id,
+                   launched_at=self._launch_time(self.store.lease(a.lease_id), a.launched_at))
         self.again = True
 
     def _do_Refuse(self, a: Refuse) -> None:
@@ -200,6 +220,21 @@ class Executor:
         lease = self._move(a.lease_id, S.READY, "slurmd registered", ready_at=self.clock())
         self._health("record_boot_success", lease.pool)
         self.metrics.ready_latency.observe(max(self.clock() - lease.created_at, 0.0))
+        self._record_instance(lease)
+
+    def _record_instance(self, lease) -> None:
+        """Tell Slurm which instance backs the node, where the release can (23.11+: ``sacctmgr show instance``
+        and sacct then show where each job ran); never in the way of the lease."""
+        record = getattr(self.adapter, "set_instance", None)
+        if record is None or not lease.instance_id:
+            return
+        pool = self.config.pool(lease.pool) if lease.pool in {p.name for p in self.config.pools} else None
+        itype = (lease.offering or "").split("/")[0] or (pool.instance_types[0].name if pool and
+                                                         pool.instance_types else "unknown")
+        try:
+            self._quiet(record, lease.node_name, lease.instance_id, itype)
+        except ValueError as exc:  # an id Slurm's syntax cannot carry: the lease is fine without it
+            log.info("instance not recorded in Slurm", extra=ev(node=lease.node_name, error=str(exc)))
 
     def _do_Fail(self, a: Fail) -> None:
         lease = self.store.lease(a.lease_id)
@@ -263,6 +298,8 @@ class Executor:
         if lease.state != S.TERMINATING:
             lease = self._move(a.lease_id, S.TERMINATING, a.reason)
             self.again = True  # the next cycle closes it as soon as the listing shows the VM gone
+        else:
+            self._still_leader()  # TERMINATING was recorded earlier: repeat the call only while leading
         ids = list(a.instance_ids) or ([lease.instance_id] if lease.instance_id else [])
         crash_point("terminate.before_provider")
         if ids:
@@ -276,6 +313,8 @@ class Executor:
     def _do_TerminateOrphan(self, a: TerminateOrphan) -> None:
         log.warning("terminating orphan instance", extra=ev(pool=a.pool, instance_id=a.instance_id,
                                                              lease_id=a.lease_id or None, reason=a.reason))
+        self.store.record_orphan_termination(a.pool, a.instance_id, lease_id=a.lease_id or None,
+                                             reason=a.reason, fence=self.fence)
         crash_point("orphan.before_terminate")
         self.providers[a.pool].terminate([a.instance_id])
 
@@ -318,6 +357,11 @@ class Executor:
         log.info("job burst eligibility revoked", extra=ev(job_id=a.job_id, partition=a.partition))
 
     # --- helpers ----------------------------------------------------------------------------
+    def _still_leader(self) -> None:
+        """Raise ``Fenced`` if this daemon no longer leads (no-op for a single daemon)."""
+        if self.fence is not None:
+            self.store.check_fence(self.fence)
+
     def _slurm_power_down(self, node: str, reason: str, force: bool) -> None:
         self._quiet(self.adapter.power_down, [node], force=force, reason=reason[:200])
 

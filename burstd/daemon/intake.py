@@ -93,6 +93,7 @@ class Intake:
                         pool=pool.name, node_name=node, market=market, price_per_hour_micros=price,
                         job_ids=job_ids, account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
                         lease_id=gang if gang is not None and leaders[node] == node else None,
+                        at=self.clock(),
                     )
                 except StoreBusy as exc:  # say exactly what was recorded before the lock timed out
                     if done:

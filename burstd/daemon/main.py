@@ -75,8 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     health = PoolHealth(store, config)  # one capacity cooldown for every cloud pool, restored from the store
     providers = make_providers(config, cooldown=health.cooldown)
     metrics = Metrics()
-    try:
-        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health)
+    from burstd.daemon.steady_clock import SteadyClock
+
+    elector = None
+    if config.ha.enabled:  # active/standby on one PostgreSQL (docs/ha.md); the loop's wake is wired below
+        from burstd.daemon.leadership import Elector, holder_id
+
+        elector = Elector(store, holder_id(config.ha.node_id), lease_s=config.ha.lease_s)
+        elector.tick()
+    try:  # one clock for every timestamp and timeout, immune to wall-clock steps (issue 9 item 10)
+        rec = Reconciler(config, store, adapter, providers, metrics=metrics, health=health, leadership=elector,
+                         clock=SteadyClock())
     except ValueError as exc:  # e.g. cloud.spot_advisor_file unreadable: say which key, no traceback
         print(f"{config_path(args.config)}: {exc}", file=sys.stderr)
         return 2
@@ -94,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             notifier.notify("WATCHDOG=1")
 
     loop = LoopService(rec, config.daemon.cycle_interval_s, on_cycle=on_cycle)
+    stop = threading.Event()
+    if elector is not None:
+        elector.on_elected = loop.wake  # a new leader acts at once, not at its next interval
+        elector.run(stop, config.ha.renew_interval_s)
     server = ApiServer(create_app(rec, config, started_at=started), config)
     server.start()
     if not server.wait_started():
@@ -103,8 +116,6 @@ def main(argv: list[str] | None = None) -> int:
         metrics.serve(config.daemon.metrics_port, config.daemon.metrics_address)
     loop.start()
 
-    stop = threading.Event()
-
     def on_signal(signum, _frame) -> None:
         log.info("stopping", extra=ev(signal=signal.Signals(signum).name))
         stop.set()
@@ -113,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     log.info("burstd started", extra=ev(socket=config.api.socket, pools=[p.name for p in config.pools],
                                         decider=rec.decider_name, pid=os.getpid(),
+                                        ha=None if elector is None else elector.holder,
                                         interval_s=config.daemon.cycle_interval_s))
     if notifier:
         notifier.notify(f"READY=1\nSTATUS=reconciling {len(config.pools)} pool(s)\nMAINPID={os.getpid()}")
@@ -124,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     if notifier:
         notifier.notify("STOPPING=1")
     loop.stop()
+    if elector is not None:
+        elector.resign()  # after the last cycle: the standby takes over at its next claim
     server.stop()
     for p in providers.values():
         try:

@@ -30,6 +30,16 @@ S = LeaseState
 
 #: A lease that changed less than this before the world was observed is not judged on that world.
 FRESH_S = 2.0
+#: How far a provider's launch time may sit before the lease's creation (clock skew between cloud and head).
+LAUNCH_SKEW_S = 300.0
+
+
+def sane_launch_time(reported: float, created_at: float, now: float) -> float:
+    """The launch time to bill from: the provider's, kept within [created - skew, now]. A VM cannot start long
+    before burstd asked for it, nor in the future; a bogus time would bill months (and write a row an hour)."""
+    if reported != reported:  # NaN
+        return now
+    return min(max(reported, created_at - LAUNCH_SKEW_S), max(now, created_at))
 
 
 @dataclass(frozen=True)

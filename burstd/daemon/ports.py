@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
+from burstd.db.leadership import Fence, LeaderRecord
 from burstd.domain.budget import Allocation, BudgetBook
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
@@ -21,7 +22,8 @@ class LeaseStore(Protocol):
                      at: float | None = None) -> Lease: ...
 
     def transition(self, lease_id: str, target: LeaseState | str, reason: str = "", *, at: float | None = None,
-                   expect: Any = None, extra: dict[str, Any] | None = None, **fields: Any) -> Lease: ...
+                   expect: Any = None, extra: dict[str, Any] | None = None, fence: Fence | None = None,
+                   **fields: Any) -> Lease: ...
 
     def lease(self, lease_id: str) -> Lease: ...
 
@@ -55,6 +57,17 @@ class LeaseStore(Protocol):
 
     def budget_book(self, period: str | None, now: float, config: Any = None) -> BudgetBook: ...
 
+    # active/standby (``burstd.db.leadership``): the election row and the fence on cloud intents
+    def claim_leadership(self, holder: str, lease_s: float, *, now: float | None = None) -> LeaderRecord: ...
+
+    def resign_leadership(self, holder: str) -> bool: ...
+
+    def leader(self, *, now: float | None = None) -> LeaderRecord | None: ...
+
+    def check_fence(self, fence: Fence) -> None: ...
+
+    def record_orphan_termination(self, pool: str, instance_id: str, *, lease_id: str | None = None,
+                                  reason: str = "", fence: Fence | None = None, at: float | None = None) -> int: ...
 
 class RecordsStore(LeaseStore, Protocol):
     """What the control facade also reads: the lease event log, budgets and the spend ledger (``db.store.Store``)."""

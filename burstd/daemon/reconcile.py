@@ -31,6 +31,7 @@ from burstd.config import Config
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.intake import Intake, UnknownNode
+from burstd.daemon.leadership import Elector
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
@@ -42,6 +43,7 @@ from burstd.daemon.pools import PoolHealth
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
+from burstd.db.leadership import Fence, Fenced
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
@@ -79,7 +81,8 @@ def _advisor(config: Config) -> SpotAdvisor | None:
 class Reconciler:
     def __init__(self, config: Config, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider],
                  decider: Decider = decide, metrics: Metrics | None = None,
-                 clock: Callable[[], float] = time.time, decider_name: str = "", health: PoolHealth | None = None):
+                 clock: Callable[[], float] = time.time, decider_name: str = "", health: PoolHealth | None = None,
+                 leadership: Elector | None = None):
         self.config = config
         self.store = store
         self.adapter = adapter
@@ -90,6 +93,8 @@ class Reconciler:
         self.metrics.setup([p.name for p in config.pools], config.daemon.launch_timeout_s,
                            config.daemon.boot_timeout_s, None)  # the burn cap is set from the budget book each cycle
         self.clock = clock
+        # active/standby (docs/ha.md): None = the only daemon, it always acts
+        self.leadership = leadership
         self.on_wake: Callable[[], None] = lambda: None
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
@@ -128,14 +133,44 @@ class Reconciler:
 
     # --- the cycle ----------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
+        """One reconcile cycle if this daemon leads (or is the only one); a standby only refreshes its snapshot
+        for the read API and the intake. A deposed leader's first fenced write ends the cycle (``Fenced``)."""
         t0 = time.perf_counter()
         report = CycleReport(started_at=self.clock(), decider=self.decider_name)
+        fence = None
+        if self.leadership is not None:
+            fence = self.leadership.fence
+            report.role = "leader" if fence is not None else "standby"
+            if fence is None:
+                self._standby_cycle(report, t0)
+                return report
+        try:
+            return self._lead_cycle(report, t0, fence)
+        except Fenced as exc:
+            assert self.leadership is not None  # only a fenced Executor raises it
+            self.leadership.deposed(str(exc))
+            report.role = "deposed"
+            report.errors.append(str(exc))
+            report.duration_s = time.perf_counter() - t0
+            self.last_report = report
+            return report
+
+    def _standby_cycle(self, report: CycleReport, t0: float) -> None:
+        try:
+            self.last_snapshot = self.adapter.snapshot()
+        except Exception as exc:  # noqa: BLE001 - the standby's reads are best effort
+            report.errors.append(f"snapshot: {exc}")
+        report.duration_s = time.perf_counter() - t0
+        self.last_report = report
+
+    def _lead_cycle(self, report: CycleReport, t0: float, fence: Fence | None) -> CycleReport:
         now = self.clock()
         for job_id in [j for j, t in self.failed_jobs.items() if now - t > 3600]:
             del self.failed_jobs[job_id]
         ex = Executor(self.store, self.adapter, self.providers, self.config, self.metrics,
                       snapshot=self.last_snapshot, clock=self.clock, report=report, health=self.health,
-                      hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs, markets=self.markets)
+                      hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs, markets=self.markets,
+                      fence=fence)
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads

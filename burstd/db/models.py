@@ -188,6 +188,35 @@ class PauseRow(Base, table=True):
     since: float = Field(sa_column=Column(Float, nullable=False))
 
 
+class LeaderRow(Base, table=True):
+    """Who leads the daemons sharing this database (``burstd.db.leadership``): one row per election name. ``epoch``
+    only grows: every takeover increments it, and every cloud intent checks it (the fencing token)."""
+
+    __tablename__ = "leader"
+
+    name: str = Field(sa_column=Column(String(32), primary_key=True))
+    holder: str = Field(sa_column=Column(String(128), nullable=False))
+    epoch: int = Field(sa_column=Column(BigInteger, nullable=False))
+    since: float = Field(sa_column=Column(Float, nullable=False))
+    renewed_at: float = Field(sa_column=Column(Float, nullable=False))
+    expires_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class OrphanTerminationRow(Base, table=True):
+    """A tagged instance with no live lease that the leader decided to terminate: the durable (fenced) intent of an
+    orphan termination, recorded before the provider call, and the audit trail of orphans."""
+
+    __tablename__ = "orphan_termination"
+
+    id: int | None = Field(default=None, primary_key=True)
+    pool: str = Field(sa_column=Column(String(64), nullable=False))
+    instance_id: str = Field(sa_column=Column(String(128), nullable=False))
+    lease_id: str | None = Field(default=None, sa_column=Column(String(32), nullable=True))
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    at: float = Field(sa_column=Column(Float, nullable=False))
+    epoch: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+
+
 class JobMarketRow(Base, table=True):
     """The market the policy decided for a job when it is not its pool's own (a spot pool's job escalated to
     on-demand): read when its node's lease is created (``burstd.daemon.markets``)."""

@@ -20,6 +20,8 @@ _intent: Table = metadata.tables["intent"]
 _pool_health: Table = metadata.tables["pool_health"]
 _pause: Table = metadata.tables["pause"]
 _job_market: Table = metadata.tables["job_market"]
+_leader: Table = metadata.tables["leader"]
+_orphan_termination: Table = metadata.tables["orphan_termination"]
 
 
 

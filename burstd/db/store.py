@@ -44,13 +44,15 @@ from sqlalchemy.exc import IntegrityError
 
 from burstd.db.daemon_state import Cooldown, DaemonState
 from burstd.db.engine import _now, make_engine, migrate
+from burstd.db.leadership import Fence, Fenced, LeaderRecord, Leadership
 from burstd.db.errors import BudgetError, LeaseNotFound, NodeBusy, SpendConflict, StaleLease, StoreError
 from burstd.db.ledger_records import OVERHEAD, SPEND_GROUPS, BudgetEntry, LedgerRecords
 from burstd.db.rows import _event, _lease, _row_to_event, _row_to_lease
 from burstd.domain.lease import FINAL_STATES, Lease, LeaseEvent, LeaseState, check_transition
 
 __all__ = [
-    "OVERHEAD", "SPEND_GROUPS", "BudgetEntry", "BudgetError", "Cooldown", "LeaseNotFound", "NodeBusy",
+    "OVERHEAD", "SPEND_GROUPS", "BudgetEntry", "BudgetError", "Cooldown", "Fence", "Fenced", "LeaderRecord",
+    "LeaseNotFound", "NodeBusy",
     "SpendConflict", "StaleLease", "Store", "StoreError",
 ]
 
@@ -100,7 +102,7 @@ def _nonneg_int(value: Any, what: str) -> int:
 
 
 
-class Store(LedgerRecords, DaemonState):
+class Store(LedgerRecords, DaemonState, Leadership):
     """burstd's durable state. Thread-safe (one engine, a connection per call); open once per process."""
 
     @classmethod
@@ -192,6 +194,7 @@ class Store(LedgerRecords, DaemonState):
         at: float | None = None,
         expect: LeaseState | str | Iterable[LeaseState | str] | None = None,
         extra: dict[str, Any] | None = None,
+        fence: Fence | None = None,
         **fields: Any,
     ) -> Lease:
         """Move a lease to ``target`` (checked against the state machine) and record the event, atomically.
@@ -202,6 +205,8 @@ class Store(LedgerRecords, DaemonState):
         FAILED -> TERMINATED (nothing to terminate), which keeps the failure time; FAILED -> TERMINATING clears
         it (the instance found lives until TERMINATED). ``launched_at`` (the provider's launch time, where
         spend starts) is the caller's to give; pass the provider's termination time as ``ended_at`` when known.
+        ``fence``: the leader's fencing token (``burstd.db.leadership``), checked in this same transaction; a
+        deposed leader's move raises ``Fenced`` and writes nothing.
         """
         target = LeaseState(target)
         values = _check_fields(fields)
@@ -210,6 +215,8 @@ class Store(LedgerRecords, DaemonState):
         if expect is not None:
             expected = {LeaseState(expect)} if isinstance(expect, str) else {LeaseState(e) for e in expect}
         with self._write() as conn:
+            if fence is not None:
+                self._check_fence(conn, fence)  # first: the leader row's lock, then the lease's (one order)
             cur = conn.execute(select(_lease).where(_lease.c.id == lease_id)).first()
             if cur is None:
                 raise LeaseNotFound(f"no lease {lease_id!r}")

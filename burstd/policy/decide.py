@@ -21,22 +21,21 @@ Jobs that already carry a cloud partition and fail any of this lose it (``Revoke
 for keeping are ``waiting.keep_fraction`` of those for bursting, so estimates that wobble do not flap.
 Every pending job considered gets an ``Explanation``. Cost is O(P log P + R log R) for P pending jobs and
 R running jobs (fit results are cached per job shape).
+
+This module owns the pass itself; the on-prem model is ``policy.onprem_model``, pool offers, fit and expected cost
+are ``policy.offers``, and the explanations' words are ``policy.reasons``.
 """
 
 from __future__ import annotations
 
-import bisect
 import gc
-import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from burstd.config import Config, PoolConfig
-from burstd.domain.budget import BudgetBook, PriceQuote, budget_key
+from burstd.config import Config
+from burstd.domain.budget import BudgetBook, budget_key
 from burstd.domain.decisions import (
     Decisions,
-    Explanation,
     ExplanationMap,
     MakeEligible,
     Prewarm,
@@ -44,8 +43,7 @@ from burstd.domain.decisions import (
     RevokeEligible,
 )
 from burstd.domain.lease import Lease
-from burstd.domain.money import format_usd, usd_to_micros
-from burstd.domain.slurm import Job, Node, Snapshot
+from burstd.domain.slurm import Job, Snapshot
 from burstd.policy import waiting
 from burstd.policy.budget import (
     Committed,
@@ -58,13 +56,16 @@ from burstd.policy.budget import (
     cost_micros,
     launch_seconds,
     validate_book,
-    validate_quote,
+)
+from burstd.policy import reasons as R
+from burstd.policy.offers import (
+    Offer, PoolView, PriceInput, effective_cost, job_fit, normalize_prices, pool_offers, risk_cost,
+)
+from burstd.policy.onprem_model import (
+    INF, OnPremModel, array_task_count, array_throttle, node_summary, parse_features,
 )
 
-INF = float("inf")
 _FAR_FUTURE = 365 * 86400  # Slurm reports "unknown" start times as far-future values
-
-PriceInput = Mapping[tuple[str, str], PriceQuote] | Iterable[PriceQuote] | None
 
 
 @dataclass(slots=True)
@@ -76,209 +77,6 @@ class DecideStats:
     bisect_steps: int = 0
     fit_checks: int = 0
     guard_checks: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    pool: str
-    partition: str
-    market: str
-    price_micros: int
-    interruption_rate: float
-
-
-@dataclass(slots=True)
-class _Pool:
-    cfg: PoolConfig
-    cap: int
-    offers: dict[str, Offer] = field(default_factory=dict)
-    features: frozenset[str] = frozenset()
-    gpu_types: frozenset[str | None] = frozenset()
-
-
-def normalize_prices(prices: PriceInput) -> dict[tuple[str, str], PriceQuote]:
-    if not prices:
-        return {}
-    items = prices.values() if isinstance(prices, Mapping) else prices
-    out: dict[tuple[str, str], PriceQuote] = {}
-    for q in items:
-        validate_quote(q)
-        out[(q.pool, q.market)] = q
-    return out
-
-
-def pool_offers(pool: PoolConfig, quotes: Mapping[tuple[str, str], PriceQuote]) -> dict[str, Offer]:
-    """The markets a pool can launch in, at the quoted price (else the configured one)."""
-    offers: dict[str, Offer] = {}
-    configured = {pool.market: pool.price_per_hour}
-    if pool.ondemand_price_per_hour is not None:
-        configured.setdefault("on-demand", pool.ondemand_price_per_hour)
-    for market, usd in configured.items():
-        q = quotes.get((pool.name, market))
-        price = q.price_per_hour_micros if q else usd_to_micros(usd)
-        rate = q.interruption_rate if q else 0.0
-        offers[market] = Offer(pool.name, pool.partition, market, price, rate if market == "spot" else 0.0)
-    return offers
-
-
-_FEATURE_SPLIT = re.compile(r"[&,()\[\]]")
-
-
-def parse_features(expr: str) -> list[frozenset[str]]:
-    """A constraint expression as a list of alternatives (AND inside, OR between), counts dropped."""
-    if not expr:
-        return []
-    alts = []
-    for alt in expr.split("|"):
-        names = frozenset(t.split("*")[0].strip() for t in _FEATURE_SPLIT.split(alt) if t.strip())
-        if names:
-            alts.append(names)
-    return alts
-
-
-def array_task_count(spec: str) -> int:
-    """Number of tasks in a pending array record's ``array_tasks`` ("1-9", "1,3,5-7:2", "0-99%4")."""
-    if not spec:
-        return 1
-    n = 0
-    for part in spec.split("%")[0].split(","):
-        part = part.strip()
-        if not part:
-            continue
-        step = 1
-        if ":" in part:
-            part, s = part.split(":", 1)
-            step = max(1, int(s)) if s.isdigit() else 1
-        if "-" in part:
-            a, b = part.split("-", 1)
-            if a.isdigit() and b.isdigit() and int(b) >= int(a):
-                n += (int(b) - int(a)) // step + 1
-            else:
-                n += 1
-        else:
-            n += 1
-    return max(n, 1)
-
-
-def array_throttle(spec: str) -> int | None:
-    """The ``%N`` limit of an array record, if any."""
-    if "%" in spec:
-        tail = spec.rsplit("%", 1)[1]
-        if tail.isdigit() and int(tail) > 0:
-            return int(tail)
-    return None
-
-
-_SUMMARY_CACHE: list = [None, None, None]  # (nodes tuple, onprem set, result): one entry, identity-checked
-
-
-def node_summary(nodes: tuple[Node, ...], onprem: frozenset[str]) -> tuple[int, int, tuple[Node, ...]]:
-    """Usable on-prem CPUs and GPUs, and the cloud nodes. Cached for the very same ``nodes`` tuple (the
-    simulator passes one tuple every cycle); the result depends only on its arguments."""
-    c = _SUMMARY_CACHE
-    if c[0] is nodes and c[1] == onprem:
-        return c[2]
-    total_cpu = total_gpu = 0
-    cloud = []
-    for n in nodes:
-        if "CLOUD" in n.flags:
-            cloud.append(n)
-            continue
-        if onprem and not (set(n.partitions) & onprem):
-            continue
-        if n.state in ("DOWN", "DRAINED", "FUTURE") or n.is_drained:
-            continue
-        total_cpu += n.cpus
-        if n.gres:
-            total_gpu += sum(g.count for g in n.gres if g.name == "gpu")
-    result = (total_cpu, total_gpu, tuple(cloud))
-    c[0], c[1], c[2] = nodes, onprem, result
-    return result
-
-
-class OnPremModel:
-    """Expected on-prem start from running jobs' end times (fluid model, per CPU and GPU track)."""
-
-    def __init__(self, snapshot: Snapshot, cloud_partitions: frozenset[str], onprem: frozenset[str], now: float):
-        self.now = now
-        total_cpu, total_gpu, _ = node_summary(snapshot.nodes, onprem)
-        used_cpu = used_gpu = 0
-        ends_cpu: list[tuple[float, int]] = []
-        ends_gpu: list[tuple[float, int]] = []
-        limits = []
-        for j in snapshot.jobs:
-            if not j.is_running or (j.partitions and j.partitions[0] in cloud_partitions):
-                continue
-            if j.end_time is not None:
-                end = float(j.end_time)
-            elif j.start_time is not None and j.time_limit_min:
-                end = float(j.start_time) + j.time_limit_min * 60
-            else:
-                end = now + 86400.0
-            end = max(end, now)
-            if j.time_limit_min:
-                limits.append(j.time_limit_min * 60.0)
-            gpus = j.gpus * max(j.node_count, 1)
-            used_cpu += j.cpus
-            ends_cpu.append((end, j.cpus))
-            if gpus:
-                used_gpu += gpus
-                ends_gpu.append((end, gpus))
-        self.total = (total_cpu, total_gpu)
-        self.free = (max(total_cpu - used_cpu, 0), max(total_gpu - used_gpu, 0))
-        self.mean_limit = (sum(limits) / len(limits)) if limits else 3600.0
-        self.tracks = []
-        for ends in (ends_cpu, ends_gpu):
-            ends.sort()
-            times = [e for e, _ in ends]
-            cum, acc = [], 0
-            for _, c in ends:
-                acc += c
-                cum.append(acc)
-            self.tracks.append((times, cum))
-
-    def expected_start_in(self, track: int, own: int, ahead: int, stats: DecideStats | None = None) -> float:
-        """Seconds until ``own`` units fit after ``ahead`` units queued before them (INF: never fits)."""
-        total = self.total[track]
-        if own > total:
-            return INF
-        need = own + ahead - self.free[track]
-        if need <= 0:
-            return 0.0
-        times, cum = self.tracks[track]
-        if cum and need <= cum[-1]:
-            k = bisect.bisect_left(cum, need)
-            if stats is not None:
-                stats.bisect_steps += max(1, len(cum).bit_length())
-            return max(times[k] - self.now, 0.0)
-        # beyond every running job: the queue drains in rounds of the whole cluster
-        last = (times[-1] - self.now) if times else 0.0
-        over = need - (cum[-1] if cum else 0)
-        return last + math.ceil(over / max(total, 1)) * self.mean_limit
-
-
-def _job_fit(job: Job, pool: _Pool) -> str:
-    nodes = max(job.node_count, 1)
-    cpn = -(-job.cpus // nodes)
-    cfg = pool.cfg
-    if cpn > cfg.cpus:
-        return f"needs {cpn} CPUs a node, pool {cfg.name} has {cfg.cpus}"
-    if job.memory_mb and job.memory_mb > cfg.memory_mb:
-        return f"needs {job.memory_mb} MiB a node, pool {cfg.name} has {cfg.memory_mb}"
-    gpus = job.gpus
-    if gpus > cfg.gpus:
-        return f"needs {gpus} GPUs a node, pool {cfg.name} has {cfg.gpus}"
-    if gpus:
-        types = {g.type for g in job.gres if g.name == "gpu" and g.type}
-        for t in types:
-            if pool.gpu_types != frozenset({t}):
-                return f"needs GPU type {t}, pool {cfg.name} has {'/'.join(sorted(str(x) for x in pool.gpu_types))}"
-    alts = parse_features(job.features)
-    if alts and not any(a <= pool.features for a in alts):
-        return f"needs features {job.features}, pool {cfg.name} has {','.join(sorted(pool.features)) or 'none'}"
-    if nodes > pool.cap:
-        return f"needs {nodes} nodes, pool {cfg.name} has at most {pool.cap}"
-    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,12 +106,7 @@ def _parts_info(parts, cloud_parts, onprem, pol, partition_max) -> _Parts:
     return _Parts(cloud, home, managed, excluded, floor, allowed, max_time)
 
 
-def _figures(waited: float, expected: float, dur) -> str:
-    return (f"waited {dur(waited)}, expected on-prem start "
-            + ("never (too big for on-prem)" if expected == INF else f"in {dur(expected)}") + ", ")
-
-
-def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | None, fits: dict[str, str],
+def _candidates(job: Job, pools: dict[str, PoolView], allowed: frozenset[str] | None, fits: dict[str, str],
                 escalated: bool, node_units: int, limit_s: float, ckpt_s: float, boot_s: float,
                 stats: DecideStats | None, risk_nodes: int = 0) -> tuple[list[tuple[float, Offer]], str]:
     candidates: list[tuple[float, Offer]] = []
@@ -328,7 +121,7 @@ def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | Non
         if why is None:
             if stats is not None:
                 stats.fit_checks += 1
-            why = fits[name] = _job_fit(job, pool)
+            why = fits[name] = job_fit(job, pool)
         if why:
             misfit = misfit or why
             continue
@@ -336,113 +129,16 @@ def _candidates(job: Job, pools: dict[str, _Pool], allowed: frozenset[str] | Non
             if escalated and market == "spot":
                 continue
             if risk_nodes:
-                c = _risk_cost(offer, risk_nodes, node_units, limit_s, ckpt_s, boot_s)
+                c = risk_cost(offer, risk_nodes, node_units, limit_s, ckpt_s, boot_s)
             else:
-                c = _effective_cost(offer, node_units, limit_s, ckpt_s, boot_s)
+                c = effective_cost(offer, node_units, limit_s, ckpt_s, boot_s)
             candidates.append((c, offer))  # INF (never finishes on spot) ranks last, still an option
     candidates.sort(key=lambda c: (c[0], c[1].pool, c[1].market))
     return candidates, misfit
 
 
-def _effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
-    """Expected $ including rework: each preemption loses up to a checkpoint interval plus a boot."""
-    hours = seconds / 3600.0
-    rework_h = offer.interruption_rate * hours * (min(seconds, ckpt_s) / 2 + boot_s) / 3600.0
-    return offer.price_micros * nodes * (hours + rework_h)
-
-
-def spot_hours(rate_per_node_h: float, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
-    """Expected node-hours, boots included, a job of ``nodes`` nodes and ``seconds`` of work bills per node
-    when any node's preemption (``rate_per_node_h`` each, so ``nodes`` x that for the job) restarts it from
-    its last checkpoint (every ``ckpt_s``) on freshly booted nodes.
-
-    Each checkpoint segment of length s is retried until one attempt of s + boot survives: with
-    preemptions at rate r the expected time is (e^(r(s+b)) - 1) / r (the classic restart result). With
-    r -> 0 this is the work plus one boot; a big job on a volatile market grows exponentially, so it is
-    cheaper on-demand even at several times the price (INF: it would practically never finish on spot).
-    """
-    r = rate_per_node_h * nodes
-    b = boot_s / 3600.0
-    if r <= 0:
-        return seconds / 3600.0 + b
-    c = ckpt_s / 3600.0
-    total_h = seconds / 3600.0
-    full, rest = divmod(total_h, c) if c > 0 else (0.0, total_h)
-    out = 0.0
-    for seg, count in ((c, full), (rest, 1.0)):
-        if count <= 0 or seg <= 0:
-            continue
-        x = r * (seg + b)
-        if x > 50:
-            return INF
-        out += count * math.expm1(x) / r
-    return out
-
-
-def _risk_cost(offer: Offer, nodes: int, units: int, seconds: float, ckpt_s: float, boot_s: float) -> float:
-    """Expected $ of ``units`` node-slots (``nodes`` a task) on ``offer``: price x ``spot_hours``."""
-    return offer.price_micros * units * spot_hours(offer.interruption_rate, nodes, seconds, ckpt_s, boot_s)
-
-
 def _priority_key(j: Job) -> tuple:
     return (-j.priority, j.submit_time or 0, j.job_id)
-
-
-# Explanations are stored as compact records and rendered on read (``ExplanationMap``).
-_G_UNMANAGED = "partition {} is not one burstd manages (policy.onprem_partitions)"
-_G_PAUSED = "bursting is paused"
-_G_OPTOUT = "the job opted out (--comment={})"
-_G_ACCOUNT = "account {} is excluded"
-_G_USER = "user {} is excluded"
-_G_PARTITION = "partition {} is excluded"
-_G_QOS = "QOS {} is excluded"
-_G_HET = "heterogeneous jobs do not burst"
-_G_HELD = "the job is held"
-_G_PREEMPTED = "preempted {} times (max_preemptions_total {}): on-prem only"
-_G_REASON = "pending for {}, not for resources"
-_G_PRIORITY = "priority {} is below min_priority {}"
-_G_NOLIMIT = "no time limit, so its cloud cost has no bound"
-
-
-def _r_direct(jid: int) -> Explanation:
-    return Explanation(jid, False, None, "submitted to a cloud partition directly; burstd leaves it alone")
-
-
-def _r_gate(jid: int, fmt: str, args: tuple) -> Explanation:
-    return Explanation(jid, False, None, "stays on-prem: " + fmt.format(*args))
-
-
-def _r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind: str | int) -> Explanation:
-    dur = waiting.format_duration
-    if code == 1:
-        why = f"minimum wait {dur(num)}"
-    elif code == 2:
-        why = f"waiting policy {kind} wants {dur(num)} on-prem first"
-    elif code == 3:
-        why = f"expected on-prem start is sooner than the {dur(num)} worth bursting for"
-    else:
-        head = ("too big and long to finish on spot" if kind == -1 else f"preempted {kind} times")
-        why = (f"{head}, so on-demand only, and the expected on-prem start is sooner than "
-               f"{dur(num)} (waiting.escalated_wait_to_runtime_ratio x its time limit)")
-    return Explanation(jid, False, None, f"{_figures(waited, expected, dur)}stays on-prem: {why}")
-
-
-_W_FULL = "pool {} is full ({}/{} nodes)"
-_W_ACCT_CAP = "account {} is at its cloud node cap ({})"
-
-
-def _r_stay(jid: int, waited: float, expected: float, why: str | tuple[str, tuple]) -> Explanation:
-    if type(why) is tuple:
-        why = why[0].format(*why[1])
-    return Explanation(jid, False, None, f"{_figures(waited, expected, waiting.format_duration)}stays on-prem: {why}")
-
-
-def _r_burst(jid: int, waited: float, expected: float, left: int | None, account: str, period: str,
-             chosen: Offer) -> Explanation:
-    left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
-    mkt = "" if chosen.market == "spot" else " on-demand"
-    return Explanation(jid, True, chosen.pool, f"{_figures(waited, expected, waiting.format_duration)}{left_s}pool "
-                       f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
 
 
 def decide(
@@ -481,13 +177,13 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     w = pol.waiting
     out = Decisions()
 
-    pools: dict[str, _Pool] = {}
+    pools: dict[str, PoolView] = {}
     part_to_pool: dict[str, str] = {}
-    for p in config.pools:
-        gpu_types = frozenset(t.gpu_type for t in p.instance_types)
-        cap = p.node_count if p.max_nodes is None else min(p.max_nodes, p.node_count)
-        pools[p.name] = _Pool(p, cap, pool_offers(p, quotes), frozenset(p.features), gpu_types)
-        part_to_pool[p.partition] = p.name
+    for pc in config.pools:
+        gpu_types = frozenset(t.gpu_type for t in pc.instance_types)
+        cap = pc.node_count if pc.max_nodes is None else min(pc.max_nodes, pc.node_count)
+        pools[pc.name] = PoolView(pc, cap, pool_offers(pc, quotes), frozenset(pc.features), gpu_types)
+        part_to_pool[pc.partition] = pc.name
     cloud_parts = frozenset(part_to_pool)
     onprem = frozenset(pol.onprem_partitions)
     jobs_by_id = {j.job_id: j for j in snapshot.jobs}
@@ -527,8 +223,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" else 0.0
     gpn_cache: dict[tuple, int] = {}
     expected_start_in = model.expected_start_in
-    counting = stats is not None
-    if counting:
+    if stats is not None:
         stats.jobs += len(pending)
 
     for job in pending:
@@ -554,47 +249,49 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
 
         if not pi.home:
             if explain_on:
-                records[jid] = (_r_direct, jid)
+                records[jid] = (R.r_direct, jid)
             continue
-        gate = None
+        gate: str | None = None
+        garg: tuple = ()
         if not pi.managed:
-            gate, garg = _G_UNMANAGED, (",".join(pi.home),)
+            gate, garg = R.G_UNMANAGED, (",".join(pi.home),)
         elif pol.paused:
-            gate, garg = _G_PAUSED, ()
+            gate, garg = R.G_PAUSED, ()
         elif opt_out and opt_out in job.comment:
-            gate, garg = _G_OPTOUT, (opt_out,)
+            gate, garg = R.G_OPTOUT, (opt_out,)
         elif job.account in excl_acct:
-            gate, garg = _G_ACCOUNT, (job.account,)
+            gate, garg = R.G_ACCOUNT, (job.account,)
         elif job.user in excl_user:
-            gate, garg = _G_USER, (job.user,)
+            gate, garg = R.G_USER, (job.user,)
         elif pi.excluded:
-            gate, garg = _G_PARTITION, (pi.excluded,)
+            gate, garg = R.G_PARTITION, (pi.excluded,)
         elif job.qos and job.qos in excl_qos:
-            gate, garg = _G_QOS, (job.qos,)
+            gate, garg = R.G_QOS, (job.qos,)
         elif job.het_job_id is not None:
-            gate, garg = _G_HET, ()
+            gate, garg = R.G_HET, ()
         elif job.hold:
-            gate, garg = _G_HELD, ()
+            gate, garg = R.G_HELD, ()
         elif job.restart_count >= max_total:
-            gate, garg = _G_PREEMPTED, (job.restart_count, max_total)
+            gate, garg = R.G_PREEMPTED, (job.restart_count, max_total)
         elif not has_cloud and job.reason not in burst_reasons:
-            gate, garg = _G_REASON, (job.reason,)
+            gate, garg = R.G_REASON, (job.reason,)
         elif job.priority < min_prio:
-            gate, garg = _G_PRIORITY, (job.priority, min_prio)
+            gate, garg = R.G_PRIORITY, (job.priority, min_prio)
         elif job.time_limit_min is None and pi.max_time_min is None:
-            gate, garg = _G_NOLIMIT, ()
+            gate, garg = R.G_NOLIMIT, ()
         if gate is not None:
             ahead[track] += own * tasks
             for p in has_cloud:
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
-                records[jid] = (_r_gate, jid, gate, garg)
+                records[jid] = (R.r_gate, jid, gate, garg)
             continue
-        limit_min = job.time_limit_min if job.time_limit_min is not None else pi.max_time_min
+        # one of them is set: the no-limit gate above sent every other job on-prem
+        limit_min = job.time_limit_min if job.time_limit_min is not None else (pi.max_time_min or 0)
         limit_s = limit_min * 60.0
 
         # expected on-prem wait
-        if counting:
+        if stats is not None:
             stats.estimates += 1
         st = job.start_time
         if not has_cloud and st is not None and now - 60 <= st < now + _FAR_FUTURE:
@@ -610,7 +307,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         if qos_floor and job.qos in qos_floor:
             floor = max(floor, qos_floor[job.qos])
         # the waiting policy (burstd.policy.waiting.verdict, with its thresholds cached per job shape)
-        wcode = 0
+        wkind: str | int = ""  # the waiting policy's name, or (code 4) the preemption count
+        wcode, wnum = 0, 0.0
         if expected == INF:
             if waited < floor:
                 wcode, wnum, wkind = 1, floor, "floor"
@@ -626,7 +324,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 wcode, wnum, wkind = 3, th[2], th[6]
             elif expected < th[3] and waited < th[4]:
                 wcode, wnum, wkind = 2, th[5], th[6]
-        why = ""
+        why: str | tuple[str, tuple] = ""
         chosen: Offer | None = None
         verdict_left = None
         cost = 0
@@ -676,15 +374,15 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     if tasks > 1 and in_pool + hold_nodes > cap and in_pool + nodes <= cap:
                         hold_nodes = cap - in_pool
                     if in_pool + hold_nodes > cap:
-                        why = why or (_W_FULL, (offer.pool, in_pool, cap))
+                        why = why or (R.W_FULL, (offer.pool, in_pool, cap))
                         continue
                     if acct_cap is not None and commit.nodes_by_account.get(job.account, 0) + hold_nodes > acct_cap:
-                        why = why or (_W_ACCT_CAP, (job.account, acct_cap))
+                        why = why or (R.W_ACCT_CAP, (job.account, acct_cap))
                         continue
                     if secs < 0:
                         secs = launch_seconds(limit_s, config) + accrual
                     cost = 0 if already else nodes * tasks * cost_micros(offer.price_micros, secs)
-                    if counting:
+                    if stats is not None:
                         stats.guard_checks += 1
                     v = check_launch(budgets, commit, account=job.account, cost_micros=cost,
                                      rate_micros_per_hour=hold_nodes * offer.price_micros, config=config,
@@ -700,9 +398,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
                 if wcode:
-                    records[jid] = (_r_wait, jid, waited, expected, wcode, wnum, wkind)
+                    records[jid] = (R.r_wait, jid, waited, expected, wcode, wnum, wkind)
                 else:
-                    records[jid] = (_r_stay, jid, waited, expected, why)
+                    records[jid] = (R.r_stay, jid, waited, expected, why)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         out.markets[jid] = (chosen.pool, chosen.market)  # carried to the lease (burstd.daemon.markets)
@@ -713,13 +411,13 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             out.eligible.append(MakeEligible(jid, chosen.pool, chosen.partition, chosen.market, cost))
             newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
         if explain_on:
-            records[jid] = (_r_burst, jid, waited, expected, verdict_left, job.account, period, chosen)
+            records[jid] = (R.r_burst, jid, waited, expected, verdict_left, job.account, period, chosen)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 
 
 def _prewarm_and_release(snapshot: Snapshot, live: list[Lease], budgets: BudgetBook, config: Config,
-                         pools: dict[str, _Pool], commit: Committed, newly: dict[str, int], out: Decisions,
+                         pools: dict[str, PoolView], commit: Committed, newly: dict[str, int], out: Decisions,
                          s_limit: int | None) -> None:
     pol = config.policy
     by_node = {lease.node_name: lease for lease in live}
@@ -764,3 +462,4 @@ def _prewarm_and_release(snapshot: Snapshot, live: list[Lease], budgets: BudgetB
 
 __all__ = ["decide", "DecideStats", "OnPremModel", "normalize_prices", "pool_offers", "array_task_count",
            "parse_features", "PriceError", "node_summary"]
+

@@ -21,7 +21,8 @@ from burstd.domain.budget import BudgetBook
 from burstd.domain.decisions import Decisions, Explanation
 from burstd.domain.lease import Lease
 from burstd.domain.slurm import Job, Snapshot
-from burstd.policy.decide import PriceInput, decide
+from burstd.policy.decide import decide
+from burstd.policy.offers import PriceInput
 
 
 @dataclass(frozen=True, slots=True)

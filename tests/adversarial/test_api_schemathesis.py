@@ -6,7 +6,9 @@ cases an operation (``BURSTD_FUZZ_EXAMPLES`` raises it)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import schemathesis
@@ -22,6 +24,7 @@ from tests.unit.daemon.first_rule import first_rule
 
 EXAMPLES = int(os.environ.get("BURSTD_FUZZ_EXAMPLES", "25"))
 STATE = tempfile.mkdtemp(prefix="burstd-schemathesis-")  # the schema is loaded at collection: one dir a run
+atexit.register(shutil.rmtree, STATE, True)
 ROOT, NOBODY = (1, 0, 0), (1, 65534, 65534)  # (pid, uid, gid) as SO_PEERCRED gives them
 
 

@@ -24,7 +24,7 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def make_tls(where: Path) -> TlsFiles:
+def make_tls(where: Path, ips: tuple[str, ...] = ("127.0.0.1",)) -> TlsFiles:
     now = dt.datetime.now(dt.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (x509.CertificateBuilder().subject_name(_name("burstd test CA")).issuer_name(_name("burstd test CA"))
@@ -37,7 +37,7 @@ def make_tls(where: Path) -> TlsFiles:
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
             .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                                        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips)]),
                            critical=False)
             .sign(ca_key, hashes.SHA256()))
     files = TlsFiles(where / "ca.pem", where / "cert.pem", where / "key.pem")

@@ -111,6 +111,16 @@ def test_burstctl_config_check_exit_codes(tmp_path):
     assert len(lines) == 2 and all(l.startswith(f"{bad}: ") for l in lines)
 
 
+def test_ha_needs_postgresql_and_a_renewal_well_inside_the_lease():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"ha": {"enabled": True}})
+    assert "ha.enabled: high availability needs a PostgreSQL database.url" in str(err.value)
+    with pytest.raises(ConfigError, match="renew_interval_s .* at most half of lease_s"):
+        parse_config({"ha": {"enabled": True, "lease_s": 4, "renew_interval_s": 3},
+                      "database": {"url": "postgresql+psycopg2://burstd@/burstd"}})
+    cfg = parse_config({"ha": {"enabled": True}, "database": {"url": "postgresql+psycopg2://burstd@/burstd"}})
+    assert cfg.ha.lease_s + cfg.ha.renew_interval_s < 30  # the failover target
+    assert not parse_config({}).ha.enabled  # SQLite, one daemon: the default
 AWS_POOL = """
 [[pools]]
 name = "aws-spot"

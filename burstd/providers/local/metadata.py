@@ -333,6 +333,34 @@ def add_link_local_alias(netns: str, *, ip_bin: str = "ip") -> None:
         raise RuntimeError(f"cannot add {LINK_LOCAL} to {netns}: {r.stderr.strip()}")
 
 
+# Only root may talk to the metadata address, as the cloud Slurm projects do on real VMs: the munge key's
+# secret and the node's identity are a metadata call away, and every job on the node runs code there. The
+# owner match sees the uid of the socket that sends, so jobs (any other uid) get a reset; the agent and the
+# bootstrap (root) get through. The same rule is what scripts/node-bootstrap.sh applies on a cloud VM.
+METADATA_LOCK = f"""table inet burstd_metadata {{
+    chain output {{
+        type filter hook output priority 0; policy accept;
+        ip daddr {LINK_LOCAL} meta skuid != 0 counter reject with tcp reset
+    }}
+}}
+"""
+
+
+def lock_to_root(netns: str, *, nft_bin: str = "nft") -> None:
+    """Make ``LINK_LOCAL`` reachable only to root inside ``netns`` (idempotent: the table is replaced)."""
+    import shutil
+
+    nft = shutil.which(nft_bin, path="/usr/sbin:/usr/bin:/sbin:/bin")
+    if nft is None:
+        raise RuntimeError("nft (nftables) is not installed: the VM's metadata endpoint cannot be closed to "
+                           "non-root users; run scripts/install-deps.sh")
+    enter = ["nsenter", f"--net=/run/netns/{netns}", "--"]
+    subprocess.run(enter + [nft, "delete", "table", "inet", "burstd_metadata"], capture_output=True, check=False)
+    r = subprocess.run(enter + [nft, "-f", "-"], input=METADATA_LOCK, capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"cannot close {LINK_LOCAL} to non-root users in {netns}: {r.stderr.strip()}")
+
+
 def server_argv(
     netns: str | None,
     state_dir: str | os.PathLike,

@@ -37,6 +37,7 @@ from burstd.providers.local.metadata import (
     add_link_local_alias,
     announce_preemption,
     clear_notices,
+    lock_to_root,
     read_notice,
     server_argv,
 )
@@ -202,11 +203,12 @@ def start_vm_services(
         state
     )  # a relaunched VM starts without its predecessor's notice (and its reclaimer stands down)
     add_link_local_alias(netns)
+    lock_to_root(netns)  # before anything in the VM runs: no job ever sees an open metadata endpoint
     ident = Identity(instance_id=instance_id, node=node, address=address, tags=dict(tags or {}))
     enter = ["nsenter", f"--net=/run/netns/{netns}", "--"]  # not `ip netns exec` (TESTBED.md gotcha 2)
     full_env = _env(env)
-    _spawn(
-        enter + server_argv(None, state, ident, listen=f"0.0.0.0:{metadata_port}"),
+    _spawn(  # on the link-local address only: never reachable from another VM over the bridge
+        enter + server_argv(None, state, ident, listen=f"{LINK_LOCAL}:{metadata_port}"),
         state / "metadata.log",
         full_env,
     )

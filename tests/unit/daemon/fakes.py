@@ -10,6 +10,7 @@ import itertools
 from dataclasses import replace
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
+from burstd.db.leadership import Fenced, LeaderRecord
 from burstd.domain.budget import BudgetBook
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
@@ -39,13 +40,15 @@ class FakeStore:
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
+        self._leader: LeaderRecord | None = None
+        self.orphan_log: list[dict] = []
 
     def create_lease(self, *, pool, node_name, market="spot", price_per_hour_micros=0, job_ids=(), account="",
                      reason="", offering=None, lease_id=None, gang=None, at=None):
         if self.lease_for_node(node_name) is not None:
             raise RuntimeError(f"NodeBusy: {node_name}")  # the real store's one-open-lease-per-node rule
         lid = lease_id or f"lease-{next(self._ids):04d}"
-        now = self.clock()
+        now = self.clock() if at is None else at
         lease = Lease(lid, pool, node_name, LeaseState.REQUESTED, market=market,
                       price_per_hour_micros=price_per_hour_micros, created_at=now, state_since=now,
                       job_ids=tuple(job_ids), account=account, reason=reason, gang=gang)
@@ -53,12 +56,14 @@ class FakeStore:
         self._events.append(LeaseEvent(lid, now, None, LeaseState.REQUESTED, reason, event_id=len(self._events) + 1))
         return lease
 
-    def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, **fields):
+    def transition(self, lease_id, target, reason="", *, at=None, expect=None, extra=None, fence=None, **fields):
+        if fence is not None:
+            self.check_fence(fence)
         state = LeaseState(target)
         lease = self._leases[lease_id]
         check_transition(lease.state, state)
         old = lease.state
-        lease = replace(lease, state=state, state_since=self.clock(), reason=reason, **fields)
+        lease = replace(lease, state=state, state_since=self.clock() if at is None else at, reason=reason, **fields)
         self._leases[lease_id] = lease
         self._events.append(LeaseEvent(lease_id, self.clock(), old, state, reason, dict(extra or {}),
                                        event_id=len(self._events) + 1))
@@ -132,6 +137,38 @@ class FakeStore:
     def set_cooldown(self, offering, until, reason="", *, at=None):
         pass
 
+    # the election row, with the real store's rules (burstd.db.leadership), on the fake clock
+    def claim_leadership(self, holder, lease_s, *, now=None):
+        t = self.clock() if now is None else now
+        cur = self._leader
+        if cur is None or (cur.holder != holder and cur.expires_at <= t):
+            epoch = 1 if cur is None else cur.epoch + 1
+            self._leader = LeaderRecord(holder, epoch, t, t, t + lease_s, t)
+        elif cur.holder == holder:
+            self._leader = replace(cur, renewed_at=t, expires_at=max(cur.expires_at, t + lease_s), now=t)
+        return replace(self._leader, now=t)
+
+    def resign_leadership(self, holder):
+        if self._leader is None or self._leader.holder != holder:
+            return False
+        self._leader = replace(self._leader, expires_at=0.0)
+        return True
+
+    def leader(self, *, now=None):
+        return self._leader
+
+    def check_fence(self, fence):
+        cur = self._leader
+        if cur is None or (cur.holder, cur.epoch) != (fence.holder, fence.epoch):
+            raise Fenced(fence, cur)
+
+    def record_orphan_termination(self, pool, instance_id, *, lease_id=None, reason="", fence=None, at=None):
+        if fence is not None:
+            self.check_fence(fence)
+        self.orphan_log.append({"pool": pool, "instance_id": instance_id, "lease_id": lease_id,
+                                "epoch": None if fence is None else fence.epoch})
+        return len(self.orphan_log)
+
     def allocations(self, lease_id):
         return list(self._allocations.get(lease_id, ()))
 
@@ -173,8 +210,24 @@ class FakeAdapter:
     def release_hold(self, job_id):
         self.calls.append(("release_hold", job_id))
 
-    def requeue(self, job_id):
+    def requeue(self, job_id, *, expedite=False):
         self.calls.append(("requeue", job_id))
+
+    slurmdbd_accounts: set[str] | None = None  # None: a Slurm without slurmdbd
+    sacct: list | None = None  # allocations slurmdbd recorded (burstd.report.sacct_reconcile.SacctJob); None: none
+
+    def accounts(self):
+        return self.slurmdbd_accounts
+
+    def accounting_enabled(self):
+        return self.sacct is not None
+
+    def sacct_jobs(self, since, nodes=None):
+        return [j for j in self.sacct or [] if not nodes or set(j.nodes) & set(nodes)]
+
+    def set_instance(self, node, instance_id, instance_type):
+        self.calls.append(("set_instance", node, instance_id, instance_type))
+        return True
 
     def job_state(self, job_id):
         """Like Slurm: a live job's state, an ended one's from ``ended`` (job id -> state), else forgotten."""

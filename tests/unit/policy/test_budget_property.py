@@ -60,7 +60,7 @@ def worlds(draw):
 
 
 def _job_cost(job, price_micros, cfg):
-    from burstd.policy.decide import array_task_count
+    from burstd.policy.onprem_model import array_task_count
     secs = launch_seconds(job.time_limit_min * 60.0, cfg) + cfg.budget.accrual_interval_s
     return max(job.node_count, 1) * array_task_count(job.array_tasks) * cost_micros(price_micros, secs)
 

@@ -250,7 +250,7 @@ def test_explanations_are_rendered_only_when_read_and_cover_every_pending_job():
 
 
 def test_spot_hours_restart_model():
-    from burstd.policy.decide import spot_hours
+    from burstd.policy.offers import spot_hours
 
     assert spot_hours(0.0, 8, 7200, 3600, 300) == pytest.approx(2 + 300 / 3600)  # no risk: work + one boot
     one_node, eight = spot_hours(0.3, 1, 36000, 3600, 120), spot_hours(0.3, 8, 36000, 3600, 120)

@@ -100,6 +100,8 @@ def stubs(tmp: Path, aws_ok: bool = True) -> Path:
         (bin_dir / name).write_text(f'#!/bin/bash\necho "{name} $*" >> {rec}\n'
                                     + ('[[ "$1 $2" == "cat burstd-agent.service" ]] && exit 0\n' if name == "systemctl" else "")
                                     + "exit 0\n")
+    # nft: records its argv and the ruleset it is fed (the rule is applied for real on the bed's VMs)
+    (bin_dir / "nft").write_text(f'#!/bin/bash\necho "nft $*" >> {rec}\n[[ "$1" == "-f" ]] && cat >> {rec}\nexit 0\n')
     aws_body = f'echo "aws $*" >> {rec}\n' + (f"printf '%s\\n' '{KEY_B64}'\n" if aws_ok else "echo denied >&2; exit 255\n")
     (bin_dir / "aws").write_text("#!/bin/bash\n" + aws_body)
     for f in bin_dir.iterdir():
@@ -144,8 +146,21 @@ def test_bootstrap_installs_the_key_0400_and_starts_slurmd_configless_under_the_
     rec = (tmp_path / "argv.log").read_text()
     assert "systemctl enable --now slurmd" in rec and "systemctl enable --now burstd-agent" in rec
     assert "logger -t burstd-bootstrap" in rec and f"bootstrapped" in proc.stderr
+    # the metadata endpoint is closed to non-root users before slurmd (and so any job) starts
+    lock = rec.index("ip daddr 169.254.169.254 meta skuid != 0 counter reject")
+    assert lock < rec.index("systemctl enable --now slurmd") and "closed to every user but root" in proc.stderr
     check_no_leak(tmp_path, proc)
     assert KEY_B64 not in script
+
+
+def test_bootstrap_refuses_to_start_slurmd_when_it_cannot_close_the_metadata_endpoint(tmp_path, meta):
+    settings = {"BURSTD_CLOUD": "aws", "BURSTD_MUNGE_SECRET": "burstd/munge-key", "BURSTD_CONF_SERVER": "10.0.0.1:6817",
+                "BURSTD_REGION": "us-east-1"}
+    bin_dir = stubs(tmp_path)
+    (bin_dir / "nft").unlink()  # an image with neither nft nor iptables
+    proc = run(render_startup_script(settings), tmp_path, meta, bin_dir)
+    assert proc.returncode != 0 and "cannot close 169.254.169.254" in proc.stderr
+    assert "enable --now slurmd" not in (tmp_path / "argv.log").read_text()
 
 
 def test_bootstrap_fails_visibly_when_the_secret_cannot_be_read(tmp_path, meta):

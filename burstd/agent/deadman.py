@@ -1,0 +1,117 @@
+"""The dead-man switch: a cloud node that has lost every burstd powers itself off, so the spend stops even when
+no head node is left to terminate it (docs/ha.md, docs/agent.md).
+
+    switch = DeadManSwitch(node, timeout_s=600, probe=probe_daemons(urls, node, token_file), busy=node_runs_a_job,
+                           power_off=run_command(["systemctl", "poweroff"]))
+    switch.check()          # each agent poll; returns why it powered off, or None
+
+Rules: reached a burstd lately -> nothing; no burstd for ``timeout_s`` and no job on the node -> power off;
+a job runs -> wait, however long (a short head-node outage must never kill a job; the job's own time limit
+bounds the wait); a burstd answered and this node has no open lease -> the lease is over: power off. The power
+off is the VM's normal shutdown (``poweroff_command``), which the cloud bills as stopped/terminated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from enum import Enum
+
+import httpx
+
+from burstd.agent.report import ReportConfigError, _client
+
+log = logging.getLogger("burstd.agent")
+
+
+class Probe(Enum):
+    LEASE_OPEN = "lease open"  # a burstd answered and this node has an open lease
+    LEASE_OVER = "lease over"  # a burstd answered and this node has none: nothing will ever terminate it
+    REACHED = "reached"  # a burstd answered, the lease is unknown (no read rights): contact, nothing more
+    UNREACHABLE = "unreachable"
+
+
+def probe_daemons(urls: Sequence[str], node: str, token_file: str | None = None, ca_file: str | None = None,
+                  timeout_s: float = 3.0) -> Callable[[], Probe]:
+    """Ask each burstd (both heads of an active/standby pair) in turn; the first that answers decides. The agent's
+    credential may not read leases: then an answer is contact, nothing more."""
+    def probe() -> Probe:
+        for url in urls:
+            try:
+                client, base = _client(url, token_file, timeout_s, ca_file)
+            except (ReportConfigError, OSError) as exc:
+                # our own settings are wrong (plain http, a readable token): never power off for that
+                log.error("dead-man switch cannot probe %s: %s", url, exc)
+                return Probe.REACHED
+            try:
+                with client:
+                    health = client.get(base + "/healthz")
+                    if health.status_code >= 500:
+                        continue
+                    r = client.get(base + "/v1/leases")
+                if r.status_code != 200:
+                    return Probe.REACHED
+                return Probe.LEASE_OPEN if any(x.get("node_name") == node for x in r.json()) else Probe.LEASE_OVER
+            except (httpx.HTTPError, OSError, ValueError) as exc:
+                log.warning("burstd unreachable at %s: %s", url, exc)
+        return Probe.UNREACHABLE
+    return probe
+
+
+def node_runs_a_job() -> bool:
+    """A slurmstepd in this node's network namespace (a real VM has one; a bed VM shares the host's pids)."""
+    try:
+        own = os.readlink("/proc/self/ns/net")
+    except OSError:
+        own = None
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                if fh.read().strip() != "slurmstepd":
+                    continue
+            if own is None or os.readlink(f"/proc/{pid}/ns/net") == own:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def run_command(argv: Sequence[str]) -> Callable[[str], None]:
+    def power_off(why: str) -> None:
+        log.critical("dead-man switch: powering off (%s): %s", why, " ".join(argv))
+        subprocess.run(list(argv), check=False, timeout=60)
+    return power_off
+
+
+class DeadManSwitch:
+    def __init__(self, node: str, *, timeout_s: float, probe: Callable[[], Probe], busy: Callable[[], bool],
+                 power_off: Callable[[str], None], clock: Callable[[], float] = time.monotonic):
+        self.node, self.timeout_s = node, timeout_s
+        self._probe, self._busy, self._power_off, self._clock = probe, busy, power_off, clock
+        self.last_contact = clock()  # start counting from boot: a node that never reaches burstd goes too
+        self.fired: str | None = None
+
+    def check(self) -> str | None:
+        """One look; powers off at most once. Returns why it powered off (now or before), else None."""
+        if self.fired is not None:
+            return self.fired
+        seen = self._probe()
+        now = self._clock()
+        why = None
+        if seen is not Probe.UNREACHABLE:
+            self.last_contact = now
+            if seen is Probe.LEASE_OVER:
+                why = f"burstd has no open lease for {self.node}"
+        elif now - self.last_contact >= self.timeout_s:
+            if self._busy():
+                log.warning("no burstd reachable for %.0fs, but a job runs on %s: staying up",
+                            now - self.last_contact, self.node)
+            else:
+                why = f"no burstd reachable for {now - self.last_contact:.0f}s and no job on {self.node}"
+        if why is not None:
+            self.fired = why
+            self._power_off(why)
+        return why

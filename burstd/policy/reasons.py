@@ -1,0 +1,74 @@
+"""The words of ``decide()``'s explanations: gate and wait templates, and the builders that render a job's
+``Explanation`` (stored compactly, rendered on read by ``ExplanationMap``)."""
+
+from __future__ import annotations
+
+from burstd.domain.decisions import Explanation
+from burstd.domain.money import format_usd
+from burstd.policy import waiting
+from burstd.policy.offers import Offer
+from burstd.policy.onprem_model import INF
+
+
+def figures(waited: float, expected: float, dur) -> str:
+    return (f"waited {dur(waited)}, expected on-prem start "
+            + ("never (too big for on-prem)" if expected == INF else f"in {dur(expected)}") + ", ")
+
+
+# Explanations are stored as compact records and rendered on read (``ExplanationMap``).
+G_UNMANAGED = "partition {} is not one burstd manages (policy.onprem_partitions)"
+G_PAUSED = "bursting is paused"
+G_OPTOUT = "the job opted out (--comment={})"
+G_ACCOUNT = "account {} is excluded"
+G_USER = "user {} is excluded"
+G_PARTITION = "partition {} is excluded"
+G_QOS = "QOS {} is excluded"
+G_HET = "heterogeneous jobs do not burst"
+G_HELD = "the job is held"
+G_PREEMPTED = "preempted {} times (max_preemptions_total {}): on-prem only"
+G_REASON = "pending for {}, not for resources"
+G_PRIORITY = "priority {} is below min_priority {}"
+G_NOLIMIT = "no time limit, so its cloud cost has no bound"
+
+
+def r_direct(jid: int) -> Explanation:
+    return Explanation(jid, False, None, "submitted to a cloud partition directly; burstd leaves it alone")
+
+
+def r_gate(jid: int, fmt: str, args: tuple) -> Explanation:
+    return Explanation(jid, False, None, "stays on-prem: " + fmt.format(*args))
+
+
+def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind: str | int) -> Explanation:
+    dur = waiting.format_duration
+    if code == 1:
+        why = f"minimum wait {dur(num)}"
+    elif code == 2:
+        why = f"waiting policy {kind} wants {dur(num)} on-prem first"
+    elif code == 3:
+        why = f"expected on-prem start is sooner than the {dur(num)} worth bursting for"
+    else:
+        head = ("too big and long to finish on spot" if kind == -1 else f"preempted {kind} times")
+        why = (f"{head}, so on-demand only, and the expected on-prem start is sooner than "
+               f"{dur(num)} (waiting.escalated_wait_to_runtime_ratio x its time limit)")
+    return Explanation(jid, False, None, f"{figures(waited, expected, dur)}stays on-prem: {why}")
+
+
+W_FULL = "pool {} is full ({}/{} nodes)"
+W_ACCT_CAP = "account {} is at its cloud node cap ({})"
+
+
+def r_stay(jid: int, waited: float, expected: float, why: str | tuple[str, tuple]) -> Explanation:
+    if type(why) is tuple:
+        why = why[0].format(*why[1])
+    return Explanation(jid, False, None, f"{figures(waited, expected, waiting.format_duration)}stays on-prem: {why}")
+
+
+def r_burst(jid: int, waited: float, expected: float, left: int | None, account: str, period: str,
+             chosen: Offer) -> Explanation:
+    left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
+    mkt = "" if chosen.market == "spot" else " on-demand"
+    return Explanation(jid, True, chosen.pool, f"{figures(waited, expected, waiting.format_duration)}{left_s}pool "
+                       f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
+
+

@@ -1,0 +1,123 @@
+"""The agent's dead-man switch: an idle node cut off from every burstd powers off after the configured time; a node
+running a job never does for an outage; a node whose lease burstd no longer knows powers off at once."""
+
+from __future__ import annotations
+
+import json
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from burstd.agent.deadman import DeadManSwitch, Probe, probe_daemons
+
+
+class World:
+    def __init__(self):
+        self.t = 0.0
+        self.seen = Probe.LEASE_OPEN
+        self.job = False
+        self.powered_off: list[str] = []
+
+    def switch(self, timeout_s=60.0):
+        return DeadManSwitch("cloud1", timeout_s=timeout_s, probe=lambda: self.seen, busy=lambda: self.job,
+                             power_off=self.powered_off.append, clock=lambda: self.t)
+
+
+@pytest.fixture
+def world():
+    return World()
+
+
+def test_idle_node_cut_off_powers_off_only_after_the_timeout(world):
+    sw = world.switch()
+    sw.check()
+    world.seen = Probe.UNREACHABLE
+    for t in (10, 30, 59.9):
+        world.t = t
+        assert sw.check() is None
+    world.t = 60.0
+    assert "no burstd reachable for 60s and no job" in sw.check()
+    world.t = 70
+    sw.check()
+    assert len(world.powered_off) == 1  # once
+
+
+def test_a_running_job_keeps_the_node_up_however_long_the_outage(world):
+    sw = world.switch()
+    world.seen, world.job = Probe.UNREACHABLE, True
+    for t in (61, 600, 6000):
+        world.t = t
+        assert sw.check() is None
+    world.job = False  # the job ended, still no burstd: off
+    world.t = 6001
+    assert sw.check() is not None and len(world.powered_off) == 1
+
+
+def test_contact_with_any_burstd_restarts_the_count(world):
+    sw = world.switch()
+    world.seen = Probe.UNREACHABLE
+    world.t = 50
+    sw.check()
+    world.seen = Probe.REACHED  # the standby answered (no read rights for leases): still contact
+    world.t = 55
+    sw.check()
+    world.seen = Probe.UNREACHABLE
+    world.t = 110
+    assert sw.check() is None
+    world.t = 115
+    assert sw.check() is not None
+
+
+def test_a_lease_known_over_powers_off_at_once(world):
+    sw = world.switch()
+    world.seen = Probe.LEASE_OVER
+    assert "no open lease for cloud1" in sw.check()
+    assert world.powered_off
+
+
+# -- the probe, over a real unix socket (an HTTP server standing in for a burstd's control API) -----------
+
+
+class _Api(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path, leases):
+        self.leases = leases  # list of lease dicts, or an int: the status of /v1/leases
+
+        class Handler(BaseHTTPRequestHandler):
+            def address_string(self):
+                return "unix"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(h):
+                status, body = (200, {"ok": True}) if h.path == "/healthz" else (
+                    (self.leases, {"detail": "no"}) if isinstance(self.leases, int) else (200, self.leases))
+                data = json.dumps(body).encode()
+                h.send_response(status)
+                h.send_header("Content-Type", "application/json")
+                h.send_header("Content-Length", str(len(data)))
+                h.end_headers()
+                h.wfile.write(data)
+
+        super().__init__(str(path), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_the_probe_tells_open_over_contact_and_unreachable_and_tries_the_standby(tmp_path):
+    api = _Api(tmp_path / "b.sock", [{"node_name": "cloud1", "state": "READY"}])
+    dead = f"unix:{tmp_path / 'a.sock'}"  # the leader's host is gone
+    try:
+        probe = probe_daemons([dead, f"unix:{tmp_path / 'b.sock'}"], "cloud1")
+        assert probe() is Probe.LEASE_OPEN
+        api.leases = [{"node_name": "cloud2", "state": "READY"}]
+        assert probe() is Probe.LEASE_OVER
+        api.leases = 403  # the agent's credential may not read leases: contact only
+        assert probe() is Probe.REACHED
+        assert probe_daemons([dead], "cloud1")() is Probe.UNREACHABLE
+    finally:
+        api.shutdown()
+        api.server_close()
