@@ -19,7 +19,6 @@ from rich.table import Table
 from burstd.cli.common import (
     ConfigOption, JsonFlag, api_call, console, fail, get_config, node_target, print_json, resolve_lease,
 )
-from burstd.config import Config
 
 from burstd.slurm.conf import HOOK_DIR
 NODE_HELP = "cloud node name, or a unique prefix of its lease id or instance id"
