@@ -30,8 +30,10 @@ TRACES = {
     "sdsc-blue": "traces/swf/SDSC-BLUE-2000-4.2-cln.swf.gz",
     "philly": "traces/gpu/philly_trace_rfold.csv.gz",
 }
-COLS = ("cloud_cost_usd", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s", "bounded_slowdown_mean",
-        "preemptions", "lost_node_hours", "cost_vs_ondemand_all", "wait_vs_never", "jct_vs_never", "wall_s")
+COLS = ("cloud_cost_usd", "cost_by_market", "jobs_burst", "wait_mean_s", "wait_p95_s", "delay_mean_s",
+        "delay_p95_s", "jct_mean_s", "bounded_slowdown_mean", "preemptions", "lost_node_hours",
+        "cost_vs_ondemand_all", "jct_vs_never", "wall_s")
+JCT_TOLERANCE = 0.005  # "no worse mean JCT" allows 0.5%
 
 
 def table(name: str, rep: dict) -> str:
@@ -51,10 +53,13 @@ def check(rep: dict) -> list[str]:
         if b is None or base not in p:
             continue
         o = p[base]
-        ok = b["cloud_cost_usd"] < o["cloud_cost_usd"] and b["wait_mean_s"] <= o["wait_mean_s"]
+        # judged on mean JCT: first-start wait hides spot restarts
+        ok = (b["cloud_cost_usd"] < o["cloud_cost_usd"]
+              and b["jct_mean_s"] <= o["jct_mean_s"] * (1 + JCT_TOLERANCE))
         out.append(f"burstd vs {base}: cost {b['cloud_cost_usd']:.0f} vs {o['cloud_cost_usd']:.0f} "
-                   f"(x{b['cloud_cost_usd'] / max(o['cloud_cost_usd'], 1e-9):.2f}), mean wait {b['wait_mean_s']:.0f} s "
-                   f"vs {o['wait_mean_s']:.0f} s: {'BEATS' if ok else 'DOES NOT BEAT'}")
+                   f"(x{b['cloud_cost_usd'] / max(o['cloud_cost_usd'], 1e-9):.2f}), mean JCT {b['jct_mean_s']:.0f} s "
+                   f"vs {o['jct_mean_s']:.0f} s: {'BEATS' if ok else 'DOES NOT BEAT'}")
+    out.append(f"on the cost vs mean JCT frontier: {', '.join(rep.get('frontier', []))}")
     return out
 
 

@@ -136,14 +136,16 @@ class TestBed:
 
         name = os.environ.get("BURSTD_BED_NAME", "snapbench")
         slot = int(os.environ.get("BURSTD_BED_SLOT", "43"))
-        self.bed = Bed(BedConfig(name=name, slot=slot, max_job_count=100000))
+        # BURSTD_BED_SLURM_RELEASE=24.11 (or 26.05) runs the bench on that release's chroot bed
+        self.bed = Bed(BedConfig.from_env(name=name, slot=slot, max_job_count=100000))
         self.conf = self.bed.conf_path
+        self.bin_dir = self.bed.bin_dir
 
     def start(self) -> None:
         self.bed.up()
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
+        return {**os.environ, "SLURM_CONF": str(self.conf), "PATH": self.bed.env["PATH"]}
 
     def stop(self) -> None:
         subprocess.run(["scancel", "--state=PENDING"], env=self.env(), capture_output=True)
@@ -176,8 +178,8 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def measure(conf: str, repeat: int) -> dict[str, float]:
-    cfg = SlurmConfig(conf=conf, command_timeout_s=120)
+def measure(conf: str, repeat: int, bin_dir: str = "/usr/bin") -> dict[str, float]:
+    cfg = SlurmConfig(conf=conf, bin_dir=bin_dir, command_timeout_s=120)
     warm = CliAdapter(cfg)
     warm.snapshot()  # fill the record cache: steady state
     probe = CliAdapter(cfg)
@@ -226,6 +228,7 @@ def main() -> int:
         ap.error("--sizes must be ascending")
 
     bed = None
+    bin_dir = "/usr/bin"
     if args.slurm_conf:
         conf = args.slurm_conf
         env = {**os.environ, "SLURM_CONF": conf}
@@ -235,11 +238,12 @@ def main() -> int:
         bed = TestBed() if args.bed == "testbed" else ControllerBed(args.port)
         bed.start()
         conf, env = str(bed.conf), bed.env()
+        bin_dir = getattr(bed, "bin_dir", bin_dir)
     version = subprocess.run(["squeue", "--version"], env=env, capture_output=True, text=True).stdout.strip()
     print(f"# {version}, {os.cpu_count()} CPUs, conf {conf}")
     rows = []
     try:
-        base = len(CliAdapter(SlurmConfig(conf=conf)).jobs())
+        base = len(CliAdapter(SlurmConfig(conf=conf, bin_dir=bin_dir)).jobs())
         have = 0
         for size in sizes:
             need = size - have - base
@@ -247,7 +251,7 @@ def main() -> int:
                 took = submit_held(env, have, need, args.workers)
                 print(f"# submitted {need} held jobs in {took:.1f} s ({need / took:.0f}/s)", flush=True)
                 have += need
-            row = measure(conf, args.repeat)
+            row = measure(conf, args.repeat, bin_dir)
             rows.append(row)
             print(f"# measured at {row['jobs']} jobs", flush=True)
     finally:

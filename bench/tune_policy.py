@@ -31,7 +31,8 @@ def run(args):
         w = cfg.policy.waiting.model_copy(update=knobs)
         setup.config = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"waiting": w})})
     r = run_policy(name, setup, jobs)
-    return name, knobs, round(r.cloud_cost_usd, 1), round(r.wait_mean_s, 1), r.jobs_burst, r.preemptions
+    return (name, knobs, round(r.cloud_cost_usd, 1), round(r.wait_mean_s, 1), r.jobs_burst, r.preemptions,
+            round(r.jct_mean_s, 1), round(r.delay_mean_s, 1))
 
 
 def main() -> None:
@@ -49,9 +50,9 @@ def main() -> None:
     for combo in itertools.product(*[vals for _, vals in axes]):
         tasks.append((a.trace, a.limit_jobs, a.sweep_policy, {k: v for (k, _), v in zip(axes, combo)}))
     with ProcessPoolExecutor(a.workers) as ex:
-        for name, knobs, cost, wait, nb, pre in ex.map(run, tasks):
-            print(json.dumps({"policy": name, "knobs": knobs, "cost": cost, "wait_mean_s": wait, "burst": nb,
-                              "preemptions": pre}), flush=True)
+        for name, knobs, cost, wait, nb, pre, jct, delay in ex.map(run, tasks):
+            print(json.dumps({"policy": name, "knobs": knobs, "cost": cost, "jct_mean_s": jct, "delay_mean_s": delay,
+                              "wait_mean_s": wait, "burst": nb, "preemptions": pre}), flush=True)
 
 
 if __name__ == "__main__":

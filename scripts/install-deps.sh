@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install every system package burstd's tests, bed and demo need, on Debian 12, as root. Idempotent: a second
 # run installs nothing and changes nothing.
-#   Slurm 22.05 (slurmctld, slurmd, client, slurmrestd, JWT auth plugin, libslurm), munge, PMIx (silences a
-#   slurmd error), iproute2/util-linux (network namespaces, nsenter, unshare), nftables (a VM's metadata
-#   endpoint closed to non-root users), psmisc/procps, PostgreSQL 15,
-#   python3 + venv for scripts/setup-venv.sh; Prometheus (promtool checks monitoring/'s rules; a real server
-#   scrapes the daemon in the metrics test); systemd (systemd-analyze verifies the units); plus the users the
-#   test bed uses.
+#   Slurm 22.05 (slurmctld, slurmd, slurmdbd, client, slurmrestd, JWT auth plugin, libslurm), munge, MariaDB
+#   (each bed's slurmdbd stores into a MariaDB of its own), debootstrap (the 24.11 / 26.05 beds run Slurm from
+#   Debian trixie / sid chroots the bed builds on first use), PMIx (silences a slurmd error),
+#   iproute2/util-linux (network namespaces, nsenter, unshare), nftables (a VM's metadata endpoint closed to
+#   non-root users), psmisc/procps, PostgreSQL 15, python3 + venv for scripts/setup-venv.sh; Prometheus
+#   (promtool checks monitoring/'s rules; a real server scrapes the daemon in the metrics test); systemd
+#   (systemd-analyze verifies the units); plus the users the test bed uses.
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -15,8 +16,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 PACKAGES=(
-    slurmctld slurmd slurm-client slurmrestd libslurm-dev slurm-wlm-basic-plugins slurm-wlm-jwt-plugin
+    slurmctld slurmd slurmdbd slurm-client slurmrestd libslurm-dev slurm-wlm-basic-plugins slurm-wlm-jwt-plugin
     munge libpmix2
+    mariadb-server mariadb-client debootstrap
     iproute2 util-linux psmisc procps
     nftables
     postgresql

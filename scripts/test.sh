@@ -12,6 +12,22 @@ set +e
 export BURSTD_TEST_NO_SKIPS="${BURSTD_TEST_NO_SKIPS:-1}"
 .venv/bin/python -m pytest -n "${BURSTD_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
+# The core live subset again on the Slurm that sites run today, 24.11 and 26.05 (BURSTD_TEST_RELEASES; empty:
+# none): burst loop, gang launch, spot reclaim and requeue, budgets against slurmdbd (refusal, sacct
+# reconciliation) and the adapter on every job shape, each on a bed whose Slurm runs from a Debian chroot.
+# The chroots are built on first use (debootstrap, about a minute each) and kept under
+# /var/lib/burstd-testbed/chroots for every later bed and run. About 8 minutes a release with two workers on
+# the 2-core lab machine. Only on a whole-suite run (no pytest arguments).
+RELEASE_SUBSET=(tests/integration/test_burst_loop.py tests/integration/test_gang_launch.py
+                tests/integration/test_spot_reclaim_requeue.py tests/integration/test_budget_bed.py
+                tests/integration/test_slurm_adapter.py)
+if [ "$#" -eq 0 ]; then
+    for release in ${BURSTD_TEST_RELEASES-24.11 26.05}; do
+        echo "scripts/test.sh: the core live subset on Slurm $release"
+        BURSTD_BED_SLURM_RELEASE="$release" .venv/bin/python -m pytest -n "${BURSTD_TEST_WORKERS:-2}" \
+            --dist loadfile "${RELEASE_SUBSET[@]}" || rc=1
+    done
+fi
 set -e
 # pytest exits 5 when a selection collected no test; treat that as a failure of the selection, not success.
 exit $rc

@@ -32,14 +32,16 @@ DEMO_BED = "demo"
 DEMO_SLOT = "21"
 
 
-def _bed():
+def _bed(slurm_release: str | None = None):
     os.environ.setdefault("BURSTD_BED_NAME", DEMO_BED)
     os.environ.setdefault("BURSTD_BED_SLOT", DEMO_SLOT)
     from burstd.testbed import Bed, BedConfig
 
-    overrides = {k: v for k, v in {"suspend_time": 15, "suspend_timeout": 10}.items()
-                 if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
-    return Bed(BedConfig.from_env(**overrides))
+    overrides: dict[str, object] = {k: v for k, v in {"suspend_time": 15, "suspend_timeout": 10}.items()
+                                    if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
+    if slurm_release:
+        overrides["slurm_release"] = slurm_release
+    return Bed(BedConfig.from_env(None, **overrides))
 
 
 def _daemon_config(bed, work: Path, min_wait_s: float) -> Path:
@@ -85,7 +87,7 @@ def _progress(jobs: dict[int, dict], nodes: dict[str, str], leases: Counter, pha
 SUMMARY_ROWS = (("jobs_submitted", "jobs submitted"), ("jobs_completed", "jobs completed"),
                 ("jobs_on_cloud", "ran on cloud nodes"), ("jobs_on_prem", "ran on-prem"),
                 ("leases_by_state", "leases by state"), ("leaked_vms", "VMs left behind"),
-                ("finished", "finished cleanly"))
+                ("finished", "finished cleanly"), ("slurm_version", "Slurm"), ("accounting", "slurmdbd"))
 
 
 def summary_table(summary: dict) -> Table:
@@ -139,6 +141,8 @@ def register(app: typer.Typer) -> None:
         keep: bool = typer.Option(False, "--keep",
                                   help="leave the test bed up and keep the working folder (named at the end)"),
         timeout: float = typer.Option(600, "--timeout", help="give up after this many seconds"),
+        slurm_release: str = typer.Option(None, "--slurm-release",
+                                          help="22.05 (the host's), 24.11 or 26.05 (a Debian chroot the bed builds)"),
     ) -> None:
         """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
         if os.geteuid() != 0:
@@ -148,7 +152,10 @@ def register(app: typer.Typer) -> None:
         from burstd.daemon.runner import DaemonProcess
         from burstd.daemon.wiring import make_providers
 
-        bed = _bed()
+        try:
+            bed = _bed(slurm_release)
+        except ValueError as exc:
+            fail(f"bad test bed settings: {exc}", 2)
         console.print(f"[bold]1/5[/] bringing up the Slurm test bed [cyan]{bed.name}[/] (slurmctld, "
                       f"{len(bed.onprem_nodes)} on-prem nodes, {len(bed.cloud_nodes)} CLOUD nodes)...")
         bed.up()
@@ -213,6 +220,8 @@ def register(app: typer.Typer) -> None:
                     "leaked_vms": len(alive) + len([n for n in left_ns if n not in
                                                     {i.extra.get("netns") for i in alive}]),
                     "finished": phase == "finished",
+                    "slurm_version": bed.status().get("slurm_version"),
+                    "accounting": bed.accounting.dbd_pid() is not None,
                     "hosts": {str(j): h for j, h in hosts.items()},
                 }
                 console.print(summary_table(summary))

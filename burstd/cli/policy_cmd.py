@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from burstd.cli.common import console, fail, get_config, print_json
-from burstd.simulate.policies import POLICIES
+from burstd.simulate.policies import MARKETS, POLICIES
 from burstd.simulate.traces import FORMATS, TraceError
 
 
@@ -31,13 +31,22 @@ def register(app: typer.Typer) -> None:
                                              help="burstd.toml whose [[pools]], [policy] and [budget] to simulate "
                                                   "[default: a built-in site for the trace kind]"),
         limit_jobs: Optional[int] = typer.Option(None, "--limit-jobs", min=1, help="Replay only the first N jobs"),
-        plot: Optional[str] = typer.Option(None, "--plot", help="Write the cost-versus-wait frontier as PNG here"),
+        plot: Optional[str] = typer.Option(None, "--plot", help="Write the cost-versus-mean-JCT frontier as PNG here"),
         seed: int = typer.Option(1, "--seed", help="Seed for spot preemption draws (same for every policy)"),
         boot_s: float = typer.Option(120.0, "--boot-s", min=0, help="Cloud node boot delay, seconds"),
         cycle_s: float = typer.Option(120.0, "--cycle-s", min=1, help="Seconds between decide() cycles"),
         spot_traces: Optional[str] = typer.Option(
             None, "--spot-traces", help="Folder of measured spot preemption traces (skypilot spot-traces layout) "
                                         "[env: BURSTD_SPOT_TRACES; default: shared/traces/spot/skypilot_spot_traces]"),
+        market: Optional[str] = typer.Option(None, "--market",
+                                             help="on-demand|spot: every pool on this one market (ondemand-all "
+                                                  "stays the on-demand reference) [default: as configured]"),
+        checkpoint_share: Optional[float] = typer.Option(
+            None, "--checkpoint-share", min=0.0, max=1.0,
+            help="Share of jobs that checkpoint; the rest restart from zero when preempted [default: 0.5]"),
+        checkpoint_interval_s: Optional[float] = typer.Option(
+            None, "--checkpoint-interval-s", min=1.0,
+            help="Seconds between checkpoints [default: policy.checkpoint_interval_s, 3600]"),
         workers: int = typer.Option(1, "--workers", min=1, help="Policies simulated in parallel processes"),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
     ) -> None:
@@ -52,6 +61,8 @@ def register(app: typer.Typer) -> None:
         unknown = [n for n in names if n not in POLICIES]
         if unknown:
             fail(f"unknown policy {', '.join(unknown)}; built-in: {', '.join(POLICIES)}")
+        if market is not None and market not in MARKETS:
+            fail(f"unknown market {market!r}; known: {', '.join(MARKETS)}")
         if format is not None and format not in FORMATS:
             fail(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
         cfg = get_config(config) if config else None
@@ -63,7 +74,9 @@ def register(app: typer.Typer) -> None:
         try:
             report = simulate_trace(trace, format=format, policies=names or None, onprem_cpus=onprem_cpus,
                                     onprem_gpus=onprem_gpus, config=cfg, limit_jobs=limit_jobs, seed=seed,
-                                    boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root)
+                                    boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root,
+                                    market=market, checkpoint_share=checkpoint_share,
+                                    checkpoint_s=checkpoint_interval_s)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -72,14 +85,33 @@ def register(app: typer.Typer) -> None:
             print_json(report)
             return
         t = Table(title=f"{report['trace']}: {report['jobs_read']} jobs, {report['onprem_units']} on-prem "
-                        f"{report['units']}")
-        cols = ("cloud_cost_usd", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s", "bounded_slowdown_mean",
-                "preemptions", "lost_node_hours", "cost_vs_ondemand_all", "wait_vs_never")
+                        f"{report['units']}, spot preemptions "
+                        f"{report.get('spot_preemption_rate_per_node_hour', 0.0)}/node-h")
+        cols = ("cloud_cost_usd", "cost_by_market", "jobs_burst", "wait_mean_s", "wait_p95_s", "delay_mean_s",
+                "delay_p95_s", "jct_mean_s", "bounded_slowdown_mean", "preemptions", "lost_node_hours",
+                "cost_vs_ondemand_all", "jct_vs_never")
         t.add_column("policy")
         for c in cols:
             t.add_column(c, justify="right")
         for name, row in report["policies"].items():
-            t.add_row(name, *(str(row.get(c, "")) for c in cols))
+            t.add_row(name, *(_cell(row.get(c, "")) for c in cols))
         console.print(t)
+        console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
+                      + ", ".join(report["frontier"]))
+        shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
+        console.print(f"checkpointing: {report['checkpoint_share']:.0%} of jobs, every "
+                      f"{report['checkpoint_interval_s']:.0f} s")
+        console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node; cloud: {shapes}")
+        for name, row in report["policies"].items():
+            for why, n in row.get("cannot_burst", {}).items():
+                console.print(f"{name}: {n} jobs could not burst: {why}")
+        if report["too_big_for_onprem"]:
+            console.print(f"{report['too_big_for_onprem']} jobs larger than the on-prem site were left out")
         if plot:
             console.print(f"frontier plot: {report['plot']}")
+
+
+def _cell(v) -> str:
+    if isinstance(v, dict):  # cost by market
+        return " ".join(f"{k}:{x}" for k, x in sorted(v.items())) or "-"
+    return str(v)

@@ -36,6 +36,31 @@ def _window(since: str | None, until: str | None) -> tuple[float | None, float |
     return t_since, t_until
 
 
+def _spend_reconcile(config: str | None, since: float | None, as_json: bool) -> None:
+    """``spend --reconcile``: the daemon compares its ledger with sacct (GET /v1/spend/reconcile)."""
+    data = api_call(config, lambda api: api.get("/v1/spend/reconcile", since=since))
+    if as_json:
+        print_json(data)
+    else:
+        console.print(f"jobs that agree with sacct: {len(data['agree'])} ({format_usd(data['agreed_micro_usd'])}); "
+                      f"overhead (boot, idle): {format_usd(data['overhead_micro_usd'])}", highlight=False)
+        t = Table("job", "difference", "burstd", "sacct")
+        for job, v in data["only_burstd"].items():
+            t.add_row(job, "charged, but sacct has it on no cloud node", format_usd(v["spend_micro_usd"]), "-")
+        for job in data["only_sacct"]:
+            t.add_row(str(job), "ran on a cloud node, burstd charged nothing", "-", "on a cloud node")
+        for job, v in data["other_nodes"].items():
+            t.add_row(job, "other cloud nodes", ",".join(v["burstd"]), ",".join(v["sacct"]))
+        for job, v in data["other_account"].items():
+            t.add_row(job, "other account", v["burstd"], v["sacct"])
+        if data["ok"]:
+            console.print("[green]burstd and slurmdbd agree[/] on which jobs ran on which cloud nodes")
+        else:
+            console.print(t)
+    if not data["ok"]:
+        raise typer.Exit(1)
+
+
 def _account_label(account: str) -> str:
     return account if account else NO_ACCOUNT
 
@@ -49,10 +74,16 @@ def register(app: typer.Typer) -> None:
         plot: str = typer.Option(None, "--plot", metavar="FILE",
                                  help="Also draw cumulative spend over time to FILE (.png, or a self-contained "
                                       ".html); by account, each account's budget for the period is drawn too."),
+        reconcile: bool = typer.Option(False, "--reconcile",
+                                       help="Compare the jobs burstd charged with those slurmdbd recorded on the "
+                                            "cloud nodes (sacct); exit 1 on any difference."),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,
     ) -> None:
         """Recorded cloud spend, grouped (overhead: boot and idle time, charged to no job)."""
+        if reconcile:
+            _spend_reconcile(config, _window(since, None)[0], as_json)
+            return
         if by not in GROUPS:
             fail(f"--by {by!r}: use one of {', '.join(GROUPS)}", 2)
         if plot is not None and not plot.lower().endswith(PLOT_SUFFIXES):

@@ -8,14 +8,14 @@ from burstd.cli.common import JsonFlag, console, fail, print_json, sub_app
 
 
 def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
-            suspend_time, burstd_config):
+            suspend_time, burstd_config, slurm_release=None):
     from burstd.testbed.config import BedConfig
 
     try:
         return BedConfig.from_env(
             name=name, slot=slot, subnet=subnet, ctld_port=ctld_port, rest_port=rest_port,
             state_dir=state_dir, hooks=hooks, cloud_count=cloud_nodes, onprem_count=onprem_nodes,
-            suspend_time=suspend_time,
+            suspend_time=suspend_time, slurm_release=slurm_release,
             burstd_config=burstd_config,
         )
     except ValueError as exc:
@@ -48,6 +48,9 @@ def register(app: typer.Typer) -> None:
         suspend_time: int = typer.Option(None, "--suspend-time", help="SuspendTime in seconds [default: 30]."),
         burstd_config: str = typer.Option(None, "--burstd-config",
                                           help="BURSTD_CONFIG for burstd hooks [default: the bed's own burstd.toml]."),
+        slurm_release: str = typer.Option(None, "--slurm-release",
+                                          help="22.05 (the host's), 24.11 or 26.05 (Debian chroots the bed "
+                                               "builds once) [env BURSTD_BED_SLURM_RELEASE; default the host's]"),
         no_install: bool = typer.Option(False, "--no-install", help="Fail instead of installing Slurm."),
         as_json: bool = JsonFlag,
     ) -> None:
@@ -55,7 +58,7 @@ def register(app: typer.Typer) -> None:
         from burstd.testbed.bed import Bed, BedError
 
         cfg = _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
-                      suspend_time, burstd_config)
+                      suspend_time, burstd_config, slurm_release)
         bed = Bed(cfg)
         try:
             bed.up(install=not no_install)
@@ -65,8 +68,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(st)
             return
-        console.print(f"[green]bed {bed.name} is up[/]: SLURM_CONF={bed.conf_path}  rest {bed.rest_url}  "
-                      f"hooks {st['hooks']}")
+        console.print(f"[green]bed {bed.name} is up[/]: Slurm {st['slurm_version']}  SLURM_CONF={bed.conf_path}  "
+                      f"rest {bed.rest_url}  hooks {st['hooks']}  accounting {'on' if st['accounting'] else 'off'}")
         for line in next_steps(bed, st["hooks"]):
             console.print(line, highlight=False, soft_wrap=True)
 

@@ -97,6 +97,8 @@ UNTIL = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Un
 class HookJob(BaseModel):
     job_id: int = Field(ge=1, le=MAX_JOB_ID)
     nodes: str = Field(default="", max_length=65536)
+    priority: int | None = None  # 26.05+
+    exclusive: str | None = Field(default=None, max_length=64)  # 26.05+: "NODE", "USER", ...
 
 
 class HookCall(BaseModel):
@@ -325,7 +327,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.put("/v1/budgets/{account}", tags=["admin"])
     def set_budget(account: str, body: BudgetBody, who: str = admin) -> dict:
         """``account`` is a Slurm account, or ``(none)`` (``NO_ACCOUNT``): jobs submitted without one."""
-        from burstd.slurm.base import check_name
+        from burstd.slurm.base import SlurmError, check_name
 
         try:
             if account != NO_ACCOUNT:
@@ -335,8 +337,10 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                                      "(burstctl budget set --no-account USD)") from None
         try:
             limit, warning = ctl.set_budget(account, body.usd)
-        except ValueError as exc:  # BudgetError: negative, NaN, not a number... nothing was written
+        except ValueError as exc:  # BudgetError, or an account slurmdbd does not know: nothing was written
             raise HTTPException(422, str(exc)) from None
+        except SlurmError as exc:  # slurmdbd configured but not answering: refuse rather than guess
+            raise HTTPException(503, f"cannot ask Slurm's accounting about account {account!r}: {exc}") from None
         log.warning("budget set", extra=ev(account=account, usd=str(body.usd), by=who, warning=warning))
         out = {"account": account, "limit_micro_usd": limit}
         if warning:
@@ -358,6 +362,19 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         rows = ctl.spend(by, since, until)
         return {"by": by, "since": since, "until": until, "total_micro_usd": sum(rows.values()),
                 "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
+
+    @app.get("/v1/spend/reconcile", tags=["read"])
+    def spend_reconcile(since: float | None = None, who: str = read) -> dict:
+        """burstd's spend per job against the jobs slurmdbd recorded on the cloud nodes; differences listed."""
+        from burstd.daemon.sacct_check import NoAccounting
+        from burstd.slurm.base import SlurmError
+
+        try:
+            return ctl.reconcile_spend(since)
+        except NoAccounting as exc:
+            raise HTTPException(409, str(exc)) from None
+        except SlurmError as exc:
+            raise HTTPException(503, f"sacct: {exc}") from None
 
     @app.get("/v1/spend/series", tags=["read"])
     def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,

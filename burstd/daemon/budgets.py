@@ -1,9 +1,10 @@
 """Budget checks at the API's edge.
 
-``burstctl budget set ACCOUNT USD`` for an account burstd has never seen is *accepted with a warning*, not
-refused: Slurm sites without slurmdbd (and many with it) have no authoritative account list burstd can read,
-and an admin must be able to give a new group a budget before its first job is queued. The warning names
-the accounts burstd does know, so a typo ("chme" for "chem") is caught at once. What "known" means:
+Where Slurm runs slurmdbd, its account list is authoritative: ``burstctl budget set ACCOUNT USD`` for an
+account slurmdbd does not know is **refused** (``unknown_account_error``), naming the accounts it does know and
+the ``sacctmgr`` command that creates one. Without slurmdbd there is no authoritative list, and an admin must
+be able to give a new group a budget before its first job is queued: the budget is *accepted with a warning*
+naming the accounts burstd has seen, so a typo ("chme" for "chem") is caught at once. What "seen" means:
 
 * an account of any job in the daemon's last Slurm snapshot (pending, running, completing), or in a fresh
   one taken before warning (a job submitted since the last cycle counts);
@@ -31,6 +32,24 @@ def known_accounts(rec, config) -> set[str]:
         pass
     known.discard(SITE)
     return known
+
+
+def slurmdbd_accounts(adapter) -> set[str] | None:
+    """The accounts slurmdbd knows, or None when Slurm has no slurmdbd or the backend cannot ask (rest, pyslurm)."""
+    accounts = getattr(adapter, "accounts", None)
+    if accounts is None:
+        return None
+    return accounts()
+
+
+def unknown_account_error(account: str, known: set[str] | None) -> str | None:
+    """Why a budget for ``account`` is refused: slurmdbd (``known``) does not know it; None when it does or
+    when there is no slurmdbd to ask (``known`` is None)."""
+    if known is None or account == SITE or account in known:
+        return None
+    listed = ", ".join(sorted(known)[:20]) or "none"
+    return (f"account {account!r} is not known to Slurm's accounting (slurmdbd knows: {listed}); nothing was "
+            f"changed. Check the spelling, or create it first: sacctmgr add account {account}")
 
 
 def unknown_account_warning(account: str, rec, config) -> str | None:

@@ -74,11 +74,22 @@ class DaemonControl:
     def set_budget(self, account: str, usd: Any) -> tuple[int, str | None]:
         """Store ``account``'s budget for this period: (limit in micro-dollars, a warning or None). ``ValueError``
         (nothing written): a bad amount, or an account Slurm's accounting does not know."""
-        from burstd.daemon.budgets import unknown_account_warning
+        from burstd.daemon.budgets import slurmdbd_accounts, unknown_account_error, unknown_account_warning
+        from burstd.domain.budget import NO_ACCOUNT
 
-        warning = unknown_account_warning(account, self._rec, self.config)
+        known = slurmdbd_accounts(self._rec.adapter)  # None without slurmdbd; SlurmError if it does not answer
+        refused = unknown_account_error(account, known) if account != NO_ACCOUNT else None
+        if refused:
+            raise ValueError(refused)
+        warning = unknown_account_warning(account, self._rec, self.config) if known is None else None
         entry = self._store.set_budget(account, usd, period=self.config.budget.period)
         return entry.limit_micros, warning
+
+    def reconcile_spend(self, since: float | None) -> dict:
+        """The spend ledger against slurmdbd's allocations on the cloud nodes (``NoAccounting`` without one)."""
+        from burstd.daemon.sacct_check import reconcile_spend
+
+        return reconcile_spend(self._store, self._rec.adapter, self.config, since, now=self._rec.clock())
 
     # --- queries -----------------------------------------------------------------------------------
     def leases(self, states: Iterable[LeaseState] = OPEN_STATES) -> list[Lease]:

@@ -222,6 +222,21 @@ class Executor:
         lease = self._move(a.lease_id, S.READY, "slurmd registered", ready_at=self.clock())
         self._health("record_boot_success", lease.pool)
         self.metrics.ready_latency.observe(max(self.clock() - lease.created_at, 0.0))
+        self._record_instance(lease)
+
+    def _record_instance(self, lease) -> None:
+        """Tell Slurm which instance backs the node, where the release can (23.11+: ``sacctmgr show instance``
+        and sacct then show where each job ran); never in the way of the lease."""
+        record = getattr(self.adapter, "set_instance", None)
+        if record is None or not lease.instance_id:
+            return
+        pool = self.config.pool(lease.pool) if lease.pool in {p.name for p in self.config.pools} else None
+        itype = (lease.offering or "").split("/")[0] or (pool.instance_types[0].name if pool and
+                                                         pool.instance_types else "unknown")
+        try:
+            self._quiet(record, lease.node_name, lease.instance_id, itype)
+        except ValueError as exc:  # an id Slurm's syntax cannot carry: the lease is fine without it
+            log.info("instance not recorded in Slurm", extra=ev(node=lease.node_name, error=str(exc)))
 
     def _do_Fail(self, a: Fail) -> None:
         lease = self.store.lease(a.lease_id)

@@ -52,6 +52,17 @@ def _settings() -> tuple[str, float]:
     return sock, float(timeout)
 
 
+def _resume_job(j: dict) -> dict:
+    """One job of SLURM_RESUME_FILE. 22.05 names its nodes ``nodes``; 23.02+ ``nodes_alloc`` (all the job's
+    nodes) and ``nodes_resume`` (those being resumed now); 26.05 adds ``priority`` and ``exclusive``."""
+    out = {"job_id": int(j["job_id"]), "nodes": str(j.get("nodes_alloc") or j.get("nodes") or "")}
+    if j.get("priority") is not None:
+        out["priority"] = int(j["priority"])
+    if j.get("exclusive") is not None:
+        out["exclusive"] = str(j["exclusive"])
+    return out
+
+
 def _resume_jobs() -> list[dict]:
     path = os.environ.get("SLURM_RESUME_FILE")
     if not path:
@@ -59,7 +70,7 @@ def _resume_jobs() -> list[dict]:
     try:
         with open(path, "rb") as fh:
             data = json.load(fh)
-        jobs = [{"job_id": int(j["job_id"]), "nodes": str(j.get("nodes", ""))} for j in data.get("jobs", [])]
+        jobs = [_resume_job(j) for j in data.get("jobs", [])]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"SLURM_RESUME_FILE {path}: unreadable ({exc.__class__.__name__}: {exc})") from None
     return jobs

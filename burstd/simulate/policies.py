@@ -19,9 +19,15 @@ from pathlib import Path
 
 from burstd.config import Config, parse_config
 from burstd.simulate.engine import SimResult, SimSetup, Simulator
+from burstd.simulate.shapes import SPOT_SHARE, fitting_shape, site_cpus_per_node
 from burstd.simulate.spot import CPU_TRACES, GPU_TRACES, SpotModel
 from burstd.simulate.traces import TraceInfo, TraceJob
 
+MARKETS = ("on-demand", "spot")
+# The replay's checkpointing assumption, stated: half the jobs checkpoint (every policy.checkpoint_interval_s,
+# hourly by default), half lose all progress when preempted. Every job checkpointing hourly flattered spot;
+# the historical SWF traces (MPI jobs, 1996-2000) give no sign that most of them checkpointed at all.
+DEFAULT_CHECKPOINT_SHARE = 0.5
 POLICIES = ("never", "ondemand-all", "spot-all", "constant-wait", "compute-wait", "burstd")
 
 # Prices per node-hour, us-east-1 list prices (early 2024) and Spot Advisor savings: an 8-vCPU c5.2xlarge
@@ -61,8 +67,17 @@ BUILTIN_CONSTANT_WAIT_S = 4 * 3600.0
 SITE_BURSTD_MIN_WAIT_S = {False: 600.0, True: 120.0}
 
 
-def default_site(gpu: bool) -> Config:
-    data = {**(GPU_SITE if gpu else CPU_SITE), **SITE_DEFAULTS}
+def cpu_site_pools(cpus_per_node: int) -> list[dict]:
+    """The built-in CPU pool, sized to the site's node (the smallest c5 that holds one)."""
+    s = fitting_shape(cpus_per_node)
+    pool = dict(CPU_SITE["pools"][0])
+    pool.update(instance_types=[{"name": s.name, "cpus": s.cpus, "memory_mb": 2048 * s.cpus}],
+                price_per_hour=round(s.ondemand * SPOT_SHARE, 4), ondemand_price_per_hour=s.ondemand)
+    return [pool]
+
+
+def default_site(gpu: bool, cpus_per_node: int = 8) -> Config:
+    data = {**(GPU_SITE if gpu else {"pools": cpu_site_pools(cpus_per_node)}), **SITE_DEFAULTS}
     data["policy"] = {**data["policy"], "waiting": {**data["policy"]["waiting"],
                                                      "burstd_min_wait_s": SITE_BURSTD_MIN_WAIT_S[gpu]}}
     return parse_config(data, "<built-in simulate site>")
@@ -99,31 +114,61 @@ def policy_config(base: Config, name: str, constant_wait_s: float | None = None)
     return base.model_copy(update={"pools": pools, "policy": pol.model_copy(update=update)})
 
 
+def on_market(cfg: Config, market: str) -> Config:
+    """``cfg`` with every pool on one market: on-demand at its on-demand price, or spot with no on-demand
+    fallback (a job preempted ``max_preemptions_spot`` times then waits on-prem)."""
+    if market not in MARKETS:
+        raise ValueError(f"unknown market {market!r}; known: {', '.join(MARKETS)}")
+    pools = []
+    for p in cfg.pools:
+        if market == "on-demand":
+            price = p.price_per_hour if p.market == "on-demand" else p.ondemand_price_per_hour
+            if price is None:
+                raise ValueError(f"pool {p.name}: no on-demand price (ondemand_price_per_hour) to simulate it on-demand")
+            pools.append(p.model_copy(update={"market": "on-demand", "price_per_hour": price,
+                                              "ondemand_price_per_hour": None}))
+        else:
+            if p.market != "spot":
+                raise ValueError(f"pool {p.name}: an on-demand pool has no spot price to simulate it on spot")
+            pools.append(p.model_copy(update={"ondemand_price_per_hour": None}))
+    return cfg.model_copy(update={"pools": pools})
+
+
 def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: int | None, onprem_gpus: int | None,
-               spot_root: Path | None, seed: int = 1, boot_s: float = 120.0, cycle_s: float = 120.0) -> SimSetup:
-    cfg = config or default_site(gpu)
+               spot_root: Path | None, seed: int = 1, boot_s: float = 120.0, cycle_s: float = 120.0,
+               market: str | None = None, checkpoint_share: float = DEFAULT_CHECKPOINT_SHARE,
+               checkpoint_s: float | None = None) -> SimSetup:
     if gpu:
+        cfg = config or default_site(gpu)
         units = onprem_gpus or 232 * 8
         upn = 8
     else:
         units = onprem_cpus or info.max_procs or 1024
-        upn = (info.max_procs // info.max_nodes) if (info.max_procs and info.max_nodes) else min(
-            p.cpus for p in cfg.pools) if cfg.pools else 8
+        fallback = min(p.cpus for p in config.pools) if config is not None and config.pools else 8
+        upn = site_cpus_per_node(info.max_procs, info.max_nodes, fallback)
+        cfg = config or default_site(gpu, upn)
+    if market is not None:
+        on_market(cfg, market)  # fail early on a pool that cannot go on that market
     spot = None
     if spot_root is not None and spot_root.is_dir():
         spot = SpotModel.from_dir(spot_root, GPU_TRACES if gpu else CPU_TRACES, seed)
     return SimSetup(cfg, gpu, units, upn, boot_s=boot_s, cycle_s=cycle_s, spot=spot,
-                    checkpoint_s=cfg.policy.checkpoint_interval_s,
-                    constant_wait_s=BUILTIN_CONSTANT_WAIT_S if config is None else None)
+                    checkpoint_s=checkpoint_s or cfg.policy.checkpoint_interval_s, checkpoint_share=checkpoint_share,
+                    constant_wait_s=BUILTIN_CONSTANT_WAIT_S if config is None else None, market=market)
 
 
 def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> SimResult:
-    cfg = policy_config(setup.config, name, setup.constant_wait_s)
+    base = setup.config
+    # ondemand-all stays the on-demand reference that cost ratios are taken against, whatever the market
+    if setup.market is not None and name != "ondemand-all":
+        base = on_market(base, setup.market)
+    cfg = policy_config(base, name, setup.constant_wait_s)
     spot = None
     if setup.spot is not None:  # same preemption draws for every policy
         spot = SpotModel(setup.spot.segments, seed)
     s = SimSetup(cfg, setup.gpu, setup.onprem_units, setup.units_per_node, setup.cpus_per_gpu, setup.boot_s,
                  setup.cycle_s, setup.backfill_depth, setup.checkpoint_s, spot, decide_enabled=(name != "never"),
-                 constant_wait_s=setup.constant_wait_s)
+                 constant_wait_s=setup.constant_wait_s, market=setup.market,
+                 checkpoint_share=setup.checkpoint_share)
     fit = [j for j in jobs if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units]
     return Simulator(s, fit, name).run()

@@ -11,11 +11,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from burstd.config import Config
-from burstd.simulate.policies import POLICIES, make_setup, run_policy
+from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
 from burstd.simulate.traces import read_trace
 
-METRICS = ("cloud_cost_usd", "jobs", "jobs_burst", "wait_mean_s", "wait_p95_s", "jct_mean_s",
-           "bounded_slowdown_mean", "preemptions", "lost_node_hours")
+# wait_* is to the final start (the run that finished); first_wait_mean_s is kept to show what spot hides
+METRICS = ("cloud_cost_usd", "jobs", "jobs_burst", "wait_mean_s", "wait_p95_s", "first_wait_mean_s",
+           "delay_mean_s", "delay_p95_s", "jct_mean_s", "jct_p95_s", "bounded_slowdown_mean", "preemptions",
+           "lost_node_hours", "unfinished")
 
 
 def default_spot_root() -> Path:
@@ -38,7 +40,9 @@ def _one(args):
 def simulate_trace(path: str | Path, *, format: str | None = None, policies: list[str] | None = None,
                    onprem_cpus: int | None = None, onprem_gpus: int | None = None, config: Config | None = None,
                    limit_jobs: int | None = None, seed: int = 1, spot_root: Path | None = None,
-                   boot_s: float = 120.0, cycle_s: float = 120.0, workers: int = 1) -> dict:
+                   boot_s: float = 120.0, cycle_s: float = 120.0, workers: int = 1,
+                   market: str | None = None, checkpoint_share: float | None = None,
+                   checkpoint_s: float | None = None) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines)."""
     policies = list(policies or POLICIES)
     for p in policies:
@@ -49,7 +53,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     if config is not None and not config.pools:
         raise ValueError("the config has no [[pools]] to burst to")
     root = spot_root or default_spot_root()
-    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s)
+    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s, market,
+                       DEFAULT_CHECKPOINT_SHARE if checkpoint_share is None else checkpoint_share, checkpoint_s)
     tasks = [(p, setup, jobs, seed) for p in policies]
     if workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(min(workers, len(tasks))) as ex:
@@ -59,15 +64,22 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     out = {
         "trace": str(path), "format": info.format, "jobs_read": len(jobs), "skipped": info.skipped,
         "skip_reasons": dict(info.skip_reasons), "onprem_units": setup.onprem_units,
+        "onprem_units_per_node": setup.units_per_node, "checkpoint_share": setup.checkpoint_share,
+        "checkpoint_interval_s": setup.checkpoint_s,
+        "cloud_shapes": {p.name: {"cpus": p.cpus, "gpus": p.gpus, "spot": p.price_per_hour if p.market == "spot"
+                                  else None, "on-demand": p.ondemand_price_per_hour if p.market == "spot"
+                                  else p.price_per_hour} for p in setup.config.pools},
+        "too_big_for_onprem": sum(1 for j in jobs if (j.gpus if gpu else j.cpus) > setup.onprem_units),
         "units": "gpus" if gpu else "cpus", "spot_preemption_rate_per_node_hour":
             round(setup.spot.rate_per_hour, 4) if setup.spot else 0.0,
-        "spot_traces": str(root) if setup.spot else None,
+        "spot_traces": str(root) if setup.spot else None, "market": market or "as configured",
         "policies": {},
     }
     by = {r.policy: r for r in results}
     for r in results:
         row = {m: _round(getattr(r, m)) for m in METRICS}
         row["cost_by_market"] = {k: round(v, 2) for k, v in r.cost_by_market.items()}
+        row["cannot_burst"] = r.cannot_burst
         row["wall_s"] = round(r.wall_s, 2)
         od = by.get("ondemand-all")
         nv = by.get("never")
@@ -78,7 +90,17 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         if nv is not None and nv.jct_mean_s > 0:
             row["jct_vs_never"] = round(r.jct_mean_s / nv.jct_mean_s, 4)
         out["policies"][r.policy] = row
+    out["frontier"] = frontier(out["policies"])
     return out
+
+
+def frontier(rows: dict[str, dict], key: str = "jct_mean_s") -> list[str]:
+    """Policies no other policy dominates on (cloud cost, ``key``): none both no dearer and no slower,
+    and strictly better on one. Judged on mean JCT, not first-start wait, which hides spot restarts."""
+    def dominated(a: dict) -> bool:
+        return any(b is not a and b["cloud_cost_usd"] <= a["cloud_cost_usd"] and b[key] <= a[key]
+                   and (b["cloud_cost_usd"] < a["cloud_cost_usd"] or b[key] < a[key]) for b in rows.values())
+    return [name for name, row in rows.items() if not dominated(row)]
 
 
 def _round(v):
@@ -87,7 +109,8 @@ def _round(v):
 
 def plot_frontier(report: dict, path: str | Path, sweeps: dict[str, list[tuple[float, float]]] | None = None,
                   title: str | None = None) -> Path:
-    """Cost versus mean wait, one point per policy (and one curve per knob sweep, if given), as PNG."""
+    """Cost versus mean JCT, one point per policy (and one curve per knob sweep of (JCT s, cost), if
+    given), as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,12 +122,12 @@ def plot_frontier(report: dict, path: str | Path, sweeps: dict[str, list[tuple[f
         ys = [c for _, c in curve]
         ax.plot(xs, ys, "-", alpha=0.6, label=f"{name} (knob sweep)")
     for name, row in report["policies"].items():
-        ax.scatter([row["wait_mean_s"] / 3600], [row["cloud_cost_usd"]], s=40, zorder=3)
-        ax.annotate(name, (row["wait_mean_s"] / 3600, row["cloud_cost_usd"]), textcoords="offset points",
+        ax.scatter([row["jct_mean_s"] / 3600], [row["cloud_cost_usd"]], s=40, zorder=3)
+        ax.annotate(name, (row["jct_mean_s"] / 3600, row["cloud_cost_usd"]), textcoords="offset points",
                     xytext=(5, 4), fontsize=8)
-    ax.set_xlabel("mean wait (h)")
+    ax.set_xlabel("mean JCT (h)")
     ax.set_ylabel("cloud cost (USD)")
-    ax.set_title(title or f"cost vs wait: {Path(report['trace']).name} ({report['jobs_read']} jobs)")
+    ax.set_title(title or f"cost vs mean JCT: {Path(report['trace']).name} ({report['jobs_read']} jobs)")
     ax.grid(True, alpha=0.3)
     if sweeps:
         ax.legend(fontsize=7)

@@ -1,9 +1,9 @@
 """Spot preemptions drawn from measured traces (skypilot-org/spot-traces, NSDI '24 "Can't Be Late").
 
-Each trace file is ``{"metadata": {"gap_seconds": N}, "data": [...]}``, one value a tick: the number of
-spot instances alive (the traces' README: "the number of available instances at a specific tick"). A
-drop in the value is a preemption. From each file we take the *alive segments*: runs of ticks at the
-file's full count, ended by a drop (a preemption) or by the end of the file (censored).
+Each trace file is ``{"metadata": {"gap_seconds": N}, "data": [...]}``, one value a tick. How a value is read
+is a named choice (``SINGLE_NODE_READING``, ``GANG_THRESHOLD``), taken from the authors' own simulator rather
+than the traces' README (see ``Reading``). From each file we take the *alive segments*: runs of alive ticks,
+ended by a preemption (an alive tick followed by a dead one) or by the end of the file (censored).
 
 A node's time to preemption is drawn by picking an alive instant uniformly over all measured alive time
 and reading the time to the end of its segment; a censored segment adds the rest of it and draws again.
@@ -13,6 +13,7 @@ This keeps the measured distribution (bursty, heavy-tailed), not just its mean r
 from __future__ import annotations
 
 import bisect
+import enum
 import json
 import random
 from dataclasses import dataclass
@@ -22,20 +23,54 @@ CPU_TRACES = ("preemption/1-node/aws-04-19-2023", "preemption/1-node/gcp-04-30-2
 GPU_TRACES = ("preemption/1-node/aws-04-22-2023", "preemption/4-node/aws-08-03-2023")
 
 
+class Reading(enum.Enum):
+    """What a value in a single-node (0/1) preemption file means.
+
+    The traces' README says each value is "the number of available instances", which reads 1 = alive.
+    The authors' simulator (sky_spot, ``TraceEnv.spot_available``) returns ``not trace[tick]``: 1 =
+    preempted, and its strategies and published results are computed under that reading. The two
+    differ a lot: CPU files give 2.60 preemptions per alive node-hour read the authors' way, 0.41 read
+    the README's way. We follow the authors (``SINGLE_NODE_READING``).
+    """
+
+    ONE_IS_PREEMPTED = "one-is-preempted"  # sky_spot: available = not trace[tick]
+    ONE_IS_ALIVE = "one-is-alive"  # the README's wording
+
+
+SINGLE_NODE_READING = Reading.ONE_IS_PREEMPTED
+
+# Multi-node files hold a count of live instances (0..N). sky_spot's ``Trace`` turns them into
+# availability with ``--gang-threshold``: count >= threshold is available. A gang job needs all its
+# nodes, so we use the full count of the file (None = the file's maximum).
+GANG_THRESHOLD: int | None = None
+
+
+def alive_ticks(data: list[int], reading: Reading = SINGLE_NODE_READING,
+                gang_threshold: int | None = GANG_THRESHOLD) -> list[bool]:
+    """One bool a tick: is the (gang of) instance(s) alive. Files with values > 1 are counts."""
+    if not data:
+        return []
+    top = max(data)
+    if top > 1:  # a multi-node count file
+        need = gang_threshold if gang_threshold is not None else top
+        return [v >= need for v in data]
+    if reading is Reading.ONE_IS_PREEMPTED:
+        return [v == 0 for v in data]
+    return [v >= 1 for v in data]
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     seconds: float
     preempted: bool  # False = the file ended while alive (censored)
 
 
-def segments_of(data: list[int], gap_s: float) -> list[Segment]:
-    full = max(data) if data else 0
-    if full <= 0:
-        return []
+def segments_of(data: list[int], gap_s: float, reading: Reading = SINGLE_NODE_READING,
+                gang_threshold: int | None = GANG_THRESHOLD) -> list[Segment]:
     out: list[Segment] = []
     run = 0
-    for v in data:
-        if v >= full:
+    for alive in alive_ticks(data, reading, gang_threshold):
+        if alive:
             run += 1
         else:
             if run:

@@ -22,12 +22,15 @@ from pathlib import Path
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Job, Node, Partition, Snapshot
 from burstd.slurm import parse, squeue_text
+from burstd.slurm.accounting import AccountingMixin
+from burstd.slurm.features import Features, parse_release
 from burstd.slurm.base import PartitionEdits, HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
 
 log = logging.getLogger(__name__)
 
 SIGNAL_RE = re.compile(r"^(SIG)?[A-Z0-9]{1,10}$")
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
+INSTANCE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")  # i-0abc..., g5.xlarge, projects/.../n2-standard-8
 
 # Environment variables that change what squeue/sinfo print; never inherited.
 _SCRUB_PREFIXES = ("SQUEUE_", "SINFO_", "SCONTROL_", "SLURM_", "SCANCEL_")
@@ -48,13 +51,13 @@ def _job_key(job: Job) -> int:
 
 def parse_version(text: str) -> tuple[int, int]:
     """``slurm-wlm 22.05.8`` / ``slurm 24.11.5`` -> (22, 5)."""
-    m = re.search(r"(\d+)\.(\d+)", text)
-    if not m:
-        raise SlurmError(f"cannot read the Slurm version from {text.strip()!r}")
-    return int(m.group(1)), int(m.group(2))
+    try:
+        return parse_release(text)
+    except ValueError:
+        raise SlurmError(f"cannot read the Slurm version from {text.strip()!r}") from None
 
 
-class CliAdapter(PartitionEdits):
+class CliAdapter(PartitionEdits, AccountingMixin):
     backend = "cli"
 
     def __init__(self, config: SlurmConfig | None = None, *, job_format: str | None = None) -> None:
@@ -130,6 +133,11 @@ class CliAdapter(PartitionEdits):
             self.release = m.group(0) if m else ""
         return self._version
 
+    @property
+    def features(self) -> Features:
+        """What the live release offers (``burstd.slurm.features``); read once from ``squeue --version``."""
+        return Features(self.version)
+
     # ------------------------------------------------------------------ reading
     def use_text_jobs(self) -> bool:
         return self.job_format != "json"
@@ -141,12 +149,12 @@ class CliAdapter(PartitionEdits):
         return "squeue", ["-a", "--json"]
 
     def _nodes_cmd(self) -> tuple[str, list[str]]:
-        if self.version >= (23, 2):  # sinfo --json is grouped from 23.02 on and has no addresses
+        if self.features.has("scontrol_json"):  # sinfo --json is grouped from 23.02 on, without addresses
             return "scontrol", ["show", "nodes", "--json"]
         return "sinfo", ["--json"]
 
     def _partitions_cmd(self) -> tuple[str, list[str]]:
-        if self.version >= (23, 2):
+        if self.features.has("scontrol_json"):
             return "scontrol", ["show", "partitions", "--json"]
         return "scontrol", ["show", "partitions", "-o"]
 
@@ -162,7 +170,7 @@ class CliAdapter(PartitionEdits):
         return parse.nodes_from_doc(parse.load_json(out, " ".join([cmd, *args])))
 
     def _parse_partitions(self, out: str) -> list[Partition]:
-        if self.version >= (23, 2):
+        if self.features.has("scontrol_json"):
             return parse.partitions_from_doc(parse.load_json(out, "scontrol show partitions --json"))
         return parse.partitions_from_scontrol_text(out)
 
@@ -237,8 +245,14 @@ class CliAdapter(PartitionEdits):
         names = [check_name("partition", p, PARTITION_RE) for p in partitions]
         self._scontrol("update", f"jobid={_job_id(job_id)}", f"partition={','.join(dict.fromkeys(names))}")
 
-    def requeue(self, job_id: int) -> None:
-        self._scontrol("requeue", str(_job_id(job_id)))
+    def requeue(self, job_id: int, *, expedite: bool = False) -> None:
+        """``scontrol requeue N``. ``expedite``: the job may start again at once rather than after
+        ``cred_expire`` + 1 s (a preempted job). Slurm 25.11+ does that itself for jobs submitted with
+        ``--requeue=expedite``; burstd sets ``starttime=now`` on every release, which is harmless there."""
+        jid = str(_job_id(job_id))
+        self._scontrol("requeue", jid)
+        if expedite:
+            self._scontrol("update", f"jobid={jid}", "starttime=now")
 
     def release_hold(self, job_id: int) -> None:
         self._scontrol("release", str(_job_id(job_id)))
@@ -276,13 +290,35 @@ class CliAdapter(PartitionEdits):
         self._update_nodes(nodes, "state=RESUME")
 
     def power_down(self, nodes: list[str], *, force: bool = False, reason: str = "") -> None:
+        if reason:
+            check_reason(reason)
+        feats = self.features
+        if feats.has("power_verb") and (not reason or feats.has("power_reason")):
+            args = ["power", "down", "force" if force else "asap", _hostlist(nodes)]
+            self._scontrol(*args, *([f"reason={reason}"] if reason else []))
+            return
         settings = ["state=POWER_DOWN_FORCE" if force else "state=POWER_DOWN_ASAP"]
         if reason:
-            settings.append(f"reason={check_reason(reason)}")
+            settings.append(f"reason={reason}")
         self._update_nodes(nodes, *settings)
 
     def power_up(self, nodes: list[str]) -> None:
-        self._update_nodes(nodes, "state=POWER_UP")
+        if self.features.has("power_verb"):
+            self._scontrol("power", "up", _hostlist(nodes))
+        else:
+            self._update_nodes(nodes, "state=POWER_UP")
+
+    def set_instance(self, node: str, instance_id: str, instance_type: str) -> bool:
+        """Record a cloud node's instance in Slurm (``sacctmgr show instance``, ``sacct``) where the release
+        can (23.11+); returns False, doing nothing, where it cannot."""
+        check_name("node", node)
+        for what, value in (("instance id", instance_id), ("instance type", instance_type)):
+            if not INSTANCE_RE.fullmatch(value):
+                raise ValueError(f"invalid {what} {value!r}")
+        if not self.features.has("instance_fields"):
+            return False
+        self._scontrol("update", f"nodename={node}", f"instanceid={instance_id}", f"instancetype={instance_type}")
+        return True
 
     def set_node_address(self, node: str, address: str, hostname: str | None = None) -> None:
         check_name("node", node)

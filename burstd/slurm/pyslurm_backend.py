@@ -186,8 +186,13 @@ class PyslurmAdapter(PartitionEdits):
         changes = self.pyslurm.JobSubmitDescription(partitions=names)
         self._call("Job.modify", self.pyslurm.Job(_job_id(job_id)).modify, changes)
 
-    def requeue(self, job_id: int) -> None:
+    def requeue(self, job_id: int, *, expedite: bool = False) -> None:
         self._call("Job.requeue", self.pyslurm.Job(_job_id(job_id)).requeue)
+        if expedite:  # eligible at once, as `scontrol update jobid=N starttime=now`
+            import time
+
+            changes = self.pyslurm.JobSubmitDescription(begin_time=int(time.time()))
+            self._call("Job.modify", self.pyslurm.Job(_job_id(job_id)).modify, changes)
 
     def release_hold(self, job_id: int) -> None:
         self._call("Job.release", self.pyslurm.Job(_job_id(job_id)).release)
@@ -229,6 +234,11 @@ class PyslurmAdapter(PartitionEdits):
 
     def power_up(self, nodes: list[str]) -> None:
         self._modify_nodes(nodes, state="POWER_UP")
+
+    def set_instance(self, node: str, instance_id: str, instance_type: str) -> bool:
+        """pyslurm 25.11's Node has no writable instance fields: use the cli backend for it."""
+        check_name("node", node)
+        return False
 
     def set_node_address(self, node: str, address: str, hostname: str | None = None) -> None:
         check_name("node", node)

@@ -181,10 +181,14 @@ class RestAdapter(PartitionEdits):
         body = {"partition": ",".join(dict.fromkeys(names))}
         self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}", json=body)
 
-    def requeue(self, job_id: int) -> None:
-        if version_key(self.version) < (0, 0, 43):
+    def requeue(self, job_id: int, *, expedite: bool = False) -> None:
+        # the endpoint exists from data version v0.0.45 (Slurm 26.05), as a GET (see its OpenAPI spec)
+        if version_key(self.version) < (0, 0, 45):
             raise self._unsupported("requeue a job")
-        self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}/requeue")
+        self.request("GET", f"/slurm/{self.version}/job/{_job_id(job_id)}/requeue")
+        if expedite:  # start again at once, not after cred_expire (as `scontrol update starttime=now`)
+            self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}", json={"begin_time": {
+                "set": True, "infinite": False, "number": int(time.time())}})
 
     def release_hold(self, job_id: int) -> None:
         raise self._unsupported("release a held job")
@@ -232,6 +236,11 @@ class RestAdapter(PartitionEdits):
 
     def power_up(self, nodes: list[str]) -> None:
         self._update_node(nodes, {"state": ["POWER_UP"]}, "power nodes up")
+
+    def set_instance(self, node: str, instance_id: str, instance_type: str) -> bool:
+        """No data version up to v0.0.45 can set a node's instance id/type: use the cli backend for it."""
+        check_name("node", node)
+        return False
 
     def set_node_address(self, node: str, address: str, hostname: str | None = None) -> None:
         check_name("node", node)

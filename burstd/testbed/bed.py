@@ -1,4 +1,5 @@
-"""A real Slurm 22.05 cluster on one machine: munge, slurmctld, on-prem nodes and CLOUD nodes as namespaces.
+"""A real Slurm cluster on one machine: munge, slurmdbd (with its own MariaDB), slurmctld, slurmrestd, on-prem
+nodes and CLOUD nodes as namespaces; Slurm 22.05 from the host, or 24.11 / 26.05 from a Debian chroot.
 
     bed = Bed(BedConfig(name="burstd", hooks="bare"))
     bed.up()                                   # idempotent; installs Slurm first if it is missing
@@ -13,203 +14,30 @@ and the pids it started). /etc/slurm is never touched. See docs/testbed.md.
 
 from __future__ import annotations
 
-import fcntl
-import glob
 import ipaddress
 import json
 import os
-import pwd
 import re
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from burstd.providers.local import netns
-from burstd.testbed import render
+from burstd.slurm.features import parse_release
+from burstd.testbed import release, render
+from burstd.testbed.accounting import Accounting
 from burstd.testbed.config import HOOK_MODES, STATE_ROOT, BedConfig
+from burstd.testbed.host import (  # noqa: F401  (re-exported: tests and tools import them from here)
+    INSTALL_SCRIPT, REPO_ROOT, TEST_USERS, BedError, T, _alive, _global_lock, _pid_of, _port_free, _sh, _stop,
+    _wait, ensure_installed, ensure_munge, ensure_users, missing_software, munge_ok, other_beds, parse_kv,
+)
 
-T = TypeVar("T")
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-deps.sh"
-TEST_USERS = ("burstuser", "burstuser2")  # a normal user, and a second uid for permission tests
 REST_VERSIONS = "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"
-REQUIRED_BINARIES = ("slurmctld", "slurmd", "slurmrestd", "scontrol", "sbatch", "sinfo", "squeue", "munged",
-                     "nsenter", "unshare", "ip", "nft")
-
-
-class BedError(RuntimeError):
-    """The bed cannot be brought up or down; the message says what to do."""
-
-
-# ------------------------------------------------------------------------------------------ machine set-up
-
-
-def missing_software() -> list[str]:
-    missing = [b for b in REQUIRED_BINARIES if shutil.which(b, path=netns.SANE_PATH) is None]
-    if not glob.glob("/usr/lib/*/slurm-wlm/auth_jwt.so") and not glob.glob("/usr/lib/slurm-wlm/auth_jwt.so"):
-        missing.append("auth_jwt.so (slurm-wlm-jwt-plugin)")
-    return missing
-
-
-def ensure_installed(install: bool = True) -> None:
-    missing = missing_software()
-    if not missing:
-        return
-    if install and INSTALL_SCRIPT.is_file():
-        subprocess.run(["bash", str(INSTALL_SCRIPT)], check=True, env={"PATH": netns.SANE_PATH, "LANG": "C"})
-        missing = missing_software()
-        if not missing:
-            return
-    raise BedError(f"missing: {', '.join(missing)}. As root on Debian 12 run: bash {INSTALL_SCRIPT}")
-
-
-def _user_exists(user: str) -> bool:
-    try:
-        pwd.getpwnam(user)
-        return True
-    except KeyError:
-        return False
-
-
-def ensure_users(rest_user: str) -> None:
-    """slurmrestd's unprivileged user and the test users (the install script makes them too)."""
-    if not _user_exists(rest_user):
-        _sh(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", rest_user],
-            f"create user {rest_user}")
-    for user in TEST_USERS:
-        if not _user_exists(user):
-            _sh(["useradd", "--create-home", "--shell", "/bin/bash", user], f"create user {user}")
-
-
-def munge_ok() -> bool:
-    try:
-        enc = subprocess.run(["munge", "-n"], capture_output=True, timeout=5, env={"PATH": netns.SANE_PATH})
-        if enc.returncode != 0:
-            return False
-        dec = subprocess.run(["unmunge"], input=enc.stdout, capture_output=True, timeout=5,
-                             env={"PATH": netns.SANE_PATH})
-        return dec.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-def ensure_munge() -> None:
-    """munge is shared by every bed: start it if it is not running, never stop it."""
-    if munge_ok():
-        return
-    if not Path("/etc/munge/munge.key").exists():
-        _sh(["mungekey", "-c", "-k", "/etc/munge/munge.key"], "create munge key")
-        _sh(["chown", "munge:munge", "/etc/munge/munge.key"], "chown munge key")
-        os.chmod("/etc/munge/munge.key", 0o400)
-    Path("/run/munge").mkdir(exist_ok=True)
-    shutil.chown("/run/munge", "munge", "munge")
-    _sh(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "start munged")
-    _wait(munge_ok, 10, "munged to answer")
-
-
-def _sh(argv: list[str], what: str, env: dict[str, str] | None = None, timeout: float = 60,
-        check: bool = True) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                              env=env or {"PATH": netns.SANE_PATH, "LANG": "C"})
-    except subprocess.TimeoutExpired:
-        raise BedError(f"{what}: `{' '.join(argv)}` timed out after {timeout:.0f} s") from None
-    if check and proc.returncode != 0:
-        raise BedError(f"{what}: `{' '.join(argv)}` failed (exit {proc.returncode}): "
-                       f"{(proc.stderr or proc.stdout).strip()}")
-    return proc
-
-
-def _wait(pred: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise BedError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def _pid_of(pidfile: Path) -> int | None:
-    try:
-        return int(pidfile.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _alive(pid: int | None, comm: str) -> bool:
-    """Is ``pid`` a live process named ``comm`` (never trust a pid file alone: pids are reused)."""
-    if not pid:
-        return False
-    try:
-        if Path(f"/proc/{pid}/comm").read_text().strip() != comm[:15]:
-            return False
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _stop(pid: int | None, comm: str, timeout: float = 10) -> bool:
-    if not _alive(pid, comm):
-        return False
-    assert pid is not None
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(pid, comm):
-        time.sleep(0.1)
-    if _alive(pid, comm):
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
-    try:  # reap it if we are its parent (slurmrestd started by this process)
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-    return True
-
-
-def _port_free(port: int, host: str = "0.0.0.0") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-            return True
-        except OSError:
-            return False
-
-
-@contextmanager
-def _global_lock() -> Iterator[None]:
-    STATE_ROOT.mkdir(parents=True, exist_ok=True)
-    with open(STATE_ROOT / ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def parse_kv(line: str) -> dict[str, str]:
-    """``scontrol show ... -o`` output line -> {Key: value} (values may contain spaces)."""
-    return {m.group(1): m.group(2) for m in re.finditer(r"(\S+?)=(.*?)(?=\s+\S+?=|\s*$)", line.strip())}
-
-
-def other_beds() -> list[dict]:
-    out = []
-    for path in sorted(STATE_ROOT.glob("*/bed.json")):
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ the bed
@@ -221,6 +49,8 @@ class Bed:
     def __init__(self, config: BedConfig | None = None):
         self.config = (config or BedConfig()).resolved()
         self.paths = render.paths(self.config)
+        self.chroot = render.uses_chroot(self.config)  # 24.11 / 26.05: Slurm from a Debian chroot
+        self.accounting = Accounting(self.config, self.paths, self.env)
 
     @classmethod
     def load(cls, name: str = "burstd", state_dir: str | None = None) -> Bed:
@@ -248,7 +78,45 @@ class Bed:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"SLURM_CONF": str(self.conf_path), "PATH": netns.SANE_PATH, "LANG": "C"}
+        return {"SLURM_CONF": str(self.conf_path), "PATH": render.hook_path(self.config), "LANG": "C"}
+
+    @property
+    def bin_dir(self) -> str:
+        """Where this bed's Slurm commands are: /usr/bin, or the chroot wrappers (burstd's slurm.bin_dir)."""
+        return str(self.paths["bin"]) if self.chroot else "/usr/bin"
+
+    def slurm_release(self) -> tuple[int, int]:
+        """The release the bed runs, from its slurmctld (``slurmctld -V``), whichever was asked for."""
+        if getattr(self, "_release", None) is None:
+            proc = _sh(["slurmctld", "-V"], "slurmctld -V", env=self.env)
+            self._release = parse_release(proc.stdout)
+            self.slurm_version = proc.stdout.split()[-1]
+        return self._release
+
+    def _start_anchor(self) -> None:
+        """A process on the host for the chroot's hooks to find the host's mount namespace by (see render)."""
+        pid_file = self.paths["anchor_pid"]
+        if _alive(_pid_of(pid_file), "sleep"):
+            return
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, env=self.env)
+        pid_file.write_text(f"{proc.pid}\n")
+
+    def _ensure_release(self) -> None:
+        """The chroot of a 24.11 / 26.05 bed (built once per machine), its wrappers, users and munged."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o755)
+        if not self.chroot:
+            ensure_munge()
+            return
+        self.paths["log"].mkdir(parents=True, exist_ok=True)
+        with release.build_lock(self.config.slurm_release):
+            root = release.ensure_chroot(self.config.slurm_release, self.paths["log"] / "chroot-build.log")
+        release.sync_users(root, (self.config.rest_user,))
+        release.sync_hosts(root)
+        release.write_wrappers(root, self.state_dir, self.paths["bin"])
+        release.ensure_munge(root, self.paths["bin"])
 
     @property
     def ctld_addr(self) -> str:
@@ -340,16 +208,21 @@ class Bed:
         ensure_installed(install)
         with _global_lock():
             ensure_users(self.config.rest_user)
-            ensure_munge()
+        self._ensure_release()  # may build a chroot (minutes): outside the lock every bed takes
+        with _global_lock():
             if self.ctld_pid() is not None:
                 self._check_same_settings()
                 self._write_hooks()
                 self._save()
             else:
+                self._clear_leftovers()  # first: our own leftovers (a slurmdbd) would hold our ports
                 self._check_conflicts()
-                self._clear_leftovers()
                 self._prepare_state_dir()
                 netns.ensure_bridge(self.bridge, self.config.bridge_address)
+                if self.chroot:
+                    self._start_anchor()
+                if self.config.accounting:
+                    self.accounting.up()
                 self._start_ctld()
             self._start_onprem_nodes()
             self._start_rest()
@@ -381,11 +254,13 @@ class Bed:
                 continue
             if not _alive(other.get("ctld_pid"), "slurmctld"):
                 continue
-            for key in ("subnet", "ctld_port", "rest_port", "bridge", "netns_prefix", "state_dir"):
+            for key in ("subnet", "ctld_port", "rest_port", "dbd_port", "db_port", "bridge", "netns_prefix",
+                        "state_dir"):
                 if oc.get(key) == getattr(cfg, key):
                     raise BedError(f"bed {oc.get('name')!r} (up) already uses {key} = {oc.get(key)!r}; "
                                    f"give bed {cfg.name!r} another --slot or --{key.replace('_', '-')}")
-        for port, host in ((cfg.ctld_port_, "0.0.0.0"), (cfg.rest_port_, "127.0.0.1")):
+        for port, host in ((cfg.ctld_port_, "0.0.0.0"), (cfg.rest_port_, "127.0.0.1"),
+                           (cfg.dbd_port_, "127.0.0.1"), (cfg.db_port_, "127.0.0.1")):
             if not _port_free(port, host):
                 raise BedError(f"port {port} is in use; give bed {cfg.name!r} another --slot or port")
         proc = _sh(["ip", "-j", "-4", "addr"], "list addresses")
@@ -401,7 +276,7 @@ class Bed:
     def _clear_leftovers(self) -> None:
         """A bed that was not brought down (crash, reboot of the daemons): start from a clean slate."""
         self._teardown()
-        for key in ("ctld_state", "spool", "run", "vms", "burstd_dir"):
+        for key in ("ctld_state", "spool", "run", "vms", "burstd_dir", "db_dir", "db_run"):
             shutil.rmtree(self.paths[key], ignore_errors=True)
         log = self.paths["log"]
         if log.is_dir() and any(log.iterdir()):
@@ -426,7 +301,9 @@ class Bed:
             fd = os.open(p["jwt_key"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(secrets.token_bytes(32))
-        self._atomic_write(p["conf"], render.slurm_conf(self.config), 0o644)
+        self._atomic_write(p["conf"], render.slurm_conf(self.config, self.slurm_release()), 0o644)
+        if self.chroot:
+            self._atomic_write(p["cgroup_conf"], render.CGROUP_CONF_CHROOT, 0o644)
         self._atomic_write(p["burstd_config"], render.burstd_toml(self.config), 0o644)
         self._write_hooks()
         p["hooks_log"].touch()
@@ -487,7 +364,7 @@ class Bed:
         env = dict(self.env, SLURM_JWT="daemon")
         with open(self.paths["rest_log"], "ab") as log:
             proc = subprocess.Popen(
-                ["slurmrestd", "-a", "rest_auth/jwt", "-s", REST_VERSIONS, "-u", self.config.rest_user,
+                ["slurmrestd", "-a", "rest_auth/jwt", "-s", self._rest_plugins(), "-u", self.config.rest_user,
                  f"127.0.0.1:{self.rest_port}"],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                 cwd=str(self.state_dir),
@@ -500,11 +377,22 @@ class Bed:
         return bool(states) and all(s.rstrip("*~#%!$@^-+").lower() in ready and not s.endswith("*")
                                     for s in states.values())
 
+    def _rest_plugins(self) -> str:
+        # 22.05: the v0.0.3x plugins by name (its default set also loads dbv0.0.3x); 24.11+: openapi/slurmctld
+        # (24.11's default set fails to load its slurmdbd plugin paths; the adapter needs only /slurm/)
+        return REST_VERSIONS if self.slurm_release() < (23, 2) else "openapi/slurmctld"
+
+    @property
+    def rest_data_version(self) -> str:
+        """The newest data version this bed's slurmrestd serves."""
+        return {(22, 5): "v0.0.38", (24, 11): "v0.0.42", (26, 5): "v0.0.45"}.get(self.slurm_release(), "v0.0.38")
+
     def _rest_ready(self) -> bool:
         import httpx
 
         try:
-            r = httpx.get(f"{self.rest_url}/slurm/v0.0.38/ping", timeout=5,
+            v = self.rest_data_version
+            r = httpx.get(f"{self.rest_url}/slurm/{v}/ping" + ("" if v == "v0.0.38" else "/"), timeout=5,
                           headers={"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": self.jwt()})
             return r.status_code == 200
         except (httpx.HTTPError, BedError):
@@ -515,11 +403,18 @@ class Bed:
             "config": self.config.model_dump(mode="json"),
             "hooks": getattr(self, "_hook_mode", self.hook_mode),
             "ctld_pid": self.ctld_pid(),
+            "slurm_version": self.slurm_release() and self.slurm_version,
             "rest_pid": self.rest_pid(),
             "updated_at": time.time(),
         }
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._atomic_write(self.paths["bed_json"], json.dumps(data, indent=2) + "\n", 0o644)
+
+    def _saved(self, key: str) -> Any:
+        try:
+            return json.loads(self.paths["bed_json"].read_text()).get(key)
+        except (OSError, ValueError):
+            return None
 
     # ------------------------------------------------------------------ down
 
@@ -550,6 +445,8 @@ class Bed:
         stopped: dict[str, Any] = {"slurmrestd": False, "slurmctld": False, "namespaces": []}
         stopped["slurmrestd"] = _stop(_pid_of(self.paths["rest_pid"]), "slurmrestd")
         stopped["slurmctld"] = _stop(_pid_of(self.paths["ctld_pid"]), "slurmctld", timeout=15)
+        stopped.update(self.accounting.down())
+        _stop(_pid_of(self.paths["anchor_pid"]), "sleep")
         for ns in sorted(self.vm_namespaces()):
             netns.teardown(ns)
             stopped["namespaces"].append(ns)
@@ -581,6 +478,11 @@ class Bed:
             "state_dir": str(self.state_dir),
             "conf": str(self.conf_path),
             "hooks": self.hook_mode,
+            "slurm_version": self._saved("slurm_version"),
+            "chroot": str(release.chroot_path(self.config.slurm_release)) if self.chroot else None,
+            "accounting": {"slurmdbd": self.accounting.dbd_pid(), "mariadbd": self.accounting.db_pid(),
+                           "dbd_port": self.config.dbd_port_, "db_port": self.config.db_port_}
+            if self.config.accounting else None,
             "slurmctld": {"pid": ctld, "addr": self.ctld_addr, "port": self.ctld_port},
             "slurmrestd": {"pid": self.rest_pid(), "url": self.rest_url},
             "subnet": self.subnet,
@@ -599,7 +501,12 @@ class Bed:
     def run(self, argv: Sequence[str], user: str | None = None, check: bool = True, timeout: float = 60,
             input: str | None = None) -> subprocess.CompletedProcess:
         """Run a command with the bed's SLURM_CONF (as ``user`` through runuser when given)."""
-        full = list(argv) if user in (None, "root") else ["runuser", "-u", user, "--", *argv]
+        if user in (None, "root"):
+            full = list(argv)
+        elif self.chroot:
+            full = release.user_argv(self.paths["bin"], user, list(argv))
+        else:
+            full = ["runuser", "-u", user, "--", *argv]
         proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout, env=self.env,
                               input=input)
         if check and proc.returncode != 0:

@@ -1,9 +1,9 @@
 """Settings of one test bed. Every port, address range, path and name is here, so beds run side by side.
 
 A bed's *slot* picks non-clashing defaults: slot 0 (the default bed, ``burstd``) uses 10.77.0.0/24,
-slurmctld port 6817, slurmrestd port 6820, bridge ``br-slurm`` and namespaces ``sl-*`` (the same defaults as
-``LocalPoolConfig``); slot N uses 10.(77+N).0.0/24, ports 6817+100N / 6820+100N, bridge ``br-<name>`` and
-namespaces ``<name>-*``. Any field can still be set on its own.
+slurmctld port 6817, slurmdbd 6819, slurmrestd 6820, MariaDB 6821, bridge ``br-slurm`` and namespaces ``sl-*``
+(the same defaults as ``LocalPoolConfig``); slot N uses 10.(77+N).0.0/24, ports 6817+100N .. 6821+100N,
+bridge ``br-<name>`` and namespaces ``<name>-*``. Any field can still be set on its own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 DEFAULT_NAME = "burstd"
 STATE_ROOT = Path("/var/lib/burstd-testbed")
 HookMode = Literal["stub", "bare", "burstd"]
+# Slurm releases a bed can run: the host's packages, or a Debian chroot the bed builds (testbed/release.py)
+SLURM_RELEASES: tuple[str, ...] = ("22.05", "24.11", "26.05")
 HOOK_MODES: tuple[str, ...] = ("stub", "bare", "burstd")
 
 # BedConfig.from_env reads BURSTD_BED_<FIELD> for every field (e.g. BURSTD_BED_ONPREM_CPUS=8,
@@ -37,6 +39,13 @@ class BedConfig(BaseModel):
     subnet: str | None = None  # default from slot
     ctld_port: int | None = Field(None, ge=1024, le=65535)
     rest_port: int | None = Field(None, ge=1024, le=65535)
+    dbd_port: int | None = Field(None, ge=1024, le=65535)
+    db_port: int | None = Field(None, ge=1024, le=65535)  # the bed's own MariaDB, on 127.0.0.1
+    slurm_release: str | None = None  # 22.05 | 24.11 | 26.05; None = the host's Slurm
+    accounting: bool = True  # slurmdbd + MariaDB; False = AccountingStorageType=accounting_storage/none
+    # created in slurmdbd by the bed; burstuser and burstuser2 get an association with each, root its own
+    accounts: tuple[str, ...] = ("physics", "chemistry", "funded", "broke")
+    qos: tuple[str, ...] = ("cloud",)
     state_dir: str | None = None  # default /var/lib/burstd-testbed/<name>
     bridge: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
     netns_prefix: str | None = Field(None, pattern=r"^[a-z][a-z0-9-]{0,20}$")
@@ -82,8 +91,11 @@ class BedConfig(BaseModel):
             raise ValueError("on-prem and cloud node addresses overlap (onprem_first_host/cloud_first_host)")
         if self.onprem_prefix == self.cloud_prefix:
             raise ValueError("onprem_prefix and cloud_prefix must differ")
-        if self.ctld_port_ == self.rest_port_:
-            raise ValueError("ctld_port and rest_port must differ")
+        ports = [self.ctld_port_, self.dbd_port_, self.rest_port_, self.db_port_]
+        if len(set(ports)) != len(ports):
+            raise ValueError("ctld_port, dbd_port, rest_port and db_port must differ")
+        if self.slurm_release is not None and self.slurm_release not in SLURM_RELEASES:
+            raise ValueError(f"slurm_release {self.slurm_release!r}: one of {', '.join(SLURM_RELEASES)}")
         return self
 
     # ------------------------------------------------------------------ derived values
@@ -107,6 +119,14 @@ class BedConfig(BaseModel):
     @property
     def rest_port_(self) -> int:
         return self.rest_port or 6820 + 100 * self.slot
+
+    @property
+    def dbd_port_(self) -> int:
+        return self.dbd_port or 6819 + 100 * self.slot
+
+    @property
+    def db_port_(self) -> int:
+        return self.db_port or 6821 + 100 * self.slot
 
     @property
     def bridge_(self) -> str:
@@ -148,6 +168,7 @@ class BedConfig(BaseModel):
         """The same settings with every slot-derived default written out (what bed.json stores)."""
         return self.model_copy(update={
             "subnet": str(self.network), "ctld_port": self.ctld_port_, "rest_port": self.rest_port_,
+            "dbd_port": self.dbd_port_, "db_port": self.db_port_,
             "bridge": self.bridge_, "netns_prefix": self.netns_prefix_, "state_dir": str(self.state_path),
         })
 
@@ -165,7 +186,8 @@ class BedConfig(BaseModel):
         for field in cls.model_fields:
             value = env.get(ENV_PREFIX + field.upper())
             if value:
-                data[field] = tuple(value.split("\n")) if field == "extra_conf" else value
+                data[field] = tuple(value.split("\n")) if field == "extra_conf" else \
+                    tuple(value.split(",")) if field in ("accounts", "qos") else value
         data.update({k: v for k, v in overrides.items() if v is not None})
         if data.get("name", DEFAULT_NAME) != DEFAULT_NAME and "slot" not in data:
             data["slot"] = _slot_from_name(data["name"])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from burstd.providers.base import Provider
 from burstd.providers.local import netns
+from burstd.testbed import render
 
 log = logging.getLogger("tests.cloud_boot")
 
@@ -39,6 +40,7 @@ class CloudBootStandIn:
         cfg = self.bed.config
         return netns.VmSpec(netns=cfg.netns_of(node), node_name=node, address=cfg.node_address(node),
                             bridge=self.bed.bridge, conf_server=cfg.conf_server, slurmd_args=("-b",),
+                            slurmd=render.vm_spec(cfg, node, boot_flag=True).slurmd,  # the bed release's slurmd
                             instance_id=instance_id.replace("/", "_"), tags={"cloud-instance": instance_id},
                             boot_delay_s=cfg.vm_boot_delay_s)  # see BedConfig.vm_boot_delay_s
 

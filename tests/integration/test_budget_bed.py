@@ -6,7 +6,7 @@ nodes, ``broke`` (budget $0) stays pending on-prem and ``burstctl explain`` says
 ``burstctl spend --json`` shows both accounts' spend, the spend ledger adds up exactly to what the leases cost,
 every lease is TERMINATED and every cloud node powered down.
 
-Real parts only: Slurm 22.05 (the bed) calling burstd's hooks, the burstd daemon process, SQLite, the local
+Real parts only: Slurm (the bed: 22.05, or 24.11 / 26.05 from chroots) with slurmdbd, calling burstd's hooks, the burstd daemon process, SQLite, the local
 provider's network-namespace VMs running a real slurmd, burstctl as a subprocess talking to the daemon's socket.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -45,6 +46,7 @@ def test_funded_account_bursts_broke_account_waits_until_its_budget_is_raised(sl
     cfg = load_config(cfg_path)
     prefix = cfg.pools[0].node_prefix
     onprem = slurm_bed.onprem_partition
+    started = time.time()
     with running_daemon(slurm_bed, cfg_path, tmp_path / "burstd.log") as daemon:
         status = json.loads(burstctl(cfg_path, "status", "--json").stdout)
         assert status["decider"] == "policy", status
@@ -143,3 +145,25 @@ def test_funded_account_bursts_broke_account_waits_until_its_budget_is_raised(sl
         # the broke jobs may land on nodes the funded ones powered up (still idle): charged to their own account
         # all the same, through the allocations the daemon recorded from Slurm's snapshots
         assert {r["node_name"] for r in rows} >= {host(j) for j in funded + broke}, rows
+        # slurmdbd agrees: the jobs burstd charged are the ones sacct recorded on those cloud nodes, same accounts
+        if slurm_bed.config.accounting:
+            # since this test began: the bed's slurmdbd also holds the session's earlier tests' jobs
+            check = json.loads(burstctl(cfg_path, "spend", "--reconcile", "--since", str(int(started)), "--json",
+                                        check=False).stdout)
+            assert check["ok"], check
+            assert {j for j in funded + broke if host(j).startswith(prefix)} <= set(check["agree"]), check
+
+
+def test_a_budget_for_an_account_slurmdbd_does_not_know_is_refused(slurm_bed, tmp_path):
+    """The bed runs slurmdbd with its accounts (physics, chemistry, funded, broke): they take budgets; a typo
+    is refused with the accounts slurmdbd knows, and nothing is stored."""
+    cfg_path = bed_daemon_config(slurm_bed, tmp_path / "burstd")
+    with running_daemon(slurm_bed, cfg_path, tmp_path / "burstd.log"):
+        burstctl(cfg_path, "budget", "set", "physics", "25")
+        refused = burstctl(cfg_path, "budget", "set", "phsyics", "25", check=False)
+        assert refused.returncode != 0, refused
+        said = refused.stdout + refused.stderr
+        assert "'phsyics' is not known to Slurm's accounting" in said and "physics" in said, said
+        shown = json.loads(burstctl(cfg_path, "budget", "show", "--json").stdout)
+        assert "physics" in shown["accounts"] and "phsyics" not in shown["accounts"], shown
+

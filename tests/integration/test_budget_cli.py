@@ -3,8 +3,9 @@ real SQLite Store. Slurm and the cloud are the only fakes here (the edges this f
 ``test_budget_bed.py`` runs the same paths against real Slurm and network-namespace VMs).
 
 Bad input gets a clear error and changes nothing: a negative / NaN / sub-micro-dollar budget, a trace with a
-garbage line, a config price of NaN, a price source that says NaN (no launch). An unknown account is accepted
-with a warning naming the accounts burstd knows (see burstd/daemon/budgets.py for why not a refusal).
+garbage line, a config price of NaN, a price source that says NaN (no launch). An account slurmdbd does not know
+is refused; without slurmdbd, an unknown account is accepted with a warning naming the accounts burstd has seen
+(see burstd/daemon/budgets.py).
 """
 
 from __future__ import annotations
@@ -93,6 +94,19 @@ def test_unknown_account_is_stored_with_a_warning_naming_known_accounts(live):
     assert limits(store) == {"chme": 5_000_000}
     r = cli("budget", "set", "bio", "5", "-c", path)  # seen in the queue: no warning
     assert r.exit_code == 0 and "warning" not in r.output, r.output
+
+
+def test_an_account_slurmdbd_does_not_know_is_refused_and_nothing_is_stored(live):
+    path, rec, store, adapter, *_ = live
+    adapter.slurmdbd_accounts = {"chem", "bio", "root"}
+    r = cli("budget", "set", "chme", "5", "-c", path)
+    assert r.exit_code != 0, r.output
+    assert "'chme' is not known to Slurm's accounting" in r.output and "sacctmgr add account chme" in r.output, \
+        r.output
+    assert "bio, chem" in r.output and limits(store) == {}
+    r = cli("budget", "set", "chem", "5", "-c", path)  # slurmdbd knows it: stored, no warning
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    assert limits(store) == {"chem": 5_000_000}
 
 
 def test_an_account_submitted_since_the_last_cycle_is_not_called_unknown(live):
@@ -260,6 +274,29 @@ def test_status_shows_why_bursting_is_paused(live):
 
 
 # --- prices -------------------------------------------------------------------------------------------------
+def test_spend_reconcile_agrees_with_sacct_and_reports_every_difference(live):
+    from burstd.report.sacct_reconcile import SacctJob
+
+    path, rec, store, adapter, provider, clock = live
+    _burst_two_accounts(rec, store, adapter, clock)
+    r = cli("spend", "--reconcile", "-c", path)
+    assert r.exit_code != 0 and "no slurmdbd" in r.output, r.output  # nothing to reconcile against
+
+    def rec_(job, account, node):
+        return SacctJob(job, account, "ann", (node,), "COMPLETED", clock() - 2000, clock() - 300)
+
+    adapter.sacct = [rec_(11, "chem", "cloud1"), rec_(12, "bio", "cloud2")]
+    r = cli("spend", "--reconcile", "--json", "-c", path)
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["ok"] and data["agree"] == [11, 12] and data["agreed_micro_usd"] > 0
+    # a job slurmdbd saw on a cloud node that burstd never charged, and one charged to another account
+    adapter.sacct = [rec_(11, "chem", "cloud1"), rec_(12, "physics", "cloud2"), rec_(13, "bio", "cloud3")]
+    r = cli("spend", "--reconcile", "-c", path)
+    assert r.exit_code == 1, r.output
+    assert "burstd charged nothing" in r.output and "other account" in r.output and "13" in r.output, r.output
+
+
 def test_price_source_returning_nan_refuses_the_launch(live, caplog):
     path, rec, store, adapter, provider, clock = live
     rec.price_source = lambda cfg: {("local", "spot"): PriceQuote("local", "spot", math.nan)}

@@ -1,4 +1,4 @@
-"""The Slurm adapter on the live 22.05 bed: submit real jobs with sbatch, read them back through the cli
+"""The Slurm adapter on the live bed (22.05, or 24.11 / 26.05 with BURSTD_BED_SLURM_RELEASE): submit real jobs with sbatch, read them back through the cli
 backend (text and JSON paths) and the rest backend (slurmrestd, JWT), and change them through the adapter.
 
 Run alone on a bed of your own:  BURSTD_BED_NAME=slurmad BURSTD_BED_SLOT=41 pytest tests/integration/test_slurm_adapter.py
@@ -23,18 +23,19 @@ pytestmark = pytest.mark.bed
 
 @pytest.fixture(scope="module")
 def cli(slurm_bed) -> CliAdapter:
-    return make_adapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path)))
+    return make_adapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir))
 
 
 @pytest.fixture(scope="module")
 def cli_json(slurm_bed) -> CliAdapter:
-    return CliAdapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), job_format="json"))
+    return CliAdapter(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir, job_format="json"))
 
 
 @pytest.fixture(scope="module")
 def rest(slurm_bed) -> RestAdapter:
     # token from `scontrol token` (run with the bed's SLURM_CONF), version negotiated from /openapi/v3
-    return make_adapter(SlurmConfig(backend="rest", conf=str(slurm_bed.conf_path), rest_url=slurm_bed.rest_url))
+    return make_adapter(SlurmConfig(backend="rest", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir,
+                                    rest_url=slurm_bed.rest_url))
 
 
 @pytest.fixture
@@ -80,6 +81,49 @@ def test_submitted_jobs_read_back_the_same_through_cli_text_cli_json_and_rest(sl
     assert a[running].start_time and a[running].time_limit_min == 10
 
 
+def test_every_job_shape_of_the_fixtures_workload_reads_the_same_through_every_path(slurm_bed, bed_user, other_user,
+                                                                                    cleanup, cli, cli_json, rest):
+    """The job shapes of ../shared/fixtures/slurm/workload.sh, submitted live on this bed's release: cli text,
+    cli JSON and REST give the same domain objects for each."""
+    onprem, cloud = slurm_bed.onprem_partition, slurm_bed.cloud_partition
+    target = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "dep_target")
+
+    def submit(user, *opts, script="#!/bin/sh\nsleep 1\n"):
+        job = slurm_bed.sbatch(["-o", "/dev/null", *opts], script, user=user)
+        cleanup.append(job)
+        return job
+
+    het = "#!/bin/sh\n#SBATCH -p {p} -n 1\n#SBATCH hetjob\n#SBATCH -p {p} -n 1\nsleep 1\n".format(p=onprem)
+    jobs = {
+        "held_user": _held(slurm_bed, bed_user, cleanup, "-p", onprem, "--comment=held by user"),
+        "sig_requeue": _held(slurm_bed, bed_user, cleanup, "-p", onprem, "--signal=B:USR1@60", "--requeue",
+                             "-t", "30"),
+        "arr_cloud": _held(slurm_bed, bed_user, cleanup, "-p", cloud, "--array=0-3%1", "-t", "20"),
+        "multi_part": _held(slurm_bed, bed_user, cleanup, "-p", f"{onprem},{cloud}", "--constraint=cloud"),
+        "bob_excl": _held(slurm_bed, other_user, cleanup, "-p", onprem, "--exclusive", "-t", "1-00:00:00",
+                          "--mail-type=END"),
+        "begin_later": submit(bed_user, "-p", onprem, "--begin=now+2hours"),
+        "held_admin": submit(bed_user, "-p", onprem, "--begin=now+1hour"),
+        "bob_dep": submit(other_user, "-p", onprem, f"--dependency=afterok:{target}", "--nice=100", "-n", "2",
+                          "--mem-per-cpu=100", "--account=chemistry"),
+        "het_pair": submit(bed_user, "-H", script=het),
+    }
+    slurm_bed.run(["scontrol", "hold", str(jobs["held_admin"])])
+    ids = set(jobs.values())
+
+    def shapes(adapter):
+        return {j.job_id: j for j in adapter.snapshot().jobs
+                if j.job_id in ids or j.array_job_id in ids or j.het_job_id in ids}
+
+    a, b, c = (shapes(x) for x in (cli, cli_json, rest))
+    assert set(a) >= ids and a == b == c
+    assert a[jobs["held_admin"]].reason == "JobHeldAdmin" and a[jobs["begin_later"]].reason == "BeginTime"
+    assert a[jobs["bob_dep"]].reason == "Dependency" and a[jobs["bob_dep"]].user == other_user
+    assert a[jobs["arr_cloud"]].array_tasks == "0-3%1"
+    assert {j.het_job_id for j in a.values() if j.het_job_id == jobs["het_pair"]} == {jobs["het_pair"]}
+    assert len([j for j in a.values() if j.het_job_id == jobs["het_pair"]]) == 2
+
+
 def test_nodes_and_partitions_agree_between_cli_and_rest(slurm_bed, cli, rest):
     s1, s2 = cli.snapshot(), rest.snapshot()
     stable = lambda n: replace(n, state="", flags=(), reason="", boot_time=None)  # noqa: E731
@@ -93,7 +137,10 @@ def test_nodes_and_partitions_agree_between_cli_and_rest(slurm_bed, cli, rest):
     for name in slurm_bed.onprem_nodes:
         assert s1.node(name).address == slurm_bed.config.node_address(name).split("/")[0]
     parts = {p.name: p for p in s1.partitions}
-    assert parts[slurm_bed.onprem_partition].default and parts[slurm_bed.onprem_partition].max_time_min is None
+    assert parts[slurm_bed.onprem_partition].max_time_min is None
+    # 24.11's partition JSON (CLI and REST) has no DEFAULT flag at all (shared/fixtures/slurm/24.11); 22.05's
+    # text and 26.05's flags do
+    assert parts[slurm_bed.onprem_partition].default is (slurm_bed.slurm_release() != (24, 11))
 
 
 @pytest.mark.parametrize("backend", ["cli", "rest"])
@@ -153,15 +200,18 @@ def test_shell_metacharacters_round_trip_and_run_nothing(slurm_bed, bed_user, cl
     job = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", evil, f"--comment={evil}",
                 f"--account=acct{evil}")
     views = [_jobs(a.snapshot(), {job})[job] for a in (cli, cli_json, rest)]
+    # with slurmdbd (and no enforcement) Slurm replaces an account it does not know by the user's default
+    account = slurm_bed.run(["squeue", "-h", "-j", str(job), "-o", "%a"]).stdout.strip() \
+        if slurm_bed.config.accounting else f"acct{evil}"
     for j in views:
-        assert (j.name, j.comment, j.account) == (evil, evil, f"acct{evil}")
+        assert (j.name, j.comment, j.account) == (evil, evil, account)
     assert cli.text_fallbacks == 0  # newlines and shell syntax do not upset the text path
     cli.add_partition(job, slurm_bed.cloud_partition)
     assert not pwned.exists()
 
 
 def test_a_name_with_the_text_separator_falls_back_to_json_and_stays_exact(slurm_bed, bed_user, cleanup):
-    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path)))
+    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir))
     name = "tricky\x1fname\x1e"
     job = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", name)
     got = _jobs(adapter.snapshot(), {job})[job]
@@ -200,10 +250,74 @@ def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
     assert cli.snapshot().node(node).address == node
 
 
-def test_rest_v0038_refuses_node_actions_with_a_clear_error(rest, slurm_bed):
-    assert rest.version == "v0.0.38"
-    with pytest.raises(SlurmError, match="v0.0.38 has no endpoint to drain"):
-        rest.drain([slurm_bed.onprem_nodes[0]], "x")
+def test_rest_node_actions_where_the_served_version_has_them(rest, slurm_bed):
+    node = slurm_bed.onprem_nodes[0]
+    if rest.version == "v0.0.38":  # Slurm 22.05
+        with pytest.raises(SlurmError, match="v0.0.38 has no endpoint to drain"):
+            rest.drain([node], "x")
+        return
+    assert rest.version == slurm_bed.rest_data_version  # 24.11: v0.0.42, 26.05: v0.0.45
+    rest.drain([node], "burstd rest test")
+    try:
+        slurm_bed.wait_for(lambda: "DRAIN" in slurm_bed.node(node).get("State", ""), 10, f"{node} drained")
+        assert slurm_bed.node(node).get("Reason", "").startswith("burstd rest test")
+    finally:
+        rest.resume([node])
+    slurm_bed.wait_for(lambda: "DRAIN" not in slurm_bed.node(node).get("State", ""), 10, f"{node} resumed")
+
+
+def test_rest_requeue_where_the_served_version_has_it(rest, slurm_bed, bed_user, cleanup):
+    job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "--requeue", "-o", "/dev/null"],
+                           "#!/bin/sh\nsleep 300\n", user=bed_user)
+    cleanup.append(job)
+    slurm_bed.wait_for(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", 60, f"job {job} running")
+    if rest.version < "v0.0.45":
+        with pytest.raises(SlurmError, match="no endpoint to requeue"):
+            rest.requeue(job)
+        return
+    rest.requeue(job, expedite=True)
+    slurm_bed.wait_for(lambda: slurm_bed.job(job).get("Restarts") == "1", 30, f"job {job} requeued")
+
+
+def test_instance_id_and_type_are_recorded_where_the_release_has_them(slurm_bed, cli):
+    if not cli.features.has("instance_fields"):  # 22.05: nothing is run, nothing changes
+        node = slurm_bed.cloud_nodes[-1]
+        assert cli.set_instance(node, "i-0burstdtest", "ns.small") is False
+        assert "InstanceId" not in slurm_bed.node(node)
+        return
+    node = _idle_powered_down_cloud_node(slurm_bed, cli)
+    with slurm_bed.hooks("bare"):  # slurmdbd records a node's instance for the time it is up
+        cli.power_up([node])
+        try:
+            slurm_bed.wait_for(lambda: (lambda n: n.state == "IDLE" and not n.is_powering_up
+                                        and not n.is_powered_down)(cli.snapshot().node(node)), 60, f"{node} up")
+            assert cli.set_instance(node, "i-0burstdtest", "ns.small") is True
+            info = slurm_bed.node(node)
+            assert (info["InstanceId"], info["InstanceType"]) == ("i-0burstdtest", "ns.small")
+
+            def listed():  # `sacctmgr show instance`: where the node's jobs ran (what `spend` can join on)
+                out = slurm_bed.run(["sacctmgr", "-n", "-P", "show", "instance",
+                                     "format=nodename,instanceid,instancetype"], check=False).stdout
+                return f"{node}|i-0burstdtest|ns.small" in out.splitlines()
+            slurm_bed.wait_for(listed, 30, "sacctmgr show instance to list the instance")
+        finally:
+            cli.power_down([node], force=True)
+            slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
+
+
+def test_the_release_decides_the_power_commands(slurm_bed, cli):
+    """`scontrol power` on 24.05+, `update state=POWER_*` before: the adapter asks the live version."""
+    node = _idle_powered_down_cloud_node(slurm_bed, cli)
+    with slurm_bed.hooks("stub"):
+        before = len(cli.calls)
+        cli.power_up([node])
+        cli.power_down([node], force=True)
+        used = [c[1:3] for c in cli.calls[before:] if c[0].endswith("scontrol")]
+        slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
+    if cli.features.has("power_verb"):
+        assert used == [["power", "up"], ["power", "down"]]
+    else:
+        assert used == [["update", f"nodename={node}"]] * 2
 
 
 def _log_since(bed, offset: int) -> str:

@@ -44,7 +44,7 @@ def test_bad_settings_are_refused(bad):
 
 def test_slurm_conf_keeps_every_path_in_the_state_dir_and_carries_the_lab_lines(tmp_path):
     cfg = BedConfig(state_dir=str(tmp_path), suspend_time=12).resolved()
-    conf = render.slurm_conf(cfg, hostname="head")
+    conf = render.slurm_conf(cfg, (22, 5), hostname="head")
     assert "/etc/slurm" not in conf
     for line in ("SlurmctldHost=head(10.77.0.1)", "PrivateData=cloud", "AuthInfo=cred_expire=30",
                  "SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs,enable_configless",
@@ -52,7 +52,9 @@ def test_slurm_conf_keeps_every_path_in_the_state_dir_and_carries_the_lab_lines(
                  f"ResumeProgram={tmp_path}/hooks/resume",
                  f"AuthAltParameters=jwt_key={tmp_path}/jwt_hs256.key",
                  "NodeName=onprem2 NodeAddr=10.77.0.12 CPUs=2 RealMemory=1000 State=UNKNOWN",
-                 "NodeName=cloud[1-4] CPUs=2 RealMemory=1000 State=CLOUD Feature=cloud",
+                 "NodeName=cloud[1-4] CPUs=2 RealMemory=1000 State=CLOUD Feature=cloud,pool_local,spot",
+                 "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStoragePort=6819",
+                 "AccountingStorageTRES=gres/gpu",
                  "PartitionName=onprem Nodes=onprem[1-2] Default=YES MaxTime=INFINITE State=UP",
                  "PartitionName=cloud Nodes=cloud[1-4] MaxTime=INFINITE State=UP"):
         assert line + "\n" in conf, line
@@ -115,3 +117,56 @@ def test_vm_names_are_validated_and_veths_fit_ifnamsiz():
     assert argv[:2] == ["nsenter", "--net=/run/netns/sl-c1"] and "unshare" in argv and argv[-4:] == [
         "-N", "c1", "--conf-server", "10.0.0.1:6817"]
 
+
+
+def test_the_cloud_half_of_the_beds_slurm_conf_is_what_burstctl_slurm_conf_prints(tmp_path):
+    """One generator: the bed boots the lines admins are told to paste, for the bed's own burstd config."""
+    import tomllib
+
+    from burstd.slurm.conf import slurm_conf_lines
+
+    for release in ((22, 5), (24, 11), (26, 5)):
+        cfg = BedConfig(state_dir=str(tmp_path), slurm_release=None if release == (22, 5) else
+                        f"{release[0]}.{release[1]:02d}").resolved()
+        conf = render.slurm_conf(cfg, release, hostname="head").splitlines()
+        admin = slurm_conf_lines(parse_config(tomllib.loads(render.burstd_toml(cfg))), release=release,
+                                 hooks={h: str(tmp_path / "hooks" / h) for h in render.HOOK_NAMES},
+                                 suspend_time=cfg.suspend_time, suspend_timeout=cfg.suspend_timeout,
+                                 resume_timeout=cfg.resume_timeout, accounting=True)
+        assert admin == conf[len(conf) - len(admin):]
+        assert ("cloud_reg_addrs" in "\n".join(conf)) is (release < (24, 11))
+
+
+def test_accounting_off_and_slurmdbd_conf_stay_in_the_state_dir(tmp_path):
+    cfg = BedConfig(state_dir=str(tmp_path), accounting=False).resolved()
+    assert "AccountingStorageType=accounting_storage/none" in render.slurm_conf(cfg, (22, 5), hostname="h")
+    dbd = render.slurmdbd_conf(BedConfig(state_dir=str(tmp_path), slot=3).resolved(), "pw")
+    for line in ("DbdAddr=127.0.0.1", "DbdPort=7119", "StoragePort=7121", "StoragePass=pw",
+                 f"PidFile={tmp_path}/run/slurmdbd.pid", f"LogFile={tmp_path}/log/slurmdbd.log"):
+        assert line in dbd.splitlines(), line
+
+
+def test_a_chroot_bed_runs_slurm_through_its_wrappers_and_its_hooks_step_out(tmp_path):
+    from burstd.testbed import release
+
+    cfg = BedConfig(state_dir=str(tmp_path), slurm_release="26.05").resolved()
+    toml = render.burstd_toml(cfg)
+    assert f'bin_dir = "{tmp_path}/bin"' in toml and f'slurmd_path = "{tmp_path}/bin/slurmd"' in toml
+    assert render.vm_spec(cfg, "cloud1", boot_flag=True).slurmd == f"{tmp_path}/bin/slurmd"
+    hook = render.hook_script(cfg, "resume", "bare")
+    assert hook.splitlines()[2].startswith(f"[ -e {render.CHROOT_MARK} ] && exec nsenter --mount=/proc/")
+    assert f"PATH={tmp_path}/bin:" in hook
+    root = tmp_path / "chroot"
+    for script in (release.enter_script(root, tmp_path), release.command_script(tmp_path / "bin", "/usr/bin/x")):
+        assert subprocess.run(["sh", "-n"], input=script, text=True).returncode == 0
+    assert release.user_argv(tmp_path / "bin", "burstuser", ["sbatch", "x.sh"]) == [
+        f"{tmp_path}/bin/enter", "/usr/sbin/runuser", "-u", "burstuser", "--", "/usr/bin/sbatch", "x.sh"]
+    # the host's 22.05 bed has no wrappers and no escape
+    host = BedConfig(state_dir=str(tmp_path)).resolved()
+    assert render.CHROOT_MARK not in render.hook_script(host, "resume", "bare")
+
+
+@pytest.mark.parametrize("bad", [{"slurm_release": "23.02"}, {"dbd_port": 6817}, {"db_port": 6820}])
+def test_bad_release_or_clashing_ports_are_refused(bad):
+    with pytest.raises(ValidationError):
+        BedConfig(**bad)

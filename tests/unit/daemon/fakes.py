@@ -210,8 +210,24 @@ class FakeAdapter:
     def release_hold(self, job_id):
         self.calls.append(("release_hold", job_id))
 
-    def requeue(self, job_id):
+    def requeue(self, job_id, *, expedite=False):
         self.calls.append(("requeue", job_id))
+
+    slurmdbd_accounts: set[str] | None = None  # None: a Slurm without slurmdbd
+    sacct: list | None = None  # allocations slurmdbd recorded (burstd.report.sacct_reconcile.SacctJob); None: none
+
+    def accounts(self):
+        return self.slurmdbd_accounts
+
+    def accounting_enabled(self):
+        return self.sacct is not None
+
+    def sacct_jobs(self, since, nodes=None):
+        return [j for j in self.sacct or [] if not nodes or set(j.nodes) & set(nodes)]
+
+    def set_instance(self, node, instance_id, instance_type):
+        self.calls.append(("set_instance", node, instance_id, instance_type))
+        return True
 
     def job_state(self, job_id):
         """Like Slurm: a live job's state, an ended one's from ``ended`` (job id -> state), else forgotten."""

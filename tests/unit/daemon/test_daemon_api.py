@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,8 @@ def hook(cfg_file, *args, env=None):
                        timeout=30)
     return p.returncode, p.stderr, time.monotonic() - t0
 
+DATA = Path(__file__).resolve().parents[2] / "data"
+
 
 def test_socket_is_group_restricted(daemon):
     cfg, *_ = daemon
@@ -74,6 +77,17 @@ def test_resume_hook_records_leases_with_jobs_from_resume_file(daemon, tmp_path)
     assert [(x.node_name, x.state, x.job_ids) for x in leases] == [
         ("cloud2", LeaseState.REQUESTED, (5,)), ("cloud3", LeaseState.REQUESTED, (5,))]
     assert woken
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_resume_file_of_newer_slurm_names_the_jobs_nodes_nodes_alloc(daemon, release):
+    """23.02+ writes ``nodes_alloc``/``nodes_resume`` instead of ``nodes`` (files from the live beds)."""
+    cfg, rec, store, woken, cfg_file = daemon
+    resume = DATA / "resume-files" / f"{release}.json"
+    job = json.loads(resume.read_text())["jobs"][0]["job_id"]
+    rc, err, _ = hook(cfg_file, "resume", "cloud[1-2]", env={"SLURM_RESUME_FILE": str(resume)})
+    assert rc == 0, err
+    assert sorted((x.node_name, x.job_ids) for x in store.leases()) == [("cloud1", (job,)), ("cloud2", (job,))]
 
 
 def test_suspend_hook_queues_intent(daemon):

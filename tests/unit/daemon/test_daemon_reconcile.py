@@ -54,6 +54,10 @@ def test_resume_to_terminated_runs_one_vm_per_lease(env):
     clock.advance(5)
     rec.cycle()
     assert states(store) == {"cloud1": S.READY}
+    # Slurm is told which instance backs the node (sacctmgr show instance), once, when it registers
+    lease = store.leases()[0]
+    assert [c for c in adapter.calls if c[0] == "set_instance"] == [
+        ("set_instance", "cloud1", lease.instance_id, (lease.offering or "").split("/")[0] or "ns")]
 
     rec.add_intent("suspend", ["cloud1"])
     rec.cycle()

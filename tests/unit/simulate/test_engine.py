@@ -7,7 +7,7 @@ import pytest
 from burstd.config import parse_config
 from burstd.simulate.engine import SimSetup, Simulator
 from burstd.simulate.policies import policy_config
-from burstd.simulate.spot import Segment, SpotModel, segments_of
+from burstd.simulate.spot import Reading, Segment, SpotModel, segments_of
 from burstd.simulate.traces import TraceJob
 
 CFG = parse_config({
@@ -77,7 +77,7 @@ def test_same_seed_same_result_and_jobs_never_lost():
 
 
 def test_segments_from_a_measured_style_trace():
-    segs = segments_of([0, 1, 1, 1, 0, 0, 1, 1], 30)
+    segs = segments_of([0, 1, 1, 1, 0, 0, 1, 1], 30, Reading.ONE_IS_ALIVE)  # the README's reading
     assert segs == [Segment(90, True), Segment(60, False)]
     m = SpotModel(segs, seed=1)
     assert m.rate_per_hour == pytest.approx(1 / (150 / 3600))
@@ -88,3 +88,70 @@ def test_a_job_that_can_never_run_ends_the_replay_instead_of_hanging():
     always = SpotModel([Segment(50.0, True)], seed=1)
     res, done = sim([tj(1, 0, 3600, 16)], "spot-all", spot=always)  # 16 CPUs > 8 on-prem; spot always fails
     assert res.unfinished == 1 and res.jobs == 0 and res.preemptions == 2
+
+
+class Scripted(SpotModel):
+    """Spot lives given in order, then never preempted."""
+
+    def __init__(self, *lives: float):
+        super().__init__([Segment(1000.0, True)])
+        self.lives = list(lives)
+
+    def draw(self) -> float:
+        return self.lives.pop(0) if self.lives else float("inf")
+
+
+def test_wait_is_measured_to_the_final_start_so_a_preempted_spot_start_is_not_no_wait():
+    # one spot life of 500 s, then calm: the first spot start (at 60 + 100 s) is preempted at 560 s
+    once = Scripted(500.0)
+    jobs = [tj(1, 0, 3600, 16)]  # 16 CPUs > 8 on-prem: can only run in the cloud
+    res, done = sim(jobs, "spot-all", spot=once, ckpt=10_000.0)
+    j = done[1]
+    assert res.preemptions >= 1 and j.first_start == 160
+    assert j.last_start > j.first_start
+    assert res.first_wait_mean_s == 160
+    assert res.wait_mean_s == j.last_start  # submitted at 0
+    assert res.wait_mean_s > res.first_wait_mean_s
+
+
+def test_delay_is_jct_minus_run_time_and_counts_lost_work():
+    once = Scripted(500.0)
+    res, done = sim([tj(1, 0, 3600, 16)], "spot-all", spot=once, ckpt=10_000.0)
+    j = done[1]
+    assert res.jct_mean_s == j.end
+    assert res.delay_mean_s == pytest.approx(j.end - 3600)
+    # at least: one cycle + boot before the first start, the 400 s of lost work, another boot
+    assert res.delay_mean_s >= 60 + 100 + 400 + 100
+    assert res.delay_p95_s == pytest.approx(res.delay_mean_s)
+
+
+def test_without_preemptions_final_and_first_start_waits_agree():
+    jobs = [tj(1, 0, 1000, 6), tj(2, 1, 100, 8)]
+    res, done = sim(jobs)
+    assert res.wait_mean_s == res.first_wait_mean_s == pytest.approx(999 / 2)
+    assert res.delay_mean_s == pytest.approx(res.wait_mean_s)  # on-prem, no boot: delay is the wait
+
+
+def sim_ckpt(share, lives):
+    cfg = policy_config(CFG, "spot-all")
+    setup = SimSetup(cfg, False, 8, 8, boot_s=100.0, cycle_s=60.0, spot=Scripted(*lives), checkpoint_s=600.0,
+                     checkpoint_share=share)
+    return Simulator(setup, [tj(1, 0, 3600, 16)], "spot-all").run()
+
+
+def test_a_job_that_does_not_checkpoint_loses_all_its_progress_when_preempted():
+    # preempted 2000 s after launch: 1900 s of progress, 1800 s of it checkpointed (600 s interval)
+    never = sim_ckpt(0.0, [2000.0])
+    always = sim_ckpt(1.0, [2000.0])
+    assert never.lost_node_hours == pytest.approx(2 * 1900 / 3600)  # 2 nodes x all progress
+    assert always.lost_node_hours == pytest.approx(2 * 100 / 3600)  # 2 nodes x since the last checkpoint
+    assert never.delay_mean_s > always.delay_mean_s
+
+
+def test_the_checkpointing_share_picks_that_share_of_jobs_the_same_way_every_time():
+    from burstd.simulate.engine import checkpoints
+
+    picked = [checkpoints(i, 0.3) for i in range(1, 10_001)]
+    assert sum(picked) == pytest.approx(3000, abs=30)
+    assert picked == [checkpoints(i, 0.3) for i in range(1, 10_001)]
+    assert not any(checkpoints(i, 0.0) for i in range(100)) and all(checkpoints(i, 1.0) for i in range(100))

@@ -17,7 +17,8 @@ def calm_spot_traces(root):
     """Spot traces in the skypilot layout that never preempt."""
     for sub in ("preemption/1-node/aws-04-19-2023", "preemption/1-node/gcp-04-30-2023"):
         (root / sub).mkdir(parents=True)
-        (root / sub / "z.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [1] * 100}))
+        # 0 = alive in the authors' reading (spot.Reading), so this never preempts
+        (root / sub / "z.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [0] * 100}))
     return root
 
 
@@ -41,6 +42,10 @@ def test_simulate_prints_every_metric_for_every_policy(tmp_path):
     assert never["cloud_cost_usd"] == 0 and od["cloud_cost_usd"] > 0 and od["cost_vs_ondemand_all"] == 1.0
     assert od["wait_mean_s"] < never["wait_mean_s"]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name, row in rep["policies"].items():  # the honest measures, too
+        for m in ("first_wait_mean_s", "delay_mean_s", "delay_p95_s", "jct_p95_s", "cost_by_market"):
+            assert m in row, (name, m)
+    assert "never" in rep["frontier"]  # free: nothing is cheaper
 
 
 def test_policy_subset_and_limit(tmp_path):
@@ -67,3 +72,51 @@ def test_missing_spot_traces_are_a_clear_error(tmp_path):
     trace.write_text(SWF)
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--spot-traces", str(tmp_path)])
     assert r.exit_code == 1 and "no spot traces under" in r.output
+
+
+def test_the_frontier_is_judged_on_cost_and_mean_jct_not_first_start_wait():
+    from burstd.simulate.report import frontier
+
+    rows = {
+        "never": {"cloud_cost_usd": 0.0, "jct_mean_s": 9000.0, "wait_mean_s": 5000.0},
+        "cheap-fast": {"cloud_cost_usd": 10.0, "jct_mean_s": 4000.0, "wait_mean_s": 900.0},
+        # shows less wait than cheap-fast but is dearer and slower to complete: dominated
+        "spot-restarts": {"cloud_cost_usd": 12.0, "jct_mean_s": 4500.0, "wait_mean_s": 50.0},
+        "dear-fastest": {"cloud_cost_usd": 30.0, "jct_mean_s": 3000.0, "wait_mean_s": 100.0},
+    }
+    assert frontier(rows) == ["never", "cheap-fast", "dear-fastest"]
+
+
+def test_market_on_demand_puts_every_pool_on_demand(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--market", "on-demand",
+                                 "--spot-traces", str(calm_spot_traces(tmp_path / "s"))])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["market"] == "on-demand"
+    for name, row in rep["policies"].items():
+        assert set(row["cost_by_market"]) <= {"on-demand"}, name
+        assert row["preemptions"] == 0
+    # spot-all has no spot to use: it is ondemand-all
+    assert rep["policies"]["spot-all"]["cloud_cost_usd"] == rep["policies"]["ondemand-all"]["cloud_cost_usd"] > 0
+
+
+def test_market_spot_never_pays_on_demand_except_the_reference(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--market", "spot",
+                                 "--spot-traces", str(calm_spot_traces(tmp_path / "s"))])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    for name, row in rep["policies"].items():
+        if name != "ondemand-all":
+            assert set(row["cost_by_market"]) <= {"spot"}, name
+    assert set(rep["policies"]["ondemand-all"]["cost_by_market"]) == {"on-demand"}
+
+
+def test_unknown_market_is_a_clear_error(tmp_path):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--market", "reserved"])
+    assert r.exit_code == 1 and "unknown market 'reserved'" in r.output

@@ -279,3 +279,43 @@ def test_no_shell_anywhere_in_the_backends():
         for f in os.listdir(Path(__file__).resolve().parents[3] / "burstd" / "slurm") if f.endswith(".py")
     )
     assert "shell=True" not in src and "os.system" not in src and "os.popen" not in src
+
+
+# ---------------------------------------------------------------------- what each release gets (features)
+@pytest.mark.parametrize(("version", "action", "argvs"), [
+    ("slurm-wlm 22.05.8", lambda a: a.power_up(["c1"]), [["scontrol", "update", "nodename=c1", "state=POWER_UP"]]),
+    ("slurm-wlm 24.11.5", lambda a: a.power_up(["c1"]), [["scontrol", "power", "up", "c1"]]),
+    ("slurm-wlm 24.11.5", lambda a: a.power_down(["c1", "c2"], force=True),
+     [["scontrol", "power", "down", "force", "c1,c2"]]),
+    ("slurm-wlm 24.11.5", lambda a: a.power_down(["c1"]), [["scontrol", "power", "down", "asap", "c1"]]),
+    # 24.11's `power down` takes no reason: a reason keeps the update form, which still carries one
+    ("slurm-wlm 24.11.5", lambda a: a.power_down(["c1"], force=True, reason="spot reclaimed"),
+     [["scontrol", "update", "nodename=c1", "state=POWER_DOWN_FORCE", "reason=spot reclaimed"]]),
+    ("slurm-wlm 26.05.5", lambda a: a.power_down(["c1"], force=True, reason="spot reclaimed"),
+     [["scontrol", "power", "down", "force", "c1", "reason=spot reclaimed"]]),
+    ("slurm-wlm 24.11.5", lambda a: a.set_instance("c1", "i-0abc", "g5.xlarge"),
+     [["scontrol", "update", "nodename=c1", "instanceid=i-0abc", "instancetype=g5.xlarge"]]),
+    ("slurm-wlm 22.05.8", lambda a: a.set_instance("c1", "i-0abc", "g5.xlarge"), []),
+    ("slurm-wlm 22.05.8", lambda a: a.requeue(7, expedite=True),
+     [["scontrol", "requeue", "7"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
+])
+def test_node_and_job_actions_follow_the_live_release(fake_slurm, monkeypatch, version, action, argvs):
+    monkeypatch.setenv("FAKE_VERSION", version)
+    adapter = fake_slurm.adapter()
+    action(adapter)
+    assert _started(adapter) == argvs
+
+
+def test_set_instance_says_whether_slurm_recorded_it(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_VERSION", "slurm-wlm 22.05.8")
+    assert fake_slurm.adapter().set_instance("c1", "i-1", "t3.micro") is False
+    monkeypatch.setenv("FAKE_VERSION", "slurm-wlm 26.05.5")
+    assert fake_slurm.adapter().set_instance("c1", "i-1", "t3.micro") is True
+
+
+@pytest.mark.parametrize("bad", ["i-1 instancetype=x", "", "i-1;rm", "a" * 200])
+def test_set_instance_refuses_odd_values_before_any_command(fake_slurm, bad):
+    adapter = fake_slurm.adapter()
+    with pytest.raises(ValueError):
+        adapter.set_instance("c1", bad, "t3.micro")
+    assert _started(adapter) == []

@@ -1,0 +1,88 @@
+"""burstd's spend against Slurm's own accounting (``burstctl spend --reconcile``): do the jobs burstd charged
+for a cloud node match the jobs slurmdbd recorded on it? Differences are reported, never hidden.
+
+Pure: burstd's view (spend per job, and the cloud nodes each job's leases were) and sacct's rows in, a
+:class:`Reconciliation` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+OVERHEAD = "(overhead)"
+
+
+@dataclass(frozen=True)
+class SacctJob:
+    """One allocation as slurmdbd recorded it (``sacct -X``)."""
+
+    job_id: int
+    account: str
+    user: str
+    nodes: tuple[str, ...]  # expanded NodeList
+    state: str
+    start: float | None
+    end: float | None
+    instance_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class Reconciliation:
+    agree: list[int] = field(default_factory=list)  # same job on the same cloud nodes in both
+    only_burstd: dict[int, int] = field(default_factory=dict)  # charged by burstd, not on those nodes per sacct
+    only_sacct: list[int] = field(default_factory=list)  # ran on a cloud node per sacct; burstd charged nothing
+    other_nodes: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)  # (burstd, sacct)
+    other_account: dict[int, tuple[str, str]] = field(default_factory=dict)  # (burstd, sacct)
+    agreed_micros: int = 0
+    unmatched_micros: int = 0  # burstd spend on jobs sacct does not place there
+    overhead_micros: int = 0  # boot/idle time: no job in either view
+
+    @property
+    def ok(self) -> bool:
+        return not (self.only_burstd or self.only_sacct or self.other_nodes or self.other_account)
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok, "agree": sorted(self.agree),
+            "only_burstd": {str(k): {"spend_micro_usd": v} for k, v in sorted(self.only_burstd.items())},
+            "only_sacct": sorted(self.only_sacct),
+            "other_nodes": {str(k): {"burstd": b, "sacct": s} for k, (b, s) in sorted(self.other_nodes.items())},
+            "other_account": {str(k): {"burstd": b, "sacct": s} for k, (b, s) in sorted(self.other_account.items())},
+            "agreed_micro_usd": self.agreed_micros, "unmatched_micro_usd": self.unmatched_micros,
+            "overhead_micro_usd": self.overhead_micros,
+        }
+
+
+def reconcile(spend_by_job: Mapping[str, int], job_nodes: Mapping[int, Iterable[str]],
+              job_accounts: Mapping[int, str], sacct: Iterable[SacctJob], cloud_nodes: Iterable[str]) -> Reconciliation:
+    """``spend_by_job``: burstd's ``/v1/spend?by=job`` (job id -> micro-dollars, plus ``(overhead)``);
+    ``job_nodes`` / ``job_accounts``: the cloud nodes and account burstd attributed each job to (its leases);
+    ``sacct``: slurmdbd's allocations over the same period; ``cloud_nodes``: every node of burstd's pools."""
+    cloud = set(cloud_nodes)
+    out = Reconciliation()
+    recorded = {j.job_id: j for j in sacct}
+    charged: dict[int, int] = {}
+    for key, micros in spend_by_job.items():
+        if key == OVERHEAD:
+            out.overhead_micros += micros
+        else:
+            charged[int(key)] = charged.get(int(key), 0) + micros
+    for job_id, micros in sorted(charged.items()):
+        rec = recorded.get(job_id)
+        on_cloud = sorted(set(rec.nodes) & cloud) if rec else []
+        if not on_cloud:
+            out.only_burstd[job_id] = micros
+            out.unmatched_micros += micros
+            continue
+        mine = sorted(set(job_nodes.get(job_id, ())))
+        if mine and not set(mine) <= set(on_cloud):
+            out.other_nodes[job_id] = (mine, on_cloud)
+        acct = job_accounts.get(job_id)
+        if acct and rec is not None and rec.account and acct != rec.account:
+            out.other_account[job_id] = (acct, rec.account)
+        if job_id not in out.other_nodes and job_id not in out.other_account:
+            out.agree.append(job_id)
+        out.agreed_micros += micros
+    out.only_sacct = sorted(j.job_id for j in recorded.values() if set(j.nodes) & cloud and j.job_id not in charged)
+    return out

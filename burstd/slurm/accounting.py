@@ -1,0 +1,56 @@
+"""What slurmdbd knows, read by the cli backend: the accounts (budgets are refused for an account it does not
+know) and the allocations it recorded (``burstctl spend --reconcile``). ``sacctmgr`` and ``sacct`` as argument
+lists; a site without slurmdbd answers None / nothing, and burstd keeps its own view.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from burstd.report.sacct_reconcile import SacctJob
+from burstd.slurm.hostlist import expand
+
+class AccountingMixin:
+    """What slurmdbd knows, for budgets and spend. Only the cli backend reads it (sacctmgr / sacct)."""
+
+    _accounting: bool | None = None
+
+    def accounting_enabled(self) -> bool:
+        """Does this Slurm store accounting in slurmdbd (``AccountingStorageType``)? Read once."""
+        if self._accounting is None:
+            out = self.run("scontrol", ["show", "config"])  # type: ignore[attr-defined]
+            m = re.search(r"^AccountingStorageType\s*=\s*(\S+)", out, re.M)
+            self._accounting = bool(m and m.group(1).endswith("/slurmdbd"))
+        return self._accounting
+
+    def accounts(self) -> set[str] | None:
+        """Every account slurmdbd knows; None when the site has no slurmdbd (nothing authoritative to ask)."""
+        if not self.accounting_enabled():
+            return None
+        out = self.run("sacctmgr", ["-n", "-P", "show", "account", "format=account"])  # type: ignore[attr-defined]
+        return {line.strip() for line in out.splitlines() if line.strip()}
+
+    def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
+        """Allocations slurmdbd recorded from ``since`` on (``sacct -X -a``), optionally only those that ran
+        on ``nodes``; NodeList expanded."""
+        args = ["-X", "-a", "-n", "-P", "--noconvert", "--starttime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since)), "--endtime=now",
+                "--format=JobID,Account,User,NodeList,State,Start,End"]
+        if nodes:
+            args.append("--nodelist=" + ",".join(nodes))
+        out = self.run("sacct", args)  # type: ignore[attr-defined]
+        jobs = []
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) != 7 or not parts[0].split("_")[0].split("+")[0].isdigit():
+                continue
+            jid, account, user, nodelist, state, start, end = parts
+            hosts = () if nodelist in ("", "None assigned") else tuple(expand(nodelist))
+            jobs.append(SacctJob(job_id=int(jid.split("_")[0].split("+")[0]), account=account, user=user,
+                                 nodes=hosts, state=state.split()[0] if state else "",
+                                 start=_epoch(start), end=_epoch(end)))
+        return jobs
+
+
+def _epoch(text: str) -> float | None:
+    return float(text) if text.isdigit() else None  # SLURM_TIME_FORMAT=%s; "Unknown"/"None" otherwise

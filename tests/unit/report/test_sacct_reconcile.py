@@ -1,0 +1,37 @@
+"""burstd's spend against slurmdbd's allocations: agreement, and every kind of difference named."""
+
+from __future__ import annotations
+
+from burstd.report.sacct_reconcile import SacctJob, reconcile
+
+CLOUD = ["cloud1", "cloud2", "cloud3"]
+
+
+def job(jid, nodes, account="physics"):
+    return SacctJob(job_id=jid, account=account, user="u", nodes=tuple(nodes), state="COMPLETED", start=1, end=2)
+
+
+def test_the_same_jobs_on_the_same_nodes_agree_and_overhead_stays_apart():
+    r = reconcile({"7": 300, "8": 200, "(overhead)": 50}, {7: ["cloud1"], 8: ["cloud2", "cloud3"]},
+                  {7: "physics", 8: "physics"}, [job(7, ["cloud1"]), job(8, ["cloud2", "cloud3"]),
+                                                 job(9, ["onprem1"])], CLOUD)
+    assert r.ok and r.agree == [7, 8]
+    assert (r.agreed_micros, r.unmatched_micros, r.overhead_micros) == (500, 0, 50)
+
+
+def test_every_difference_is_reported_not_hidden():
+    r = reconcile({"7": 300, "8": 200, "10": 40}, {7: ["cloud1"], 8: ["cloud2"], 10: ["cloud1"]},
+                  {7: "physics", 8: "physics", 10: "chemistry"},
+                  [job(7, ["onprem1"]),            # burstd charged it, slurmdbd says it ran on-prem
+                   job(8, ["cloud3"]),             # on another cloud node than burstd's lease
+                   job(10, ["cloud1"], "physics"),  # charged to another account than slurmdbd's
+                   job(11, ["cloud2"])],           # ran on a cloud node, burstd charged nothing
+                  CLOUD)
+    assert not r.ok
+    assert r.only_burstd == {7: 300} and r.unmatched_micros == 300
+    assert r.other_nodes == {8: (["cloud2"], ["cloud3"])}
+    assert r.other_account == {10: ("chemistry", "physics")}
+    assert r.only_sacct == [11]
+    d = r.to_dict()
+    assert d["ok"] is False and d["only_sacct"] == [11] and d["other_account"]["10"] == {"burstd": "chemistry",
+                                                                                        "sacct": "physics"}
