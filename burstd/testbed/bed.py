@@ -522,10 +522,8 @@ class Bed:
         return d
 
     def job_env(self):
-        """This project's Python (torch, burstd) for jobs, runnable by the unprivileged job user even when
-        the project's venv was built from a private interpreter (``burstd.testbed.jobenv``)."""
+        """This project's Python for jobs, runnable by the job user (``burstd.testbed.jobenv``)."""
         from burstd.testbed.jobenv import ensure_job_env
-
         return ensure_job_env(self.state_dir / "jobenv")
 
     def sbatch(self, opts: Sequence[str], script: str, user: str | None = None) -> int:
