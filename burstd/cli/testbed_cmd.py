@@ -167,6 +167,6 @@ def _load(name: str | None, state_dir: str | None, slot: int | None = None):
     if (bed.state_dir / "bed.json").exists():
         fail(f"bed {name} is up in slot {bed.config.slot}, not slot {slot}", 2)
     try:
-        return Bed(BedConfig(name=name, state_dir=state_dir, slot=slot))
+        return Bed(BedConfig.model_validate({"name": name, "state_dir": state_dir, "slot": slot}))
     except ValueError as exc:
         fail(f"bad test bed settings: {exc}", 2)
