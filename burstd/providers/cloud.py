@@ -65,7 +65,7 @@ class CloudProvider:
     name: str
     pool: PoolConfig
     cooldown: OfferingCooldown
-    cloud: str = "cloud"  # "aws", "gcp": how messages name the cloud
+    cloud_name: str = "cloud"  # "aws", "gcp": how messages name the cloud
 
     # -- hooks -------------------------------------------------------------------------------------------------
 
@@ -102,12 +102,12 @@ class CloudProvider:
     def launch(self, request: LaunchRequest) -> Instance:
         existing = self.find_by_lease(request.lease_id)
         if existing is not None:
-            log.info("%s pool %s: lease %s already has instance %s", self.cloud, self.name, request.lease_id,
+            log.info("%s pool %s: lease %s already has instance %s", self.cloud_name, self.name, request.lease_id,
                      existing.instance_id)
             return existing
         made, market = self._first_fit(f"lease {request.lease_id}", (request,), None, request.exclude, ())
         inst = made[0]
-        log.info("%s pool %s: lease %s -> %s (%s %s %s)", self.cloud, self.name, request.lease_id, inst.instance_id,
+        log.info("%s pool %s: lease %s -> %s (%s %s %s)", self.cloud_name, self.name, request.lease_id, inst.instance_id,
                  inst.offering.instance_type if inst.offering else "?", inst.offering.zone if inst.offering else "?",
                  market)
         return inst
@@ -119,11 +119,11 @@ class CloudProvider:
         n = len(requests)
         found = self.find_gang(gang, requests)
         if len(found) >= n:
-            log.info("%s pool %s: gang %s already has %d instances", self.cloud, self.name, gang, len(found))
+            log.info("%s pool %s: gang %s already has %d instances", self.cloud_name, self.name, gang, len(found))
             return self.bind_gang(gang, requests, found)
         released: tuple[str, ...] = ()
         if found:  # half a gang from an earlier answer: never keep it
-            log.warning("%s pool %s: gang %s has %d of %d instances; all or nothing: deleting them", self.cloud,
+            log.warning("%s pool %s: gang %s has %d of %d instances; all or nothing: deleting them", self.cloud_name,
                         self.name, gang, len(found), n)
             released = tuple(sorted(i.instance_id for i in found))
             self.terminate(list(released))
@@ -146,12 +146,12 @@ class CloudProvider:
                 attempt = self.create(Ask(requests, market, tuple(group), gang, released))
                 for offering, code in attempt.exhausted.items():
                     self.cooldown.mark(offering, reason=code)
-                    log.warning("%s pool %s: %s on %s/%s (%s): cooling down", self.cloud, self.name, code,
+                    log.warning("%s pool %s: %s on %s/%s (%s): cooling down", self.cloud_name, self.name, code,
                                 offering.instance_type, offering.zone, market)
                 failures.extend(attempt.failures)
                 made = attempt.made
                 if len(made) > n:  # never more than one VM per lease
-                    log.warning("%s pool %s: %d instances for %d nodes; terminating the extra ones", self.cloud,
+                    log.warning("%s pool %s: %d instances for %d nodes; terminating the extra ones", self.cloud_name,
                                 self.name, len(made), n)
                     self.terminate([i.instance_id for i in made[n:]])
                     made = made[:n]
@@ -159,11 +159,11 @@ class CloudProvider:
                     return made, market
                 if made:  # the cloud honours the floor; this guards an answer below it anyway
                     ids = [i.instance_id for i in made]
-                    log.warning("%s pool %s: %s got %d of %d nodes; all or nothing: terminating %s", self.cloud,
+                    log.warning("%s pool %s: %s got %d of %d nodes; all or nothing: terminating %s", self.cloud_name,
                                 self.name, what, len(made), n, ", ".join(ids))
                     self.terminate(ids)
                     failures.append(f"{market}: {len(made)} of {n} nodes (released, all or nothing)")
                 if attempt.error is not None and attempt.error.kind is not ErrorKind.CAPACITY:
                     raise attempt.error
-        raise ProviderError(ErrorKind.CAPACITY, f"{self.cloud} pool {self.name}: no capacity for {what}: "
+        raise ProviderError(ErrorKind.CAPACITY, f"{self.cloud_name} pool {self.name}: no capacity for {what}: "
                             + "; ".join(failures or ["no offering"]), code="NoCapacity")

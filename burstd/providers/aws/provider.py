@@ -155,7 +155,7 @@ def newest_spot_prices(rows: Sequence[dict[str, Any]], zones: Sequence[str]) -> 
 
 
 class AwsProvider(CloudProvider):
-    cloud = "aws"
+    cloud_name = "aws"
 
     def __init__(
         self,

@@ -188,7 +188,7 @@ def _member(members_json: str | None, name: str) -> dict[str, str]:
 
 
 class GcpProvider(CloudProvider):
-    cloud = "gcp"
+    cloud_name = "gcp"
 
     def __init__(
         self,

@@ -13,14 +13,16 @@ from burstd.config import PoolConfig
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.cloud import Ask, Attempt, CloudProvider
 from burstd.providers.offerings import OfferingCooldown
+from burstd.config import CloudConfig
 
 
 class ToyCloud(CloudProvider):
     """Zones z1, z2; ``no_room`` offerings answer capacity errors; ``short`` makes a gang one instance short."""
 
-    cloud = "toy"
+    cloud_name = "toy"
 
     def __init__(self, fallback: bool = False):
+        self.cloud = CloudConfig()  # like the real providers: the [cloud] settings; never in a message
         self.pool = PoolConfig.model_validate({
             "name": "toy", "provider": "local", "partition": "c", "node_prefix": "t", "node_count": 8,
             "price_per_hour": 0.1, "ondemand_fallback": fallback,
