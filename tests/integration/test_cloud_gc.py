@@ -27,6 +27,7 @@ def site_config(aws_env, gce_env, grace=0.0):
             {"name": "aws", "provider": "aws", "partition": "cloud-aws", "node_prefix": "aws-", "node_count": 4,
              "price_per_hour": 0.05, "instance_types": [{"name": "m5.large", "cpus": 2, "memory_mb": 7000}],
              "aws": {"region": "us-east-1", "subnets": [subnets[0]["SubnetId"]], "image_id": "ami-12c6146b",
+                     "conf_server": "10.0.0.1:6817",
                      "endpoint_url": aws_env.url}},
             {"name": "gcp", "provider": "gcp", "partition": "cloud-gcp", "node_prefix": "gcp-", "node_count": 4,
              "price_per_hour": 0.03, "instance_types": [{"name": "n2-standard-2", "cpus": 2, "memory_mb": 7000}],

@@ -8,7 +8,8 @@ assignments, pipes, redirections and comments stripped) and then:
   ``status``, ``leases``, ``events``, ``explain``, ``pause``, ``resume``, ``drain``, ``terminate``, ``budget``,
   ``spend``, ``config``, ``slurm-conf``, ``snapshot --from``; each must exit 0;
 * **parsed** (every option and argument checked by the real parser, nothing run) where running it would need
-  root and a Slurm bed (``testbed``, ``demo``, ``preempt``, live ``snapshot``), a cloud (``cloud``), or minutes
+  root and a Slurm bed (``testbed``, ``demo``, ``preempt``, live ``snapshot``, ``spend --reconcile``), a cloud
+  (``cloud``), or minutes
   of CPU (``simulate``, whose own tests run it).
 
 A command named inline in prose (```burstctl spend --plot```) must name a real command and real options.
@@ -131,6 +132,11 @@ def api(tmp_path_factory):
     with live_api(tmp, adapter=ReplayAdapter()) as parts:
         path, rec, store, *_ = parts
         lease = store.create_lease(pool="local", node_name="cloud1", lease_id="3f2a" + "0" * 28, reason="docs")
+        # the site's slurm.conf, as far as `squeue --version` needs one (slurm-conf reads the live release)
+        site_conf = tmp / "slurm.conf"
+        site_conf.write_text("ClusterName=docs\nSlurmctldHost=localhost\n")
+        with open(path, "a") as fh:
+            fh.write(f'[slurm]\nconf = "{site_conf}"\n')
         rec.cycle()
         yield path, tmp, lease
 
@@ -143,7 +149,8 @@ def test_documented_command_works_as_written(doc, command, api, tmp_path, monkey
     cmd, rest = _resolve(words)
     assert cmd is not ROOT, f"{doc}: `{command}`: no such command"
     top = words[0]
-    needs_live_slurm = top == "snapshot" and "--from" not in words
+    # a live snapshot needs Slurm; reconciling spend needs slurmdbd's sacct (its own bed test runs it)
+    needs_live_slurm = (top == "snapshot" and "--from" not in words) or "--reconcile" in words
     if top in RUN and not needs_live_slurm:
         if top not in ("config", "snapshot") and "-c" not in words and "--config" not in words:
             words += ["-c", config]

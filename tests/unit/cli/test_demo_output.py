@@ -10,7 +10,8 @@ from rich.console import Console
 from burstd.cli import demo_cmd
 
 SUMMARY = {"jobs_submitted": 6, "jobs_completed": 6, "jobs_on_cloud": 4, "jobs_on_prem": 2,
-           "leases_by_state": {"TERMINATED": 4}, "leaked_vms": 0, "finished": True, "hosts": {}}
+           "leases_by_state": {"TERMINATED": 4}, "leaked_vms": 0, "finished": True, "hosts": {},
+           "slurm_version": "24.11.5", "accounting": True}
 
 
 def test_progress_is_one_plain_line_per_change(monkeypatch):
@@ -34,3 +35,4 @@ def test_summary_rows_are_labelled_and_flat():
     assert "{" not in text and "'" not in text, text
     assert "ran on cloud nodes" in text and "TERMINATED 4" in text and "finished cleanly" in text
     assert "yes" in text and "True" not in text
+    assert "Slurm" in text and "24.11.5" in text and "slurmdbd" in text
