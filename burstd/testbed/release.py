@@ -169,16 +169,23 @@ def munge_ok(bin_dir: Path) -> bool:
 def ensure_munge(root: Path, bin_dir: Path) -> None:
     """The chroot's own munged (its key, its socket under <chroot>/run/munge), shared by the beds of that
     release like the host's: started if not answering, never stopped."""
+    import fcntl
+
     from burstd.testbed.host import _wait
 
     if munge_ok(bin_dir):
         return
-    _sh([str(bin_dir / "enter"), "/bin/sh", "-c",
-         "mkdir -p /run/munge && chown munge:munge /run/munge && "
-         "{ [ -s /etc/munge/munge.key ] || mungekey -c -k /etc/munge/munge.key; } && "
-         "chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key && "
-         "runuser -u munge -- /usr/sbin/munged"], "start the chroot's munged")
-    _wait(lambda: munge_ok(bin_dir), 15, "the chroot's munged to answer")
+    # two beds of one release (pytest -n 2) come up at once: one starts munged, the other waits for it to answer
+    with open(root.parent / f".{root.name}.munged.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if munge_ok(bin_dir):
+            return
+        _sh([str(bin_dir / "enter"), "/bin/sh", "-c",
+             "mkdir -p /run/munge && chown munge:munge /run/munge && "
+             "{ [ -s /etc/munge/munge.key ] || mungekey -c -k /etc/munge/munge.key; } && "
+             "chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key && "
+             "runuser -u munge -- /usr/sbin/munged"], "start the chroot's munged")
+        _wait(lambda: munge_ok(bin_dir), 15, "the chroot's munged to answer")
 
 
 @contextmanager
