@@ -344,7 +344,7 @@ def test_job_names_with_separators_never_forge_records_on_the_bed(slurm_bed, bed
     attacker = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", evil_name)
     quiet = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "quiet", f"--comment={evil_comment}")
 
-    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path)))
+    adapter = CliAdapter(SlurmConfig(conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir))
     seen = _jobs(adapter.snapshot(), {victim, attacker, quiet})
     truth = _jobs(cli_json.snapshot(), {victim, attacker, quiet})
     assert seen == truth and set(seen) == {victim, attacker, quiet}
