@@ -268,9 +268,13 @@ class Executor:
             allocations = []
         on_node = tuple(al.job_id for al in allocations if al.start <= since and (al.end is None or al.end >= since))
         candidates = tuple(dict.fromkeys(a.requeue + on_node))
-        listed = {j.job_id: j.state for j in self.snapshot.jobs} if self.snapshot is not None else {}
-        states = {job_id: listed[job_id] if job_id in listed else self._quiet_state(job_id) for job_id in candidates}
-        keep = jobs_to_requeue(candidates, states, allocations, since)
+        listed = {j.job_id: j for j in self.snapshot.jobs} if self.snapshot is not None else {}
+        states = {job_id: listed[job_id].state if job_id in listed else self._quiet_state(job_id)
+                  for job_id in candidates}
+        here = {j.job_id for j in self.snapshot.jobs_on(lease.node_name)} if self.snapshot is not None else set()
+        # a job the snapshot shows on other nodes was requeued by Slurm itself and runs (or boots) again there
+        elsewhere = [jid for jid in candidates if jid in listed and listed[jid].nodes and jid not in here]
+        keep = jobs_to_requeue(candidates, states, allocations, since, elsewhere)
         for job_id in candidates:
             if job_id not in keep:
                 log.info("job not requeued", extra=ev(lease_id=lease.lease_id, job_id=job_id,

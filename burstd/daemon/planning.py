@@ -410,19 +410,23 @@ ENDED_BY_THE_NODE = frozenset({"FAILED", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
 
 
 def jobs_to_requeue(candidates: Iterable[int], states: dict[int, str | None], allocations: Iterable[Allocation],
-                    since: float) -> tuple[int, ...]:
+                    since: float, elsewhere: Iterable[int] = ()) -> tuple[int, ...]:
     """Which of a failed lease's candidate jobs burstd requeues (pure).
 
     ``states``: each job's base state in Slurm now (None: Slurm has forgotten it); ``allocations``: the lease's
     record of which jobs held its node and when (``lease_allocation``). A job comes back when it is still live
     in Slurm (running or configuring on the lost node), or when it ended the way a lost node ends a job and it
     was on the node at ``since``. A job its user cancelled, one that completed or timed out, one that ended
-    before ``since``, one that is pending anyway, and one Slurm no longer knows stay as they are: nobody pays
-    for a job that is over."""
+    before ``since``, one that is pending anyway, one already running on another node (``elsewhere``: Slurm
+    requeued it itself and it started again), and one Slurm no longer knows stay as they are: nobody pays for a
+    job that is over, and a job is never sent back twice."""
     held = {a.job_id: a for a in allocations}
+    moved = set(elsewhere)
     out = []
     for job_id in dict.fromkeys(candidates):
         state = states.get(job_id)
+        if job_id in moved:
+            continue
         if state in ("RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"):
             out.append(job_id)
         elif state in ENDED_BY_THE_NODE:

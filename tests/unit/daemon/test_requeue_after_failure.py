@@ -105,3 +105,20 @@ def test_a_gang_member_lost_requeues_its_job_once_even_if_every_member_fails(env
     rec.cycle()
     assert {x.state for x in store.leases()} <= {S.FAILED, S.TERMINATING, S.TERMINATED}
     assert 31 in [c[1] for c in adapter.calls if c[0] == "requeue"]
+
+
+def test_a_job_slurm_already_requeued_onto_another_node_is_not_requeued_again():
+    """Slurm requeued the job itself when the VM died and it is booting on another cloud node by the time burstd
+    fails the lease: requeueing it again would restart it a second time (Restarts=2)."""
+    assert jobs_to_requeue([1, 2], {1: "CONFIGURING", 2: "RUNNING"}, [], NOTICE_AT, elsewhere=[1]) == (2,)
+
+
+def test_the_executor_leaves_a_job_running_again_on_another_node_alone(env):
+    clock, store, adapter, provider, rec = env
+    ready(clock, store, adapter, provider, rec, "cloud1", (41,))
+    adapter.add_job(41, "CONFIGURING", "cloud2")  # Slurm requeued it when cloud1 died; it waits for cloud2 now
+    provider.instances.clear()
+    clock.advance(5)
+    rec.cycle()
+    assert store.lease_for_node("cloud1") is None or store.lease_for_node("cloud1").state != S.READY
+    assert [c for c in adapter.calls if c[0] == "requeue"] == []
