@@ -587,9 +587,9 @@ class Bed:
         return forced + [n for n in resumed if n not in forced]
 
     def kill_vm(self, node: str) -> bool:
-        """Pull the plug on a node's namespace VM, whoever made it (a spot reclaim seen from outside):
-        every process in it is killed and the namespace removed. Slurm notices after SlurmdTimeout."""
-        return netns.teardown(self.config.netns_of(node))
+        """Pull the plug on a node's namespace VM, whoever made it (a spot reclaim without notice): every
+        process SIGKILLed at once, nothing saves or reports its job's end. Slurm notices after SlurmdTimeout."""
+        return netns.teardown(self.config.netns_of(node), power_off=True)
 
     @staticmethod
     def wait_for(pred: Callable[[], T], timeout: float, what: str, interval: float = 0.5) -> T:

@@ -256,19 +256,26 @@ def test_unwritable_checkpoint_location_fails_before_training(tmp_path):
     assert "step=1 " not in log
 
 
-def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resumes(tmp_path, reference):
-    """The template run as the batch shell (outside Slurm; `scontrol` is a recording shim): Slurm's
-    --signal=B:USR1 lands on the shell, the training checkpoints, the script requeues the job; the requeued run
-    finishes with the reference weights."""
+def _template_batch_shell(tmp_path: Path, job_id: int) -> tuple[dict[str, str], Path, Path]:
+    """The environment a template's batch shell gets outside Slurm: ``scontrol`` is a shim recording its
+    arguments (in the returned ``calls`` file), checkpoints go to the returned folder."""
     shim = tmp_path / "bin"
     shim.mkdir()
     calls = tmp_path / "scontrol.calls"
     (shim / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     (shim / "scontrol").chmod(0o755)
     ckpt = tmp_path / "ckpt"
-    env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID="777", SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
+    env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID=str(job_id), SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
                NPROC="2", PYTHON=sys.executable, TORCHRUN=TORCHRUN,
                TRAIN_ARGS=f"-m burstd.train.example --steps {STEPS} --seed {SEED} --step-sleep 0.15")
+    return env, calls, ckpt
+
+
+def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resumes(tmp_path, reference):
+    """The template run as the batch shell (outside Slurm; `scontrol` is a recording shim): Slurm's
+    --signal=B:USR1 lands on the shell, the training checkpoints, the script requeues the job; the requeued run
+    finishes with the reference weights."""
+    env, calls, ckpt = _template_batch_shell(tmp_path, job_id=777)
     script = str(REPO / "sbatch_templates" / "torchrun-single-node.sbatch")
     log = tmp_path / "job.out"
     proc = _start(["bash", script], log, env=env)
@@ -294,15 +301,7 @@ def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resum
 def test_single_node_sbatch_template_cancelled_with_sigterm_checkpoints_and_never_requeues(tmp_path):
     """`scancel` sends SIGTERM: the training still saves a checkpoint, but the job ends for good (no
     `scontrol requeue`), unlike a preemption's SIGUSR1 above."""
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    calls = tmp_path / "scontrol.calls"
-    (shim / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (shim / "scontrol").chmod(0o755)
-    ckpt = tmp_path / "ckpt"
-    env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID="778", SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
-               NPROC="2", PYTHON=sys.executable, TORCHRUN=TORCHRUN,
-               TRAIN_ARGS=f"-m burstd.train.example --steps {STEPS} --seed {SEED} --step-sleep 0.15")
+    env, calls, ckpt = _template_batch_shell(tmp_path, job_id=778)
     log = tmp_path / "job.out"
     proc = _start(["bash", str(REPO / "sbatch_templates" / "torchrun-single-node.sbatch")], log, env=env)
     try:

@@ -265,6 +265,14 @@ def netns_pids(netns: str) -> list[int]:
     return pids_by_netns().get(netns, [])
 
 
+def _wait_for_pids(netns: str, timeout_s: float) -> list[int]:
+    """The processes in ``netns`` once there is at least one, or [] after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not (pids := netns_pids(netns)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return pids
+
+
 def kill_all(netns: str, grace_s: float = 0.5) -> int:
     """SIGTERM then SIGKILL every process inside ``netns``; returns how many there were.
 
@@ -275,7 +283,9 @@ def kill_all(netns: str, grace_s: float = 0.5) -> int:
         return 0
     steps = ((signal.SIGKILL, 3.0),) if grace_s <= 0 else ((signal.SIGTERM, grace_s), (signal.SIGKILL, 3.0))
     for sig, wait in steps:
-        for pid in pids:
+        # oldest first: a supervisor (slurmd, slurmstepd) dies before the job it watches, so on a power-off
+        # nothing is left to report the job's end to slurmctld, as on a VM whose power was cut
+        for pid in sorted(pids):
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
@@ -424,16 +434,18 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
             _run(delayed_start_argv(spec), f"start slurmd in {spec.netns}", env=slurmd_env(spec), stdout=log)
             # setsid -f returns before its child has entered the namespace: wait until it has, so that the
             # VM's "boot" is visibly under way (and killed by a destroy) once create returns
-            deadline = time.monotonic() + 5
-            while not netns_pids(spec.netns) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_for_pids(spec.netns, 5.0)
             rec.state = "booting"
         else:
             proc = _run(start_argv(spec), f"start slurmd in {spec.netns}", check=False, env=slurmd_env(spec),
                         stdout=log)
-            if proc.returncode != 0:
-                teardown(spec.netns, spec.veth)
-                raise NetnsError(f"start slurmd in {spec.netns}: exit {proc.returncode}; see {console}")
+            # slurmd forks twice to daemonize; on a loaded host its daemon can die at once (e.g. no config
+            # from the controller). A VM reported running must have a slurmd in it: otherwise the launch
+            # failed, visibly, and the caller retries it
+            if proc.returncode != 0 or not _wait_for_pids(spec.netns, 5.0):
+                teardown(spec.netns, spec.veth, power_off=True)
+                raise NetnsError(f"start slurmd in {spec.netns}: exit {proc.returncode}, "
+                                 f"no process left in the VM; see {console}")
             rec.state = "running"
     write_record(records_dir, rec)
     rec.alive = True
