@@ -82,7 +82,13 @@ def node_runs_a_job() -> bool:
 def run_command(argv: Sequence[str]) -> Callable[[str], None]:
     def power_off(why: str) -> None:
         log.critical("dead-man switch: powering off (%s): %s", why, " ".join(argv))
-        subprocess.run(list(argv), check=False, timeout=60)
+        try:  # a missing or hanging command must not kill the agent: it still has notices to watch
+            rc = subprocess.run(list(argv), check=False, timeout=60).returncode
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.error("dead-man switch: power-off command failed: %s", exc)
+            return
+        if rc != 0:
+            log.error("dead-man switch: power-off command exited %s", rc)
     return power_off
 
 

@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--signal", help="signal for the training processes (default USR1)")
     ap.add_argument("--lead-time", type=float, dest="lead_time_s")
     ap.add_argument("--daemon-url")
+    ap.add_argument("--standby-daemon-url", action="append", dest="standby_daemon_urls",
+                    help="the other head's burstd (repeatable); the dead-man switch tries it after --daemon-url")
+    ap.add_argument("--deadman", type=float, dest="deadman_s",
+                    help="power off after this many seconds without any burstd while no job runs (0 = never)")
+    ap.add_argument("--poweroff-arg", action="append", dest="poweroff_command",
+                    help="one word of the power-off command (repeat for each; use --poweroff-arg=-x for a dash)")
     ap.add_argument("--slurm-bin-dir", help="where scontrol lives")
     ap.add_argument("--slurm-conf", help="slurm.conf for scontrol (default: [slurm] conf, else $SLURM_CONF)")
     ap.add_argument("--once", action="store_true", help="poll once and exit")
@@ -67,6 +73,9 @@ def build_config(args: argparse.Namespace) -> tuple[AgentConfig, SlurmConfig]:
             "signal": args.signal,
             "lead_time_s": args.lead_time_s,
             "daemon_url": args.daemon_url,
+            "standby_daemon_urls": args.standby_daemon_urls,
+            "deadman_s": args.deadman_s,
+            "poweroff_command": args.poweroff_command,
         }.items()
         if v is not None
     }

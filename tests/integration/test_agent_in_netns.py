@@ -204,3 +204,33 @@ def test_preempt_without_notice_is_a_power_off_no_process_gets_a_sigterm_grace(t
         for p in (job, bystander):
             p.kill()
             p.wait()
+
+
+def test_poweroff_from_inside_ends_every_process_of_the_vm_and_the_vm_itself(two_vms, tmp_path):
+    """The local VM's own shutdown (what the agent's dead-man switch runs): run inside the namespace, it ends
+    everything else there, unlinks the namespace (the kernel frees it and its veth once the caller exits) and
+    drops the VM's record, so the provider no longer lists it; the VM beside it is untouched."""
+    from burstd.providers.local import netns as vms
+    from burstd.providers.local.preemption import poweroff_argv
+
+    vm, other = two_vms
+    records = tmp_path / "records"
+    records.mkdir()
+    vms.write_record(records, vms.VmRecord(netns=vm, node_name="zzc1", hostname="zzc1",
+                                           address="10.0.0.1/24", bridge="br-none", veth="vh-none",
+                                           instance_id="i-p"))
+    job = _job_in(vm, "1", tmp_path / "m")
+    bystander = _job_in(other, "2", tmp_path / "o")
+    try:
+        out = subprocess.run(["nsenter", f"--net=/run/netns/{vm}", *poweroff_argv(records, vm)],
+                             capture_output=True, text=True, timeout=30,
+                             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": os.getcwd()})
+        assert out.returncode == 0, out.stderr
+        assert "powered off from inside" in out.stderr and "processes_stopped=1" in out.stderr
+        assert job.wait(10) is not None
+        assert not Path(f"/run/netns/{vm}").exists() and vms.read_record(records, vm) is None
+        assert bystander.poll() is None
+    finally:
+        for p in (job, bystander):
+            p.kill()
+            p.wait()

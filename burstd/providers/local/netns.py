@@ -273,12 +273,16 @@ def _wait_for_pids(netns: str, timeout_s: float) -> list[int]:
     return pids
 
 
-def kill_all(netns: str, grace_s: float = 0.5) -> int:
-    """SIGTERM then SIGKILL every process inside ``netns``; returns how many there were.
+def kill_all(netns: str, grace_s: float = 0.5, spare: int | None = None) -> int:
+    """SIGTERM then SIGKILL every process inside ``netns`` (but ``spare``: the caller shutting its own VM down);
+    returns how many there were.
 
     ``grace_s=0`` is a power-off: SIGKILL to every process at once, no SIGTERM, so nothing in the VM gets a
     chance to checkpoint (what a spot reclaim without notice is; a SIGTERM grace would hand out free saves)."""
-    pids = netns_pids(netns)
+    def inside() -> list[int]:
+        return [p for p in netns_pids(netns) if p != spare]
+
+    pids = inside()
     if not pids:
         return 0
     steps = ((signal.SIGKILL, 3.0),) if grace_s <= 0 else ((signal.SIGTERM, grace_s), (signal.SIGKILL, 3.0))
@@ -292,11 +296,11 @@ def kill_all(netns: str, grace_s: float = 0.5) -> int:
                 pass
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            left = netns_pids(netns)
+            left = inside()
             if not left:
                 return len(pids)
             time.sleep(0.05)
-        pids = netns_pids(netns)
+        pids = inside()
         if not pids:
             break
     return len(pids)

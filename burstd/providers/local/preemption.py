@@ -100,6 +100,9 @@ def agent_argv(
     signal: str | None = None,
     slurm_bin_dir: str | None = None,
     slurm_conf: str | None = None,
+    standby_daemon_urls: Iterable[str] = (),
+    deadman_s: float | None = None,
+    poweroff_command: Iterable[str] = (),
     python: str = sys.executable,
 ) -> list[str]:
     """burstd-agent as the local provider runs it inside a VM."""
@@ -126,14 +129,49 @@ def agent_argv(
         argv += ["--slurm-bin-dir", slurm_bin_dir]
     if slurm_conf:
         argv += ["--slurm-conf", slurm_conf]
+    argv += [f"--standby-daemon-url={u}" for u in standby_daemon_urls]
+    if deadman_s is not None:
+        argv += ["--deadman", str(deadman_s)]
+    argv += [f"--poweroff-arg={word}" for word in poweroff_command]
     return argv
 
 
-def vm_services_plan(config, pool, node: str) -> tuple[list[str], dict[str, str], int]:
+def poweroff_argv(records_dir: str | os.PathLike, netns: str, python: str = sys.executable) -> list[str]:
+    """The local VM's own shutdown (``systemctl poweroff`` in a bed VM would power off the host)."""
+    return [python, "-m", "burstd.providers.local.preemption", "poweroff", "--records-dir", str(records_dir),
+            "--netns", netns]
+
+
+def power_off_from_inside(records_dir: str | os.PathLike, netns: str) -> int:
+    """A guest-initiated shutdown, run by a process inside the VM: everything else in it ends (SIGTERM, then
+    SIGKILL), its record goes (a cloud lists a VM shut down from inside as terminated: with AWS's
+    InstanceInitiatedShutdownBehavior=terminate it is), and the namespace is unlinked. The caller is the last
+    process inside; when it exits the kernel frees the namespace and its veth pair. Returns how many
+    processes were stopped."""
+    import fcntl
+
+    from burstd.providers.local import netns as vms  # the bed's namespace primitives
+
+    vms.check_name("namespace", netns)
+    records_dir = Path(records_dir)
+    records_dir.mkdir(parents=True, exist_ok=True)
+    with open(records_dir / ".lock", "w") as lock:  # the LocalProvider's lock: never mid-launch/terminate
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        clear_notices(metadata_dir(records_dir, netns))  # a pending reclaimer stands down
+        stopped = vms.kill_all(netns, spare=os.getpid())
+        vms.remove_record(records_dir, netns)
+        subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+    return stopped
+
+
+def vm_services_plan(config, pool, node: str, *, netns: str | None = None,
+                     records_dir: str | os.PathLike | None = None) -> tuple[list[str], dict[str, str], int]:
     """(agent argv, extra environment, metadata port) for a VM of ``pool``, from the burstd config.
 
     The agent reports to this daemon's control socket (unless ``agent.daemon_url`` says otherwise) and
-    drains through the same slurm.conf and scontrol as the daemon.
+    drains through the same slurm.conf and scontrol as the daemon. Its dead-man switch (``agent.deadman_s``,
+    also trying ``agent.standby_daemon_urls``) powers the VM off the local way (``poweroff_argv``), never
+    with ``agent.poweroff_command``, which is meant for a real VM; without ``netns`` it is off.
     """
     port = pool.local.metadata_port if pool.local else 1338
     argv = agent_argv(
@@ -144,6 +182,9 @@ def vm_services_plan(config, pool, node: str) -> tuple[list[str], dict[str, str]
         signal=config.agent.signal,
         slurm_bin_dir=config.slurm.bin_dir,
         slurm_conf=config.slurm.conf,
+        standby_daemon_urls=config.agent.standby_daemon_urls,
+        deadman_s=config.agent.deadman_s if netns else 0,
+        poweroff_command=poweroff_argv(records_dir or records_dir_of(config, pool), netns) if netns else (),
     )
     env = {"SLURM_CONF": config.slurm.conf} if config.slurm.conf else {}
     return argv, env, port
@@ -161,7 +202,7 @@ def start_vm_services_for(
     tags: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """``start_vm_services`` with everything taken from the burstd config (the LocalProvider's one call)."""
-    argv, env, port = vm_services_plan(config, pool, node)
+    argv, env, port = vm_services_plan(config, pool, node, netns=netns, records_dir=records_dir)
     return start_vm_services(
         netns=netns,
         node=node,
@@ -434,8 +475,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--netns", required=True)
     c.add_argument("--rate", type=float, required=True)
     c.add_argument("--notice", type=float, required=True)
+    o = sub.add_parser("poweroff", help="a local VM shuts itself down (run from inside it: the agent's dead-man "
+                       "switch)")
+    o.add_argument("--records-dir", required=True)
+    o.add_argument("--netns", required=True)
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if a.cmd == "poweroff":
+        stopped = power_off_from_inside(a.records_dir, a.netns)
+        log.warning("powered off from inside netns=%s processes_stopped=%s", a.netns, stopped)
+        return 0
     if a.cmd == "chaos":
         deadline = chaos(a.records_dir, a.netns, a.rate, a.notice)
         log.warning("chaos netns=%s deadline=%s", a.netns, deadline)

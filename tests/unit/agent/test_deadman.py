@@ -121,3 +121,14 @@ def test_the_probe_tells_open_over_contact_and_unreachable_and_tries_the_standby
     finally:
         api.shutdown()
         api.server_close()
+
+
+def test_a_power_off_command_that_cannot_run_is_logged_and_the_agent_goes_on(caplog, tmp_path):
+    from burstd.agent.deadman import run_command
+
+    run_command([str(tmp_path / "no-such-poweroff")])("test")  # no exception: the agent keeps watching notices
+    failing = tmp_path / "fails"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(0o755)
+    run_command([str(failing)])("test")
+    assert "power-off command failed" in caplog.text and "power-off command exited 3" in caplog.text

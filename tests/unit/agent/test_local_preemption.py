@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from burstd.agent.watchers import AwsImdsWatcher
 from burstd.providers.local.metadata import Identity, MetadataServer, clear_notices, read_notice
 from burstd.providers.local.preemption import RandomPreemptions, agent_argv, metadata_dir, preempt, reclaim_at
@@ -111,3 +113,42 @@ def test_chaos_preempts_after_a_random_time_unless_the_vm_goes_first(tmp_path):
     assert 0 < sum(slept) < 60  # mean 1 s at 3600/h
     gone = chaos(tmp_path, "sl-y", 3600.0, 30, rng=random.Random(3), sleep=slept.append, alive=lambda: False)
     assert gone is None and read_notice(metadata_dir(tmp_path, "sl-y")) is None
+
+
+def test_a_local_vm_agent_powers_off_the_local_way_never_with_the_hosts_systemctl(tmp_path):
+    """The dead-man switch of a bed VM must shut down that namespace only: ``systemctl poweroff`` (the default
+    for a real VM) run from a namespace VM would power off the host."""
+    import argparse
+
+    from burstd.agent.main import _parser, build_config
+    from burstd.config import parse_config
+    from burstd.providers.local.preemption import poweroff_argv, vm_services_plan
+
+    cfg = parse_config({
+        "api": {"socket": "/run/bed/burstd.sock"},
+        "agent": {"deadman_s": 12, "standby_daemon_urls": ["unix:/run/bed2/burstd.sock"]},
+        "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
+                   "node_count": 2, "price_per_hour": 0.1,
+                   "instance_types": [{"name": "n", "cpus": 2, "memory_mb": 1}],
+                   "local": {"records_dir": str(tmp_path)}}],
+    })
+    argv, _, _ = vm_services_plan(cfg, cfg.pools[0], "cloud2", netns="sl-cloud2", records_dir=tmp_path)
+    args = _parser().parse_args(argv[3:])
+    assert isinstance(args, argparse.Namespace)
+    agent, _ = build_config(args)
+    assert agent.deadman_s == 12 and agent.daemon_url == "unix:/run/bed/burstd.sock"
+    assert agent.standby_daemon_urls == ["unix:/run/bed2/burstd.sock"]
+    assert agent.poweroff_command == poweroff_argv(tmp_path, "sl-cloud2")
+    assert agent.poweroff_command[1:4] == ["-m", "burstd.providers.local.preemption", "poweroff"]
+    assert "systemctl" not in argv
+    # without a namespace to shut down, the switch is off (never the host's shutdown)
+    argv, _, _ = vm_services_plan(cfg, cfg.pools[0], "cloud2")
+    agent, _ = build_config(_parser().parse_args(argv[3:]))
+    assert agent.deadman_s == 0 and agent.poweroff_command == ["systemctl", "poweroff"]
+
+
+def test_poweroff_refuses_a_bad_namespace_name(tmp_path):
+    from burstd.providers.local.preemption import power_off_from_inside
+
+    with pytest.raises(ValueError, match="invalid namespace"):
+        power_off_from_inside(tmp_path, "../etc")
