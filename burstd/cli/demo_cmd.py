@@ -88,13 +88,17 @@ SUMMARY_ROWS = (("jobs_submitted", "jobs submitted"), ("jobs_completed", "jobs c
                 ("jobs_on_cloud", "ran on cloud nodes"), ("jobs_on_prem", "ran on-prem"),
                 ("leases_by_state", "leases by state"), ("leaked_vms", "VMs left behind"),
                 ("finished", "finished cleanly"), ("slurm_version", "Slurm"), ("accounting", "slurmdbd"))
+HA_ROWS = (("leader_killed", "leader SIGKILLed mid-storm"), ("failover_s", "standby led after (s)"),
+           ("failover_bound_s", "failover bound (s)"), ("duplicate_vms", "duplicate VMs"))
 
 
 def summary_table(summary: dict) -> Table:
     t = Table(title="burstd demo: summary", show_header=False)
     t.add_column("what")
     t.add_column("value")
-    for key, label in SUMMARY_ROWS:
+    for key, label in SUMMARY_ROWS + HA_ROWS:
+        if key not in summary:
+            continue
         v = summary[key]
         if isinstance(v, dict):
             v = ", ".join(f"{k} {n}" for k, n in sorted(v.items())) or "none"
@@ -102,6 +106,25 @@ def summary_table(summary: dict) -> Table:
             v = "yes" if v else "no"
         t.add_row(label, str(v))
     return t
+
+
+def host_of_jobs(bed, user: str, ids: list[int]) -> dict[int, str]:
+    """Where each job ran: the first word of its output (the script prints ``hostname``)."""
+    workdir = bed.workdir(user)
+    hosts = {}
+    for j in ids:
+        out = workdir / f"demo-{j}.out"
+        hosts[j] = out.read_text().split()[0] if out.exists() and out.read_text().strip() else ""
+    return hosts
+
+
+def leaked(bed, provider) -> int:
+    """VMs still up: listed by the provider, plus cloud namespaces it does not list."""
+    from burstd.providers.local import netns
+
+    alive = [i for i in provider.list_instances() if not i.is_gone]
+    left_ns = sorted(netns.list_netns() & {f"{bed.netns_prefix}{n}" for n in bed.cloud_nodes})
+    return len(alive) + len([n for n in left_ns if n not in {i.extra.get("netns") for i in alive}])
 
 
 class _Watch:
@@ -143,6 +166,8 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(600, "--timeout", help="give up after this many seconds"),
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (a Debian chroot the bed builds)"),
+        ha: bool = typer.Option(False, "--ha", help="two daemons on a throwaway PostgreSQL; the leader is "
+                                "SIGKILLed mid-storm (docs/ha.md)"),
     ) -> None:
         """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
         if os.geteuid() != 0:
@@ -161,6 +186,11 @@ def register(app: typer.Typer) -> None:
         bed.up()
         bed.reset_cloud_nodes()  # a bed kept from an earlier run may still show cloud nodes up whose VMs are gone
         work = Path(tempfile.mkdtemp(prefix="burstd-demo-"))
+        if ha:
+            summary = _ha(bed, work, keep, jobs=jobs, job_seconds=job_seconds, user=user, min_wait=min_wait,
+                          timeout=timeout)
+            _finish(bed, work, keep, summary, as_json)
+            return
         cfg_path = _daemon_config(bed, work, min_wait)
         cfg = load_config(cfg_path)
         prefix = cfg.pools[0].node_prefix
@@ -199,16 +229,7 @@ def register(app: typer.Typer) -> None:
                         time.sleep(1)
                 api.close()
                 console.print("[bold]4/5[/] summary")
-                workdir = bed.workdir(user)
-                hosts = {}
-                for j in ids:
-                    out = workdir / f"demo-{j}.out"
-                    hosts[j] = out.read_text().split()[0] if out.exists() and out.read_text().strip() else ""
-                provider = make_providers(cfg)[cfg.pools[0].name]
-                alive = [i for i in provider.list_instances() if not i.is_gone]
-                from burstd.providers.local import netns
-
-                left_ns = sorted(netns.list_netns() & {f"{bed.netns_prefix}{n}" for n in bed.cloud_nodes})
+                hosts = host_of_jobs(bed, user, ids)
                 with ApiClient(cfg.api.socket) as api:
                     rows = api.get("/v1/leases", all=True)
                 summary = {
@@ -217,8 +238,7 @@ def register(app: typer.Typer) -> None:
                     "jobs_on_cloud": sum(1 for h in hosts.values() if h.startswith(prefix)),
                     "jobs_on_prem": sum(1 for h in hosts.values() if h and not h.startswith(prefix)),
                     "leases_by_state": dict(Counter(r["state"] for r in rows)),
-                    "leaked_vms": len(alive) + len([n for n in left_ns if n not in
-                                                    {i.extra.get("netns") for i in alive}]),
+                    "leaked_vms": leaked(bed, make_providers(cfg)[cfg.pools[0].name]),
                     "finished": phase == "finished",
                     "slurm_version": bed.status().get("slurm_version"),
                     "accounting": bed.accounting.dbd_pid() is not None,
@@ -240,11 +260,36 @@ def register(app: typer.Typer) -> None:
                 if not keep:
                     bed.down()
                     shutil.rmtree(work, ignore_errors=True)
-        if keep:
-            console.print(f"kept: the bed ({bed.name}; burstctl testbed down --name {bed.name}) and the working "
-                          f"folder {work} (config, database, daemon log)", highlight=False, soft_wrap=True)
-        if as_json:
-            Path(as_json).write_text(json.dumps(summary, indent=2) + "\n")
-            console.print(f"summary written to {as_json}")
-        if not summary.get("finished") or summary.get("leaked_vms"):
-            raise typer.Exit(1)
+        _finish(bed, work, keep, summary, as_json)
+
+
+def _ha(bed, work: Path, keep: bool, **storm) -> dict:
+    from burstd.cli.demo_ha import run_storm
+    from burstd.testbed.pg import PostgresError
+
+    summary: dict = {}
+    try:
+        summary = run_storm(bed, work, watch=_Watch, **storm)
+        console.print(summary_table(summary))
+        console.print()
+    except (PostgresError, RuntimeError) as exc:
+        console.print(f"[red]demo --ha failed:[/] {exc}", highlight=False, soft_wrap=True)
+    finally:
+        console.print("[bold]5/5[/] tearing down" + (" (keeping the bed up)" if keep else "") + "...")
+        if not keep:
+            bed.down()
+            shutil.rmtree(work, ignore_errors=True)
+    return summary
+
+
+def _finish(bed, work: Path, keep: bool, summary: dict, as_json: str | None) -> None:
+    if keep:
+        console.print(f"kept: the bed ({bed.name}; burstctl testbed down --name {bed.name}) and the working "
+                      f"folder {work} (config, database, daemon log)", highlight=False, soft_wrap=True)
+    if as_json:
+        Path(as_json).write_text(json.dumps(summary, indent=2) + "\n")
+        console.print(f"summary written to {as_json}")
+    bad_ha = "failover_s" in summary and (summary["failover_s"] is None or summary["duplicate_vms"]
+                                          or summary["jobs_completed"] != summary["jobs_submitted"])
+    if not summary.get("finished") or summary.get("leaked_vms") or bad_ha:
+        raise typer.Exit(1)

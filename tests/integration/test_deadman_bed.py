@@ -94,3 +94,29 @@ def test_cut_off_node_powers_off_when_idle_and_only_after_its_job_when_busy(slur
         assert live == [], live
         assert job_states(bed, [busy, quick]) == {busy: "COMPLETED", quick: "COMPLETED"}
     gate.remove()
+
+
+def test_a_vm_whose_lease_burstd_does_not_know_powers_off_at_once(slurm_bed):
+    """The other rule: a burstd answers and has no open lease for this node, so nothing will ever terminate the
+    VM (a launch burstd never recorded): its agent powers it off at its first look, long before ``deadman_s``
+    and before burstd's own orphan sweep (``orphan_grace_s``) would."""
+    import uuid
+
+    from burstd.config import load_config
+    from burstd.daemon.wiring import make_providers
+    from burstd.providers.base import LaunchRequest
+
+    bed = slurm_bed
+    d = world_readable_dir("burstd-deadman-")
+    cfg = bed_daemon_config(bed, d, agent={"deadman_s": 600, "poll_interval_s": 0.5}, daemon={"orphan_grace_s": 600})
+    with running_daemon(bed, cfg, d / "burstd.log") as daemon:
+        provider = make_providers(load_config(cfg))["local"]
+        node = bed.cloud_nodes[-1]
+        inst = provider.launch(LaunchRequest(lease_id=uuid.uuid4().hex, node_name=node, pool="local"))
+        assert _vm_up(bed, node)
+        start = time.monotonic()
+        wait_for(lambda: not _vm_up(bed, node), 30, "the VM without a lease to power itself off",
+                 diagnose=lambda: daemon.log_tail(20))
+        assert time.monotonic() - start < 30
+        assert "burstd has no open lease for " + node in _agent_log(cfg, bed, node)
+        assert all(i.instance_id != inst.instance_id for i in provider.list_instances())

@@ -41,3 +41,34 @@ def test_demo_piped_prints_progress_lines_a_clean_summary_and_names_its_kept_fol
     finally:
         if kept:
             shutil.rmtree(kept.group(1), ignore_errors=True)
+
+
+def test_demo_ha_kills_the_leader_mid_storm_and_the_standby_finishes_it(slurm_bed, bed_user, tmp_path):
+    """``burstctl demo --ha``: two daemons on a throwaway PostgreSQL, the leader SIGKILLed while a cloud launch is
+    under way; the standby (which took Slurm's resume calls all along) leads within the configured bound and every
+    job completes, with no VM left and none doubled."""
+    from burstd.cli.demo_ha import LEASE_S, RENEW_S
+
+    c = slurm_bed.config
+    env = {**os.environ, "BURSTD_BED_NAME": slurm_bed.name, "BURSTD_BED_SLOT": str(c.slot),
+           "BURSTD_BED_SUSPEND_TIME": str(c.suspend_time), "BURSTD_BED_SUSPEND_TIMEOUT": str(c.suspend_timeout),
+           "BURSTD_BED_CRED_EXPIRE": str(c.cred_expire), "COLUMNS": "100"}
+    summary = tmp_path / "summary.json"
+    r = subprocess.run([sys.executable, "-m", "burstd.cli.app", "demo", "--ha", "--jobs", "4", "--job-seconds", "20",
+                        "--user", bed_user, "--keep", "--json", str(summary), "--timeout", "240"],
+                       capture_output=True, text=True, env=env, timeout=420)
+    out = r.stdout
+    kept = re.search(r"working folder (/\S+)", out)
+    try:
+        assert summary.exists(), out + r.stderr
+        data = json.loads(summary.read_text())
+        assert data["leader_killed"] == "head-b" and data["leader_after"] == "head-a", data
+        assert data["failover_s"] is not None and data["failover_s"] <= LEASE_S + RENEW_S + 2, data
+        assert data["failover_bound_s"] == LEASE_S + RENEW_S
+        assert data["leaked_vms"] == 0 and data["duplicate_vms"] == 0, data
+        assert data["jobs_completed"] == data["jobs_submitted"] == 4 and data["jobs_on_cloud"] >= 1, data
+        assert data["finished"] and r.returncode == 0, out + r.stderr
+        assert "standby led after (s)" in out and "leader head-b killed" in out, out
+    finally:
+        if kept:
+            shutil.rmtree(kept.group(1), ignore_errors=True)
