@@ -2,6 +2,8 @@
 
     burstctl preempt cloud2 --notice 30
     node cloud2 (netns sl-cloud2): preemption notice given, reclaimed at 2026-11-22T00:31:07Z (in 30 s)
+    burstctl preempt cloud2 --notice 0
+    node cloud2 (netns sl-cloud2): powered off without notice at 2026-11-22T00:30:37Z
 
 The VM's metadata endpoint starts answering ``spot/instance-action`` at once (the node's burstd-agent
 then drains the node and signals its jobs), and the VM is destroyed at the deadline, as a cloud would.
@@ -75,8 +77,12 @@ def register(app: typer.Typer) -> None:
                 }
             )
             return
-        console.print(
-            f"node {node} (netns {netns}): preemption notice given, reclaimed at {iso(deadline)} "
-            f"(in {max(0, deadline - time.time()):.0f} s)",
-            highlight=False,
-        )
+        console.print(preempt_message(node, netns, notice_s, deadline, time.time()), highlight=False)
+
+
+def preempt_message(node: str, netns: str, notice_s: float, deadline: float, now: float) -> str:
+    """What ``burstctl preempt`` did, in words: ``--notice 0`` gives no notice at all (the VM is already off)."""
+    if notice_s <= 0:
+        return f"node {node} (netns {netns}): powered off without notice at {iso(deadline)}"
+    return (f"node {node} (netns {netns}): preemption notice given, reclaimed at {iso(deadline)} "
+            f"(in {max(0, deadline - now):.0f} s)")

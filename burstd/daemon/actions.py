@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from burstd.domain.preemption import REASON_PREFIX, REBALANCE_PREFIX
+
 
 @dataclass(frozen=True, slots=True)
 class Launch:
@@ -131,6 +133,14 @@ class ReleaseJob:
 
 
 @dataclass(frozen=True, slots=True)
+class ClearReason:
+    """Clear burstd's own leftover reason (``reason``) on a cloud node back to powered down with no lease."""
+
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReturnToService:
     """``scontrol update state=RESUME`` on a powered-down cloud node Slurm left DOWN after a failed power-up."""
 
@@ -140,11 +150,22 @@ class ReturnToService:
 
 Action = (
     Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | AddPartition | SetJobMarket | RemovePartition | ReleaseJob | ReturnToService
+    | PowerDown | PowerUp | AddPartition | SetJobMarket | RemovePartition | ReleaseJob | ReturnToService | ClearReason
 )
 
 #: Slurm's reason for a cloud node it marked DOWN because it did not register within ResumeTimeout.
 RESUME_TIMEOUT_REASON = "ResumeTimeout reached"
+
+#: How burstd's own reasons on a node begin: the daemon's (``OWN_REASON`` + why) and the agent's drains. Only
+#: these are cleared once the node is back to powered down with no lease; any other reason is an admin's.
+OWN_REASON = "burstd: "
+OWN_REASON_PREFIXES = (OWN_REASON, "burstd refused: ", f"{REASON_PREFIX}: ", f"{REBALANCE_PREFIX}: ")
+
+
+def own_reason(reason: str) -> bool:
+    """Whether burstd (daemon or agent) set this node reason."""
+    return reason.startswith(OWN_REASON_PREFIXES)
+
 
 #: Slurm's reason for a job it requeued and held after its (cloud) node failed to come up.
 LAUNCH_FAILED_HELD = "launch_failed_requeued_held"

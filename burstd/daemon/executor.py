@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from burstd.config import Config
 from burstd.daemon.actions import (
-    Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown, PowerUp, Refuse,
-    ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
+    OWN_REASON, Action, AddPartition, Adopt, ClearReason, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown,
+    PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
@@ -250,7 +250,7 @@ class Executor:
         if lease.state == S.BOOTING:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
-            self._slurm_power_down(lease.node_name, f"burstd: {a.reason}", force=True)
+            self._slurm_power_down(lease.node_name, OWN_REASON + a.reason, force=True)
         for job_id in requeue:
             self.failed_jobs[job_id] = self.clock()
             self._quiet(self.adapter.requeue, job_id)
@@ -346,6 +346,10 @@ class Executor:
     def _do_ReturnToService(self, a: ReturnToService) -> None:
         self.adapter.resume([a.node])
         log.info("node returned to service", extra=ev(node=a.node, reason=f"was DOWN: {a.reason}"))
+
+    def _do_ClearReason(self, a: ClearReason) -> None:
+        self._quiet(self.adapter.clear_reason, [a.node])
+        log.info("stale node reason cleared", extra=ev(node=a.node, reason=a.reason))
 
     def _do_AddPartition(self, a: AddPartition) -> None:
         self.adapter.add_partition(a.job_id, a.partition)

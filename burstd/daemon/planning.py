@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from burstd.config import Config
 from burstd.daemon.actions import (
-    LAUNCH_FAILED_HELD, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, Close, CreateLease, Drain, Fail,
-    Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket,
-    Terminate, TerminateOrphan, Undrain,
+    LAUNCH_FAILED_HELD, OWN_REASON, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, ClearReason, Close,
+    CreateLease, Drain, Fail, Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition,
+    ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain, own_reason,
 )
 from burstd.domain.budget import Allocation
 from burstd.domain.decisions import Decisions
@@ -125,6 +125,12 @@ def node_registered(node: Node | None) -> bool:
     if node.is_powering_up or node.is_powered_down or node.has("NOT_RESPONDING") or node.has("POWERING_DOWN"):
         return False
     return node.state not in ("DOWN", "UNKNOWN", "FUTURE")
+
+
+def settled_idle(node: Node) -> bool:
+    """Powered down, not on its way up or down, and in service (no DOWN, DRAIN or FAIL): a plain idle~ node."""
+    return node.is_powered_down and node.state == "IDLE" and not {
+        "POWERING_UP", "POWERING_DOWN", "POWER_DOWN", "DOWN", "DRAIN", "FAIL"} & set(node.flags)
 
 
 def node_drained(node: Node) -> bool:
@@ -300,6 +306,11 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                     "DOWN" in (node.state, *node.flags) and node.reason.startswith(RESUME_TIMEOUT_REASON) and \
                     config.pool_of_node(node.name) is not None:
                 out.append(ReturnToService(node.name, node.reason))
+            if node.is_cloud and node.name not in covered and own_reason(node.reason) and settled_idle(node) and \
+                    config.pool_of_node(node.name) is not None:
+                # burstd's reason outlived the lease it was about (a reclaim's "burstd: preempted ..."): the node is
+                # back in the pool, and a stale reason would read as a fault; an admin's reason is left alone
+                out.append(ClearReason(node.name, node.reason))
             if node.is_cloud and node.is_powering_up and node.name not in covered:
                 pool = config.pool_of_node(node.name)
                 if pool is not None:
@@ -401,7 +412,7 @@ def plan_decisions(decisions: Decisions, config: Config, blocked: dict[str, str]
             continue
         out.append(PowerUp(tuple(pool.node_names[: p.count])))  # Slurm picks; we name candidates
     for rel in decisions.release:
-        out.append(PowerDown(rel.node, rel.reason))
+        out.append(PowerDown(rel.node, OWN_REASON + rel.reason))
     return out
 
 

@@ -289,6 +289,9 @@ class CliAdapter(PartitionEdits, AccountingMixin):
     def resume(self, nodes: list[str]) -> None:
         self._update_nodes(nodes, "state=RESUME")
 
+    def clear_reason(self, nodes: list[str]) -> None:
+        self._update_nodes(nodes, "reason=")  # an empty reason clears it (22.05 to 26.05); the state is kept
+
     def power_down(self, nodes: list[str], *, force: bool = False, reason: str = "") -> None:
         if reason:
             check_reason(reason)

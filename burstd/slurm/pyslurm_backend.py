@@ -226,6 +226,11 @@ class PyslurmAdapter(PartitionEdits):
     def resume(self, nodes: list[str]) -> None:
         self._modify_nodes(nodes, state="RESUME")
 
+    def clear_reason(self, nodes: list[str]) -> None:
+        # pyslurm sends "" as NULL (no change); slurmctld stores a blank reason as none (as ``scontrol
+        # update reason=" "`` shows on 22.05)
+        self._modify_nodes(nodes, reason=" ")
+
     def power_down(self, nodes: list[str], *, force: bool = False, reason: str = "") -> None:
         changes: dict[str, Any] = {"state": "POWER_DOWN_FORCE" if force else "POWER_DOWN_ASAP"}
         if reason:

@@ -228,6 +228,9 @@ class RestAdapter(PartitionEdits):
     def resume(self, nodes: list[str]) -> None:
         self._update_node(nodes, {"state": ["RESUME"]}, "resume nodes")
 
+    def clear_reason(self, nodes: list[str]) -> None:
+        self._update_node(nodes, {"reason": ""}, "clear node reasons")
+
     def power_down(self, nodes: list[str], *, force: bool = False, reason: str = "") -> None:
         body: dict[str, Any] = {"state": ["POWER_DOWN_FORCE" if force else "POWER_DOWN_ASAP"]}
         if reason:

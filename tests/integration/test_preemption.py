@@ -39,7 +39,6 @@ for _needed in (
 ):
     if not _needed.exists():
         pytest.skip(f"needs {_needed.relative_to(REPO)} (bed, daemon, train)", allow_module_level=True)
-TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 STEPS = 150
 CKPT_EVERY = 10
 STEP_SLEEP = 0.5
@@ -77,11 +76,12 @@ def _cloud_vms(bed) -> list[str]:
 
 
 def _submit(bed, partition: str, ckpt: Path, log: Path, name: str) -> int:
+    env = bed.job_env()  # the interpreter and torchrun a site installs for its jobs (docs/researchers.md)
     exports = {
         "CKPT_DIR": str(ckpt),
         "NPROC": "2",
-        "PYTHON": sys.executable,
-        "TORCHRUN": TORCHRUN,
+        "PYTHON": str(env.python),
+        "TORCHRUN": str(env.torchrun),
         "PYTHONPATH": str(REPO),
         "GLOO_SOCKET_IFNAME": "eth0",
         "OMP_NUM_THREADS": "1",

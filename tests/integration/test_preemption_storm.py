@@ -5,9 +5,18 @@
    `scancel` (SIGTERM): it checkpoints and stays CANCELLED. Job B, a plain `sleep` that never asked for the
    preemption signal, runs on N too. N is reclaimed with notice: the agent leaves B alone, burstd requeues
    B (and only B) when the VM goes; B completes, A is still CANCELLED with no restart.
-2. A storm: template jobs (single- and multi-node) on every cloud node; half of the nodes reclaimed at once
+2. `scancel` of a multi-node template job on cloud nodes ends it for good, as for the single-node one.
+3. The job user (not root) runs the project's Python on a cloud node from the bed's job environment
+   (``Bed.job_env()``: the project venv here is built from a private interpreter under /root), as a site must
+   provide it (docs/researchers.md "What the site must provide").
+4. The documented way to ask a single-node template job for a checkpoint and a requeue: `scancel --batch
+   --signal=USR1` (a plain `scancel --signal=USR1` signals only job steps, and that template has none).
+5. A storm: template jobs (single- and multi-node) on every cloud node; half of the nodes reclaimed at once
    with notice, then half without (a power-off: SIGKILL to the whole VM). Every job completes bit-identical
-   to an uninterrupted run; the steps each job lost are measured from its log and printed as a table.
+   to an uninterrupted run; the steps each job lost are measured from its log and printed as a table. Once
+   the nodes are back to idle~, burstd has cleared the reasons it left on them.
+
+The jobs run the templates with the bed's job environment (``PYTHON``/``TORCHRUN``), as a site's would.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +39,8 @@ pytestmark = [pytest.mark.bed, pytest.mark.torch, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 SINGLE = REPO / "sbatch_templates" / "torchrun-single-node.sbatch"
 MULTI = REPO / "sbatch_templates" / "torchrun-multi-node.sbatch"
-TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the host's, for the reference runs
+JOB_USER = "burstuser"
 STEPS = 70
 CKPT_EVERY = 10
 STEP_SLEEP = 0.3
@@ -46,6 +57,7 @@ def burst_cluster(slurm_bed):
     d = world_readable_dir("burstd-storm-")
     cfg_path = bed_daemon_config(slurm_bed, d, agent={"poll_interval_s": 1.0},
                                  budget={"default_account_usd": 100000})
+    slurm_bed.job_env()  # built once, before any job needs it
     with running_daemon(slurm_bed, cfg_path, d / "burstd.log"):
         yield slurm_bed, cfg_path, load_config(cfg_path), d
     shutil.rmtree(d, ignore_errors=True)
@@ -59,30 +71,37 @@ def _train_args(steps: int = STEPS) -> str:
             f"--step-sleep {STEP_SLEEP}")
 
 
-def _gated_torchrun(d: Path) -> tuple[Path, Path]:
+def _gated_torchrun(d: Path, torchrun: str) -> tuple[Path, Path]:
     """A torchrun that waits for a gate file of its run (``gate-<SLURM_RESTART_COUNT>``) before it starts: the
     jobs start on their nodes up to 30 s apart (Slurm's tick), so each round opens the gate once they all run,
     they train at once, and the test needs no long step counts to overlap them."""
     gate, wrapper = d / "gate", d / "torchrun-gated"
     wrapper.write_text(f"#!/bin/sh\nwhile [ ! -e {gate}-${{SLURM_RESTART_COUNT:-0}} ]; do sleep 0.2; done\n"
-                       f"exec {TORCHRUN} \"$@\"\n")
+                       f"exec {torchrun} \"$@\"\n")
     wrapper.chmod(0o755)
     return gate, wrapper
 
 
 def _submit_template(bed, template: Path, partition: str, d: Path, name: str, *, nodes: int = 1,
-                     nproc: int = 2, extra: tuple[str, ...] = (), torchrun: str = TORCHRUN) -> tuple[int, Path, Path]:
+                     nproc: int = 2, extra: tuple[str, ...] = (), torchrun: str | None = None,
+                     train_args: str | None = None, user: str | None = None) -> tuple[int, Path, Path]:
+    """Submit a template job that runs the bed's job environment (the interpreter and torchrun a site installs
+    for its job users), as root unless ``user``."""
+    env = bed.job_env()
     ckpt, log = d / f"{name}-ckpt", d / f"{name}.log"
     ckpt.mkdir()
-    exports = {"CKPT_DIR": str(ckpt), "NPROC": str(nproc), "PYTHON": sys.executable, "TORCHRUN": torchrun,
-               "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TRAIN_ARGS": _train_args()}
+    if user:
+        shutil.chown(ckpt, user, user)
+    exports = {"CKPT_DIR": str(ckpt), "NPROC": str(nproc), "PYTHON": str(env.python),
+               "TORCHRUN": torchrun or str(env.torchrun), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+               "TRAIN_ARGS": train_args or _train_args()}
     if nodes > 1:
         exports["GLOO_SOCKET_IFNAME"] = "eth0"
     export = "ALL," + ",".join(f"{k}={v}" for k, v in exports.items())
     # --cpus-per-task from the template (2: one a process, the whole of a bed cloud node) unless overridden
     opts = ["-p", partition, "-N", str(nodes), "--time=20", f"--job-name={name}", f"--output={log}",
             f"--export={export}", *extra]
-    return bed.sbatch(opts, template.read_text()), ckpt, log
+    return bed.sbatch(opts, template.read_text(), user=user), ckpt, log
 
 
 def _state(bed, job: int) -> str:
@@ -118,10 +137,11 @@ def _last_step(log: Path) -> int:
     return max(runs[-1]) if runs and runs[-1] else 0
 
 
-def _preempt(cfg_path: Path, node: str, notice: float) -> None:
-    subprocess.run([sys.executable, "-m", "burstd.cli.app", "preempt", node, "--notice", str(notice),
-                    "-c", str(cfg_path)], capture_output=True, text=True, check=True, cwd=REPO,
-                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+def _preempt(cfg_path: Path, node: str, notice: float) -> str:
+    """``burstctl preempt``; returns what it printed."""
+    return subprocess.run([sys.executable, "-m", "burstd.cli.app", "preempt", node, "--notice", str(notice),
+                           "-c", str(cfg_path)], capture_output=True, text=True, check=True, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO))).stdout
 
 
 def _complete_checkpoints(ckpt: Path) -> list[int]:
@@ -183,6 +203,92 @@ def test_cancelled_job_stays_cancelled_and_the_plain_job_running_there_is_requeu
                 bed.run(["scancel", str(j)], check=False)
 
 
+def test_scancel_of_a_multi_node_template_job_on_cloud_nodes_ends_it_for_good(burst_cluster):
+    bed, _cfg_path, _cfg, d = burst_cluster
+    d = d / "cancel-multi"
+    d.mkdir()
+    job, ckpt, log = _submit_template(bed, MULTI, bed.cloud_partition, d, "mc", nodes=2, nproc=1,
+                                      extra=("--cpus-per-task=1",))
+    try:
+        bed.wait_for(lambda: _state(bed, job) == "RUNNING", 240, "the 2-node job to run on cloud nodes")
+        nodes = _nodes(bed, job)
+        assert len(nodes) == 2 and set(nodes) <= set(bed.cloud_nodes), nodes
+        bed.wait_for(lambda: _last_step(log) >= 3, 180, "the 2-node job to train on the cloud nodes")
+
+        bed.run(["scancel", str(job)])  # SIGTERM to the steps and the batch shell: a cancel
+        bed.wait_for(lambda: _state(bed, job) in ENDED, 90, "the job to end")
+        text = bed.wait_for(lambda: "cancelled: not requeueing" in log.read_text() and log.read_text(), 30,
+                            "the script to see the cancel")
+        assert "requeueing job" not in text
+        assert _complete_checkpoints(ckpt), "the cancelled training still saves its checkpoint"
+        # past the requeue delay (cred_expire + 1 s) it is still cancelled, and never ran again
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert _state(bed, job) == "CANCELLED" and _restarts(bed, job) == 0, bed.job(job)
+            time.sleep(1)
+        assert len(_steps_by_run(log)) == 1, "the cancelled job ran again"
+    finally:
+        bed.run(["scancel", str(job)], check=False)
+
+
+def test_the_job_user_trains_on_a_cloud_node_with_the_beds_job_environment(burst_cluster):
+    """burstuser's sbatch job (single-node template) runs torchrun and burstd.train from ``Bed.job_env()``; the
+    project's own venv (built from a private interpreter under /root here) would fail with exit 126."""
+    bed, _cfg_path, _cfg, _d = burst_cluster
+    env = bed.job_env()
+    d = bed.workdir(JOB_USER) / f"jobenv-{os.getpid()}"
+    d.mkdir()
+    shutil.chown(d, JOB_USER, JOB_USER)
+    probe = bed.run([str(env.python), "-c", "import torch, burstd.train; print('ok')"], user=JOB_USER, check=False)
+    assert probe.returncode == 0 and probe.stdout.strip() == "ok", probe
+    job, ckpt, log = _submit_template(bed, SINGLE, bed.cloud_partition, d, "user", nproc=1,
+                                      extra=("--cpus-per-task=1",), user=JOB_USER,
+                                      train_args=f"-m burstd.train.example --steps 3 --seed {SEED} --ckpt-every 2")
+    try:
+        state = bed.wait_for(lambda: _state(bed, job) in ENDED and _state(bed, job), 300, "the user's job to end")
+        text = log.read_text(errors="replace")
+        assert state == "COMPLETED", text[-3000:]
+        assert bed.job(job).get("UserId", "").startswith(f"{JOB_USER}("), bed.job(job)
+        assert _nodes(bed, job) == [] or set(_nodes(bed, job)) <= set(bed.cloud_nodes)
+        assert re.search(r"job \d+ run 1 on cloud\d+,", text), text[-2000:]
+        assert _steps_by_run(log) == [[1, 2, 3]] and "training finished" in text
+        final = ckpt / "final.pt"
+        assert final.exists() and final.owner() == JOB_USER
+        assert _complete_checkpoints(ckpt) == [2], "the periodic checkpoint, written as the job user"
+    finally:
+        bed.run(["scancel", str(job)], check=False)
+
+
+def test_scancel_batch_usr1_checkpoints_and_requeues_a_single_node_template_job(burst_cluster):
+    """What docs/researchers.md says: `scancel --batch --signal=USR1 JOBID` (to the batch shell, whose trap passes it
+    to torchrun) checkpoints and requeues the single-node template's job; a plain `scancel --signal=USR1 JOBID`
+    signals only job steps, and this job has none, so nothing happens."""
+    bed, _cfg_path, _cfg, d = burst_cluster
+    d = d / "usr1"
+    d.mkdir()
+    job, ckpt, log = _submit_template(bed, SINGLE, bed.onprem_partition, d, "usr1", nproc=1,
+                                      extra=("--cpus-per-task=1",))
+    try:
+        bed.wait_for(lambda: _last_step(log) >= CKPT_EVERY + 2, 180, "the job to train past a checkpoint")
+        bed.run(["scancel", "--signal=USR1", str(job)])
+        time.sleep(5)
+        assert _state(bed, job) == "RUNNING" and _restarts(bed, job) == 0
+        assert "got USR1" not in log.read_text(), "a plain scancel --signal reached the batch shell"
+
+        bed.run(["scancel", "--batch", "--signal=USR1", str(job)])
+        bed.wait_for(lambda: _restarts(bed, job) >= 1, 60, "the job to checkpoint and requeue itself")
+        text = log.read_text(errors="replace")
+        assert "got USR1 (preemption)" in text and "requeueing job" in text
+        stop = max(_complete_checkpoints(ckpt))
+        assert stop > CKPT_EVERY and stop - max(_steps_by_run(log)[0]) in (0, -1)  # the step it stopped at
+        state = bed.wait_for(lambda: _state(bed, job) in ENDED and _state(bed, job), 240, "the requeued job to finish")
+        assert state == "COMPLETED", log.read_text()[-3000:]
+        runs = _steps_by_run(log)
+        assert len(runs) == 2 and min(runs[1]) == stop + 1 and max(runs[1]) == STEPS, runs
+    finally:
+        bed.run(["scancel", str(job)], check=False)
+
+
 def _reference(d: Path, name: str, nproc: int) -> tuple[subprocess.Popen, Path]:
     """An uninterrupted run of the same training on the host (no sleep between steps: the sleep changes no
     weight), ``nproc`` ranks: the world size of the cloud job it stands for."""
@@ -204,7 +310,7 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
     d.mkdir()
     os.chmod(d, 0o755)
     refs = {2: _reference(d, "ref-w2", 2), 4: _reference(d, "ref-w4", 4)}
-    gate, torchrun = _gated_torchrun(d)
+    gate, torchrun = _gated_torchrun(d, str(bed.job_env().torchrun))
     jobs = {  # name -> (job id, ckpt, log, world size); two single-node jobs and one 2-node job: 4 cloud nodes
         name: (*_submit_template(bed, tpl, bed.cloud_partition, d, name, nodes=n, torchrun=str(torchrun)), 2 * n)
         for name, tpl, n in (("s1", SINGLE, 1), ("s2", SINGLE, 1), ("m", MULTI, 2))
@@ -238,7 +344,8 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
                      "s1 and m to train again past a periodic checkpoint")
         victims = [_nodes(bed, jobs["s1"][0])[0], _nodes(bed, jobs["m"][0])[0]]
         for node in victims:
-            _preempt(cfg_path, node, 0)
+            said = " ".join(_preempt(cfg_path, node, 0).split())
+            assert f"node {node} " in said and "powered off without notice" in said and "notice given" not in said
         for job, _ckpt, log, _ in jobs.values():
             state = bed.wait_for(lambda job=job: _state(bed, job) in ENDED and _state(bed, job), 600,
                                  "every job to complete")
@@ -265,6 +372,13 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
         assert "preempted: the provider reclaimed the instance" in daemon_log
         assert "instance vanished" not in daemon_log
         assert not [n for n in bed.cloud_nodes if "vanished" in bed.node(n).get("Reason", "")]
+        # back to idle~, the nodes carry none of burstd's reasons from the reclaims ("burstd: preempted ...")
+        left = bed.wait_for(lambda: all("POWERED_DOWN" in bed.node(n).get("State", "") for n in bed.cloud_nodes)
+                            and {n: bed.node(n).get("Reason", "") for n in bed.cloud_nodes}, 240,
+                            "every cloud node to be powered down again")
+        bed.wait_for(lambda: not [n for n in bed.cloud_nodes if bed.node(n).get("Reason", "").startswith("burstd")],
+                     60, f"burstd to clear its stale reasons (were {left})")
+        assert "stale node reason cleared" in (root / "burstd.log").read_text(errors="replace")
     finally:
         for j in ids:
             bed.run(["scancel", str(j)], check=False)

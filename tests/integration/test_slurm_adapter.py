@@ -244,6 +244,11 @@ def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
         cli.power_down([node], force=True, reason="burstd test")
         slurm_bed.wait_for(lambda: f" suspend {node}" in _log_since(slurm_bed, mark), 40, "the suspend hook")
         slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
+    # the power-down's reason outlives it on the idle~ node; clearing it leaves the node as it is
+    assert cli.snapshot().node(node).reason == "burstd test"
+    cli.clear_reason([node])
+    after = cli.snapshot().node(node)
+    assert after.reason == "" and after.is_powered_down and after.state == "IDLE", after
     cli.set_node_address(node, "10.250.0.9", node)
     assert cli.snapshot().node(node).address == "10.250.0.9"
     cli.set_node_address(node, node, node)

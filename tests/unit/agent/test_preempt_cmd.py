@@ -56,3 +56,14 @@ def test_negative_notice_is_refused(tmp_path):
     cfg.write_text(CONFIG)
     r = CliRunner().invoke(app, ["preempt", "cloud1", "--notice", "-5", "-c", str(cfg)])
     assert r.exit_code == 2
+
+
+def test_notice_zero_says_the_vm_was_powered_off_without_notice():
+    from burstd.cli.preempt_cmd import preempt_message
+
+    off = preempt_message("cloud2", "sl-cloud2", 0, 1_800_000_000.0, 1_800_000_000.0)
+    assert off == "node cloud2 (netns sl-cloud2): powered off without notice at 2027-01-15T08:00:00Z"
+    assert "notice given" not in off
+    given = preempt_message("cloud2", "sl-cloud2", 30, 1_800_000_030.0, 1_800_000_000.0)
+    assert given == ("node cloud2 (netns sl-cloud2): preemption notice given, reclaimed at 2027-01-15T08:00:30Z "
+                     "(in 30 s)")

@@ -247,10 +247,18 @@ class FakeAdapter:
         self.calls.append(("power_down", tuple(nodes), force))
         for n in nodes:
             if n in self.nodes:
-                self.nodes[n] = replace(self.nodes[n], state="IDLE", flags=("CLOUD", "POWERED_DOWN"))
+                # Slurm keeps the reason given with the power-down once the node is powered down
+                self.nodes[n] = replace(self.nodes[n], state="IDLE", flags=("CLOUD", "POWERED_DOWN"),
+                                        reason=reason or self.nodes[n].reason)
 
     def power_up(self, nodes):
         self.calls.append(("power_up", tuple(nodes)))
+
+    def clear_reason(self, nodes):
+        self.calls.append(("clear_reason", tuple(nodes)))
+        for n in nodes:
+            if n in self.nodes:
+                self.nodes[n] = replace(self.nodes[n], reason="")
 
     def resume(self, nodes):
         self.calls.append(("resume", tuple(nodes)))

@@ -6,7 +6,7 @@ import pytest
 
 from burstd.config import parse_config
 from burstd.daemon.actions import (
-    Adopt, Close, CreateLease, Fail, Launch, MarkReady, Refuse, Terminate, TerminateOrphan,
+    Adopt, ClearReason, Close, CreateLease, Fail, Launch, MarkReady, Refuse, Terminate, TerminateOrphan,
 )
 from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import World, plan_launches, plan_leases, plan_orphans
@@ -339,3 +339,49 @@ def test_cloud_node_left_down_by_a_failed_power_up_is_returned_once_its_vm_is_go
     assert adapter.calls.count(("resume", ("cloud1",))) == 1  # back in the pool, powered down
     assert adapter.nodes["cloud1"].state == "IDLE" and adapter.nodes["cloud1"].is_powered_down
     assert ("resume", ("cloud2",)) not in adapter.calls  # an admin's DOWN is theirs
+
+
+def test_reclaimed_node_back_to_idle_loses_burstd_reason_but_an_admins_reason_stays(env):
+    clock, store, adapter, provider, rec = env
+    rec.request_resume(["cloud1"], {"cloud1": (3,)})
+    rec.cycle()
+    adapter.set_node("cloud1", "ALLOCATED")
+    adapter.add_job(3, "RUNNING", "cloud1")
+    adapter.nodes["cloud2"] = Node("cloud2", "IDLE", ("CLOUD", "POWERED_DOWN"), reason="admin: keep off, bad NIC")
+    clock.advance(5)
+    rec.cycle()
+    provider.instances.clear()  # the VM is gone
+    clock.advance(5)
+    rec.cycle()
+    # burstd powered the node down with its own reason, which Slurm keeps on the idle~ node
+    assert adapter.nodes["cloud1"].reason.startswith("burstd: ") and adapter.nodes["cloud1"].is_powered_down
+    assert ("clear_reason", ("cloud1",)) not in adapter.calls  # not while the failed lease is open
+    rec.cycle()
+    rec.cycle()
+    assert states(store) == {"cloud1": S.TERMINATED}
+    assert adapter.calls.count(("clear_reason", ("cloud1",))) == 1 and adapter.nodes["cloud1"].reason == ""
+    assert ("clear_reason", ("cloud2",)) not in adapter.calls
+    assert adapter.nodes["cloud2"].reason == "admin: keep off, bad NIC"
+
+
+@pytest.mark.parametrize("node, lease, cleared", [
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERED_DOWN"), reason="burstd: preempted: the provider reclaimed the "
+                                                               "instance"), None, True),
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERED_DOWN"), reason="burstd refused: bursting is paused"), None, True),
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERED_DOWN"), reason="burstd-preempt: terminate at 2026-11-22T00:31:07Z "
+                                                               "(local)"), None, True),
+    # an admin's reason, even one that mentions burstd
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERED_DOWN"), reason="maintenance (burstd: later)"), None, False),
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERED_DOWN"), reason="burstd:no-space"), None, False),
+    # a lease still owns the node, or it is not settled yet, or out of service (the reason says why)
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERED_DOWN"), reason="burstd: x"), _lease(S.FAILED), False),
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERING_DOWN"), reason="burstd: x"), None, False),
+    (Node("cloud1", "IDLE", ("CLOUD", "POWERED_DOWN", "DRAIN"), reason="burstd: x"), None, False),
+    (Node("cloud1", "DOWN", ("CLOUD", "POWERED_DOWN"), reason="burstd: x"), None, False),
+    (Node("cloud1", "IDLE", ("CLOUD",), reason="burstd: x"), None, False),  # up: not back in the pool yet
+    (Node("onprem1", "IDLE", ("POWERED_DOWN",), reason="burstd: x"), None, False),  # not a cloud node
+])
+def test_plan_clears_only_burstd_reasons_on_powered_down_idle_cloud_nodes(node, lease, cleared):
+    world = World(NOW, NOW, Snapshot(taken_at=NOW, nodes=(node,)), {"local": ()}, (lease,) if lease else ())
+    clears = [a for a in plan_leases(world, CFG) if isinstance(a, ClearReason)]
+    assert clears == ([ClearReason(node.name, node.reason)] if cleared else [])

@@ -185,6 +185,7 @@ ACTIONS = [
     (lambda a: a.drain(["c1", "c[2-3]"], "spot reclaim at 12:00; $(no)"),
      [["scontrol", "update", "nodename=c1,c[2-3]", "state=DRAIN", "reason=spot reclaim at 12:00; $(no)"]]),
     (lambda a: a.resume(["c1"]), [["scontrol", "update", "nodename=c1", "state=RESUME"]]),
+    (lambda a: a.clear_reason(["c1"]), [["scontrol", "update", "nodename=c1", "reason="]]),
     (lambda a: a.power_down(["c1"], force=True, reason="preempted"),
      [["scontrol", "update", "nodename=c1", "state=POWER_DOWN_FORCE", "reason=preempted"]]),
     (lambda a: a.power_down(["c1"]), [["scontrol", "update", "nodename=c1", "state=POWER_DOWN_ASAP"]]),

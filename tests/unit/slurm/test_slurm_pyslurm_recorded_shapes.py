@@ -180,6 +180,7 @@ def test_recorded_shapes_actions(recorded):
     a.drain(["c1"], "maintenance window")
     a.power_down(["c2"], force=True)
     a.set_node_address("c3", "10.0.0.3", "vm3")
+    a.clear_reason(["c4"])
     assert module.calls == [
         ("Job.modify", 10, {"partitions": ["onprem"]}),
         ("Job.requeue", 6),
@@ -187,6 +188,7 @@ def test_recorded_shapes_actions(recorded):
         ("Node.modify", "c1", {"state": "DRAIN", "reason": "maintenance window"}),
         ("Node.modify", "c2", {"state": "POWER_DOWN_FORCE"}),
         ("Node.modify", "c3", {"address": "10.0.0.3", "hostname": "vm3"}),
+        ("Node.modify", "c4", {"reason": " "}),  # pyslurm sends "" as "no change"
     ]
 
 

@@ -130,6 +130,7 @@ def test_add_partition_reads_the_job_first(token_file):
         (lambda a: a.drain(["c1"], "maintenance window"), "POST", "/slurm/v0.0.45/node/c1",
          {"state": ["DRAIN"], "reason": "maintenance window"}, {}),
         (lambda a: a.resume(["c[1-2]"]), "POST", "/slurm/v0.0.45/node/c%5B1-2%5D", {"state": ["RESUME"]}, {}),
+        (lambda a: a.clear_reason(["c1"]), "POST", "/slurm/v0.0.45/node/c1", {"reason": ""}, {}),
         (lambda a: a.power_down(["c1"], force=True), "POST", "/slurm/v0.0.45/node/c1",
          {"state": ["POWER_DOWN_FORCE"]}, {}),
         (lambda a: a.power_up(["c3"]), "POST", "/slurm/v0.0.45/node/c3", {"state": ["POWER_UP"]}, {}),
