@@ -52,5 +52,19 @@ class AccountingMixin:
         return jobs
 
 
+class NoSlurmdbd:
+    """The answers of a backend that cannot read slurmdbd (rest, pyslurm): no accounting, so budgets fall back
+    to burstd's own view of accounts and ``spend --reconcile`` is refused with a clear reason."""
+
+    def accounting_enabled(self) -> bool:
+        return False
+
+    def accounts(self) -> set[str] | None:
+        return None
+
+    def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
+        return []
+
+
 def _epoch(text: str) -> float | None:
     return float(text) if text.isdigit() else None  # SLURM_TIME_FORMAT=%s; "Unknown"/"None" otherwise
