@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
@@ -65,6 +66,18 @@ def test_garbage_trace_and_unknown_policy_are_clear_errors(tmp_path):
     assert r.exit_code == 1 and "site.swf:82" in r.output and "18 fields" in r.output
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--policy", "cheapest"])
     assert r.exit_code == 1 and "unknown policy cheapest" in r.output
+
+
+@pytest.mark.parametrize("body", ["", "; MaxProcs: 32\n; a header and no job\n"])
+def test_simulate_on_an_empty_trace_exits_non_zero_naming_the_file(tmp_path, body):
+    """An empty trace is an error on the command line too, not an empty report with exit 0 (issue 9 item 11)."""
+    trace = tmp_path / "empty.swf"
+    trace.write_text(body)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json",
+                                 "--spot-traces", str(calm_spot_traces(tmp_path / "spot"))])
+    assert r.exit_code == 1, r.output
+    assert "empty.swf" in r.stderr and "no jobs to simulate" in r.stderr
+    assert r.stdout == ""  # no report a script could mistake for a result
 
 
 def test_missing_spot_traces_are_a_clear_error(tmp_path):
