@@ -87,19 +87,6 @@ def test_missing_spot_traces_are_a_clear_error(tmp_path):
     assert r.exit_code == 1 and "no spot traces under" in r.output
 
 
-def test_the_frontier_is_judged_on_cost_and_mean_jct_not_first_start_wait():
-    from burstd.simulate.report import frontier
-
-    rows = {
-        "never": {"cloud_cost_usd": 0.0, "jct_mean_s": 9000.0, "wait_mean_s": 5000.0},
-        "cheap-fast": {"cloud_cost_usd": 10.0, "jct_mean_s": 4000.0, "wait_mean_s": 900.0},
-        # shows less wait than cheap-fast but is dearer and slower to complete: dominated
-        "spot-restarts": {"cloud_cost_usd": 12.0, "jct_mean_s": 4500.0, "wait_mean_s": 50.0},
-        "dear-fastest": {"cloud_cost_usd": 30.0, "jct_mean_s": 3000.0, "wait_mean_s": 100.0},
-    }
-    assert frontier(rows) == ["never", "cheap-fast", "dear-fastest"]
-
-
 def test_market_on_demand_puts_every_pool_on_demand(tmp_path):
     trace = tmp_path / "site.swf"
     trace.write_text(SWF)
