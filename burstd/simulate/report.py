@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from burstd.config import Config
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
@@ -61,7 +62,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
             results = list(ex.map(_one, tasks))
     else:
         results = [_one(t) for t in tasks]
-    out = {
+    out: dict[str, Any] = {
         "trace": str(path), "format": info.format, "jobs_read": len(jobs), "skipped": info.skipped,
         "skip_reasons": dict(info.skip_reasons), "onprem_units": setup.onprem_units,
         "onprem_units_per_node": setup.units_per_node, "checkpoint_share": setup.checkpoint_share,

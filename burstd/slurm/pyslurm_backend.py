@@ -31,7 +31,7 @@ from burstd.slurm.cli import ADDRESS_RE, _hostlist, _job_id, _signal
 
 def import_pyslurm() -> ModuleType:
     try:
-        import pyslurm  # type: ignore[import-not-found]
+        import pyslurm
     except ImportError as exc:
         raise SlurmError(
             f"slurm.backend = \"pyslurm\" but pyslurm cannot be imported ({exc}); install the pyslurm release that "
