@@ -78,7 +78,8 @@ def cpu_site_pools(cpus_per_node: int) -> list[dict]:
 
 
 def default_site(gpu: bool, cpus_per_node: int = 8) -> Config:
-    data: dict[str, Any] = {**(GPU_SITE if gpu else {"pools": cpu_site_pools(cpus_per_node)}), **SITE_DEFAULTS}
+    pools = GPU_SITE if gpu else {"pools": cpu_site_pools(cpus_per_node)}
+    data: dict[str, Any] = {**pools, **SITE_DEFAULTS}
     data["policy"] = {**data["policy"], "waiting": {**data["policy"]["waiting"],
                                                      "burstd_min_wait_s": SITE_BURSTD_MIN_WAIT_S[gpu]}}
     return parse_config(data, "<built-in simulate site>")

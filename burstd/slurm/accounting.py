@@ -49,7 +49,8 @@ class AccountingMixin:
             try:
                 hosts = () if nodelist in ("", "None assigned") else tuple(expand(nodelist))
             except HostlistError as exc:
-                raise SlurmError(f"sacct printed a node list burstd cannot read for job {jid}: {exc}") from None
+                raise SlurmError(f"sacct printed a node list burstd cannot read for job {jid}: {exc}") \
+                    from None
             jobs.append(SacctJob(job_id=int(jid.split("_")[0].split("+")[0]), account=account, user=user,
                                  nodes=hosts, state=state.split()[0] if state else "",
                                  start=_epoch(start), end=_epoch(end)))

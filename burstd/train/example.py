@@ -72,7 +72,7 @@ def average_gradients(params: list[nn.Parameter], world: int) -> None:
     grads = []
     for p in params:
         if p.grad is None:
-            raise ValueError("every parameter needs its gradient here: call average_gradients after backward()")
+            raise ValueError("every parameter needs its gradient: call average_gradients after backward()")
         grads.append(p.grad)
     flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat)

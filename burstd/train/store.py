@@ -112,7 +112,8 @@ class CheckpointStore:
         """A location a human (or fsspec) can use: the URL for object stores."""
         if self.is_local:
             return self.join(*parts)
-        protocol = self._remote.protocol if isinstance(self._remote.protocol, str) else self._remote.protocol[0]
+        protocol = self._remote.protocol
+        protocol = protocol if isinstance(protocol, str) else protocol[0]
         return f"{protocol}://{self.join(*parts)}"
 
     # ---- primitives --------------------------------------------------------------------------------------

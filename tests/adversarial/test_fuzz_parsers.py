@@ -278,9 +278,9 @@ gcp_answer = st.tuples(
 @FUZZ
 @given(st.lists(gcp_answer, min_size=1, max_size=4), st.floats(0, 600))
 def test_gcp_metadata_answers_give_a_notice_slurm_accepts_or_a_watch_error(answers, notice_s):
-    """GCP's ``instance/preempted`` answers (any status, body and ETag, from a cloud or from root on a compromised
-    node), polled in turn: each poll gives notices whose drain reason Slurm accepts, or WatchError; the next
-    long poll still goes out whatever ETag came back."""
+    """GCP's ``instance/preempted`` answers (any status, body and ETag, from a cloud or from root on a
+    compromised node), polled in turn: each poll gives notices whose drain reason Slurm accepts, or WatchError;
+    the next long poll still goes out whatever ETag came back."""
     pending = list(answers)
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -306,18 +306,19 @@ def test_gcp_metadata_answers_give_a_notice_slurm_accepts_or_a_watch_error(answe
 hostile_number = st.builds(
     lambda n, unit: n + unit,
     st.one_of(
-        st.sampled_from(["inf", "-inf", "nan", "Infinity", "1e400", "-1e400", "1e308", "\u00b2", "\u0663", "1_000",
-                         "0x10", " 7 ", "", "N/A", "(null)", "UNLIMITED", "4294967294", "18446744073709551614",
-                         "-1", "0", "1.5", "1-", "1-2-3", ":", "1::"]),
+        st.sampled_from(["inf", "-inf", "nan", "Infinity", "1e400", "-1e400", "1e308", "\u00b2", "\u0663",
+                         "1_000", "0x10", " 7 ", "", "N/A", "(null)", "UNLIMITED", "4294967294",
+                         "18446744073709551614", "-1", "0", "1.5", "1-", "1-2-3", ":", "1::"]),
         st.integers(1, 6000).map(lambda n: "9" * n),
         st.integers(-(2**80), 2**80).map(str),
         st.floats().map(repr),
     ),
     st.sampled_from(["", "", "K", "M", "G", "T", "P", "x", ":1", "-1:00:00", "(S:0-1)"]),
 )
-hostile_scalar = st.one_of(hostile_number, st.floats(), st.integers(-(2**80), 2**80),
+big_int = st.integers(-(2**80), 2**80)
+hostile_scalar = st.one_of(hostile_number, st.floats(), big_int,
                            st.fixed_dictionaries({"set": st.booleans(), "infinite": st.booleans(),
-                                                  "number": st.one_of(st.floats(), st.integers(-(2**80), 2**80))}))
+                                                  "number": st.one_of(st.floats(), big_int)}))
 
 
 @FUZZ
@@ -361,7 +362,8 @@ def _leaves(doc, prefix=()):
 @given(st.data())
 def test_sinfo_and_scontrol_node_listings_with_hostile_values_read_or_raise_slurm_error(data):
     """sinfo --json (per-node and grouped), scontrol show nodes --json and slurmrestd /nodes, with numbers and
-    states replaced by hostile ones (a JSON ``1e400`` reads as infinity): nodes, or SlurmError, nothing else."""
+    states replaced by hostile ones (a JSON ``1e400`` reads as infinity): nodes, or SlurmError, nothing
+    else."""
     path = data.draw(st.sampled_from(NODE_SEEDS))
     doc = json.loads(path.read_text())
     leaves = list(_leaves(doc))
@@ -377,12 +379,14 @@ def test_sinfo_and_scontrol_node_listings_with_hostile_values_read_or_raise_slur
     except SlurmError as exc:
         assert "malformed Slurm" in str(exc)
         return
-    assert all(isinstance(n.name, str) and isinstance(n.cpus, int) and isinstance(n.memory_mb, int) for n in nodes)
+    assert all(isinstance(n.name, str) and isinstance(n.cpus, int) and isinstance(n.memory_mb, int)
+               for n in nodes)
 
 
 @FUZZ
 @given(st.dictionaries(st.sampled_from(["PartitionName", "Nodes", "State", "MaxTime", "Default", "TotalCPUs",
-                                        "TotalNodes"]), hostile_number.filter(lambda s: " " not in s), min_size=1))
+                                        "TotalNodes"]),
+                       hostile_number.filter(lambda s: " " not in s), min_size=1))
 def test_scontrol_partition_text_with_hostile_numbers_parses_or_raises_slurm_error(kv):
     try:
         parts = parse.partitions_from_scontrol_text(" ".join(f"{k}={v}" for k, v in kv.items()))
@@ -397,21 +401,22 @@ SQUEUE_BASE = dict(
     Account="physics", Partition="onprem", QOS="normal", PriorityLong="1000", SubmitTime="1795301514",
     EligibleTime="1795301514", StartTime="N/A", EndTime="N/A", TimeLimit="1:00:00", NodeList="",
     NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
-    **{"tres-per-node": "gres/gpu:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING", Reason="Resources",
-    RestartCnt="0", Comment="hello", Name="train",
+    **{"tres-per-node": "gres/gpu:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING",
+    Reason="Resources", RestartCnt="0", Comment="hello", Name="train",
 )
 
 
 @FUZZ
 @given(st.dictionaries(st.sampled_from(squeue_text.SQUEUE_TEXT_FIELDS),
-                       st.one_of(hostile_number, hostile_number.map(lambda v: f"mem={v},cpu={v}")), min_size=1,
-                       max_size=5))
+                       st.one_of(hostile_number, hostile_number.map(lambda v: f"mem={v},cpu={v}")),
+                       min_size=1, max_size=5))
 def test_squeue_text_records_with_hostile_numbers_parse_or_ask_for_json(over):
     """A record that splits cleanly but whose numbers are hostile (the fast squeue path): a Job, or
     TextParseError so the adapter reads squeue --json instead; never another exception."""
     nonce = "0123456789abcdef"
     values = {**SQUEUE_BASE, **over}
-    out = squeue_text.FIELD_SEP.join(values[f] for f in squeue_text.SQUEUE_TEXT_FIELDS) + squeue_text.RECORD_END
+    record = squeue_text.FIELD_SEP.join(values[f] for f in squeue_text.SQUEUE_TEXT_FIELDS)
+    out = record + squeue_text.RECORD_END
     try:
         jobs = squeue_text.jobs_from_squeue_text(out + nonce + "\n", nonce=nonce)
     except squeue_text.TextParseError:
@@ -419,7 +424,8 @@ def test_squeue_text_records_with_hostile_numbers_parse_or_ask_for_json(over):
     assert len(jobs) == 1 and 0 < jobs[0].job_id < 2**32
 
 
-sacct_field = st.one_of(hostile_number, st.text(max_size=12).map(lambda s: s.replace("|", "").replace("\n", "")))
+sacct_field = st.one_of(hostile_number,
+                        st.text(max_size=12).map(lambda s: s.replace("|", "").replace("\n", "")))
 
 
 @FUZZ

@@ -1,5 +1,6 @@
-"""``burstctl demo`` cleans up after itself: its working folder (``burstd-demo-*`` under the temp dir: config,
-database, daemon log) is removed at the end, also when the demo stops early; ``--keep`` leaves it (issue 14)."""
+"""``burstctl demo`` cleans up after itself: its working folder (``burstd-demo-*`` under the temp dir:
+config, database, daemon log) is removed at the end, also when the demo stops early; ``--keep`` leaves it
+(issue 14)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ def test_the_munge_secret_is_readable_only_tagged_for_this_cluster_from_its_vpc(
     """What docs/security.md promises: a read needs the secret tagged for this cluster and credentials of an
     instance in the cluster's VPC (a copied node credential used elsewhere reads nothing)."""
     node = json.loads((REPO / "docs/aws-iam-policy.json").read_text())["instance_role"]
-    reads = [st for st in node["Statement"] if st["Action"] in ("secretsmanager:GetSecretValue", "ssm:GetParameter")]
+    reads = [st for st in node["Statement"]
+             if st["Action"] in ("secretsmanager:GetSecretValue", "ssm:GetParameter")]
     assert len(reads) == 2
     for st in reads:
         assert st["Condition"]["StringEquals"] == {"aws:ResourceTag/burstd:cluster": "CLUSTER_ID",

@@ -1,5 +1,5 @@
-"""The simulate report (burstd/simulate/report.py): which policies are on the cost-versus-JCT frontier, and the
-frontier plot that shows them."""
+"""The simulate report (burstd/simulate/report.py): which policies are on the cost-versus-JCT frontier, and
+the frontier plot that shows them."""
 
 from __future__ import annotations
 

@@ -70,7 +70,8 @@ def test_garbage_trace_and_unknown_policy_are_clear_errors(tmp_path):
 
 @pytest.mark.parametrize("body", ["", "; MaxProcs: 32\n; a header and no job\n"])
 def test_simulate_on_an_empty_trace_exits_non_zero_naming_the_file(tmp_path, body):
-    """An empty trace is an error on the command line too, not an empty report with exit 0 (issue 9 item 11)."""
+    """An empty trace is an error on the command line too, not an empty report with exit 0 (issue 9,
+    item 11)."""
     trace = tmp_path / "empty.swf"
     trace.write_text(body)
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json",
