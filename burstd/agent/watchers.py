@@ -39,6 +39,7 @@ class WatchError(Exception):
 
 class Watcher(Protocol):
     source: str
+    base_url: str  # named in the agent's start-up log line
 
     def poll(self) -> list[Notice]: ...
 

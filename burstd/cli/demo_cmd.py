@@ -14,12 +14,14 @@ prints one plain progress line per change instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -42,6 +44,18 @@ def _bed(slurm_release: str | None = None):
     if slurm_release:
         overrides["slurm_release"] = slurm_release
     return Bed(BedConfig.from_env(None, **overrides))
+
+
+@contextlib.contextmanager
+def working_folder(keep: bool) -> Iterator[Path]:
+    """The demo's working folder (daemon config, SQLite database, daemon log) under the temp dir: removed on
+    the way out, whatever happened, unless ``keep`` (the demo then names it)."""
+    work = Path(tempfile.mkdtemp(prefix="burstd-demo-"))
+    try:
+        yield work
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _daemon_config(bed, work: Path, min_wait_s: float) -> Path:
@@ -108,25 +122,6 @@ def summary_table(summary: dict) -> Table:
     return t
 
 
-def host_of_jobs(bed, user: str, ids: list[int]) -> dict[int, str]:
-    """Where each job ran: the first word of its output (the script prints ``hostname``)."""
-    workdir = bed.workdir(user)
-    hosts = {}
-    for j in ids:
-        out = workdir / f"demo-{j}.out"
-        hosts[j] = out.read_text().split()[0] if out.exists() and out.read_text().strip() else ""
-    return hosts
-
-
-def leaked(bed, provider) -> int:
-    """VMs still up: listed by the provider, plus cloud namespaces it does not list."""
-    from burstd.providers.local import netns
-
-    alive = [i for i in provider.list_instances() if not i.is_gone]
-    left_ns = sorted(netns.list_netns() & {f"{bed.netns_prefix}{n}" for n in bed.cloud_nodes})
-    return len(alive) + len([n for n in left_ns if n not in {i.extra.get("netns") for i in alive}])
-
-
 class _Watch:
     """The live table on a terminal; plain progress lines (printed when something changes) anywhere else."""
 
@@ -153,6 +148,25 @@ class _Watch:
             self.last = line
 
 
+def host_of_jobs(bed, user: str, ids: list[int]) -> dict[int, str]:
+    """Where each job ran: the first word of its output (the script prints ``hostname``)."""
+    workdir = bed.workdir(user)
+    hosts = {}
+    for j in ids:
+        out = workdir / f"demo-{j}.out"
+        hosts[j] = out.read_text().split()[0] if out.exists() and out.read_text().strip() else ""
+    return hosts
+
+
+def leaked(bed, provider) -> int:
+    """VMs still up: listed by the provider, plus cloud namespaces it does not list."""
+    from burstd.providers.local import netns
+
+    alive = [i for i in provider.list_instances() if not i.is_gone]
+    left_ns = sorted(netns.list_netns() & {f"{bed.netns_prefix}{n}" for n in bed.cloud_nodes})
+    return len(alive) + len([n for n in left_ns if n not in {i.extra.get("netns") for i in alive}])
+
+
 def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
@@ -163,16 +177,16 @@ def register(app: typer.Typer) -> None:
         as_json: str = typer.Option(None, "--json", help="write the summary to this file"),
         keep: bool = typer.Option(False, "--keep",
                                   help="leave the test bed up and keep the working folder (named at the end)"),
+        ha: bool = typer.Option(False, "--ha", help="two daemons on a throwaway PostgreSQL; the leader is "
+                                "SIGKILLed mid-storm (docs/ha.md)"),
         timeout: float = typer.Option(600, "--timeout", help="give up after this many seconds"),
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (a Debian chroot the bed builds)"),
-        ha: bool = typer.Option(False, "--ha", help="two daemons on a throwaway PostgreSQL; the leader is "
-                                "SIGKILLed mid-storm (docs/ha.md)"),
     ) -> None:
         """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
         if os.geteuid() != 0:
             fail("the demo needs root: it creates network namespaces and runs slurmctld/slurmd")
-        from burstd.config import load_config
+        from burstd.config import ConfigError, load_config
         from burstd.daemon.client import ApiClient
         from burstd.daemon.runner import DaemonProcess
         from burstd.daemon.wiring import make_providers
@@ -185,81 +199,87 @@ def register(app: typer.Typer) -> None:
                       f"{len(bed.onprem_nodes)} on-prem nodes, {len(bed.cloud_nodes)} CLOUD nodes)...")
         bed.up()
         bed.reset_cloud_nodes()  # a bed kept from an earlier run may still show cloud nodes up whose VMs are gone
-        work = Path(tempfile.mkdtemp(prefix="burstd-demo-"))
-        if ha:
-            summary = _ha(bed, work, keep, jobs=jobs, job_seconds=job_seconds, user=user, min_wait=min_wait,
-                          timeout=timeout)
-            _finish(bed, work, keep, summary, as_json)
-            return
-        cfg_path = _daemon_config(bed, work, min_wait)
-        cfg = load_config(cfg_path)
-        prefix = cfg.pools[0].node_prefix
-        daemon = DaemonProcess(cfg_path, log_path=work / "burstd.log")
-        summary: dict = {}
-        try:
-            with bed.hooks("burstd"):
-                console.print(f"[bold]2/5[/] starting burstd (local provider, SQLite at {work}/burstd.db)...")
-                daemon.start()
-                cpus = bed.config.onprem_cpus
-                console.print(f"[bold]3/5[/] submitting {jobs} whole-node jobs with plain sbatch as [cyan]{user}[/] "
-                              f"to partition {bed.onprem_partition} ({len(bed.onprem_nodes)} nodes)...")
-                script = f"#!/bin/sh\nhostname\nsleep {job_seconds}\n"
-                ids = [bed.sbatch(["-p", bed.onprem_partition, "-N", "1", "-n", str(cpus), "-t", "10",
-                                   "-o", "demo-%j.out"], script, user=user) for _ in range(jobs)]
-                phase = "jobs pending on-prem, waiting to burst"
-                deadline = time.monotonic() + timeout
-                api = ApiClient(cfg.api.socket)
-                with _Watch() as live:
-                    while time.monotonic() < deadline:
-                        infos = {j: bed.job(j) for j in ids}
-                        nodes = bed.node_states(bed.cloud_partition)
-                        rows = api.get("/v1/leases", all=True)
-                        leases = Counter(r["state"] for r in rows)
-                        done = all(i.get("JobState") == "COMPLETED" for i in infos.values())
-                        open_leases = sum(v for k, v in leases.items() if k not in ("TERMINATED", "REFUSED"))
-                        if any(i.get("NodeList", "").startswith(prefix) for i in infos.values()):
-                            phase = "jobs bursting onto cloud nodes"
-                        if done:
-                            phase = "all jobs done; cloud nodes suspend after idle"
-                        live.update(infos, nodes, leases, prefix, phase)
-                        if done and rows and open_leases == 0 and all(s.endswith("~") for s in nodes.values()):
-                            phase = "finished"
-                            live.update(infos, nodes, leases, prefix, phase)
-                            break
-                        time.sleep(1)
-                api.close()
-                console.print("[bold]4/5[/] summary")
-                hosts = host_of_jobs(bed, user, ids)
-                with ApiClient(cfg.api.socket) as api:
-                    rows = api.get("/v1/leases", all=True)
-                summary = {
-                    "jobs_submitted": len(ids),
-                    "jobs_completed": sum(1 for j in ids if bed.job(j).get("JobState") == "COMPLETED"),
-                    "jobs_on_cloud": sum(1 for h in hosts.values() if h.startswith(prefix)),
-                    "jobs_on_prem": sum(1 for h in hosts.values() if h and not h.startswith(prefix)),
-                    "leases_by_state": dict(Counter(r["state"] for r in rows)),
-                    "leaked_vms": leaked(bed, make_providers(cfg)[cfg.pools[0].name]),
-                    "finished": phase == "finished",
-                    "slurm_version": bed.status().get("slurm_version"),
-                    "accounting": bed.accounting.dbd_pid() is not None,
-                    "hosts": {str(j): h for j, h in hosts.items()},
-                }
-                console.print(summary_table(summary))
-                console.print()
-        finally:
-            console.print("[bold]5/5[/] tearing down" + (" (keeping the bed up)" if keep else "") + "...")
-            daemon.stop()
+        with working_folder(keep) as work:
+            if ha:
+                summary = _ha(bed, work, keep, jobs=jobs, job_seconds=job_seconds, user=user, min_wait=min_wait,
+                              timeout=timeout)
+                _finish(bed, work, keep, summary, as_json)
+                return
             try:
-                from burstd.daemon.wiring import make_providers as _mp
-
-                for p in _mp(cfg).values():
-                    left = [i.instance_id for i in p.list_instances() if not i.is_gone]
-                    if left:
-                        p.terminate(left)
+                cfg_path = _daemon_config(bed, work, min_wait)
+                cfg = load_config(cfg_path)
+            except (ConfigError, ValueError) as exc:  # TOML that does not parse is a ValueError
+                fail(f"the bed's burstd.toml ({bed.burstd_config}) does not make a daemon config: {exc}")
+            prefix = cfg.pools[0].node_prefix
+            daemon = DaemonProcess(cfg_path, log_path=work / "burstd.log")
+            summary: dict = {}
+            try:
+                with bed.hooks("burstd"):
+                    console.print(f"[bold]2/5[/] starting burstd (local provider, SQLite at "
+                                  f"{work}/burstd.db)...")
+                    daemon.start()
+                    cpus = bed.config.onprem_cpus
+                    console.print(f"[bold]3/5[/] submitting {jobs} whole-node jobs with plain sbatch as "
+                                  f"[cyan]{user}[/] "
+                                  f"to partition {bed.onprem_partition} ({len(bed.onprem_nodes)} nodes)...")
+                    script = f"#!/bin/sh\nhostname\nsleep {job_seconds}\n"
+                    ids = [bed.sbatch(["-p", bed.onprem_partition, "-N", "1", "-n", str(cpus), "-t", "10",
+                                       "-o", "demo-%j.out"], script, user=user) for _ in range(jobs)]
+                    phase = "jobs pending on-prem, waiting to burst"
+                    deadline = time.monotonic() + timeout
+                    api = ApiClient(cfg.api.socket)
+                    with _Watch() as live:
+                        while time.monotonic() < deadline:
+                            infos = {j: bed.job(j) for j in ids}
+                            nodes = bed.node_states(bed.cloud_partition)
+                            rows = api.get("/v1/leases", all=True)
+                            leases = Counter(r["state"] for r in rows)
+                            done = all(i.get("JobState") == "COMPLETED" for i in infos.values())
+                            open_leases = sum(v for k, v in leases.items()
+                                              if k not in ("TERMINATED", "REFUSED"))
+                            if any(i.get("NodeList", "").startswith(prefix) for i in infos.values()):
+                                phase = "jobs bursting onto cloud nodes"
+                            if done:
+                                phase = "all jobs done; cloud nodes suspend after idle"
+                            live.update(infos, nodes, leases, prefix, phase)
+                            suspended = all(s.endswith("~") for s in nodes.values())
+                            if done and rows and open_leases == 0 and suspended:
+                                phase = "finished"
+                                live.update(infos, nodes, leases, prefix, phase)
+                                break
+                            time.sleep(1)
+                    api.close()
+                    console.print("[bold]4/5[/] summary")
+                    hosts = host_of_jobs(bed, user, ids)
+                    with ApiClient(cfg.api.socket) as api:
+                        rows = api.get("/v1/leases", all=True)
+                    summary = {
+                        "jobs_submitted": len(ids),
+                        "jobs_completed": sum(1 for j in ids if bed.job(j).get("JobState") == "COMPLETED"),
+                        "jobs_on_cloud": sum(1 for h in hosts.values() if h.startswith(prefix)),
+                        "jobs_on_prem": sum(1 for h in hosts.values() if h and not h.startswith(prefix)),
+                        "leases_by_state": dict(Counter(r["state"] for r in rows)),
+                        "leaked_vms": leaked(bed, make_providers(cfg)[cfg.pools[0].name]),
+                        "finished": phase == "finished",
+                        "slurm_version": bed.status().get("slurm_version"),
+                        "accounting": bed.accounting.dbd_pid() is not None,
+                        "hosts": {str(j): h for j, h in hosts.items()},
+                    }
+                    console.print(summary_table(summary))
+                    console.print()
             finally:
-                if not keep:
-                    bed.down()
-                    shutil.rmtree(work, ignore_errors=True)
+                console.print("[bold]5/5[/] tearing down" + (" (keeping the bed up)" if keep else "") + "...")
+                daemon.stop()
+                try:
+                    from burstd.daemon.wiring import make_providers as _mp
+
+                    for p in _mp(cfg).values():
+                        left = [i.instance_id for i in p.list_instances() if not i.is_gone]
+                        if left:
+                            p.terminate(left)
+                finally:
+                    if not keep:
+                        bed.down()
         _finish(bed, work, keep, summary, as_json)
 
 
@@ -278,7 +298,6 @@ def _ha(bed, work: Path, keep: bool, **storm) -> dict:
         console.print("[bold]5/5[/] tearing down" + (" (keeping the bed up)" if keep else "") + "...")
         if not keep:
             bed.down()
-            shutil.rmtree(work, ignore_errors=True)
     return summary
 
 

@@ -15,6 +15,7 @@ naming the accounts burstd has seen, so a typo ("chme" for "chem") is caught at 
 from __future__ import annotations
 
 from burstd.domain.budget import SITE
+from burstd.slurm.base import SlurmAdapter
 
 
 def known_accounts(rec, config) -> set[str]:
@@ -34,12 +35,9 @@ def known_accounts(rec, config) -> set[str]:
     return known
 
 
-def slurmdbd_accounts(adapter) -> set[str] | None:
+def slurmdbd_accounts(adapter: SlurmAdapter) -> set[str] | None:
     """The accounts slurmdbd knows, or None when Slurm has no slurmdbd or the backend cannot ask (rest, pyslurm)."""
-    accounts = getattr(adapter, "accounts", None)
-    if accounts is None:
-        return None
-    return accounts()
+    return adapter.accounts()
 
 
 def unknown_account_error(account: str, known: set[str] | None) -> str | None:

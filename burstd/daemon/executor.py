@@ -227,8 +227,8 @@ class Executor:
     def _record_instance(self, lease) -> None:
         """Tell Slurm which instance backs the node, where the release can (23.11+: ``sacctmgr show instance``
         and sacct then show where each job ran); never in the way of the lease."""
-        record = getattr(self.adapter, "set_instance", None)
-        if record is None or not lease.instance_id:
+        record = self.adapter.set_instance
+        if not lease.instance_id:
             return
         pool = self.config.pool(lease.pool) if lease.pool in {p.name for p in self.config.pools} else None
         itype = (lease.offering or "").split("/")[0] or (pool.instance_types[0].name if pool and

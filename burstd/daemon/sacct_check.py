@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from burstd.report.sacct_reconcile import reconcile
+from burstd.slurm.base import SlurmAdapter
 
 DEFAULT_WINDOW_S = 31 * 86400
 
@@ -16,9 +17,9 @@ class NoAccounting(Exception):
     """There is no slurmdbd to reconcile against (or the backend cannot read it)."""
 
 
-def reconcile_spend(store, adapter, config, since: float | None = None, now: float | None = None) -> dict:
-    enabled = getattr(adapter, "accounting_enabled", None)
-    if enabled is None or not enabled():
+def reconcile_spend(store, adapter: SlurmAdapter, config, since: float | None = None,
+                    now: float | None = None) -> dict:
+    if not adapter.accounting_enabled():
         raise NoAccounting("Slurm has no slurmdbd (AccountingStorageType is not accounting_storage/slurmdbd) or "
                            "slurm.backend is not \"cli\": nothing to reconcile spend against")
     since = (time.time() if now is None else now) - DEFAULT_WINDOW_S if since is None else since

@@ -231,12 +231,12 @@ def check_launch(
     limit = lim.account(account)
     ab = book.accounts.get(budget_key(account))
     spent = ab.spent_micros if ab else 0
-    acct_left = None if limit is None else limit - spent - committed.accounts.get(account, 0)
     s_limit = lim.site
     site_left = None if s_limit is None else s_limit - book.site_spent_micros - committed.site
     period = config.budget.period
     if limit is None:
-        return GuardVerdict(False, no_budget_reason(account) if with_reason else "", acct_left, site_left)
+        return GuardVerdict(False, no_budget_reason(account) if with_reason else "", None, site_left)
+    acct_left = limit - spent - committed.accounts.get(account, 0)
     if cost_micros > acct_left:
         return GuardVerdict(False, f"account {account} has {format_usd(max(acct_left, 0))} left this {period}, "
                             f"the job needs {format_usd(cost_micros)}" if with_reason else "", acct_left, site_left)

@@ -166,14 +166,15 @@ def accrue(
         return []
 
     allocs: list[tuple[Fraction, Fraction | None, Allocation]] = []
-    for a in allocations:
-        if isinstance(a.weight, bool) or not isinstance(a.weight, int) or a.weight < 1:
-            raise LedgerError(f"job {a.job_id}: allocation weight must be a positive integer, got {a.weight!r}")
-        s = _finite(a.start, f"job {a.job_id} start")
-        e = None if a.end is None else _finite(a.end, f"job {a.job_id} end")
+    for alloc in allocations:
+        if isinstance(alloc.weight, bool) or not isinstance(alloc.weight, int) or alloc.weight < 1:
+            raise LedgerError(f"job {alloc.job_id}: allocation weight must be a positive integer, "
+                              f"got {alloc.weight!r}")
+        s = _finite(alloc.start, f"job {alloc.job_id} start")
+        e = None if alloc.end is None else _finite(alloc.end, f"job {alloc.job_id} end")
         if e is not None and e <= s:
             continue
-        allocs.append((s, e, a))
+        allocs.append((s, e, alloc))
 
     cuts = {begin, end}
     cuts.update(s for s, _ in sched.segs[1:])
@@ -193,7 +194,7 @@ def accrue(
 
     # sweep: the jobs on the node over [a, b) are those with start <= a < end (every start and end is a cut)
     by_start = sorted(range(len(allocs)), key=lambda i: allocs[i][0])
-    by_end = sorted((i for i in range(len(allocs)) if allocs[i][1] is not None), key=lambda i: allocs[i][1])
+    by_end = sorted((e, i) for i, (_, e, _) in enumerate(allocs) if e is not None)  # (end, index)
     active: list[tuple[int, int]] = []  # (job_id, index), kept sorted: shares go out in job order
     si = ei = 0
 
@@ -204,8 +205,8 @@ def accrue(
             i = by_start[si]
             bisect.insort(active, (allocs[i][2].job_id, i))
             si += 1
-        while ei < len(by_end) and allocs[by_end[ei]][1] <= a:
-            i = by_end[ei]
+        while ei < len(by_end) and by_end[ei][0] <= a:
+            i = by_end[ei][1]
             active.remove((allocs[i][2].job_id, i))
             ei += 1
         cost_b = sched.cost(b)

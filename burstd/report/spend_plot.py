@@ -52,7 +52,7 @@ def totals(series: Series) -> dict[str, int]:
 def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_lines: int,
             budgets: dict[str, int] | None = None, since: float | None = None, until: float | None = None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, 5), dpi=100)
@@ -78,10 +78,10 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
     # a total holds until the end of the period shown, but never past now (no flat line into the future)
     end = min(until, time.time()) if until is not None else None
     for key, (ts, run) in shown:
-        xs = [datetime.fromtimestamp(t, UTC) for t in ts]
+        xs = [float(date2num(datetime.fromtimestamp(t, UTC))) for t in ts]  # the date axis counts days
         ys = [r / 1e6 for r in run]
         if end is not None and end > ts[-1]:  # the total holds to the end of the period shown
-            xs.append(datetime.fromtimestamp(end, UTC))
+            xs.append(float(date2num(datetime.fromtimestamp(end, UTC))))
             ys.append(ys[-1])
         (line,) = ax.step(xs, ys, where="post", label=f"{key} ({format_usd(run[-1])})")
         if key in budgets:
@@ -91,8 +91,8 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
             else:  # a far-off cap would flatten every curve into the x axis: name it, do not draw it
                 ax.plot([], [], color=line.get_color(), linestyle="--", linewidth=1, label=label + ", above the chart")
     if since is not None or until is not None:
-        left = datetime.fromtimestamp(since, UTC) if since is not None else None
-        right = datetime.fromtimestamp(until, UTC) if until is not None else None
+        left = float(date2num(datetime.fromtimestamp(since, UTC))) if since is not None else None
+        right = float(date2num(datetime.fromtimestamp(until, UTC))) if until is not None else None
         if left is None or right is None or right > left:
             ax.set_xlim(left=left, right=right)
     locator = AutoDateLocator()

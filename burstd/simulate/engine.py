@@ -135,7 +135,7 @@ class Simulator:
     # ---- setup helpers
     def _quotes(self) -> dict[tuple[str, str], PriceQuote]:
         rate = self.s.spot.rate_per_hour if self.s.spot else 0.0
-        out = {}
+        out: dict[tuple[str, str], PriceQuote] = {}
         for p in self.cfg.pools:
             out[(p.name, p.market)] = PriceQuote(p.name, p.market, int(round(p.price_per_hour * 1e6)),
                                                  rate if p.market == "spot" else 0.0)
@@ -378,11 +378,11 @@ class Simulator:
         r.jobs = len(done)
         if not done:
             return
-        waits = sorted(j.last_start - j.tj.submit for j in done)
+        waits = sorted(_was(j.last_start) - j.tj.submit for j in done)
         r.jobs_burst = sum(1 for j in done if j.burst)
         r.wait_mean_s, r.wait_p95_s = _mean(waits), _p95(waits)
-        r.first_wait_mean_s = _mean([j.first_start - j.tj.submit for j in done])
-        jcts = [j.end - j.tj.submit for j in done]
+        r.first_wait_mean_s = _mean([_was(j.first_start) - j.tj.submit for j in done])
+        jcts = [_was(j.end) - j.tj.submit for j in done]
         r.jct_mean_s, r.jct_p95_s = _mean(jcts), _p95(sorted(jcts))
         delays = sorted(max(0.0, c - j.tj.runtime) for c, j in zip(jcts, done))
         r.delay_mean_s, r.delay_p95_s = _mean(delays), _p95(delays)
@@ -392,6 +392,13 @@ class Simulator:
 def checkpoints(job_id: int, share: float) -> bool:
     """Whether this job checkpoints: job ids spread evenly over [0, 1) by the golden ratio."""
     return (job_id * 0.6180339887498949) % 1.0 < share
+
+
+def _was(t: float | None) -> float:
+    """A time every finished job has (its starts, its end); a finished job without one is a simulator bug."""
+    if t is None:
+        raise ValueError("a finished job has no start or end time")
+    return t
 
 
 def _mean(xs: list[float]) -> float:

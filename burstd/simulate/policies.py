@@ -16,6 +16,7 @@ escalation), so the comparison isolates *when* a job bursts.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from burstd.config import Config, parse_config
 from burstd.simulate.engine import SimResult, SimSetup, Simulator
@@ -32,12 +33,12 @@ POLICIES = ("never", "ondemand-all", "spot-all", "constant-wait", "compute-wait"
 
 # Prices per node-hour, us-east-1 list prices (early 2024) and Spot Advisor savings: an 8-vCPU c5.2xlarge
 # for CPU traces; p3 V100 nodes (1, 4, 8 GPUs) for GPU traces.
-CPU_SITE = {
+CPU_SITE: dict[str, Any] = {
     "pools": [{"name": "aws-cpu", "provider": "local", "partition": "cloud-cpu", "node_prefix": "cc",
                "node_count": 5000, "instance_types": [{"name": "c5.2xlarge", "cpus": 8, "memory_mb": 16384}],
                "market": "spot", "price_per_hour": 0.146, "ondemand_price_per_hour": 0.34}],
 }
-GPU_SITE = {
+GPU_SITE: dict[str, Any] = {
     "pools": [
         {"name": f"aws-v100x{g}", "provider": "local", "partition": f"cloud-v100x{g}", "node_prefix": f"g{g}n",
          "node_count": 5000,
@@ -47,7 +48,7 @@ GPU_SITE = {
                                (8, "p3.16xlarge", 7.344, 24.48))
     ],
 }
-SITE_DEFAULTS = {
+SITE_DEFAULTS: dict[str, Any] = {
     "budget": {"default_account_usd": 1e12},  # no money limit unless the config sets one
     "policy": {"onprem_partitions": ["batch"], "waiting": {
         # compute-wait (fixed first, never tuned): 5 min per node-hour, at least 30 min, at most 6 h.
@@ -77,7 +78,8 @@ def cpu_site_pools(cpus_per_node: int) -> list[dict]:
 
 
 def default_site(gpu: bool, cpus_per_node: int = 8) -> Config:
-    data = {**(GPU_SITE if gpu else {"pools": cpu_site_pools(cpus_per_node)}), **SITE_DEFAULTS}
+    pools = GPU_SITE if gpu else {"pools": cpu_site_pools(cpus_per_node)}
+    data: dict[str, Any] = {**pools, **SITE_DEFAULTS}
     data["policy"] = {**data["policy"], "waiting": {**data["policy"]["waiting"],
                                                      "burstd_min_wait_s": SITE_BURSTD_MIN_WAIT_S[gpu]}}
     return parse_config(data, "<built-in simulate site>")

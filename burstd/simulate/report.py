@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from burstd.config import Config
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
@@ -61,7 +62,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
             results = list(ex.map(_one, tasks))
     else:
         results = [_one(t) for t in tasks]
-    out = {
+    out: dict[str, Any] = {
         "trace": str(path), "format": info.format, "jobs_read": len(jobs), "skipped": info.skipped,
         "skip_reasons": dict(info.skip_reasons), "onprem_units": setup.onprem_units,
         "onprem_units_per_node": setup.units_per_node, "checkpoint_share": setup.checkpoint_share,
@@ -116,21 +117,31 @@ def plot_frontier(report: dict, path: str | Path, sweeps: dict[str, list[tuple[f
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    rows = report["policies"]
+    on = set(report.get("frontier") or frontier(rows)) if rows else set()
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
     for name, curve in (sweeps or {}).items():
         xs = [w / 3600 for w, _ in curve]
         ys = [c for _, c in curve]
         ax.plot(xs, ys, "-", alpha=0.6, label=f"{name} (knob sweep)")
-    for name, row in report["policies"].items():
-        ax.scatter([row["jct_mean_s"] / 3600], [row["cloud_cost_usd"]], s=40, zorder=3)
-        ax.annotate(name, (row["jct_mean_s"] / 3600, row["cloud_cost_usd"]), textcoords="offset points",
-                    xytext=(5, 4), fontsize=8)
-    ax.set_xlabel("mean JCT (h)")
+    # the frontier as a staircase from the fastest to the cheapest: nothing below-left of it exists
+    best = sorted((rows[n]["jct_mean_s"] / 3600, rows[n]["cloud_cost_usd"]) for n in on)
+    if best:
+        ax.step([x for x, _ in best], [y for _, y in best], where="post", color="0.3", lw=1.2, zorder=2,
+                label="frontier (no policy both cheaper and faster)")
+    for i, (name, row) in enumerate(rows.items()):
+        x, y = row["jct_mean_s"] / 3600, row["cloud_cost_usd"]
+        colour = f"C{i % 10}"
+        # a dominated policy is drawn hollow, in its own colour
+        ax.scatter([x], [y], s=50, zorder=3, edgecolor=colour, facecolor=colour if name in on else "none")
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 5), fontsize=9)
+    ax.scatter([], [], s=50, facecolor="none", edgecolor="0.3", label="dominated (hollow)")
+    ax.margins(x=0.12, y=0.08)  # room for the labels of the outermost points
+    ax.set_xlabel("mean job completion time, submit to end (hours)")
     ax.set_ylabel("cloud cost (USD)")
     ax.set_title(title or f"cost vs mean JCT: {Path(report['trace']).name} ({report['jobs_read']} jobs)")
     ax.grid(True, alpha=0.3)
-    if sweeps:
-        ax.legend(fontsize=7)
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, format="png")

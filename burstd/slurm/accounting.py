@@ -9,7 +9,8 @@ import re
 import time
 
 from burstd.report.sacct_reconcile import SacctJob
-from burstd.slurm.hostlist import expand
+from burstd.slurm.base import SlurmError
+from burstd.slurm.hostlist import HostlistError, expand
 
 class AccountingMixin:
     """What slurmdbd knows, for budgets and spend. Only the cli backend reads it (sacctmgr / sacct)."""
@@ -42,15 +43,38 @@ class AccountingMixin:
         jobs = []
         for line in out.splitlines():
             parts = line.split("|")
-            if len(parts) != 7 or not parts[0].split("_")[0].split("+")[0].isdigit():
+            if len(parts) != 7 or not _digits(parts[0].split("_")[0].split("+")[0]):
                 continue
             jid, account, user, nodelist, state, start, end = parts
-            hosts = () if nodelist in ("", "None assigned") else tuple(expand(nodelist))
+            try:
+                hosts = () if nodelist in ("", "None assigned") else tuple(expand(nodelist))
+            except HostlistError as exc:
+                raise SlurmError(f"sacct printed a node list burstd cannot read for job {jid}: {exc}") \
+                    from None
             jobs.append(SacctJob(job_id=int(jid.split("_")[0].split("+")[0]), account=account, user=user,
                                  nodes=hosts, state=state.split()[0] if state else "",
                                  start=_epoch(start), end=_epoch(end)))
         return jobs
 
 
+class NoSlurmdbd:
+    """The answers of a backend that cannot read slurmdbd (rest, pyslurm): no accounting, so budgets fall back
+    to burstd's own view of accounts and ``spend --reconcile`` is refused with a clear reason."""
+
+    def accounting_enabled(self) -> bool:
+        return False
+
+    def accounts(self) -> set[str] | None:
+        return None
+
+    def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
+        return []
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes "²", which ``int`` refuses."""
+    return text.isascii() and text.isdigit() and len(text) < 20
+
+
 def _epoch(text: str) -> float | None:
-    return float(text) if text.isdigit() else None  # SLURM_TIME_FORMAT=%s; "Unknown"/"None" otherwise
+    return float(text) if _digits(text) else None  # SLURM_TIME_FORMAT=%s; "Unknown"/"None" otherwise

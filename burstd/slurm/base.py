@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from burstd.domain.slurm import Snapshot
+
+if TYPE_CHECKING:
+    from burstd.report.sacct_reconcile import SacctJob
 
 
 class SlurmError(Exception):
@@ -103,4 +106,15 @@ class SlurmAdapter(Protocol):
     def set_instance(self, node: str, instance_id: str, instance_type: str) -> bool:
         """Record the cloud instance behind ``node`` in Slurm where the release and backend can
         (``features.instance_fields``); False when they cannot (nothing done)."""
+        ...
+
+    # --- accounting (slurmdbd) ----------------------------------------------------------------
+    def accounting_enabled(self) -> bool:
+        """Does this Slurm store accounting in slurmdbd, and can the backend read it? (Only cli can.)"""
+        ...
+    def accounts(self) -> set[str] | None:
+        """Every account slurmdbd knows; None when there is no slurmdbd to ask."""
+        ...
+    def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
+        """Allocations slurmdbd recorded from ``since`` on, optionally only those that ran on ``nodes``."""
         ...

@@ -129,7 +129,7 @@ def compress(names: Iterable[str]) -> str:
         ordered = sorted(nums)
         ranges: list[str] = []
         start = prev = ordered[0]
-        for n in ordered[1:] + [None]:  # type: ignore[list-item]
+        for n in [*ordered[1:], None]:  # None closes the last range
             if n is not None and n == prev + 1:
                 prev = n
                 continue

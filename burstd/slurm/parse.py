@@ -14,10 +14,11 @@ Version differences handled here (see ../shared/fixtures/slurm/README.md):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from burstd.domain.slurm import Gres, Job, Node, Partition, Snapshot
 from burstd.slurm.base import SlurmError
@@ -70,7 +71,7 @@ def num(value: Any, *, zero_is_none: bool = False) -> int | None:
             return None
     try:
         n = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # NaN, infinity ("1e400" reads as inf): no number
         return None
     if n in _SENTINELS:
         return None
@@ -127,7 +128,8 @@ def str_list(value: Any) -> tuple[str, ...]:
 
 
 def parse_gres(spec: Any) -> tuple[Gres, ...]:
-    """``gres/gpu:a100:1``, ``gres:gpu:1``, ``gpu:a100:2(S:0-1)``, ``gpu`` -> Gres tuples (``N/A`` -> ())."""
+    """``gres/gpu:a100:1``, ``gres:gpu:1``, ``gpu:a100:2(S:0-1)``, ``gpu`` -> Gres tuples (``N/A`` -> ()).
+    A count too long to be a number (thousands of digits) raises ValueError."""
     out: list[Gres] = []
     for item in str_list(spec):
         item = re.sub(r"\(.*?\)", "", item).strip()
@@ -149,7 +151,8 @@ def parse_gres(spec: Any) -> tuple[Gres, ...]:
 
 
 def parse_time_limit(value: str) -> int | None:
-    """Slurm's text time limit (``30:00``, ``2:00:00``, ``1-00:00:00``, ``UNLIMITED``) -> minutes."""
+    """Slurm's text time limit (``30:00``, ``2:00:00``, ``1-00:00:00``, ``UNLIMITED``) -> minutes; anything
+    else raises ValueError."""
     value = value.strip()
     if value in ("", "UNLIMITED", "INFINITE", "N/A", "NOT_SET"):
         return None
@@ -175,7 +178,10 @@ def parse_memory_mb(value: str) -> int | None:
         return None
     n, unit = float(m.group(1)), m.group(2) or "M"
     mb = n * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}[unit]
-    return int(mb) or None
+    try:
+        return int(mb) or None
+    except OverflowError:  # hundreds of digits read as infinity: no size anyone can have
+        return None
 
 
 def split_job_state(state: Any) -> tuple[str, tuple[str, ...]]:
@@ -230,7 +236,7 @@ def job_from_json(rec: Mapping[str, Any]) -> Job:
     """One job record from squeue/scontrol --json or slurmrestd /jobs (any data-parser version)."""
     try:
         job_id = int(rec["job_id"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise SlurmError(f"job record without a usable job_id: {exc}") from None
     state, flags = split_job_state(rec.get("job_state"))
     reason = text(rec.get("state_reason")) or "None"
@@ -305,6 +311,8 @@ def nodes_from_sinfo_groups(groups: Iterable[Mapping[str, Any]]) -> list[Node]:
         names = (g.get("nodes") or {}).get("nodes") or []
         if isinstance(names, str):
             names = expand(names)
+        if not all(isinstance(n, str) and n for n in names):
+            raise TypeError(f"sinfo node names must be strings, not {names!r:.80}")
         state, flags = split_node_state((g.get("node") or {}).get("state"))
         part = text((g.get("partition") or {}).get("name"))
         feats = (g.get("features") or {}).get("active") or (g.get("features") or {}).get("total")
@@ -440,23 +448,44 @@ def load_json(raw: bytes | str, what: str) -> dict[str, Any]:
     return doc
 
 
+# What a document of the wrong shape raises inside the readers below (a list where a record belongs, a
+# number of thousands of digits...): each reader turns it into SlurmError, the backends' one error.
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, OverflowError, HostlistError)
+_T = TypeVar("_T")
+
+
+def _reads(what: str) -> Callable[[Callable[[Mapping[str, Any]], _T]], Callable[[Mapping[str, Any]], _T]]:
+    def wrap(fn: Callable[[Mapping[str, Any]], _T]) -> Callable[[Mapping[str, Any]], _T]:
+        @functools.wraps(fn)
+        def reader(doc: Mapping[str, Any]) -> _T:
+            try:
+                return fn(doc)
+            except _MALFORMED as exc:
+                raise SlurmError(f"malformed Slurm {what} ({type(exc).__name__}: {str(exc)[:200]})") from None
+        return reader
+    return wrap
+
+
 def is_job_state_listing(doc: Mapping[str, Any]) -> bool:
     """slurmrestd ``/jobs/state`` (v0.0.42+): only ``{"job_id": "19+0", "state": [...]}`` per job."""
     recs = doc.get("jobs") or []
     return bool(recs) and all("job_state" not in r and "state" in r for r in recs)
 
 
+@_reads("job state listing")
 def job_states_from_doc(doc: Mapping[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
     """``/jobs/state`` -> {"19+0": ("PENDING", ()), ...}; ids stay strings (het/array forms)."""
     return {text(r.get("job_id")): split_job_state(r.get("state")) for r in doc.get("jobs") or []}
 
 
+@_reads("job listing")
 def jobs_from_doc(doc: Mapping[str, Any]) -> list[Job]:
     if is_job_state_listing(doc):
         return []  # a state listing carries no job details; see job_states_from_doc
     return [job_from_json(r) for r in doc.get("jobs") or []]
 
 
+@_reads("node listing")
 def nodes_from_doc(doc: Mapping[str, Any]) -> list[Node]:
     if "sinfo" in doc:
         return nodes_from_sinfo_groups(doc["sinfo"] or [])
@@ -464,6 +493,7 @@ def nodes_from_doc(doc: Mapping[str, Any]) -> list[Node]:
     return [node_from_json(r) for r in doc.get("nodes") or [] if isinstance(r, Mapping) and r.get("name")]
 
 
+@_reads("partition listing")
 def partitions_from_doc(doc: Mapping[str, Any]) -> list[Partition]:
     if "partitions" in doc:
         return [partition_from_json(r) for r in doc["partitions"] or []]
@@ -502,7 +532,7 @@ def snapshot_from_docs(
             for p in partitions_from_doc(doc):
                 if "partitions" in doc or p.name not in parts:
                     parts[p.name] = p
-        except (SlurmError, HostlistError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (SlurmError, *_MALFORMED) as exc:
             raise SlurmError(f"{what}: cannot read Slurm data: {exc}") from None
     nodes = {**group_nodes, **node_recs}
     # grouped sinfo has no addresses; a per-node record (if any) wins, keep sinfo's partitions otherwise

@@ -24,13 +24,14 @@ from typing import Any
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Gres, Job, Node, Partition, Snapshot
 from burstd.slurm import parse
+from burstd.slurm.accounting import NoSlurmdbd
 from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
 from burstd.slurm.cli import ADDRESS_RE, _hostlist, _job_id, _signal
 
 
 def import_pyslurm() -> ModuleType:
     try:
-        import pyslurm  # type: ignore[import-not-found]
+        import pyslurm
     except ImportError as exc:
         raise SlurmError(
             f"slurm.backend = \"pyslurm\" but pyslurm cannot be imported ({exc}); install the pyslurm release that "
@@ -144,7 +145,7 @@ def _values(collection: Any) -> list[Any]:
     return list(collection)
 
 
-class PyslurmAdapter(PartitionEdits):
+class PyslurmAdapter(PartitionEdits, NoSlurmdbd):
     backend = "pyslurm"
 
     def __init__(self, config: SlurmConfig | None = None, *, module: ModuleType | Any | None = None) -> None:

@@ -46,12 +46,12 @@ def load_file(path: str | Path) -> dict[str, Any]:
 
 
 def snapshot_from_files(paths: Iterable[str | Path], *, active_only: bool = True) -> Snapshot:
-    paths = [Path(p) for p in paths]
-    if not paths:
+    files = [Path(p) for p in paths]
+    if not files:
         raise SlurmError("no files given")
     docs: list[tuple[str, dict[str, Any]]] = []
     extra_jobs, extra_parts = [], []
-    for p in paths:
+    for p in files:
         doc = load_file(p)
         if "_partitions_text" in doc:
             extra_parts.extend(doc["_partitions_text"])
@@ -59,7 +59,7 @@ def snapshot_from_files(paths: Iterable[str | Path], *, active_only: bool = True
             extra_jobs.extend(doc["_jobs_text"])
         else:
             docs.append((str(p), doc))
-    snap = parse.snapshot_from_docs(docs, taken_at=time.time(), source=",".join(p.name for p in paths),
+    snap = parse.snapshot_from_docs(docs, taken_at=time.time(), source=",".join(p.name for p in files),
                                    active_only=False)
     jobs = {j.job_id: j for j in snap.jobs}
     jobs.update({j.job_id: j for j in extra_jobs})

@@ -49,8 +49,10 @@ log = logging.getLogger("burstd.train")
 
 try:  # NumPy is optional
     import numpy as _np
+
+    HAVE_NUMPY = True
 except ImportError:  # pragma: no cover
-    _np = None
+    HAVE_NUMPY = False
 
 # Single-process saves/loads (no torchrun) are intended; DCP warns about them on every call.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized",
@@ -100,8 +102,11 @@ class _ModelOptim(Stateful):
 
 def rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if _np is not None:  # as plain values and a tensor: loadable with torch.load(weights_only=True)
-        kind, keys, pos, has_gauss, cached = _np.random.get_state()
+    if HAVE_NUMPY:  # as plain values and a tensor: loadable with torch.load(weights_only=True)
+        legacy = _np.random.get_state(legacy=True)
+        if not isinstance(legacy, tuple):  # pragma: no cover - legacy=True always answers the tuple
+            raise TypeError(f"numpy's RNG state is not the legacy tuple: {type(legacy).__name__}")
+        kind, keys, pos, has_gauss, cached = legacy
         state["numpy"] = (str(kind), torch.from_numpy(keys.astype(_np.int64)), int(pos), int(has_gauss),
                           float(cached))
     if torch.cuda.is_available():
@@ -112,7 +117,7 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(state: Mapping[str, Any]) -> None:
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])
-    if _np is not None and "numpy" in state:
+    if HAVE_NUMPY and "numpy" in state:
         kind, keys, pos, has_gauss, cached = state["numpy"]
         _np.random.set_state((kind, _np.asarray(keys, dtype=_np.int64).astype(_np.uint32), pos, has_gauss, cached))
     if "cuda" in state and torch.cuda.is_available():
@@ -335,7 +340,8 @@ class CheckpointManager:
             return
         result = dcp.async_save(state, storage_writer=self._writer(partial), process_group=self._pg,
                                 no_dist=not self.distributed)
-        future = getattr(result, "upload_completion", result)
+        # torch 2.6+ answers an AsyncSaveResponse; the upload is what the step waits for
+        future = result if isinstance(result, Future) else result.upload_completion
         self._pending, self._pending_step = future, step
         self._finalized.clear()
         future.add_done_callback(lambda f: self._on_async_done(f, step, partial, manifest))

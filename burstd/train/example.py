@@ -69,13 +69,18 @@ def build_model(dim: int, width: int, layers: int) -> nn.Module:
 
 
 def average_gradients(params: list[nn.Parameter], world: int) -> None:
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    grads = []
+    for p in params:
+        if p.grad is None:
+            raise ValueError("every parameter needs its gradient: call average_gradients after backward()")
+        grads.append(p.grad)
+    flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat)
     flat /= world
     offset = 0
-    for p in params:
-        n = p.grad.numel()
-        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[offset:offset + n].view_as(g))
         offset += n
 
 

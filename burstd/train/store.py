@@ -82,9 +82,9 @@ class CheckpointStore:
         text = text.removeprefix("file://")
         self.url = text
         self.is_local = "://" not in text
+        self.fs: Any = None  # fsspec's filesystem, for a URL location
         if self.is_local:
             self.root = str(Path(text).expanduser().absolute())
-            self.fs = None
         else:
             try:
                 from fsspec.core import url_to_fs
@@ -94,6 +94,13 @@ class CheckpointStore:
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.url!r})"
+
+    @property
+    def _remote(self) -> Any:
+        """The fsspec filesystem of a URL location; the local branches never ask for one."""
+        if self.fs is None:
+            raise CheckpointDirError(f"{self.url}: a local folder has no object-store filesystem")
+        return self.fs
 
     # ---- paths -------------------------------------------------------------------------------------------
     def join(self, *parts: str) -> str:
@@ -105,7 +112,8 @@ class CheckpointStore:
         """A location a human (or fsspec) can use: the URL for object stores."""
         if self.is_local:
             return self.join(*parts)
-        protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
+        protocol = self._remote.protocol
+        protocol = protocol if isinstance(protocol, str) else protocol[0]
         return f"{protocol}://{self.join(*parts)}"
 
     # ---- primitives --------------------------------------------------------------------------------------
@@ -113,7 +121,7 @@ class CheckpointStore:
         if self.is_local:
             os.makedirs(path, exist_ok=True)
         else:
-            self.fs.makedirs(path, exist_ok=True)
+            self._remote.makedirs(path, exist_ok=True)
 
     def names(self) -> list[str]:
         if self.is_local:
@@ -122,18 +130,18 @@ class CheckpointStore:
             except FileNotFoundError:
                 return []
         try:
-            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False))
+            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self._remote.ls(self.root, detail=False))
         except FileNotFoundError:
             return []
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(path) if self.is_local else self.fs.exists(path)
+        return os.path.exists(path) if self.is_local else self._remote.exists(path)
 
     def read_bytes(self, path: str) -> bytes:
         if self.is_local:
             with open(path, "rb") as fh:
                 return fh.read()
-        return self.fs.cat_file(path)
+        return self._remote.cat_file(path)
 
     def write_bytes_durable(self, path: str, data: bytes) -> None:
         """Write a whole file so that it is either absent or complete after a crash (temp, fsync, rename)."""
@@ -146,7 +154,7 @@ class CheckpointStore:
             os.replace(tmp, path)
             fsync_dir(os.path.dirname(path))
         else:
-            with self.fs.open(path, "wb") as fh:  # object stores: the PUT is atomic
+            with self._remote.open(path, "wb") as fh:  # object stores: the PUT is atomic
                 fh.write(data)
 
     def remove_tree(self, path: str) -> None:
@@ -154,7 +162,7 @@ class CheckpointStore:
             shutil.rmtree(path, ignore_errors=True)
         else:
             try:
-                self.fs.rm(path, recursive=True)
+                self._remote.rm(path, recursive=True)
             except FileNotFoundError:
                 pass
 
@@ -165,7 +173,7 @@ class CheckpointStore:
             os.rename(src, dst)
             fsync_dir(os.path.dirname(dst))
         else:  # pragma: no cover - object stores write in place
-            self.fs.mv(src, dst, recursive=True)
+            self._remote.mv(src, dst, recursive=True)
 
     def fsync_tree(self, path: str) -> None:
         if not self.is_local:
@@ -190,7 +198,7 @@ class CheckpointStore:
             if self.is_local:
                 os.unlink(probe)
             else:
-                self.fs.rm(probe)
+                self._remote.rm(probe)
         except (OSError, PermissionError) as exc:
             raise CheckpointDirError(
                 f"checkpoint location {self.display()} is not writable: {exc.__class__.__name__}: {exc}. "

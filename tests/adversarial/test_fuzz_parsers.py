@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from burstd.agent.watchers import AwsImdsWatcher, WatchError
+from burstd.agent.watchers import AwsImdsWatcher, GcpMetadataWatcher, WatchError
 from burstd.config import ConfigError, load_config
 from burstd.domain.preemption import preemption_reason
 from burstd.simulate.traces import TraceError, read_trace
@@ -265,3 +265,186 @@ def test_metadata_answers_give_a_notice_slurm_accepts_or_a_watch_error(action, a
         return
     for n in notices:
         check_reason(preemption_reason(n))
+
+
+gcp_answer = st.tuples(
+    st.sampled_from([200, 200, 200, 304, 403, 404, 500, 503]),
+    st.one_of(st.sampled_from(["TRUE", "FALSE", "true\n", " TRUE ", ""]), st.text(max_size=80),
+              st.binary(max_size=80).map(lambda b: b.decode("latin-1"))),
+    st.one_of(st.none(), st.binary(max_size=60).filter(lambda b: b"\r" not in b and b"\n" not in b)),
+)
+
+
+@FUZZ
+@given(st.lists(gcp_answer, min_size=1, max_size=4), st.floats(0, 600))
+def test_gcp_metadata_answers_give_a_notice_slurm_accepts_or_a_watch_error(answers, notice_s):
+    """GCP's ``instance/preempted`` answers (any status, body and ETag, from a cloud or from root on a
+    compromised node), polled in turn: each poll gives notices whose drain reason Slurm accepts, or WatchError;
+    the next long poll still goes out whatever ETag came back."""
+    pending = list(answers)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.headers["Metadata-Flavor"] == "Google"
+        status, body, etag = pending.pop(0)
+        return httpx.Response(status, text=body, headers=[] if etag is None else [(b"ETag", etag)])
+
+    watcher = GcpMetadataWatcher("http://metadata.google.internal", notice_s=notice_s, retries=0,
+                                 client=httpx.Client(transport=httpx.MockTransport(answer)),
+                                 clock=lambda: 1_900_000_000.0)
+    while pending:
+        try:
+            notices = watcher.poll()
+        except WatchError:
+            continue
+        for n in notices:
+            check_reason(preemption_reason(n))
+            assert n.deadline == float(int(1_900_000_000.0 + notice_s))
+
+
+# Numbers as a hostile or broken Slurm prints them: infinities, NaN, thousands of digits, non-ASCII digits,
+# Slurm's own sentinels, units.
+hostile_number = st.builds(
+    lambda n, unit: n + unit,
+    st.one_of(
+        st.sampled_from(["inf", "-inf", "nan", "Infinity", "1e400", "-1e400", "1e308", "\u00b2", "\u0663",
+                         "1_000", "0x10", " 7 ", "", "N/A", "(null)", "UNLIMITED", "4294967294",
+                         "18446744073709551614", "-1", "0", "1.5", "1-", "1-2-3", ":", "1::"]),
+        st.integers(1, 6000).map(lambda n: "9" * n),
+        st.integers(-(2**80), 2**80).map(str),
+        st.floats().map(repr),
+    ),
+    st.sampled_from(["", "", "K", "M", "G", "T", "P", "x", ":1", "-1:00:00", "(S:0-1)"]),
+)
+big_int = st.integers(-(2**80), 2**80)
+hostile_scalar = st.one_of(hostile_number, st.floats(), big_int,
+                           st.fixed_dictionaries({"set": st.booleans(), "infinite": st.booleans(),
+                                                  "number": st.one_of(st.floats(), big_int)}))
+
+
+@FUZZ
+@given(hostile_scalar, hostile_number, st.one_of(st.none(), st.lists(hostile_number, max_size=3)))
+def test_slurm_numbers_and_node_fields_read_or_raise_value_error(value, textual, flags):
+    """The scalar readers under every Slurm listing (numbers, times, memory, time limits, GRES, node states,
+    ``key=value`` lines, release strings): a number or None, or ValueError where the doc says so."""
+    from burstd.slurm.features import parse_release
+
+    n = parse.num(value)
+    assert n is None or isinstance(n, int)
+    t = parse.time_or_none(value)
+    assert t is None or 0 < t < 4_102_444_800
+    mb = parse.parse_memory_mb(textual)
+    assert mb is None or (isinstance(mb, int) and mb > 0)
+    for reader in (parse.parse_time_limit, parse.parse_gres, parse_release):
+        try:
+            reader(textual)
+        except ValueError:
+            pass
+    base, node_flags = parse.split_node_state(textual, flags)
+    assert isinstance(base, str) and all(isinstance(f, str) for f in node_flags)
+    assert isinstance(parse.parse_kv_line(f"NodeName=x CPUTot={textual} RealMemory={textual}"), dict)
+
+
+NODE_SEEDS = [p for p in SEED_DOCS if "node" in p.name or p.name.startswith("sinfo")]
+
+
+def _leaves(doc, prefix=()):
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _leaves(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc[:3]):
+            yield from _leaves(v, prefix + (i,))
+    else:
+        yield prefix
+
+
+@FUZZ
+@given(st.data())
+def test_sinfo_and_scontrol_node_listings_with_hostile_values_read_or_raise_slurm_error(data):
+    """sinfo --json (per-node and grouped), scontrol show nodes --json and slurmrestd /nodes, with numbers and
+    states replaced by hostile ones (a JSON ``1e400`` reads as infinity): nodes, or SlurmError, nothing
+    else."""
+    path = data.draw(st.sampled_from(NODE_SEEDS))
+    doc = json.loads(path.read_text())
+    leaves = list(_leaves(doc))
+    for _ in range(data.draw(st.integers(1, 6))):
+        where = data.draw(st.sampled_from(leaves))
+        target = doc
+        for key in where[:-1]:
+            target = target[key]
+        target[where[-1]] = data.draw(st.one_of(hostile_scalar, json_value))
+    try:
+        nodes = parse.nodes_from_doc(doc)
+        parse.partitions_from_doc(doc)
+    except SlurmError as exc:
+        assert "malformed Slurm" in str(exc)
+        return
+    assert all(isinstance(n.name, str) and isinstance(n.cpus, int) and isinstance(n.memory_mb, int)
+               for n in nodes)
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["PartitionName", "Nodes", "State", "MaxTime", "Default", "TotalCPUs",
+                                        "TotalNodes"]),
+                       hostile_number.filter(lambda s: " " not in s), min_size=1))
+def test_scontrol_partition_text_with_hostile_numbers_parses_or_raises_slurm_error(kv):
+    try:
+        parts = parse.partitions_from_scontrol_text(" ".join(f"{k}={v}" for k, v in kv.items()))
+    except SlurmError as exc:
+        assert "MaxTime" in str(exc)
+        return
+    assert all(isinstance(p.total_cpus, int) and isinstance(p.total_nodes, int) for p in parts)
+
+
+SQUEUE_BASE = dict(
+    JobID="42", ArrayJobID="42", ArrayTaskID="N/A", HetJobID="N/A", HetJobOffset="N/A", UserName="alice",
+    Account="physics", Partition="onprem", QOS="normal", PriorityLong="1000", SubmitTime="1795301514",
+    EligibleTime="1795301514", StartTime="N/A", EndTime="N/A", TimeLimit="1:00:00", NodeList="",
+    NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
+    **{"tres-per-node": "gres/gpu:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING",
+    Reason="Resources", RestartCnt="0", Comment="hello", Name="train",
+)
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(squeue_text.SQUEUE_TEXT_FIELDS),
+                       st.one_of(hostile_number, hostile_number.map(lambda v: f"mem={v},cpu={v}")),
+                       min_size=1, max_size=5))
+def test_squeue_text_records_with_hostile_numbers_parse_or_ask_for_json(over):
+    """A record that splits cleanly but whose numbers are hostile (the fast squeue path): a Job, or
+    TextParseError so the adapter reads squeue --json instead; never another exception."""
+    nonce = "0123456789abcdef"
+    values = {**SQUEUE_BASE, **over}
+    record = squeue_text.FIELD_SEP.join(values[f] for f in squeue_text.SQUEUE_TEXT_FIELDS)
+    out = record + squeue_text.RECORD_END
+    try:
+        jobs = squeue_text.jobs_from_squeue_text(out + nonce + "\n", nonce=nonce)
+    except squeue_text.TextParseError:
+        return
+    assert len(jobs) == 1 and 0 < jobs[0].job_id < 2**32
+
+
+sacct_field = st.one_of(hostile_number,
+                        st.text(max_size=12).map(lambda s: s.replace("|", "").replace("\n", "")))
+
+
+@FUZZ
+@given(st.lists(st.lists(sacct_field, min_size=6, max_size=8).map("|".join), max_size=5).map("\n".join))
+def test_sacct_and_sacctmgr_text_reads_without_raising(out):
+    """What slurmdbd prints for ``spend --reconcile`` and the budget account check: lines that are not an
+    allocation are skipped; a node list that does not read is SlurmError naming the job."""
+    from burstd.slurm.accounting import AccountingMixin
+
+    class Printed(AccountingMixin):
+        _accounting = True
+
+        def run(self, cmd, args):  # the printed text stands in for sacct / sacctmgr: this test reads it
+            return out
+
+    try:
+        jobs = Printed().sacct_jobs(0.0)
+    except SlurmError as exc:
+        assert "node list" in str(exc)
+        jobs = []
+    assert all(0 <= j.job_id and (j.start is None or j.start >= 0) for j in jobs)
+    assert isinstance(Printed().accounts(), set)

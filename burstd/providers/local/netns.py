@@ -255,9 +255,9 @@ def pids_by_netns() -> dict[str, list[int]]:
             ino = os.stat(f"/proc/{entry.name}/ns/net").st_ino
         except OSError:
             continue
-        name = inode_to_name.get(ino)
-        if name is not None:
-            out.setdefault(name, []).append(int(entry.name))
+        netns = inode_to_name.get(ino)
+        if netns is not None:
+            out.setdefault(netns, []).append(int(entry.name))
     return out
 
 
@@ -389,7 +389,7 @@ def remove_record(records_dir: Path, netns: str) -> None:
 
 def list_vms(records_dir: Path) -> list[VmRecord]:
     """Every recorded VM, with ``alive`` set from the live namespaces. Sorted by namespace name."""
-    out = []
+    out: list[VmRecord] = []
     live = list_netns()
     d = Path(records_dir)
     if not d.is_dir():

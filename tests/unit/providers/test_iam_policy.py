@@ -31,3 +31,17 @@ def test_the_instance_role_reads_secrets_and_nothing_else():
     node = json.loads((REPO / "docs/aws-iam-policy.json").read_text())["instance_role"]
     assert _actions(node) == {"secretsmanager:GetSecretValue", "ssm:GetParameter", "kms:Decrypt"}
     assert all(st["Resource"] != "*" for st in node["Statement"])
+
+
+def test_the_munge_secret_is_readable_only_tagged_for_this_cluster_from_its_vpc():
+    """What docs/security.md promises: a read needs the secret tagged for this cluster and credentials of an
+    instance in the cluster's VPC (a copied node credential used elsewhere reads nothing)."""
+    node = json.loads((REPO / "docs/aws-iam-policy.json").read_text())["instance_role"]
+    reads = [st for st in node["Statement"]
+             if st["Action"] in ("secretsmanager:GetSecretValue", "ssm:GetParameter")]
+    assert len(reads) == 2
+    for st in reads:
+        assert st["Condition"]["StringEquals"] == {"aws:ResourceTag/burstd:cluster": "CLUSTER_ID",
+                                                   "aws:Ec2InstanceSourceVpc": "VPC_ID"}, st["Sid"]
+    security = (REPO / "docs/security.md").read_text()
+    assert "aws:ResourceTag/burstd:cluster" in security and "aws:Ec2InstanceSourceVpc" in security

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
@@ -67,24 +68,24 @@ def test_garbage_trace_and_unknown_policy_are_clear_errors(tmp_path):
     assert r.exit_code == 1 and "unknown policy cheapest" in r.output
 
 
+@pytest.mark.parametrize("body", ["", "; MaxProcs: 32\n; a header and no job\n"])
+def test_simulate_on_an_empty_trace_exits_non_zero_naming_the_file(tmp_path, body):
+    """An empty trace is an error on the command line too, not an empty report with exit 0 (issue 9,
+    item 11)."""
+    trace = tmp_path / "empty.swf"
+    trace.write_text(body)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json",
+                                 "--spot-traces", str(calm_spot_traces(tmp_path / "spot"))])
+    assert r.exit_code == 1, r.output
+    assert "empty.swf" in r.stderr and "no jobs to simulate" in r.stderr
+    assert r.stdout == ""  # no report a script could mistake for a result
+
+
 def test_missing_spot_traces_are_a_clear_error(tmp_path):
     trace = tmp_path / "site.swf"
     trace.write_text(SWF)
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--spot-traces", str(tmp_path)])
     assert r.exit_code == 1 and "no spot traces under" in r.output
-
-
-def test_the_frontier_is_judged_on_cost_and_mean_jct_not_first_start_wait():
-    from burstd.simulate.report import frontier
-
-    rows = {
-        "never": {"cloud_cost_usd": 0.0, "jct_mean_s": 9000.0, "wait_mean_s": 5000.0},
-        "cheap-fast": {"cloud_cost_usd": 10.0, "jct_mean_s": 4000.0, "wait_mean_s": 900.0},
-        # shows less wait than cheap-fast but is dearer and slower to complete: dominated
-        "spot-restarts": {"cloud_cost_usd": 12.0, "jct_mean_s": 4500.0, "wait_mean_s": 50.0},
-        "dear-fastest": {"cloud_cost_usd": 30.0, "jct_mean_s": 3000.0, "wait_mean_s": 100.0},
-    }
-    assert frontier(rows) == ["never", "cheap-fast", "dear-fastest"]
 
 
 def test_market_on_demand_puts_every_pool_on_demand(tmp_path):
