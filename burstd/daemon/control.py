@@ -140,8 +140,10 @@ class DaemonControl:
             health: dict = rec.health.status()
         except Exception as exc:  # noqa: BLE001 - status must answer even if the records are unreadable
             health = {"error": str(exc)}
+        probe = getattr(rec.adapter, "ctld_health", None)  # cli backend: /readyz on 25.11+, else `scontrol ping`
         return {
             "cluster": config.cluster.id,
+            "slurmctld": probe() if probe is not None else None,
             "paused": rec.paused(),
             "pause": None if pause is None else dataclasses.asdict(pause),
             "ha": None if rec.leadership is None else rec.leadership.status(),  # who leads, since when
