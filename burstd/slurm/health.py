@@ -48,7 +48,10 @@ class HealthMixin:
         from burstd.slurm.base import SlurmError
 
         timeout = min(float(self.config.command_timeout_s), 5.0)  # type: ignore[attr-defined]
-        via = "readyz" if self.features.has("ctld_http") else "scontrol ping"  # type: ignore[attr-defined]
+        try:
+            via = "readyz" if self.features.has("ctld_http") else "scontrol ping"  # type: ignore[attr-defined]
+        except SlurmError as exc:  # not even `squeue --version` answers
+            return {"ok": False, "via": "version", "detail": str(exc)}
         try:
             if via == "scontrol ping":
                 out = self.run("scontrol", ["ping"])  # type: ignore[attr-defined]

@@ -99,3 +99,9 @@ def test_readyz_unreachable_is_not_ready(readyz):
     adapter = Scripted((25, 11), {"scontrol show config": "SlurmctldHost[0] = vm(127.0.0.1)\nSlurmctldPort = 1\n"})
     health = adapter.ctld_health()
     assert health["ok"] is False and health["via"] == "readyz" and health["detail"]
+
+
+def test_slurm_commands_missing_is_not_ready_never_an_exception(tmp_path):
+    adapter = CliAdapter(SlurmConfig(bin_dir=str(tmp_path), command_timeout_s=2.0))
+    health = adapter.ctld_health()
+    assert health["ok"] is False and "not found" in health["detail"]
