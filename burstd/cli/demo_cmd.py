@@ -201,9 +201,9 @@ def register(app: typer.Typer) -> None:
         bed.reset_cloud_nodes()  # a bed kept from an earlier run may still show cloud nodes up whose VMs are gone
         with working_folder(keep) as work:
             if ha:
-                summary = _ha(bed, work, keep, jobs=jobs, job_seconds=job_seconds, user=user, min_wait=min_wait,
-                              timeout=timeout)
-                _finish(bed, work, keep, summary, as_json)
+                ha_summary = _ha(bed, work, keep, jobs=jobs, job_seconds=job_seconds, user=user,
+                                 min_wait=min_wait, timeout=timeout)
+                _finish(bed, work, keep, ha_summary, as_json)
                 return
             try:
                 cfg_path = _daemon_config(bed, work, min_wait)

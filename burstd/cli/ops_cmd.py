@@ -85,6 +85,12 @@ def register(app: typer.Typer) -> None:
             + (f": {escape(pause['reason'])}" if pause.get("reason") else "")
         console.print(f"[bold]burstd[/] cluster [cyan]{data['cluster']}[/]  decider {data['decider']}  "
                       + (paused if data["paused"] else "[green]bursting on[/]"))
+        ctld = data.get("slurmctld")
+        if ctld:
+            where = f" ({escape(ctld['via'])}" + (f" {escape(ctld['url'])}" if ctld.get("url") else "") + ")"
+            console.print(("slurmctld: [green]ready[/]" if ctld.get("ok") else
+                           f"slurmctld: [bold red]NOT READY[/]: {escape(str(ctld.get('detail', '')))}") + where,
+                          highlight=False, soft_wrap=True)
         ha = data.get("ha")
         if ha:
             lead = (f"leader {escape(str(ha['leader']))} (epoch {ha['epoch']}) since "

@@ -53,6 +53,15 @@ def _spend_reconcile(config: str | None, since: float | None, as_json: bool) -> 
             t.add_row(job, "other cloud nodes", ",".join(v["burstd"]), ",".join(v["sacct"]))
         for job, v in data["other_account"].items():
             t.add_row(job, "other account", v["burstd"], v["sacct"])
+        inst = data.get("instances")
+        if inst:  # Slurm 23.11+ with slurmdbd: the VMs joined on their instance id
+            console.print(f"instances Slurm recorded for burstd's VMs: {len(inst['agree'])} agree"
+                          + (f"; [red]unknown to Slurm: {', '.join(inst['only_burstd'])}[/]" if inst["only_burstd"]
+                             else "")
+                          + "".join(f"; [red]{i} on {v['slurm']} in Slurm, {v['burstd']} in burstd[/]"
+                                    for i, v in inst["other_node"].items())
+                          + (f"; in Slurm without a lease here: {', '.join(inst['only_slurm'])}"
+                             if inst["only_slurm"] else ""), highlight=False, soft_wrap=True)
         if data["ok"]:
             console.print("[green]burstd and slurmdbd agree[/] on which jobs ran on which cloud nodes")
         else:

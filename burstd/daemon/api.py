@@ -39,7 +39,7 @@ from burstd.daemon.agent_auth import AgentCredentials
 from burstd.daemon.api_auth import PEER_KEY, Access, Gate, Principal, group_id
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
-from burstd.daemon.planning import notice_reason
+from burstd.daemon.planning import ResumeJob, notice_reason
 from burstd.daemon.control import DaemonControl, NotReady
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.engine import lock_wait
@@ -211,7 +211,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                 except HostlistError as exc:
                     ctl.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
-            out = ctl.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0)
+            info = {j.job_id: ResumeJob.of(j.job_id, j.priority, j.exclusive) for j in body.jobs}
+            out = ctl.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0, info=info)
         else:
             ctl.queue(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}

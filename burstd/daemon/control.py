@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from burstd.config import Config
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
+from burstd.daemon.planning import ResumeJob
 from burstd.daemon.ports import RecordsStore
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.daemon_state import PauseState
@@ -45,8 +46,8 @@ class DaemonControl:
         self._rec.check_nodes(nodes)
 
     def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]],
-                       hook_t0: float | None = None) -> dict:
-        return self._rec.request_resume(nodes, jobs, hook_t0=hook_t0)
+                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None) -> dict:
+        return self._rec.request_resume(nodes, jobs, hook_t0=hook_t0, info=info)
 
     def queue(self, kind: str, nodes: Sequence[str], reason: str) -> None:
         """suspend, resume-fail, notice, drain or terminate: applied by the next cycle."""
@@ -142,6 +143,7 @@ class DaemonControl:
             health = {"error": str(exc)}
         return {
             "cluster": config.cluster.id,
+            "slurmctld": rec.adapter.ctld_health(),  # cli backend: /readyz on 25.11+, else `scontrol ping`
             "paused": rec.paused(),
             "pause": None if pause is None else dataclasses.asdict(pause),
             "ha": None if rec.leadership is None else rec.leadership.status(),  # who leads, since when

@@ -251,9 +251,12 @@ class Executor:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
             self._slurm_power_down(lease.node_name, OWN_REASON + a.reason, force=True)
+        # a running node taken away (spot reclaim): its jobs lost their run through no fault of their own and may
+        # start again at once (expedited: Slurm's own on 25.11+ for `--requeue=expedite` jobs, else starttime=now)
+        expedite = lease.state in (S.READY, S.DRAINING)
         for job_id in requeue:
             self.failed_jobs[job_id] = self.clock()
-            self._quiet(self.adapter.requeue, job_id)
+            self._quiet(self.adapter.requeue, job_id, expedite=expedite)
         self.again = True
 
     def _live_jobs(self, lease: Lease, a: Fail) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from burstd.config import Config
 from burstd.daemon.actions import Intent
@@ -20,7 +20,7 @@ from burstd.db.errors import StoreBusy
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
-from burstd.daemon.planning import plan_gangs
+from burstd.daemon.planning import ResumeJob, plan_gangs, resume_order
 from burstd.domain.lease import ACTIVE_STATES
 from burstd.domain.slurm import Snapshot
 
@@ -57,8 +57,11 @@ class Intake:
             )
 
     def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
-                       hook_t0: float | None = None) -> dict:
+                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None) -> dict:
         """ResumeProgram: one REQUESTED lease per node without an open one; committed before return.
+
+        ``info``: the resume file's priority and exclusive per job (26.05+): gangs follow them and the leases are
+        recorded highest priority first (``planning.plan_gangs``, ``planning.resume_order``).
 
         A node whose previous lease is still FAILED/TERMINATING (its old VM being cleaned up) is
         ``deferred``: the store keeps one open lease per node, and the cycle records the new lease from
@@ -66,13 +69,14 @@ class Intake:
         """
         self.check_nodes(nodes)
         jobs = jobs or {}
+        info = info or {}
         created: list[str] = []
         done: list[str] = []  # nodes whose lease is committed
         existing: list[str] = []
         deferred: list[str] = []
         with self.lock:
             fresh = []
-            for node in nodes:
+            for node in resume_order(nodes, jobs, info):
                 current = self.store.lease_for_node(node)
                 if current is None:
                     fresh.append(node)
@@ -80,7 +84,7 @@ class Intake:
                     (existing if current.state in ACTIVE_STATES else deferred).append(current.lease_id)
             pools = {p.name: p for p in self.config.pools}
             leaders = plan_gangs(fresh, jobs, lambda n: getattr(self.config.pool_of_node(n), "name", None),
-                                 lambda name: pools[name].all_or_nothing)
+                                 lambda name: pools[name].all_or_nothing, info)
             gang_ids = {leader: uuid.uuid4().hex for leader in set(leaders.values())}  # the leader's lease id
             for node in fresh:
                 pool = self.config.pool_of_node(node)

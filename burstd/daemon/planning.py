@@ -177,21 +177,61 @@ def plan_launches(
     return out
 
 
+@dataclass(frozen=True)
+class ResumeJob:
+    """What Slurm's resume file says of one job beyond its nodes (26.05+: ``priority``, ``exclusive``; older
+    releases leave them unknown)."""
+
+    job_id: int
+    priority: int | None = None
+    exclusive: bool = False  # Slurm's ``exclusive`` is NODE, USER, MCS or TOPO (not NO): no other job on its nodes
+
+    @classmethod
+    def of(cls, job_id: int, priority: int | None = None, exclusive: str | None = None) -> ResumeJob:
+        return cls(job_id, priority, (exclusive or "NO").strip().upper() not in ("NO", ""))
+
+
+def node_job(job_ids: Sequence[int], info: Mapping[int, ResumeJob]) -> int | None:
+    """The job a node is resumed for: the highest-priority one where Slurm says (26.05+), else the first listed."""
+    if not job_ids:
+        return None
+    return max(job_ids, key=lambda j: (info[j].priority or 0) if j in info else 0)  # max keeps the first of ties
+
+
 def plan_gangs(
     nodes: Sequence[str],
     jobs: dict[str, tuple[int, ...]],
     pool_of: Callable[[str], str | None],
     all_or_nothing: Callable[[str], bool],
+    info: Mapping[int, ResumeJob] | None = None,
 ) -> dict[str, str]:
     """node -> the first node of its gang: the nodes Slurm resumes together for one multi-node job (Slurm's
-    resume file maps jobs to nodes) in one all-or-nothing pool. A node goes with its first job; nodes whose
-    job has no other node here (or no job) are in no gang."""
+    resume file maps jobs to nodes) in one pool, all-or-nothing. A node shared by several jobs goes with its
+    highest-priority one (``info``, 26.05+; else its first); nodes whose job has no other node here (or no job)
+    are in no gang. A pool without ``all_or_nothing`` launches nodes one by one, except for an exclusive job:
+    its nodes serve no other job while it waits for the rest, so part of it up is money for nothing."""
+    info = info or {}
     by_job: dict[tuple[int, str], list[str]] = {}
     for node in nodes:
         pool = pool_of(node)
-        if pool is not None and all_or_nothing(pool) and jobs.get(node):
-            by_job.setdefault((jobs[node][0], pool), []).append(node)
+        job = node_job(jobs.get(node, ()), info)
+        if pool is None or job is None:
+            continue
+        if all_or_nothing(pool) or (job in info and info[job].exclusive):
+            by_job.setdefault((job, pool), []).append(node)
     return {node: members[0] for members in by_job.values() if len(members) > 1 for node in members}
+
+
+def resume_order(nodes: Sequence[str], jobs: dict[str, tuple[int, ...]], info: Mapping[int, ResumeJob]) -> list[str]:
+    """The order to record one resume call's leases in: by the priority of each node's job, highest first (stable;
+    nodes of one job stay together). Launches go oldest lease first and each one approved counts against the
+    budget for the next, so when money runs short the higher-priority gang gets it. Without priorities (before
+    26.05) Slurm's own order stays."""
+    def key(node: str) -> int:
+        job = node_job(jobs.get(node, ()), info)
+        prio = info[job].priority if job is not None and job in info else None
+        return -prio if prio is not None else 0
+    return sorted(nodes, key=key)
 
 
 def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: Snapshot | None) -> list[Action]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from burstd.config import Config
@@ -36,8 +36,8 @@ from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
-    World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases, plan_node_notices,
-    plan_orphans,
+    ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
+    plan_node_notices, plan_orphans,
 )
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.ports import LeaseStore
@@ -114,8 +114,8 @@ class Reconciler:
         self.intake.check_nodes(nodes)
 
     def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
-                       hook_t0: float | None = None) -> dict:
-        return self.intake.request_resume(nodes, jobs, hook_t0)
+                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None) -> dict:
+        return self.intake.request_resume(nodes, jobs, hook_t0, info)
 
     def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
         self.intake.add_intent(kind, nodes, reason)

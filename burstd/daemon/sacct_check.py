@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from burstd.report.sacct_reconcile import reconcile
+from burstd.report.sacct_reconcile import match_instances, reconcile
 from burstd.slurm.base import SlurmAdapter
 
 DEFAULT_WINDOW_S = 31 * 86400
@@ -40,5 +40,14 @@ def reconcile_spend(store, adapter: SlurmAdapter, config, since: float | None = 
     # only allocations that ran in the window: one that ended before it is not burstd's to have charged
     recorded = [j for j in adapter.sacct_jobs(since - 86400, cloud) if j.end is None or j.end >= since]
     out = reconcile(spend_by_job, job_nodes, job_accounts, recorded, cloud).to_dict()
+    # the instances: every VM of burstd's that came up in the window, joined on its id with Slurm's records
+    # (23.11+: the daemon records each one when its node registers); None where Slurm records none
+    launched = {lease.instance_id: lease.node_name for lease in leases.values()
+                if lease.instance_id and lease.ready_at is not None and lease.ready_at >= since}
+    out["instances"] = match_instances(launched, adapter.instances(since, cloud))
+    # a VM of burstd's that Slurm does not know (or knows on another node) is a difference; an instance Slurm lists
+    # that no lease here launched (set by hand, or by a daemon with another database) is reported, not burstd's
+    if out["instances"] and (out["instances"]["only_burstd"] or out["instances"]["other_node"]):
+        out["ok"] = False
     out["since"] = since
     return out

@@ -27,6 +27,33 @@ class SacctJob:
     instance_ids: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SlurmInstance:
+    """One cloud instance as slurmdbd recorded it (``sacctmgr show instance``, Slurm 23.11+)."""
+
+    node: str
+    instance_id: str
+    instance_type: str
+    start: float | None
+    end: float | None
+
+
+def match_instances(launched: Mapping[str, str], recorded: Iterable[SlurmInstance] | None) -> dict | None:
+    """burstd's instances (id -> node, those that came up) joined with Slurm's records on the instance id.
+    None when Slurm records none (before 23.11, or no slurmdbd): nothing to compare."""
+    if recorded is None:
+        return None
+    slurm = {r.instance_id: r.node for r in recorded}
+    agree = sorted(i for i, node in launched.items() if slurm.get(i) == node)
+    return {
+        "agree": agree,
+        "only_burstd": sorted(i for i in launched if i not in slurm),  # up, but Slurm never heard of it
+        "other_node": {i: {"burstd": launched[i], "slurm": slurm[i]}
+                       for i in sorted(launched) if i in slurm and slurm[i] != launched[i]},
+        "only_slurm": sorted(i for i in slurm if i not in launched),  # on burstd's nodes, but no lease of burstd
+    }
+
+
 @dataclass
 class Reconciliation:
     agree: list[int] = field(default_factory=list)  # same job on the same cloud nodes in both

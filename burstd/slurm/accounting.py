@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 
-from burstd.report.sacct_reconcile import SacctJob
+from burstd.report.sacct_reconcile import SacctJob, SlurmInstance
 from burstd.slurm.base import SlurmError
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -31,6 +31,23 @@ class AccountingMixin:
             return None
         out = self.run("sacctmgr", ["-n", "-P", "show", "account", "format=account"])  # type: ignore[attr-defined]
         return {line.strip() for line in out.splitlines() if line.strip()}
+
+    def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
+        """The cloud instances slurmdbd recorded from ``since`` on (``sacctmgr show instance``, 23.11+), optionally
+        only on ``nodes``; None where the release or the site cannot record them."""
+        if not self.features.has("instance_fields") or not self.accounting_enabled():  # type: ignore[attr-defined]
+            return None
+        args = ["-n", "-P", "show", "instance", "format=NodeName,InstanceId,InstanceType,Start,End",
+                "start=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))]
+        if nodes:
+            args.append("nodes=" + ",".join(nodes))
+        out = self.run("sacctmgr", args)  # type: ignore[attr-defined]
+        rows = []
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) == 5 and parts[0] and parts[1]:
+                rows.append(SlurmInstance(parts[0], parts[1], parts[2], _epoch(parts[3]), _epoch(parts[4])))
+        return rows
 
     def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
         """Allocations slurmdbd recorded from ``since`` on (``sacct -X -a``), optionally only those that ran
@@ -69,6 +86,9 @@ class NoSlurmdbd:
 
     def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
         return []
+
+    def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
+        return None
 
 
 def _digits(text: str) -> bool:

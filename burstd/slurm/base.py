@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from burstd.domain.slurm import Snapshot
 
 if TYPE_CHECKING:
-    from burstd.report.sacct_reconcile import SacctJob
+    from burstd.report.sacct_reconcile import SacctJob, SlurmInstance
 
 
 class SlurmError(Exception):
@@ -108,6 +108,10 @@ class SlurmAdapter(Protocol):
         (``features.instance_fields``); False when they cannot (nothing done)."""
         ...
 
+    def ctld_health(self) -> dict[str, Any] | None:
+        """Is slurmctld serving (``{"ok", "via", "detail"}``)? None where the backend has no probe."""
+        ...
+
     # --- accounting (slurmdbd) ----------------------------------------------------------------
     def accounting_enabled(self) -> bool:
         """Does this Slurm store accounting in slurmdbd, and can the backend read it? (Only cli can.)"""
@@ -117,4 +121,7 @@ class SlurmAdapter(Protocol):
         ...
     def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
         """Allocations slurmdbd recorded from ``since`` on, optionally only those that ran on ``nodes``."""
+        ...
+    def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
+        """Cloud instances slurmdbd recorded from ``since`` on (23.11+); None where none can be recorded."""
         ...

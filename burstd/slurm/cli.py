@@ -23,6 +23,7 @@ from burstd.config import SlurmConfig
 from burstd.domain.slurm import Job, Node, Partition, Snapshot
 from burstd.slurm import parse, squeue_text
 from burstd.slurm.accounting import AccountingMixin
+from burstd.slurm.health import HealthMixin
 from burstd.slurm.features import Features, parse_release
 from burstd.slurm.base import PartitionEdits, HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
 
@@ -57,7 +58,7 @@ def parse_version(text: str) -> tuple[int, int]:
         raise SlurmError(f"cannot read the Slurm version from {text.strip()!r}") from None
 
 
-class CliAdapter(PartitionEdits, AccountingMixin):
+class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
     backend = "cli"
 
     def __init__(self, config: SlurmConfig | None = None, *, job_format: str | None = None) -> None:
@@ -247,12 +248,23 @@ class CliAdapter(PartitionEdits, AccountingMixin):
 
     def requeue(self, job_id: int, *, expedite: bool = False) -> None:
         """``scontrol requeue N``. ``expedite``: the job may start again at once rather than after
-        ``cred_expire`` + 1 s (a preempted job). Slurm 25.11+ does that itself for jobs submitted with
-        ``--requeue=expedite``; burstd sets ``starttime=now`` on every release, which is harmless there."""
+        ``cred_expire`` + 1 s (a preempted job). On 25.11+ a job submitted with ``--requeue=expedite``
+        (flag ``EXPEDITED_REQUEUE``, with ``enable_expedited_requeue``) gets that from Slurm itself, eligible at
+        once and first in the queue: burstd leaves it to Slurm. Any other job gets ``update starttime=now``."""
         jid = str(_job_id(job_id))
+        by_slurm = expedite and self.features.has("expedited_requeue") and self.expedited_by_slurm(job_id)
         self._scontrol("requeue", jid)
-        if expedite:
+        if expedite and not by_slurm:
             self._scontrol("update", f"jobid={jid}", "starttime=now")
+
+    def expedited_by_slurm(self, job_id: int) -> bool:
+        """Whether the job carries Slurm's ``EXPEDITED_REQUEUE`` flag (25.11+: ``sbatch --requeue=expedite``)."""
+        if not self.features.has("expedited_requeue"):
+            return False
+        doc = parse.load_json(self.run("scontrol", ["show", "job", str(_job_id(job_id)), "--json"]),
+                              "scontrol show job --json")
+        return any(j.get("job_id") == job_id and "EXPEDITED_REQUEUE" in (j.get("flags") or [])
+                   for j in doc.get("jobs") or [])
 
     def release_hold(self, job_id: int) -> None:
         self._scontrol("release", str(_job_id(job_id)))

@@ -41,8 +41,17 @@ FEATURES: tuple[Feature, ...] = (
             "`SchedulerParameters=requeue_on_resume_failure`: a job whose cloud node failed to resume "
             "is requeued, not held"),
     Feature("expedited_requeue", (25, 11), None,
-            "`sbatch --requeue=expedite` (ExpeditedRequeue=Yes): Slurm starts a requeued job at once; "
-            "older releases: burstd follows its requeue with `update starttime=now`"),
+            "`SlurmctldParameters=enable_expedited_requeue`: a job submitted with `sbatch --requeue=expedite` "
+            "(ExpeditedRequeue=Yes) that a lost cloud node killed is requeued by Slurm itself, eligible at once and "
+            "first in the queue; older releases: burstd follows its requeue with `update starttime=now`"),
+    Feature("ctld_http", (25, 11), None,
+            "slurmctld answers HTTP on its own port: burstd's Slurm health is `GET /readyz` (servicing RPCs), "
+            "`MetricsType=metrics/openmetrics` adds `/metrics/*`; older releases: `scontrol ping`"),
+    Feature("resume_file_job_fields", (26, 5), None,
+            "`SLURM_RESUME_FILE` jobs carry `priority` and `exclusive`: a node shared by jobs goes with the "
+            "highest-priority one's gang, an exclusive multi-node job is a gang even where the pool is not "
+            "all-or-nothing, and leases are recorded (so launched and budgeted) highest priority first "
+            "(read from the file itself: absent fields mean Slurm's order and the first job)"),
     Feature("rest_node_actions", (23, 11), None,
             "slurmrestd v0.0.40+: `POST node/{name}` (drain, resume, power, address)"),
     Feature("rest_requeue", (26, 5), None,

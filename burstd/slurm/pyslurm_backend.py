@@ -25,6 +25,7 @@ from burstd.config import SlurmConfig
 from burstd.domain.slurm import Gres, Job, Node, Partition, Snapshot
 from burstd.slurm import parse
 from burstd.slurm.accounting import NoSlurmdbd
+from burstd.slurm.health import NoHealthProbe
 from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
 from burstd.slurm.cli import ADDRESS_RE, _hostlist, _job_id, _signal
 
@@ -145,7 +146,7 @@ def _values(collection: Any) -> list[Any]:
     return list(collection)
 
 
-class PyslurmAdapter(PartitionEdits, NoSlurmdbd):
+class PyslurmAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
     backend = "pyslurm"
 
     def __init__(self, config: SlurmConfig | None = None, *, module: ModuleType | Any | None = None) -> None:

@@ -24,6 +24,7 @@ from burstd.config import SlurmConfig
 from burstd.domain.slurm import Snapshot
 from burstd.slurm import parse
 from burstd.slurm.accounting import NoSlurmdbd
+from burstd.slurm.health import NoHealthProbe
 from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
 from burstd.slurm.cli import ADDRESS_RE, CliAdapter, _hostlist, _job_id, _signal
 
@@ -58,7 +59,7 @@ def _read_token_file(path: str) -> str:
     return raw
 
 
-class RestAdapter(PartitionEdits, NoSlurmdbd):
+class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
     backend = "rest"
 
     def __init__(self, config: SlurmConfig | None = None, *, client: httpx.Client | None = None) -> None:

@@ -152,6 +152,12 @@ def test_funded_account_bursts_broke_account_waits_until_its_budget_is_raised(sl
                                         check=False).stdout)
             assert check["ok"], check
             assert {j for j in funded + broke if host(j).startswith(prefix)} <= set(check["agree"]), check
+            # and, where Slurm records instances (23.11+), it knows every VM burstd launched, on its node
+            if check["instances"] is not None:
+                up = {x.instance_id for x in all_leases if x.instance_id and x.ready_at}
+                assert up and up <= set(check["instances"]["agree"]), check
+            else:
+                assert slurm_bed.slurm_release() < (23, 11), check
 
 
 def test_a_budget_for_an_account_slurmdbd_does_not_know_is_refused(slurm_bed, tmp_path):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from burstd.config import load_config
+from burstd.config import SlurmConfig, load_config
+from burstd.slurm.cli import CliAdapter
 from tests.integration.daemon_bed import (
     Gate, all_jobs, bed_daemon_config, cloud_namespaces, diagnosis, leases, running_daemon, wait_for,
 )
@@ -63,3 +64,20 @@ def test_sbatch_jobs_burst_run_on_cloud_complete_and_nodes_power_down(slurm_bed,
         leased_jobs = {j for r in rows for j in r["job_ids"]}
         cloud_jobs = {j for j, h in hosts.items() if h.startswith(prefix)}
         assert cloud_jobs <= leased_jobs, (cloud_jobs, rows)
+
+        # Slurm knows which instance backed each cloud node (23.11+ with slurmdbd): the daemon recorded it when the
+        # node came up, so `sacctmgr show instance` lists every instance burstd launched, under its node's name
+        slurm = CliAdapter(SlurmConfig(bin_dir=slurm_bed.bin_dir, conf=str(slurm_bed.conf_path)))
+        if slurm.features.has("instance_fields"):
+            assert slurm.accounting_enabled()  # every bed runs slurmdbd
+            launched = {(r["node_name"], r["instance_id"]) for r in rows if r["instance_id"]}
+            assert launched and {n for n, _ in launched} >= set(on_cloud), rows
+
+            def instances():
+                out = slurm_bed.run(["sacctmgr", "-n", "-P", "show", "instance",
+                                     "format=nodename,instanceid,instancetype"], check=False).stdout
+                listed = {tuple(line.split("|")[:2]) for line in out.splitlines() if line.count("|") == 2}
+                return launched <= listed and listed
+
+            wait_for(instances, 30, "sacctmgr show instance to list every instance burstd launched",
+                     diagnose=diagnose)

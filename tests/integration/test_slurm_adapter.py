@@ -181,6 +181,44 @@ def test_requeue_a_running_job(slurm_bed, bed_user, cleanup, cli):
     assert back.restart_count == 1 and back.reason in ("BeginTime", "None", "Priority", "Resources")
 
 
+def test_expedited_requeue_is_slurms_where_the_release_and_the_job_have_it(slurm_bed, bed_user, cleanup, cli):
+    """25.11+ (`enable_expedited_requeue` in the generated slurm.conf): a job submitted with
+    `--requeue=expedite` is requeued by Slurm eligible at once, and burstd adds no `starttime=now`; a plain
+    `--requeue` job, and every job before 25.11, gets burstd's `update starttime=now`."""
+    opts = ["-p", slurm_bed.onprem_partition, "-o", "/dev/null", "-t", "10"]
+    if cli.features.has("expedited_requeue"):
+        expedite = slurm_bed.sbatch([*opts, "--requeue=expedite", "-J", "rqx"], "#!/bin/sh\nsleep 300\n", user=bed_user)
+        cleanup.append(expedite)
+    else:
+        expedite = None  # sbatch before 25.11 refuses `--requeue=expedite`
+    plain = slurm_bed.sbatch([*opts, "--requeue", "-J", "rqp"], "#!/bin/sh\nsleep 300\n", user=bed_user)
+    cleanup.append(plain)
+    jobs = [j for j in (expedite, plain) if j is not None]
+    slurm_bed.wait_for(lambda: all(slurm_bed.job(j).get("JobState") == "RUNNING" for j in jobs), 60, "the jobs to run")
+    for job in jobs:
+        before = len(cli.calls)
+        cli.requeue(job, expedite=True)
+        updates = [c[2:] for c in cli.calls[before:] if c[0].endswith("scontrol") and c[1] == "update"]
+        assert updates == ([] if job == expedite else [[f"jobid={job}", "starttime=now"]]), job
+    for job in jobs:  # eligible at once either way (no BeginTime wait of cred_expire), once its old run has ended
+        slurm_bed.wait_for(lambda: (i := slurm_bed.job(job)) and i.get("Restarts") == "1"
+                           and i.get("JobState") in ("PENDING", "RUNNING", "CONFIGURING")
+                           and i.get("Reason") != "BeginTime", 30, f"job {job} eligible again")
+    if expedite is not None:
+        assert slurm_bed.job(expedite).get("ExpeditedRequeue") == "Yes"
+
+
+def test_slurmctld_health_is_readyz_where_the_release_serves_it(slurm_bed, cli):
+    """25.11+: `GET /readyz` on slurmctld's own port; before: `scontrol ping`. Both say ready on a live bed."""
+    health = cli.ctld_health()
+    assert health["ok"] is True, health
+    if cli.features.has("ctld_http"):
+        assert health["via"] == "readyz" and health["url"].endswith(f":{slurm_bed.config.ctld_port_}/readyz")
+        assert health["detail"] in ("200", "204")
+    else:
+        assert health["via"] == "scontrol ping" and "is UP" in health["detail"]
+
+
 def test_signal_reaches_the_batch_shell(slurm_bed, bed_user, cleanup, cli):
     wd = slurm_bed.workdir(bed_user)
     marker = Path(wd) / f"sig-{uuid.uuid4().hex}.txt"

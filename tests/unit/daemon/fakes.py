@@ -186,6 +186,7 @@ class FakeAdapter:
         self.calls: list[tuple] = []
         self.snapshots = 0
         self.ended: dict[int, str] = {}
+        self.expedited: list[int] = []  # jobs requeued with expedite=True (a lost running node's)
 
     def snapshot(self):
         self.snapshots += 1
@@ -212,6 +213,8 @@ class FakeAdapter:
 
     def requeue(self, job_id, *, expedite=False):
         self.calls.append(("requeue", job_id))
+        if expedite:
+            self.expedited.append(job_id)
 
     slurmdbd_accounts: set[str] | None = None  # None: a Slurm without slurmdbd
     sacct: list | None = None  # allocations slurmdbd recorded (burstd.report.sacct_reconcile.SacctJob); None: none
@@ -224,6 +227,14 @@ class FakeAdapter:
 
     def sacct_jobs(self, since, nodes=None):
         return [j for j in self.sacct or [] if not nodes or set(j.nodes) & set(nodes)]
+
+    def ctld_health(self):
+        return None
+
+    slurm_instances: list | None = None  # what `sacctmgr show instance` lists (SlurmInstance); None: not recorded
+
+    def instances(self, since, nodes=None):
+        return self.slurm_instances
 
     def set_instance(self, node, instance_id, instance_type):
         self.calls.append(("set_instance", node, instance_id, instance_type))

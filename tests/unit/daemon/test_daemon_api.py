@@ -90,6 +90,31 @@ def test_resume_file_of_newer_slurm_names_the_jobs_nodes_nodes_alloc(daemon, rel
     assert sorted((x.node_name, x.job_ids) for x in store.leases()) == [("cloud1", (job,)), ("cloud2", (job,))]
 
 
+@pytest.mark.parametrize(("release", "gang"), [("24.11", False), ("26.05", True)])
+def test_an_exclusive_job_from_the_resume_file_is_one_gang_where_the_pool_launches_nodes_one_by_one(
+        tmp_path, release, gang):
+    """26.05's resume file marks job 1 ``exclusive: NODE``: its two nodes go as one gang even with
+    ``all_or_nothing = false``; 24.11's file has no such field and the nodes stay on their own."""
+    cfg = _config(tmp_path)
+    cfg = cfg.model_copy(update={"pools": [cfg.pools[0].model_copy(update={"all_or_nothing": False})]})
+    clock = FakeClock()
+    store = FakeStore(clock)
+    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
+    server = ApiServer(create_app(rec, cfg), cfg)
+    server.start()
+    try:
+        assert server.wait_started()
+        cfg_file = tmp_path / "burstd.toml"
+        cfg_file.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n')
+        rc, err, _ = hook(cfg_file, "resume", "cloud[1-2]",
+                          env={"SLURM_RESUME_FILE": str(DATA / "resume-files" / f"{release}.json")})
+        assert rc == 0, err
+        gangs = {x.gang for x in store.leases()}
+        assert (len(gangs) == 1 and None not in gangs) if gang else gangs == {None}
+    finally:
+        server.stop()
+
+
 def test_suspend_hook_queues_intent(daemon):
     cfg, rec, store, woken, cfg_file = daemon
     rc, err, _ = hook(cfg_file, "suspend", "cloud1")

@@ -137,3 +137,19 @@ def test_explain_answers_for_running_and_unknown_jobs_and_before_any_decision(li
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert data["job_id"] == 82 and data["burst"] is False and "waited 10s" in data["reason"]
+
+
+def test_status_reports_slurmctlds_health_from_the_adapter(live):
+    path, rec, store = live
+    r = CliRunner().invoke(app, ["status", "--json", "-c", path])
+    assert json.loads(r.output)["slurmctld"] is None  # a backend without a health probe says nothing
+    rec.adapter.ctld_health = lambda: {"ok": False, "via": "readyz", "url": "http://10.77.0.1:6817/readyz",
+                                       "detail": "503 Service Unavailable"}
+    r = CliRunner().invoke(app, ["status", "--json", "-c", path])
+    assert json.loads(r.output)["slurmctld"]["ok"] is False
+    r = CliRunner().invoke(app, ["status", "-c", path])
+    assert r.exit_code == 0, r.output
+    assert "slurmctld: NOT READY: 503 Service Unavailable (readyz http://10.77.0.1:6817/readyz)" in r.output
+    rec.adapter.ctld_health = lambda: {"ok": True, "via": "scontrol ping", "detail": "Slurmctld(primary) at h is UP"}
+    r = CliRunner().invoke(app, ["status", "-c", path])
+    assert "slurmctld: ready (scontrol ping)" in r.output

@@ -159,6 +159,7 @@ def test_boot_timeout_fails_powers_down_requeues_and_cleans_up(env):
     assert states(store) == {"cloud1": S.TERMINATED}
     assert provider.live() == []
     assert ("power_down", ("cloud1",), True) in adapter.calls and ("requeue", 9) in adapter.calls
+    assert adapter.expedited == []  # it never ran: Slurm's usual requeue delay
     assert any(e.to_state == "FAILED" and "did not register" in e.reason for e in store.events())
 
 
@@ -177,6 +178,7 @@ def test_vanished_instance_fails_lease_and_requeues_job(env):
     rec.cycle()
     assert states(store) == {"cloud1": S.TERMINATED}
     assert ("requeue", 3) in adapter.calls
+    assert adapter.expedited == [3]  # its run was lost with the VM: eligible again at once
 
 
 def test_node_powered_down_in_slurm_terminates_ready_lease(env):

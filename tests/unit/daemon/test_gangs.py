@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from burstd.daemon.actions import Launch, Refuse
-from burstd.daemon.planning import plan_gangs, plan_launches
+from burstd.daemon.planning import ResumeJob, plan_gangs, plan_launches, resume_order
 from burstd.daemon.reconcile import Reconciler
 from tests.unit.daemon.first_rule import first_rule
+from burstd.domain.budget import BudgetBook
 from burstd.domain.lease import Lease, LeaseState
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError, launch_all_or_nothing
 from tests.unit.daemon.test_daemon_reconcile import CFG
@@ -139,3 +140,48 @@ def test_sequential_fallback_terminates_the_members_made_when_one_fails():
     assert len(provider.terminate_calls) == 2
     made = launch_all_or_nothing(provider, "L1", requests[:2])
     assert [i.node_name for i in made] == ["cloud1", "cloud2"] and isinstance(made[0], Instance)
+
+
+# -- pure: what 26.05's resume file adds (priority, exclusive) --------------------------------------------------
+def test_a_shared_node_goes_with_its_highest_priority_job_where_slurm_says():
+    jobs = {"a1": (7,), "a2": (7, 9), "a3": (9,)}
+    info = {7: ResumeJob.of(7, 10, "NO"), 9: ResumeJob.of(9, 500, "NO")}
+    assert plan_gangs(list(jobs), jobs, pool_of, lambda p: True, info) == {"a2": "a2", "a3": "a2"}
+    # without priorities (before 26.05) the node keeps going with its first job
+    assert plan_gangs(list(jobs), jobs, pool_of, lambda p: True) == {"a1": "a1", "a2": "a1"}
+
+
+@pytest.mark.parametrize(("exclusive", "gang"), [("NODE", True), ("USER", True), ("NO", False), (None, False)])
+def test_an_exclusive_job_is_a_gang_even_in_a_pool_that_launches_nodes_one_by_one(exclusive, gang):
+    jobs = {"a1": (7,), "a2": (7,)}
+    leaders = plan_gangs(list(jobs), jobs, pool_of, lambda p: False, {7: ResumeJob.of(7, 1, exclusive)})
+    assert leaders == ({"a1": "a1", "a2": "a1"} if gang else {})
+
+
+def test_leases_are_recorded_highest_priority_first_and_slurms_order_stays_without_priorities():
+    jobs = {"a1": (7,), "a2": (7,), "a3": (8,), "a4": (), "a5": (9,)}
+    info = {7: ResumeJob.of(7, 5), 8: ResumeJob.of(8, 90), 9: ResumeJob.of(9, 5)}
+    assert resume_order(list(jobs), jobs, info) == ["a3", "a1", "a2", "a5", "a4"]
+    assert resume_order(list(jobs), jobs, {}) == list(jobs)
+
+
+def test_when_the_budget_holds_one_gang_the_higher_priority_gang_launches():
+    """Money for one 2-node gang: the resume call's second job, of higher priority (26.05's resume file), gets
+    it; the other gang is refused whole. Before 26.05 the first job would have."""
+    clock = FakeClock()
+
+    class SiteBudget(FakeStore):
+        # $0.70 for the site: the guard wants $0.54 left for a node (65 min at $0.50) and counts each approved
+        # one at ~$0.09 until a job shows on it, so two nodes pass and the third does not
+        def budget_book(self, period, now, config=None):
+            return BudgetBook(period_start=now - 86400, period_end=now + 86400, site_limit_micros=700_000)
+
+    store, provider = SiteBudget(clock), FakeGangProvider("local", clock)
+    rec = Reconciler(config(), store, FakeAdapter(), {"local": provider}, first_rule, clock=clock)
+    rec.request_resume(["cloud1", "cloud2", "cloud3", "cloud4"],
+                       {"cloud1": (7,), "cloud2": (7,), "cloud3": (8,), "cloud4": (8,)},
+                       info={7: ResumeJob.of(7, 10, "NO"), 8: ResumeJob.of(8, 900, "NODE")})
+    rec.cycle()
+    states = {n: x.state for n, x in by_node(store).items()}
+    assert states["cloud3"] != S.REFUSED and states["cloud4"] != S.REFUSED, states
+    assert states["cloud1"] == S.REFUSED and states["cloud2"] == S.REFUSED, states

@@ -35,3 +35,18 @@ def test_every_difference_is_reported_not_hidden():
     d = r.to_dict()
     assert d["ok"] is False and d["only_sacct"] == [11] and d["other_account"]["10"] == {"burstd": "chemistry",
                                                                                         "sacct": "physics"}
+
+
+def test_instances_join_on_the_instance_id_and_name_every_difference():
+    from burstd.report.sacct_reconcile import SlurmInstance, match_instances
+
+    launched = {"i-1": "cloud1", "i-2": "cloud2", "i-3": "cloud3"}
+    recorded = [SlurmInstance("cloud1", "i-1", "ns", 1, 2), SlurmInstance("cloud3", "i-2", "ns", 1, 2),
+                SlurmInstance("cloud2", "i-9", "ns", 1, None)]
+    assert match_instances(launched, recorded) == {
+        "agree": ["i-1"],
+        "only_burstd": ["i-3"],  # came up, but Slurm never recorded it
+        "other_node": {"i-2": {"burstd": "cloud2", "slurm": "cloud3"}},
+        "only_slurm": ["i-9"],
+    }
+    assert match_instances(launched, None) is None  # before 23.11 or without slurmdbd: nothing to compare

@@ -49,6 +49,9 @@ if name == "squeue":
     sys.stdout.write(body * int(os.environ.get("FAKE_REPEAT", "1"))); sys.exit(0)
 if name == "sinfo":
     sys.stdout.write(open(os.path.join(data, "sinfo.json")).read()); sys.exit(0)
+if name == "scontrol" and args[:2] == ["show", "job"]:
+    flags = [f for f in os.environ.get("FAKE_JOB_FLAGS", "").split(",") if f]
+    print(json.dumps({{"jobs": [{{"job_id": int(args[2]), "flags": flags}}]}})); sys.exit(0)
 if name == "scontrol" and args[:2] == ["show", "partitions"]:
     sys.stdout.write(open(os.path.join(data, "scontrol_show_partitions_o.txt")).read()); sys.exit(0)
 sys.exit(0)
@@ -305,6 +308,33 @@ def test_node_and_job_actions_follow_the_live_release(fake_slurm, monkeypatch, v
     adapter = fake_slurm.adapter()
     action(adapter)
     assert _started(adapter) == argvs
+
+
+@pytest.mark.parametrize(("version", "flags", "argvs"), [
+    # 25.11+: a job submitted with --requeue=expedite is made eligible at once (and first) by Slurm itself
+    ("slurm-wlm 26.05.5", "JOB_WAS_RUNNING,EXPEDITED_REQUEUE",
+     [["scontrol", "show", "job", "7", "--json"], ["scontrol", "requeue", "7"]]),
+    ("slurm-wlm 26.05.5", "JOB_WAS_RUNNING",
+     [["scontrol", "show", "job", "7", "--json"], ["scontrol", "requeue", "7"],
+      ["scontrol", "update", "jobid=7", "starttime=now"]]),
+    # before 25.11 there is no such flag to read: burstd expedites every preempted job itself
+    ("slurm-wlm 24.11.5", "EXPEDITED_REQUEUE",
+     [["scontrol", "requeue", "7"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
+])
+def test_expedited_requeue_is_left_to_slurm_where_the_job_asked_for_it(fake_slurm, monkeypatch, version, flags,
+                                                                       argvs):
+    monkeypatch.setenv("FAKE_VERSION", version)
+    monkeypatch.setenv("FAKE_JOB_FLAGS", flags)
+    adapter = fake_slurm.adapter()
+    adapter.requeue(7, expedite=True)
+    assert _started(adapter) == argvs
+
+
+def test_a_plain_requeue_reads_no_flags(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_VERSION", "slurm-wlm 26.05.5")
+    adapter = fake_slurm.adapter()
+    adapter.requeue(7)
+    assert _started(adapter) == [["scontrol", "requeue", "7"]]
 
 
 def test_set_instance_says_whether_slurm_recorded_it(fake_slurm, monkeypatch):

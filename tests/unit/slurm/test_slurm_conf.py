@@ -30,18 +30,20 @@ def test_a_cloud_node_and_partition_line_per_pool():
     assert "PartitionName=cloud-gpu Nodes=gpu[1-2] MaxTime=INFINITE State=UP" in lines
 
 
-@pytest.mark.parametrize(("release", "params", "requeue_on_failure"), [
-    ((22, 5), "idle_on_node_suspend,cloud_reg_addrs,enable_configless", False),
-    ((23, 11), "idle_on_node_suspend,cloud_reg_addrs,enable_configless", False),
-    ((24, 11), "idle_on_node_suspend,enable_configless", False),  # defunct (fatal) from 24.11
-    ((25, 5), "idle_on_node_suspend,enable_configless", True),
-    ((26, 5), "idle_on_node_suspend,enable_configless", True),
+@pytest.mark.parametrize(("release", "params", "requeue_on_failure", "metrics"), [
+    ((22, 5), "idle_on_node_suspend,cloud_reg_addrs,enable_configless", False, False),
+    ((23, 11), "idle_on_node_suspend,cloud_reg_addrs,enable_configless", False, False),
+    ((24, 11), "idle_on_node_suspend,enable_configless", False, False),  # defunct (fatal) from 24.11
+    ((25, 5), "idle_on_node_suspend,enable_configless", True, False),
+    ((25, 11), "idle_on_node_suspend,enable_configless,enable_expedited_requeue", True, True),
+    ((26, 5), "idle_on_node_suspend,enable_configless,enable_expedited_requeue", True, True),
 ])
-def test_release_decides_the_parameters(release, params, requeue_on_failure):
+def test_release_decides_the_parameters(release, params, requeue_on_failure, metrics):
     lines = slurm_conf_lines(parse_config({"pools": POOLS}), release=release)
     assert f"SlurmctldParameters={params}" in lines
     assert sum(line.startswith("SlurmctldParameters=") for line in lines) == 1
     assert ("SchedulerParameters=requeue_on_resume_failure" in lines) is requeue_on_failure
+    assert ("MetricsType=metrics/openmetrics" in lines) is metrics
 
 
 def test_accounting_adds_gpu_tres_and_the_bed_can_name_its_hook_files():
