@@ -139,11 +139,14 @@ class Executor:
     def _submit_launch(self, pool: LaunchPool, a: Launch) -> None:
         """Which leases ``a`` launches is read here, on the cycle's thread (so a gang is launched once); the
         launch runs on the pool, holding its leases and their nodes until it is over."""
-        pool.wait_for({f"lease:{a.lease_id}"})  # read the lease once its launch in flight (if any) is over
+        key = {f"lease:{a.lease_id}"}
         try:
             lease = self.store.lease(a.lease_id)
-            if lease.gang is not None:
-                pool.wait_for(None)  # its members may be in any launch in flight: read them after all of them
+            # a member of a gang already launched by this executor has nothing left to launch (and must not wait
+            # for that launch: the next gang's would wait behind it); anything else in flight: read it after
+            if (lease.gang is None or lease.gang not in self._gangs_tried) and pool.busy(key):
+                pool.wait_for(key)
+                lease = self.store.lease(a.lease_id)
             members = self._launch_members(a, lease)
         except Exception as exc:  # noqa: BLE001 - as any failed action
             self._failed(a, exc)

@@ -71,6 +71,10 @@ class LaunchPool:
         if busy:
             wait(busy)
 
+    def busy(self, keys: Iterable[str]) -> bool:
+        """Whether a launch holding one of ``keys`` is still running."""
+        return any(k in self._in_flight and not self._in_flight[k].done() for k in keys)
+
     def raise_if_fenced(self) -> None:
         if self._fenced is not None:
             raise self._fenced

@@ -168,6 +168,19 @@ def test_a_gang_is_one_launch_whichever_member_actions_name_it():
     assert sorted(provider.launch_calls) == sorted(m.lease_id for m in members)  # one per node, never two
 
 
+def test_gangs_launch_concurrently_with_each_other():
+    clock = FakeClock()
+    store = FakeStore(clock)
+    provider = WatchedProvider("local", clock, gate=2)  # a member of each gang inside at once, or the gate breaks
+    gangs = {g: [store.create_lease(pool="local", node_name=f"cloud{g}{i}", gang=f"g{g}",
+                                    lease_id=f"g{g}" if i == 1 else None) for i in (1, 2)] for g in (1, 2)}
+    report = CycleReport()
+    ex = Executor(store, FakeAdapter(), {"local": provider}, config(8), Metrics(), clock=clock, report=report)
+    ex.apply([Launch(m.lease_id) for members in gangs.values() for m in members])
+    assert report.errors == [] and {x.state for x in store.leases()} == {S.BOOTING}
+    assert provider.most_inside == 2 and len(provider.launch_calls) == 4
+
+
 def test_a_leader_deposed_mid_storm_starts_no_launch_after_the_fence_refuses_one():
     clock = FakeClock()
     store = FakeStore(clock)
