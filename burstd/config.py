@@ -139,6 +139,8 @@ class DaemonConfig(_Section):
     log_format: Literal["json", "text"] = "json"
     # the hooks give up on the daemon after this long; Slurm's slurmscriptd waits on them meanwhile
     hook_timeout_s: Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)] = 2.0
+    # provider launch calls a cycle runs at once (a resume storm); 1 = one after another
+    launch_workers: int = Field(default=8, ge=1, le=64)
 
     @field_validator("metrics_address")
     @classmethod

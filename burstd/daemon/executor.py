@@ -1,10 +1,12 @@
 """The Executor: the only code of the cycle with side effects. It applies planned actions (``daemon.actions``)
-to the store, Slurm and the clouds, one by one; a failed action is logged and counted, the rest still run.
-Where a launch is carried out: ``Executor._do_Launch`` (intent committed as LAUNCHING before the provider call,
-the lease id as idempotency token)."""
+to the store, Slurm and the clouds in order; a failed action is logged and counted, the rest still run. Launches
+run up to ``daemon.launch_workers`` at once (``daemon.launch_pool``: a lease's actions stay in order, a node has
+one launch at a time). Where a launch is carried out: ``Executor._launch`` (intent committed as LAUNCHING, under
+the fence, before the provider call, the lease id as idempotency token)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from burstd.daemon.actions import (
     PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.faults import crash_point
+from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
@@ -55,7 +58,8 @@ class CycleReport:
 
 
 class Executor:
-    """Applies actions one by one; a failed action is logged and counted, the rest still run."""
+    """Applies actions in order (launches through a bounded pool); a failed action is logged and counted, the rest
+    still run."""
 
     def __init__(self, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider], config: Config,
                  metrics: Metrics, *, snapshot: Snapshot | None = None, clock: Callable[[], float] = time.time,
@@ -80,25 +84,78 @@ class Executor:
         self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
         self.again = False  # something changed that the next cycle should look at right away
         self._gangs_tried: set[str] = set()  # gangs launched (or tried) by this executor
+        self._lock = threading.Lock()  # the report and the pool health, written by launch workers too
+        # launches at once; 1 where the store cannot take calls from several threads (one shared connection)
+        self.launch_workers = config.daemon.launch_workers if getattr(store, "concurrent", True) else 1
 
     def apply(self, actions: Iterable[Action]) -> None:
-        for action in actions:
-            name = type(action).__name__
-            try:
+        """Every action, in order; returns once all of them, launches included, are over. With more than one
+        launch worker a Launch runs on the pool and the next actions go on: one that touches a lease whose
+        launch is in flight waits for it, one that names no lease waits for every launch in flight."""
+        pool = LaunchPool(self.launch_workers)
+        try:
+            for action in actions:
+                pool.raise_if_fenced()
+                if isinstance(action, Launch) and pool.width > 1:
+                    self._submit_launch(pool, action)
+                    continue
+                lease_id = getattr(action, "lease_id", None)
+                pool.wait_for({f"lease:{lease_id}"} if lease_id else None)
+                self._run(action)
+        finally:
+            pool.close()  # every launch over; a deposed worker's Fenced is raised here
+
+    def _run(self, action: Action, call: Callable[[], None] | None = None) -> None:
+        """Carry out one action (``call``, else its ``_do_`` method) and count it, or log why it failed."""
+        name = type(action).__name__
+        try:
+            if call is None:
                 getattr(self, f"_do_{name}")(action)
-                self.metrics.actions.labels(name).inc()
-                if self.report is not None:
-                    self.report.actions[name] = self.report.actions.get(name, 0) + 1
-            except Fenced:
-                raise  # deposed: stop acting at once (the cycle ends and this daemon becomes a standby)
-            except Exception as exc:  # one bad action must not stop the cycle
-                self.metrics.error(exc)
-                if self.report is not None:
-                    self.report.errors.append(f"{name}: {exc}")
-                log.error("action failed", exc_info=not isinstance(exc, (ProviderError, SlurmError, IllegalTransition)),
-                          extra=ev(action=name, lease_id=getattr(action, "lease_id", None),
-                                   node=getattr(action, "node", None), error=str(exc),
-                                   error_class=type(exc).__name__))
+            else:
+                call()
+        except Fenced:
+            raise  # deposed: stop acting at once (the cycle ends and this daemon becomes a standby)
+        except Exception as exc:  # noqa: BLE001 - one bad action must not stop the cycle
+            self._failed(action, exc)
+            return
+        self._counted(name)
+
+    def _counted(self, name: str) -> None:
+        self.metrics.actions.labels(name).inc()
+        if self.report is not None:
+            with self._lock:
+                self.report.actions[name] = self.report.actions.get(name, 0) + 1
+
+    def _failed(self, action: Action, exc: Exception) -> None:
+        name = type(action).__name__
+        self.metrics.error(exc)
+        if self.report is not None:
+            with self._lock:
+                self.report.errors.append(f"{name}: {exc}")
+        log.error("action failed", exc_info=not isinstance(exc, (ProviderError, SlurmError, IllegalTransition)),
+                  extra=ev(action=name, lease_id=getattr(action, "lease_id", None),
+                           node=getattr(action, "node", None), error=str(exc), error_class=type(exc).__name__))
+
+    def _submit_launch(self, pool: LaunchPool, a: Launch) -> None:
+        """Which leases ``a`` launches is read here, on the cycle's thread (so a gang is launched once); the
+        launch runs on the pool, holding its leases and their nodes until it is over."""
+        key = {f"lease:{a.lease_id}"}
+        try:
+            lease = self.store.lease(a.lease_id)
+            # a member of a gang already launched by this executor has nothing left to launch (and must not wait
+            # for that launch: the next gang's would wait behind it); anything else in flight: read it after
+            if (lease.gang is None or lease.gang not in self._gangs_tried) and pool.busy(key):
+                pool.wait_for(key)
+                lease = self.store.lease(a.lease_id)
+            members = self._launch_members(a, lease)
+        except Exception as exc:  # noqa: BLE001 - as any failed action
+            self._failed(a, exc)
+            return
+        if not members:
+            self._counted("Launch")
+            return
+        keys = {f"lease:{m.lease_id}" for m in members} | {f"node:{m.node_name}" for m in members}
+        pool.submit(keys, lambda: self._run(a, lambda: self._launch(members)))
 
     # --- lease moves ------------------------------------------------------------------------
     def _move(self, lease_id: str, state: LeaseState, reason: str, extra: dict | None = None, **fields) -> Lease:
@@ -114,18 +171,27 @@ class Executor:
         return lease
 
     def _do_Launch(self, a: Launch) -> None:
-        """Launch the lease's VM, or, for a gang, every member's VM in one all-or-nothing call."""
-        lease = self.store.lease(a.lease_id)
+        """Launch the lease's VM, or, for a gang, every member's VM in one all-or-nothing call (one worker)."""
+        members = self._launch_members(a)
+        if members:
+            self._launch(members)
+
+    def _launch_members(self, a: Launch, lease: Lease | None = None) -> list[Lease]:
+        """The leases ``a`` launches: its own, or its gang's (once per executor); none left to launch: []."""
+        lease = lease if lease is not None else self.store.lease(a.lease_id)
         if lease.gang is None:
             members = [lease]
         elif lease.gang in self._gangs_tried:
-            return  # one call per gang and cycle: the other members' Launch actions are the same call
+            return []  # one call per gang and cycle: the other members' Launch actions are the same call
         else:
             self._gangs_tried.add(lease.gang)
             members = self.store.leases(states=(S.REQUESTED, S.LAUNCHING), gang=lease.gang)
-        members = [m for m in members if m.state in (S.REQUESTED, S.LAUNCHING)]
-        if not members:
-            return
+        return [m for m in members if m.state in (S.REQUESTED, S.LAUNCHING)]
+
+    def _launch(self, members: list[Lease]) -> None:
+        """LAUNCHING committed (under the fence) for each member, then the provider call, then BOOTING. Runs on
+        a launch worker: what it shares with the other workers is the store (a connection per call), the
+        provider (thread-safe clients) and the Executor's bookkeeping (under ``_lock``)."""
         crash_point("launch.before_launching")
         moved = {m.lease_id for m in members if m.state == S.REQUESTED}
         members = [self._move(m.lease_id, S.LAUNCHING, "launch requested from the provider")
@@ -213,7 +279,8 @@ class Executor:
         if self.health is None:  # a unit test of one action may run without pool bookkeeping
             return
         try:
-            getattr(self.health, method)(*args)
+            with self._lock:  # a read-modify-write of the pool's record: one launch worker at a time
+                getattr(self.health, method)(*args)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must not undo the action
             log.error("pool health not recorded", extra=ev(call=method, error=str(exc)))
 

@@ -9,6 +9,7 @@ given, comma-separated. Unset in production; the check is one dict lookup.
 from __future__ import annotations
 
 import os
+import threading
 
 CRASH_ENV = "BURSTD_CRASH_AT"
 CRASH_EXIT = 86
@@ -38,14 +39,17 @@ def _parse(spec: str) -> dict[str, int]:
 
 _targets = _parse(os.environ.get(CRASH_ENV, ""))
 _hits: dict[str, int] = {}
+_lock = threading.Lock()  # launch workers pass the launch points at once: each hit is counted once
 
 
 def crash_point(name: str) -> None:
     if not _targets or name not in _targets:
         return
-    _hits[name] = _hits.get(name, 0) + 1
-    if _hits[name] >= _targets[name]:
-        os.write(2, f'{{"event":"crash point reached","point":"{name}","hit":{_hits[name]}}}\n'.encode())
+    with _lock:
+        _hits[name] = _hits.get(name, 0) + 1
+        hit = _hits[name]
+    if hit >= _targets[name]:
+        os.write(2, f'{{"event":"crash point reached","point":"{name}","hit":{hit}}}\n'.encode())
         os._exit(CRASH_EXIT)
 
 

@@ -129,6 +129,12 @@ class StoreBase:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    @property
+    def concurrent(self) -> bool:
+        """Whether several threads may call the store at once (the launch workers): a connection per call on
+        every engine but an in-memory SQLite, which shares one connection (and so one transaction)."""
+        return not isinstance(self.engine.pool, StaticPool)
+
     @contextmanager
     def _write(self) -> Iterator[Any]:
         try:
