@@ -255,7 +255,16 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
         by_slurm = expedite and self.features.has("expedited_requeue") and self.expedited_by_slurm(job_id)
         self._scontrol("requeue", jid)
         if expedite and not by_slurm:
+            self._wait_until_pending(job_id)
             self._scontrol("update", f"jobid={jid}", "starttime=now")
+
+    def _wait_until_pending(self, job_id: int, timeout_s: float = 5.0) -> None:
+        """Right after ``scontrol requeue`` the job is still being requeued: an ``update starttime=now`` sent
+        then is answered rc 0 and dropped, and the job waits out cred_expire (seen live on 22.05 and 24.11).
+        Wait, bounded, until squeue shows it PENDING (or no longer knows it)."""
+        deadline = time.monotonic() + timeout_s
+        while self.job_state(job_id) not in (None, "PENDING") and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def expedited_by_slurm(self, job_id: int) -> bool:
         """Whether the job carries Slurm's ``EXPEDITED_REQUEUE`` flag (25.11+: ``sbatch --requeue=expedite``)."""

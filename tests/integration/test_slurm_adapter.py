@@ -201,9 +201,18 @@ def test_expedited_requeue_is_slurms_where_the_release_and_the_job_have_it(slurm
         updates = [c[2:] for c in cli.calls[before:] if c[0].endswith("scontrol") and c[1] == "update"]
         assert updates == ([] if job == expedite else [[f"jobid={job}", "starttime=now"]]), job
     for job in jobs:  # eligible at once either way (no BeginTime wait of cred_expire), once its old run has ended
-        slurm_bed.wait_for(lambda: (i := slurm_bed.job(job)) and i.get("Restarts") == "1"
-                           and i.get("JobState") in ("PENDING", "RUNNING", "CONFIGURING")
-                           and i.get("Reason") != "BeginTime", 30, f"job {job} eligible again")
+        seen: list[tuple] = []
+
+        def eligible(job=job):
+            i = slurm_bed.job(job)
+            seen.append((i.get("JobState"), i.get("Reason"), i.get("Restarts"), i.get("EligibleTime")))
+            return (i.get("Restarts") == "1" and i.get("JobState") in ("PENDING", "RUNNING", "CONFIGURING")
+                    and i.get("Reason") != "BeginTime")
+
+        try:
+            slurm_bed.wait_for(eligible, 30, f"job {job} eligible again")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; (state, reason, restarts, eligible) seen: {sorted(set(seen))}") from None
     if expedite is not None:
         assert slurm_bed.job(expedite).get("ExpeditedRequeue") == "Yes"
 

@@ -38,6 +38,11 @@ if args == ["--version"]:
     print(os.environ.get("FAKE_VERSION", "slurm-wlm 22.05.8")); sys.exit(0)
 if name == "squeue" and "--json" in args:
     sys.stdout.write(open(os.path.join(data, "squeue.json")).read()); sys.exit(0)
+if name == "squeue" and "-j" in args and "-t" in args:  # job_state: FAKE_JOB_STATES answered one per call
+    jid = args[args.index("-j") + 1]
+    states = os.environ.get("FAKE_JOB_STATES", "PENDING").split(",")
+    n = sum(1 for line in open(log) if '"-t"' in line and '"squeue"' in line)  # this call is logged: n >= 1
+    print(jid + "|" + states[min(n, len(states)) - 1]); sys.exit(0)
 if name == "squeue" and "-j" in args:
     jid = args[args.index("-j") + 1]
     print("999|other"); print(jid + "|" + os.environ.get("FAKE_PARTITIONS", "onprem")); sys.exit(0)
@@ -301,7 +306,7 @@ def test_no_shell_anywhere_in_the_backends():
      [["scontrol", "update", "nodename=c1", "instanceid=i-0abc", "instancetype=g5.xlarge"]]),
     ("slurm-wlm 22.05.8", lambda a: a.set_instance("c1", "i-0abc", "g5.xlarge"), []),
     ("slurm-wlm 22.05.8", lambda a: a.requeue(7, expedite=True),
-     [["scontrol", "requeue", "7"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
+     [["scontrol", "requeue", "7"], ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
 ])
 def test_node_and_job_actions_follow_the_live_release(fake_slurm, monkeypatch, version, action, argvs):
     monkeypatch.setenv("FAKE_VERSION", version)
@@ -316,10 +321,10 @@ def test_node_and_job_actions_follow_the_live_release(fake_slurm, monkeypatch, v
      [["scontrol", "show", "job", "7", "--json"], ["scontrol", "requeue", "7"]]),
     ("slurm-wlm 26.05.5", "JOB_WAS_RUNNING",
      [["scontrol", "show", "job", "7", "--json"], ["scontrol", "requeue", "7"],
-      ["scontrol", "update", "jobid=7", "starttime=now"]]),
+      ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
     # before 25.11 there is no such flag to read: burstd expedites every preempted job itself
     ("slurm-wlm 24.11.5", "EXPEDITED_REQUEUE",
-     [["scontrol", "requeue", "7"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
+     [["scontrol", "requeue", "7"], ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
 ])
 def test_expedited_requeue_is_left_to_slurm_where_the_job_asked_for_it(fake_slurm, monkeypatch, version, flags,
                                                                        argvs):
@@ -328,6 +333,18 @@ def test_expedited_requeue_is_left_to_slurm_where_the_job_asked_for_it(fake_slur
     adapter = fake_slurm.adapter()
     adapter.requeue(7, expedite=True)
     assert _started(adapter) == argvs
+
+
+def test_an_expedited_requeue_moves_the_start_only_once_the_job_is_pending(fake_slurm, monkeypatch):
+    """Live on 22.05 and 24.11, `update starttime=now` sent while the requeue is still under way is answered
+    rc 0 and dropped: the update waits until squeue shows the job PENDING."""
+    monkeypatch.setenv("FAKE_JOB_STATES", "COMPLETING,REQUEUED,PENDING")
+    adapter = fake_slurm.adapter()
+    adapter.requeue(7, expedite=True)
+    started = _started(adapter)
+    polls = [a for a in started if a[0] == "squeue"]
+    assert [a[0] for a in started] == ["scontrol", "squeue", "squeue", "squeue", "scontrol"]
+    assert len(polls) == 3 and started[-1] == ["scontrol", "update", "jobid=7", "starttime=now"]
 
 
 def test_a_plain_requeue_reads_no_flags(fake_slurm, monkeypatch):
