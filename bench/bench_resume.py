@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -237,8 +238,9 @@ def main() -> int:
         a = bench_resume_to_launch(bed, work, args.calls)
         b = bench_sbatch_to_running(bed, work, args.rounds, args.user)
     finally:
-        if not os.environ.get("BURSTD_BED_KEEP"):
+        if not os.environ.get("BURSTD_BED_KEEP"):  # keeping the bed keeps its working folder too, to look into
             bed.down()
+            shutil.rmtree(work, ignore_errors=True)
     ms = lambda xs: [x * 1000 for x in xs]  # noqa: E731
     lc, sh, hw = ms(a["launch_call_ms"]), ms(a["since_hook_ms"]), ms(a["hook_wall_ms"])
     print(f"A. ResumeProgram spawn -> provider.launch call, {len(lc)} calls: "

@@ -15,9 +15,11 @@ from __future__ import annotations
 import time
 import tomllib
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from burstd.cli.common import console
+from burstd.cli.demo_watch import job_summary, submit_jobs, watch_jobs
 
 LEASE_S, RENEW_S = 6.0, 2.0  # failover bound: 8 s after the leader's last renewal
 
@@ -87,17 +89,22 @@ def _storm_under_way(api, rows: list[dict], timeout: float = 20.0) -> list[dict]
     return rows
 
 
-def run_storm(bed, work: Path, *, jobs: int, job_seconds: int, user: str, min_wait: float, timeout: float,
-              watch) -> dict:
+@dataclass
+class _Kill:
+    """What the HA demo saw of its kill: the leases when head-b died, how long the failover took, duplicates."""
+
+    leases_at_kill: dict[str, int] | None = None
+    failover_s: float | None = None
+    duplicates: int = 0
+
+
+def run_storm(bed, work: Path, *, jobs: int, job_seconds: int, user: str, min_wait: float, timeout: float) -> dict:
     """Start PostgreSQL and both heads, submit, kill the leader mid-storm, wait for the end; the summary."""
     from burstd.config import load_config
-    from burstd.daemon.client import ApiClient
     from burstd.daemon.runner import DaemonProcess
     from burstd.daemon.wiring import make_providers
     from burstd.domain.lease import FINAL_STATES, LeaseState
     from burstd.testbed.pg import ThrowawayPostgres
-
-    from burstd.cli.demo_cmd import host_of_jobs, leaked
 
     with ThrowawayPostgres() as pg:
         a_path, b_path = ha_configs(bed, work, pg.url(), min_wait)
@@ -107,6 +114,26 @@ def run_storm(bed, work: Path, *, jobs: int, job_seconds: int, user: str, min_wa
         head_b = DaemonProcess(b_path, log_path=work / "head-b" / "burstd.log")
         provider = make_providers(cfg)[cfg.pools[0].name]
         final = {s.value for s in FINAL_STATES}
+        seen = _Kill()
+
+        def look(api, rows: list[dict]) -> tuple[list[dict], str | None]:
+            """Count duplicates at every look; kill head-b once a launch is under way and time the failover."""
+            if seen.leases_at_kill is None and any(r["state"] == LeaseState.REQUESTED.value for r in rows):
+                rows = _storm_under_way(api, rows)  # look closely: the launches take a second
+            leases = Counter(r["state"] for r in rows)
+            seen.duplicates = max(seen.duplicates, duplicates(provider.list_instances(),
+                                                      [r for r in rows if r["state"] not in final]))
+            # mid-storm: a launch under way (or, if the look missed that, a VM up with jobs left)
+            if seen.leases_at_kill is None and any(leases[s.value] for s in (
+                    LeaseState.LAUNCHING, LeaseState.BOOTING, LeaseState.READY)):
+                head_b.kill()  # mid-storm, no goodbye: the lead must lapse
+                t0 = time.monotonic()
+                seen.leases_at_kill = dict(leases)
+                if wait_role(head_a.socket, "leader", 4 * (LEASE_S + RENEW_S)):
+                    seen.failover_s = round(time.monotonic() - t0, 2)
+                return rows, f"leader head-b killed; head-a leads after {seen.failover_s}s"
+            return rows, None
+
         try:
             with bed.hooks("burstd"):
                 console.print(f"[bold]2/5[/] starting burstd head-b (leader) and head-a (standby, on the hooks' "
@@ -117,67 +144,18 @@ def run_storm(bed, work: Path, *, jobs: int, job_seconds: int, user: str, min_wa
                 head_a.start()
                 if not wait_role(head_a.socket, "standby", 3 * LEASE_S):
                     raise RuntimeError(f"head-a did not come up as standby; see {head_a.log_path}")
-                cpus = bed.config.onprem_cpus
                 console.print(f"[bold]3/5[/] submitting {jobs} whole-node jobs as [cyan]{user}[/]; head-b is "
                               "SIGKILLed as soon as a cloud launch is under way...")
-                script = f"#!/bin/sh\nhostname\nsleep {job_seconds}\n"
-                ids = [bed.sbatch(["-p", bed.onprem_partition, "-N", "1", "-n", str(cpus), "-t", "10",
-                                   "-o", "demo-%j.out"], script, user=user) for _ in range(jobs)]
-                phase, failover_s, killed_at, dup = "jobs pending on-prem, waiting to burst", None, None, 0
-                deadline = time.monotonic() + timeout
-                api = ApiClient(cfg.api.socket)
-                with watch() as live:
-                    while time.monotonic() < deadline:
-                        infos = {j: bed.job(j) for j in ids}
-                        nodes = bed.node_states(bed.cloud_partition)
-                        rows = api.get("/v1/leases", all=True)
-                        if killed_at is None and any(r["state"] == LeaseState.REQUESTED.value for r in rows):
-                            rows = _storm_under_way(api, rows)  # look closely: the launches take a second
-                        leases = Counter(r["state"] for r in rows)
-                        dup = max(dup, duplicates(provider.list_instances(),
-                                                  [r for r in rows if r["state"] not in final]))
-                        # mid-storm: a launch under way (or, if the look missed that, a VM up with jobs left)
-                        if killed_at is None and any(leases[s.value] for s in (
-                                LeaseState.LAUNCHING, LeaseState.BOOTING, LeaseState.READY)):
-                            head_b.kill()  # mid-storm, no goodbye: the lead must lapse
-                            t0 = time.monotonic()
-                            killed_at = dict(leases)
-                            if wait_role(head_a.socket, "leader", 4 * (LEASE_S + RENEW_S)):
-                                failover_s = round(time.monotonic() - t0, 2)
-                            phase = f"leader head-b killed; head-a leads after {failover_s}s"
-                            continue
-                        done = all(i.get("JobState") == "COMPLETED" for i in infos.values())
-                        open_leases = sum(v for k, v in leases.items() if k not in final)
-                        if done:
-                            phase = "all jobs done; cloud nodes suspend after idle"
-                        live.update(infos, nodes, leases, prefix, phase)
-                        if done and rows and open_leases == 0 and all(s.endswith("~") for s in nodes.values()):
-                            phase = "finished"
-                            live.update(infos, nodes, leases, prefix, phase)
-                            break
-                        time.sleep(1)
-                api.close()
+                ids = submit_jobs(bed, user, jobs=jobs, job_seconds=job_seconds)
+                phase = watch_jobs(bed, ids, cfg.api.socket, prefix, timeout=timeout, look=look)
                 console.print("[bold]4/5[/] summary")
-                hosts = host_of_jobs(bed, user, ids)
-                with ApiClient(cfg.api.socket) as api:
-                    rows = api.get("/v1/leases", all=True)
-                return {
-                    "jobs_submitted": len(ids),
-                    "jobs_completed": sum(1 for j in ids if bed.job(j).get("JobState") == "COMPLETED"),
-                    "jobs_on_cloud": sum(1 for h in hosts.values() if h.startswith(prefix)),
-                    "jobs_on_prem": sum(1 for h in hosts.values() if h and not h.startswith(prefix)),
-                    "leases_by_state": dict(Counter(r["state"] for r in rows)),
-                    "leaked_vms": leaked(bed, provider),
-                    "duplicate_vms": dup,
-                    "failover_s": failover_s,
+                return job_summary(bed, ids, user, prefix, cfg.api.socket, provider, phase) | {
+                    "duplicate_vms": seen.duplicates,
+                    "failover_s": seen.failover_s,
                     "failover_bound_s": LEASE_S + RENEW_S,
-                    "leader_killed": "head-b" if killed_at is not None else None,
-                    "leases_at_kill": killed_at,
+                    "leader_killed": "head-b" if seen.leases_at_kill is not None else None,
+                    "leases_at_kill": seen.leases_at_kill,
                     "leader_after": "head-a" if role(head_a.socket) == "leader" else None,
-                    "finished": phase == "finished",
-                    "slurm_version": bed.status().get("slurm_version"),
-                    "accounting": bed.accounting.dbd_pid() is not None,
-                    "hosts": {str(j): h for j, h in hosts.items()},
                 }
         finally:
             head_b.kill()

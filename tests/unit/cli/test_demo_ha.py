@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from burstd.cli import demo_cmd
+from burstd.cli import demo_watch
 from burstd.cli.demo_ha import LEASE_S, RENEW_S, duplicates, ha_configs
 from burstd.config import load_config
 from burstd.testbed.config import BedConfig
@@ -44,10 +44,10 @@ def test_summary_shows_the_ha_rows_only_when_present():
              "leases_by_state": {}, "leaked_vms": 0, "finished": True, "slurm_version": "22.05.8",
              "accounting": False}
     out = Console(width=100, force_terminal=False, record=True)
-    out.print(demo_cmd.summary_table(plain))
+    out.print(demo_watch.summary_table(plain))
     assert "failover" not in out.export_text()
     out = Console(width=100, force_terminal=False, record=True)
-    out.print(demo_cmd.summary_table({**plain, "leader_killed": "head-b", "failover_s": 7.1,
+    out.print(demo_watch.summary_table({**plain, "leader_killed": "head-b", "failover_s": 7.1,
                                       "failover_bound_s": 8.0, "duplicate_vms": 0}))
     text = out.export_text()
     assert "standby led after (s)" in text and "7.1" in text and "duplicate VMs" in text and "head-b" in text

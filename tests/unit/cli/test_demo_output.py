@@ -7,7 +7,7 @@ from collections import Counter
 
 from rich.console import Console
 
-from burstd.cli import demo_cmd
+from burstd.cli import demo_watch
 
 SUMMARY = {"jobs_submitted": 6, "jobs_completed": 6, "jobs_on_cloud": 4, "jobs_on_prem": 2,
            "leases_by_state": {"TERMINATED": 4}, "leaked_vms": 0, "finished": True, "hosts": {},
@@ -16,9 +16,9 @@ SUMMARY = {"jobs_submitted": 6, "jobs_completed": 6, "jobs_on_cloud": 4, "jobs_o
 
 def test_progress_is_one_plain_line_per_change(monkeypatch):
     out = Console(width=200, force_terminal=False, record=True)
-    monkeypatch.setattr(demo_cmd, "console", out)
+    monkeypatch.setattr(demo_watch, "console", out)
     jobs = {1: {"JobState": "PENDING"}, 2: {"JobState": "RUNNING", "NodeList": "onprem1"}}
-    with demo_cmd._Watch() as watch:
+    with demo_watch.Watch() as watch:
         assert watch.live is None  # not a terminal: no live table
         watch.update(jobs, {"cloud1": "idle~"}, Counter(), "cloud", "pending")
         watch.update(jobs, {"cloud1": "idle~"}, Counter(), "cloud", "pending")  # nothing changed: no line
@@ -30,7 +30,7 @@ def test_progress_is_one_plain_line_per_change(monkeypatch):
 
 def test_summary_rows_are_labelled_and_flat():
     out = Console(width=100, force_terminal=False, record=True)
-    out.print(demo_cmd.summary_table(SUMMARY))
+    out.print(demo_watch.summary_table(SUMMARY))
     text = out.export_text()
     assert "{" not in text and "'" not in text, text
     assert "ran on cloud nodes" in text and "TERMINATED 4" in text and "finished cleanly" in text
