@@ -143,7 +143,7 @@ def test_postgres_stopped_mid_storm_hooks_get_clear_answers_and_the_pair_recover
         b.start()
         with ApiClient(b.socket, timeout=5) as api:
             assert len(api.post("/v1/hooks/resume", json={"hostlist": f"aws[1-{NODES}]"})["created"]) == NODES
-        postgres_server.stop()  # mid-storm: the leader is between launches
+        postgres_server.crash()  # mid-storm: the leader is between launches
         down_at = time.monotonic()
         try:
             from burstd.daemon.client import ApiError
@@ -156,7 +156,7 @@ def test_postgres_stopped_mid_storm_hooks_get_clear_answers_and_the_pair_recover
                      LEASE_S + RENEW_S + 5, "the leader to stop acting without the database", every=0.2)
             time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
         finally:
-            postgres_server.start()
+            postgres_server.restart()
         back_at = time.monotonic()
         wait_for(lambda: "leader" in (role(a), role(b)), 60, "a leader again, by itself")
         recovered_s = time.monotonic() - back_at
