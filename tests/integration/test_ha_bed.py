@@ -85,7 +85,8 @@ class Pair:
             cfg["ha"] = {"enabled": True, "lease_s": LEASE_S, "renew_interval_s": RENEW_S, "node_id": name}
             cfg["agent"] = dict(data.get("agent", {}), standby_daemon_urls=[f"unix:{sockets[other]}"])
             if provider == "local":  # one "cloud" for both heads
-                cfg["pools"] = [dict(data["pools"][0], records_dir=str(tmp / "vms"))]
+                pool = data["pools"][0]
+                cfg["pools"] = [dict(pool, local=dict(pool.get("local", {}), records_dir=str(tmp / "vms")))]
             (d / "burstd.toml").write_text(dumps(cfg))
             self.paths[name] = d / "burstd.toml"
             self.heads[name] = DaemonProcess(d / "burstd.toml", log_path=d / "burstd.log", env=ENV)
