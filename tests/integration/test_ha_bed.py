@@ -279,8 +279,8 @@ def test_leader_killed_or_cut_off_mid_storm_standby_takes_over_and_every_job_com
             assert hosts <= set(pair.nodes), hosts
         finally:
             pair.close()
-    for s in summary:
-        assert s["failover_s"] <= BOUND_S + SLACK_S, s
+    for s in summary:  # every line first (the counts for the docs), then the bound
         print(f"\nHA {provider} {s['phase']} storm, leader {s['how']} at {s['at_kill']}: "
               f"failover_s={s['failover_s']:.2f} (bound {BOUND_S:g}) vms={s['vms']} live_leases={s['live_leases']} "
               f"leaked={s['leaked']} duplicates={s['duplicates']} jobs_completed={done}/{s['jobs']}")
+    assert all(s["failover_s"] <= BOUND_S + SLACK_S for s in summary), summary

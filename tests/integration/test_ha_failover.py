@@ -4,8 +4,9 @@ inside the cloud calls). The standby must take over within ``ha.lease_s + ha.ren
 storm with exactly one EC2 instance per lease (moto over HTTP, real boto3), none without a lease.
 
 No Slurm here (the daemons' Slurm reads fail and are logged; launches do not wait for them): this is the
-election, the fence and the intents. The full job story with a leader kill on the Slurm bed is ``burstctl demo
---ha`` (tests/integration/test_demo_bed.py).
+election, the fence and the intents. The full job story, a leader SIGKILLed or cut off from the database in the
+launch and the terminate storms on every provider with sbatch jobs that must complete, is
+tests/integration/test_ha_bed.py; ``burstctl demo --ha`` runs one such kill (tests/integration/test_demo_bed.py).
 """
 
 from __future__ import annotations
