@@ -12,7 +12,8 @@ PostgreSQL through its own ``PgCut`` proxy, so one head's connection is cut whil
 head-a serves the bed's socket (the one Slurm's hooks call); head-b starts first and leads. The launch storm's
 kill hits head-b, so head-a (which took the resume as a standby) takes over; the terminate storm's kill hits
 head-a after it answered the suspend hook, and head-b, back as a standby, takes over. Each provider runs one
-kind of kill in each storm, the other provider in the next row the other way round (``CASES``).
+kind of kill in each storm, the next provider the other way round (``CASES``). The fake clouds answer each
+launch and terminate call ``CALL_S`` late, so that a kill can land inside a cloud call.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ S = LeaseState
 LEASE_S, RENEW_S = 4.0, 1.0
 BOUND_S = LEASE_S + RENEW_S  # the configured failover bound (docs/ha.md)
 SLACK_S = 2.0  # a cycle and a status poll on the shared 2-core machine
+CALL_S = 0.4  # the fake clouds answer each launch and terminate call this late
 CUT_S = BOUND_S + 3.0  # a cut lasts past the takeover: the deposed head must notice, and stay fenced
 ENV = {"AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY, "AWS_DEFAULT_REGION": REGION}
 #: (provider, how the launch storm's leader is killed, how the terminate storm's leader is killed)
@@ -90,6 +92,13 @@ class Pair:
             (d / "burstd.toml").write_text(dumps(cfg))
             self.paths[name] = d / "burstd.toml"
             self.heads[name] = DaemonProcess(d / "burstd.toml", log_path=d / "burstd.log", env=ENV)
+        # cloud calls that take a while, as real ones do, so that a kill can land inside them
+        if provider == "aws":
+            for action in ("CreateFleet", "TerminateInstances"):
+                aws_env.faults.delay(CALL_S, 2 * len(bed.cloud_nodes), action)
+        elif provider == "gcp":
+            for kind in ("bulkInsert", "delete"):
+                gce_env.fake.delay(CALL_S, 2 * len(bed.cloud_nodes), kind)
         config = load_config(self.paths["head-a"])
         self.cloud = make_provider(config.pools[0], config)  # the test's own view of the cloud
         self.db_url = pg.url(db_name)  # the test's own path to the database: never cut
@@ -147,11 +156,11 @@ class Pair:
         """Kill ``name`` (the leader) at a random instant once ``started()`` says the storm is under way; the
         other head must lead within the bound. Returns the kill's facts."""
         wait_for(started, 120, f"the {phase} storm under way", interval=0.05, diagnose=self.diagnose)
-        time.sleep(random.uniform(0.0, 1.2 if phase == "launch" else 0.6))
-        at_kill = dict(Counter(x.state.value for x in self.leases()))
         old = self.leader()
         assert old.holder.startswith(f"{name}:"), (old, name)
+        time.sleep(random.uniform(0.0, 1.2 if phase == "launch" else 0.4))
         killed_at = self.kill(name, how)
+        at_kill = dict(Counter(x.state.value for x in self.leases()))  # the killed head writes nothing more
         wait_for(lambda: role(self.heads[other]) == "leader", BOUND_S + 15, f"{other} to take over",
                  interval=0.05, diagnose=self.diagnose)
         failover_s = time.monotonic() - killed_at
