@@ -2,6 +2,7 @@
 
     cut = PgCut(pg)                  # pg: burstd.testbed.pg.ThrowawayPostgres (listens on a unix socket only)
     url = cut.url("t_abc")           # give this URL to the daemon whose connection the test will cut
+    url = cut.through(postgres_url)  # the same, from the URL of a database on ``pg``
     cut.sever()                      # every open connection closed at once, every new one closed on accept
     cut.heal()                       # connections pass again
     cut.close()
@@ -43,6 +44,13 @@ class PgCut:
 
     def url(self, database: str) -> str:
         return f"postgresql+psycopg2://{self.pg.db_user}@/{database}?host={self.dir}&port={self.pg.port}"
+
+    def through(self, url: str) -> str:
+        """``url`` (a database on ``pg``, as ``postgres_url`` gives it) by way of this proxy."""
+        direct = f"host={self.pg.socket_dir}&"
+        if direct not in url:
+            raise ValueError(f"{url!r} is not a database on this server ({direct!r} missing)")
+        return url.replace(direct, f"host={self.dir}&")
 
     @property
     def is_cut(self) -> bool:

@@ -65,7 +65,7 @@ def role(d: DaemonProcess) -> str | None:
 class Pair:
     """The bed, two heads on one PostgreSQL (each through its own cuttable path), the cloud, and what was seen."""
 
-    def __init__(self, bed, tmp: Path, provider: str, pg, db_name: str, aws_env, gce_env):
+    def __init__(self, bed, tmp: Path, provider: str, pg, db_url: str, aws_env, gce_env):
         self.bed, self.provider_name = bed, provider
         if provider == "local":
             base = bed_daemon_config(bed, tmp / "base")
@@ -81,7 +81,7 @@ class Pair:
             d = tmp / name
             d.mkdir(parents=True, exist_ok=True)
             cfg = dict(data)
-            cfg["database"] = {"url": self.cuts[name].url(db_name)}
+            cfg["database"] = {"url": self.cuts[name].through(db_url)}
             cfg["api"] = dict(data["api"], socket=sockets[name])
             cfg["daemon"] = dict(data["daemon"], state_dir=str(d / "state"), cycle_interval_s=1)
             cfg["ha"] = {"enabled": True, "lease_s": LEASE_S, "renew_interval_s": RENEW_S, "node_id": name}
@@ -101,7 +101,7 @@ class Pair:
                 gce_env.fake.delay(CALL_S, 2 * len(bed.cloud_nodes), kind)
         config = load_config(self.paths["head-a"])
         self.cloud = make_provider(config.pools[0], config)  # the test's own view of the cloud
-        self.db_url = pg.url(db_name)  # the test's own path to the database: never cut
+        self.db_url = db_url  # the test's own path to the database: never cut
         self.nodes = list(bed.cloud_nodes)
         self.boot = (CloudBootStandIn(bed, [self.cloud], tmp / "boot") if provider != "local" else None)
         self.seen: dict[str, set[str]] = {}  # lease -> every live instance ever listed for it
@@ -248,8 +248,7 @@ def test_leader_killed_or_cut_off_mid_storm_standby_takes_over_and_every_job_com
         slurm_bed, bed_user, tmp_path, postgres_server, postgres_url, aws_env, gce_env,
         provider, launch_kill, terminate_kill):
     random.seed()
-    pair = Pair(slurm_bed, tmp_path, provider, postgres_server, postgres_url.split("@/", 1)[1].split("?")[0],
-                aws_env, gce_env)
+    pair = Pair(slurm_bed, tmp_path, provider, postgres_server, postgres_url, aws_env, gce_env)
     summary = []
     with slurm_bed.hooks("burstd"):
         try:
