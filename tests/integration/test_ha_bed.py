@@ -38,7 +38,7 @@ from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, REGION, aws_env, moto_server  # noqa: F401
 from tests.fakes.pg_cut import PgCut
 from tests.fakes.toml_out import dumps
-from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms, cloud_namespaces, wait_for
+from tests.integration.daemon_bed import Gate, all_jobs, bed_daemon_config, cleanup_vms, cloud_namespaces, wait_for
 from tests.integration.test_cloud_burst_loop import cloud_config
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow, pytest.mark.postgres]
@@ -158,7 +158,9 @@ class Pair:
         wait_for(started, 120, f"the {phase} storm under way", interval=0.05, diagnose=self.diagnose)
         old = self.leader()
         assert old.holder.startswith(f"{name}:"), (old, name)
-        time.sleep(random.uniform(0.0, 1.2 if phase == "launch" else 0.4))
+        # a local VM goes in a few tens of ms; a fake cloud's terminate call takes CALL_S
+        window = 1.2 if phase == "launch" else 0.4 if self.provider_name != "local" else 0.1
+        time.sleep(random.uniform(0.0, window))
         killed_at = self.kill(name, how)
         at_kill = dict(Counter(x.state.value for x in self.leases()))  # the killed head writes nothing more
         wait_for(lambda: role(self.heads[other]) == "leader", BOUND_S + 15, f"{other} to take over",
@@ -250,25 +252,24 @@ def test_leader_killed_or_cut_off_mid_storm_standby_takes_over_and_every_job_com
     random.seed()
     pair = Pair(slurm_bed, tmp_path, provider, postgres_server, postgres_url, aws_env, gce_env)
     summary = []
+    gate = Gate(slurm_bed, bed_user)
     with slurm_bed.hooks("burstd"):
         try:
             pair.start()
-            # launch storm: one whole-node job per cloud node, straight to the cloud partition
+            # launch storm: one whole-node job per cloud node, straight to the cloud partition; each job holds
+            # its node until the gate opens, so the nodes go idle together (not one by one into SuspendTime)
             jobs = [slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-n", "2", "-t", "10", "-o", "ha-%j.txt"],
-                                     "#!/bin/sh\nhostname\nsleep 2\n", user=bed_user) for _ in pair.nodes]
+                                     gate.script(), user=bed_user) for _ in pair.nodes]
             kill = pair.storm_kill("launch", "head-b", "head-a", launch_kill,
                                    lambda: len(pair.leases()) >= len(pair.nodes))
-
-            def jobs_done():
-                states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
-                assert not {s for s in states.values() if s in ("FAILED", "CANCELLED", "NODE_FAIL", "BOOT_FAIL")}, \
-                    states
-                return all(s == "COMPLETED" for s in states.values()) and states
-
-            wait_for(jobs_done, 180, "every job COMPLETED", diagnose=pair.diagnose)
-            wait_for(lambda: all(x.state == S.READY for x in pair.leases() if x.state not in FINAL_STATES),
-                     60, "the leases READY", diagnose=pair.diagnose)
+            wait_for(all_jobs(slurm_bed, jobs, "RUNNING"), 180, "every job RUNNING on a cloud node",
+                     diagnose=pair.diagnose)
+            wait_for(lambda: (ls := [x for x in pair.leases() if x.state not in FINAL_STATES])
+                     and len(ls) == len(pair.nodes) and all(x.state == S.READY for x in ls),
+                     60, "a READY lease per node", diagnose=pair.diagnose)
             summary.append(dict(kill, **pair.check(), jobs=len(jobs)))
+            gate.open()
+            wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 120, "every job COMPLETED", diagnose=pair.diagnose)
 
             # terminate storm: every node powered down at once; head-a leads now and takes the suspend hook
             first = {x.lease_id for x in pair.leases()}
@@ -286,6 +287,7 @@ def test_leader_killed_or_cut_off_mid_storm_standby_takes_over_and_every_job_com
             hosts = {(slurm_bed.workdir(bed_user) / f"ha-{j}.txt").read_text().split()[0] for j in jobs}
             assert hosts <= set(pair.nodes), hosts
         finally:
+            gate.remove()
             pair.close()
     for s in summary:  # every line first (the counts for the docs), then the bound
         print(f"\nHA {provider} {s['phase']} storm, leader {s['how']} at {s['at_kill']}: "
