@@ -380,6 +380,8 @@ class Executor:
         ids = list(a.instance_ids) or ([lease.instance_id] if lease.instance_id else [])
         crash_point("terminate.before_provider")
         if ids:
+            log.info("provider terminate call", extra=ev(lease_id=lease.lease_id, node=lease.node_name,
+                                                         pool=lease.pool, instance_ids=ids))
             self.providers[lease.pool].terminate(ids)
         crash_point("terminate.after_provider")
 

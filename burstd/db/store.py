@@ -206,7 +206,7 @@ class Store(LedgerRecords, DaemonState, Leadership):
         it (the instance found lives until TERMINATED). ``launched_at`` (the provider's launch time, where
         spend starts) is the caller's to give; pass the provider's termination time as ``ended_at`` when known.
         ``fence``: the leader's fencing token (``burstd.db.leadership``), checked in this same transaction; a
-        deposed leader's move raises ``Fenced`` and writes nothing.
+        deposed leader's move raises ``Fenced`` and writes nothing. The event records it (``epoch``, ``leader``).
         """
         target = LeaseState(target)
         values = _check_fields(fields)
@@ -249,7 +249,9 @@ class Store(LedgerRecords, DaemonState, Leadership):
                     from_state=current.value,
                     to_state=target.value,
                     reason=reason,
-                    extra=_jsonable({**values, **(extra or {})}),
+                    # the fence it was written under: an audit of which leader recorded each cloud intent
+                    extra=_jsonable({**values, **(extra or {}),
+                                     **({} if fence is None else {"epoch": fence.epoch, "leader": fence.holder})}),
                 )
             )
             new = dict(cur._mapping, **{k: v for k, v in sets.items() if k != "version"})

@@ -6,6 +6,8 @@
 
 It listens only on a unix socket inside its own folder (no TCP port), with trust authentication, and runs as
 the ``postgres`` user when we are root (initdb refuses root). ``BURSTD_PG_BIN`` names another install.
+The tests' ``postgres_server`` fixture (``tests/pg.py``) is this class too; ``crash()`` and ``restart()`` make a
+database outage (the server stopped at once, its data kept, then started again).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class ThrowawayPostgres:
         self.user = _server_user()
         self.root: Path | None = None
         self.started = False
+        self.port = PORT
+        self._opts = ""
 
     @property
     def socket_dir(self) -> Path:
@@ -75,23 +79,38 @@ class ThrowawayPostgres:
         if r.returncode != 0:
             self.close()
             raise PostgresError(f"initdb failed: {r.stderr.strip()[-500:]}")
-        opts = (f"-c listen_addresses='' -c unix_socket_directories={self.socket_dir} -p {PORT} "
-                "-c fsync=off -c max_connections=100")
-        r = self._run([str(pg_ctl), "-D", str(data), "-o", opts, "-l", str(self.root / "log"), "-w", "-t", "60",
-                       "start"])
-        if r.returncode != 0:
-            log = (self.root / "log").read_text(errors="replace")[-800:] if (self.root / "log").exists() else ""
+        self._opts = (f"-c listen_addresses='' -c unix_socket_directories={self.socket_dir} -p {PORT} "
+                      "-c fsync=off -c max_connections=100")
+        try:
+            self.restart()
+        except PostgresError:
             self.close()
-            raise PostgresError(f"PostgreSQL did not start: {r.stderr.strip()[-300:]} {log}")
-        self.started = True
+            raise
         return self
+
+    def restart(self) -> None:
+        """Start the server on its existing data (after ``start()`` made it, or after ``crash()``)."""
+        assert self.root is not None, "not started"
+        log = self.root / "log"
+        r = self._run([str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-o", self._opts, "-l", str(log),
+                       "-w", "-t", "60", "start"])
+        if r.returncode != 0:
+            tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
+            raise PostgresError(f"PostgreSQL did not start: {r.stderr.strip()[-300:]} {tail}")
+        self.started = True
+
+    def crash(self) -> None:
+        """An outage: stop the server at once (``-m immediate``, like a crash), keeping its data."""
+        assert self.root is not None and self.started, "not running"
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"])
+        self.started = False
 
     @property
     def db_user(self) -> str:
         return self.user or pwd.getpwuid(os.geteuid()).pw_name
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg2://{self.db_user}@/{database}?host={self.socket_dir}&port={PORT}"
+        return f"postgresql+psycopg2://{self.db_user}@/{database}?host={self.socket_dir}&port={self.port}"
 
     def close(self) -> None:
         """Stop at once (nothing here is worth a clean shutdown) and remove the folder."""

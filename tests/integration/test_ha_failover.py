@@ -4,8 +4,9 @@ inside the cloud calls). The standby must take over within ``ha.lease_s + ha.ren
 storm with exactly one EC2 instance per lease (moto over HTTP, real boto3), none without a lease.
 
 No Slurm here (the daemons' Slurm reads fail and are logged; launches do not wait for them): this is the
-election, the fence and the intents. The full job story with a leader kill on the Slurm bed is ``burstctl demo
---ha`` (tests/integration/test_demo_bed.py).
+election, the fence and the intents. The full job story, a leader SIGKILLed or cut off from the database in the
+launch and the terminate storms on every provider with sbatch jobs that must complete, is
+tests/integration/test_ha_bed.py; ``burstctl demo --ha`` runs one such kill (tests/integration/test_demo_bed.py).
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def test_postgres_stopped_mid_storm_hooks_get_clear_answers_and_the_pair_recover
         b.start()
         with ApiClient(b.socket, timeout=5) as api:
             assert len(api.post("/v1/hooks/resume", json={"hostlist": f"aws[1-{NODES}]"})["created"]) == NODES
-        postgres_server.stop()  # mid-storm: the leader is between launches
+        postgres_server.crash()  # mid-storm: the leader is between launches
         down_at = time.monotonic()
         try:
             from burstd.daemon.client import ApiError
@@ -156,7 +157,7 @@ def test_postgres_stopped_mid_storm_hooks_get_clear_answers_and_the_pair_recover
                      LEASE_S + RENEW_S + 5, "the leader to stop acting without the database", every=0.2)
             time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
         finally:
-            postgres_server.start()
+            postgres_server.restart()
         back_at = time.monotonic()
         wait_for(lambda: "leader" in (role(a), role(b)), 60, "a leader again, by itself")
         recovered_s = time.monotonic() - back_at
@@ -174,3 +175,62 @@ def test_postgres_stopped_mid_storm_hooks_get_clear_answers_and_the_pair_recover
     finally:
         a.kill()
         b.stop()
+
+
+def test_leader_cut_off_from_the_database_alone_is_fenced_and_rejoins_as_standby(
+        tmp_path, postgres_server, postgres_url, aws_env):
+    """Only the leader's connection is cut (through its own proxy), in the middle of a launch storm whose cloud
+    calls answer late; the standby keeps its own connection and takes over within the bound. From the takeover
+    on, the deposed leader makes no provider call and no intent is written under its epoch; when the cut heals
+    it comes back as a standby, and every lease has exactly one VM."""
+    import json
+
+    from tests.fakes.pg_cut import PgCut
+
+    aws_env.reset()
+    aws_env.faults.delay(0.5, NODES, "CreateFleet")  # launches in flight when the cut lands
+    cut = PgCut(postgres_server)
+    a = DaemonProcess(ha_config(tmp_path, "head-a", cut.through(postgres_url), aws_env),
+                      log_path=tmp_path / "a.log", env=ENV)
+    b = DaemonProcess(ha_config(tmp_path, "head-b", postgres_url, aws_env), log_path=tmp_path / "b.log", env=ENV)
+    try:
+        a.start()
+        wait_for(lambda: role(a) == "leader", 30, "head-a to lead")
+        b.start()
+        with ApiClient(b.socket, timeout=5) as api:
+            assert len(api.post("/v1/hooks/resume", json={"hostlist": f"aws[1-{NODES}]"})["created"]) == NODES
+        store = Store.open(postgres_url)
+        try:
+            wait_for(lambda: any(x.state.value == "LAUNCHING" for x in store.leases()), 30, "a launch under way")
+            old = store.leader()
+            cut.sever()
+            cut_at = time.monotonic()
+            wait_for(lambda: role(b) == "leader", LEASE_S + RENEW_S + 10, "head-b to take over")
+            failover_s = time.monotonic() - cut_at
+            new = store.leader()
+            assert new.holder.startswith("head-b:") and new.epoch == old.epoch + 1, (old, new)
+            assert a.running  # cut off, not dead
+            time.sleep(2.0)  # the deposed head keeps running, cut off, after the takeover
+            cut.heal()
+            wait_for(lambda: role(a) == "standby" and store.leader().holder == new.holder, 30,
+                     "head-a back as a standby, head-b still leading")
+            leases = wait_for(lambda: (ls := store.leases()) and all(x.state.value == "BOOTING" for x in ls) and ls,
+                              90, "every lease BOOTING under the new leader")
+            late = [e for e in store.events(since=new.since) if e.extra.get("epoch", new.epoch) != new.epoch]
+        finally:
+            store.close()
+        assert not late, f"intents written under a stale epoch after the takeover: {late}"
+        calls = [json.loads(x) for x in Path(a.log_path).read_text(errors="replace").splitlines()
+                 if x.startswith("{") and '"provider ' in x]
+        assert not [c for c in calls if c["ts"] >= new.since], "the deposed head called the provider after the takeover"
+        assert "lost the database: acting stops" in Path(a.log_path).read_text(errors="replace")
+        assert failover_s <= LEASE_S + RENEW_S + 2.0, failover_s
+        counts = instances_per_lease(aws_env)
+        assert counts == {x.lease_id: 1 for x in leases}, counts
+        assert a.running and b.running
+        print(f"db cut of the leader alone: failover_s={failover_s:.2f} leases={len(leases)} "
+              f"vms={sum(counts.values())} deposed_calls_before_cut={len(calls)}")
+    finally:
+        a.kill()
+        b.stop()
+        cut.close()

@@ -49,6 +49,10 @@ def test_a_stale_epoch_cannot_record_launching_terminating_or_an_orphan_kill(sto
     assert store.orphan_terminations() == []
     new = Fence("b", 2)
     assert store.transition(lease.lease_id, S.LAUNCHING, "b", fence=new).state == S.LAUNCHING
+    # each fenced move's event names the epoch and leader it was written under (the audit of who acted)
+    assert [(e.to_state, e.extra.get("epoch"), e.extra.get("leader")) for e in store.events(done.lease_id)] == [
+        (S.REQUESTED, None, None), (S.LAUNCHING, 1, "a"), (S.BOOTING, 1, "a")]
+    assert store.events(lease.lease_id)[-1].extra["epoch"] == 2
     store.record_orphan_termination("p", "i-9", reason="no lease", fence=new)
     assert [(o["instance_id"], o["epoch"]) for o in store.orphan_terminations()] == [("i-9", 2)]
 
