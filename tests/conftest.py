@@ -28,7 +28,7 @@ def shared_dir() -> Path:
 #: The longest test files (pytest --durations: each several minutes). Under xdist (a file to a worker) they are
 #: handed out first, so the short files fill in around them instead of one worker finishing alone on a long one.
 LONGEST_FIRST = ("test_preemption_storm.py", "test_cloud_burst_loop.py", "test_preemption.py", "test_crash.py",
-                 "test_demo_bed.py", "test_train_torchrun.py")
+                 "test_demo_bed.py", "test_ha_bed.py", "test_train_torchrun.py")
 
 
 def pytest_collection_modifyitems(config, items):
