@@ -29,8 +29,9 @@ are ``policy.offers``, and the explanations' words are ``policy.reasons``.
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from burstd.config import Config
 from burstd.domain.budget import BudgetBook, budget_key
@@ -58,6 +59,7 @@ from burstd.policy.budget import (
     validate_book,
 )
 from burstd.policy import reasons as R
+from burstd.policy.progress import off_spot
 from burstd.policy.offers import (
     Offer, PoolView, PriceInput, effective_cost, job_fit, normalize_prices, pool_offers, risk_cost,
 )
@@ -151,22 +153,26 @@ def decide(
     *,
     stats: DecideStats | None = None,
     explain: bool = True,
+    progress: Mapping[int, float] | None = None,
 ) -> Decisions:
     """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing).
 
     ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
+    ``progress``: seconds of work a requeued job keeps from its checkpoints, by job id (unknown: none), for
+    the Uniform Progress escalation (``burstd.policy.progress``).
     """
     gc_was_on = gc.isenabled()
     gc.disable()  # the loop allocates ~1 record a job and makes no cycles: no collector passes over the snapshot
     try:
-        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain)
+        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain, progress or {})
     finally:
         if gc_was_on:
             gc.enable()
 
 
 def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None, prices: PriceInput,
-            config: Config, now: float | None, stats: DecideStats | None, explain: bool) -> Decisions:
+            config: Config, now: float | None, stats: DecideStats | None, explain: bool,
+            progress: Mapping[int, float]) -> Decisions:
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     if budgets is None:  # no store budgets: the config's [budget] section decides
@@ -220,7 +226,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     revoke = out.revoke
     add_revoke = revoke.append
     th_cache: dict[tuple, tuple] = {}
-    esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" else 0.0
+    vow = w.wait_value_per_hour if w.kind == "burstd" else 0.0
+    esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" and not vow else 0.0
+    slack = pol.progress_slack
     gpn_cache: dict[tuple, int] = {}
     expected_start_in = model.expected_start_in
     if stats is not None:
@@ -307,7 +315,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         if qos_floor and job.qos in qos_floor:
             floor = max(floor, qos_floor[job.qos])
         # the waiting policy (burstd.policy.waiting.verdict, with its thresholds cached per job shape)
-        wkind: str | int = ""  # the waiting policy's name, or (code 4) the preemption count
+        wkind: Any = ""  # the waiting policy's name, or (code 4) the preemption count
         wcode, wnum = 0, 0.0
         if expected == INF:
             if waited < floor:
@@ -333,7 +341,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             pass
         else:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
-            escalated = job.restart_count >= max_spot
+            restarts = job.restart_count
+            escalated = (max_spot is not None and restarts >= max_spot) or (restarts > 0 and slack > 0.0 and off_spot(
+                now, float(job.submit_time or now), limit_s, progress.get(jid, 0.0), slack, boot_s, restarts))
             shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features)
             ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
             cached = cand_cache.get(ckey)
@@ -353,10 +363,25 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 # that is short next to the run itself, the job waits on-prem
                 wcode, wnum, wkind = 4, esc_ratio * limit_s, (job.restart_count if escalated else -1)
                 candidates = []
+            if vow and candidates:
+                # value of waiting: burst only when the wait it saves is worth the expected bill
+                best = candidates[0][1]
+                ref = pools[best.pool].offers.get("on-demand", best).price_micros
+                saved = expected - boot_s
+                bill = candidates[0][0]
+                if has_cloud:  # hysteresis, as for the waiting thresholds
+                    saved /= w.keep_fraction or 1.0
+                if expected != INF and vow * ref * tasks * saved < bill * 3600.0:
+                    wcode, wnum = 5, bill
+                    wkind = (vow * ref * tasks * saved / 3600.0 if saved > 0 else 0.0, best, vow)
+                    candidates = []
             if not candidates:
-                if escalated and not misfit:
+                if wcode:
+                    pass
+                elif escalated and not misfit:
                     misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
-                why = misfit or "no cloud pool is configured for it"
+                if not wcode:
+                    why = misfit or "no cloud pool is configured for it"
             else:
                 if has_cloud:  # keep the pool it already has when that one still passes (stability)
                     keep_pool = part_to_pool[has_cloud[0]]
