@@ -59,7 +59,7 @@ from burstd.policy.budget import (
     validate_book,
 )
 from burstd.policy import reasons as R
-from burstd.policy.progress import off_spot
+from burstd.policy.progress import behind_s, off_spot
 from burstd.policy.offers import (
     Offer, PoolView, PriceInput, effective_cost, job_fit, normalize_prices, pool_offers, risk_cost,
 )
@@ -337,6 +337,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         verdict_left = None
         cost = 0
         want_nodes = 0
+        escalated = False
+        vow_bill = vow_worth = 0.0
         if wcode:
             pass
         else:
@@ -369,11 +371,15 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 ref = pools[best.pool].offers.get("on-demand", best).price_micros
                 saved = expected - boot_s
                 bill = candidates[0][0]
+                if not risk_nodes:  # the plain ranking leaves out the boot every node bills (the restart model has it)
+                    bill += best.price_micros * nodes * tasks * boot_s / 3600.0
+                vow_bill = bill
                 if has_cloud:  # hysteresis, as for the waiting thresholds
                     saved /= w.keep_fraction or 1.0
-                if expected != INF and vow * ref * tasks * saved < bill * 3600.0:
+                vow_worth = INF if expected == INF else vow * ref * tasks * saved / 3600.0
+                if vow_worth < bill:
                     wcode, wnum = 5, bill
-                    wkind = (vow * ref * tasks * saved / 3600.0 if saved > 0 else 0.0, best, vow)
+                    wkind = (vow_worth if saved > 0 else 0.0, best, vow)
                     candidates = []
             if not candidates:
                 if wcode:
@@ -436,7 +442,14 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             out.eligible.append(MakeEligible(jid, chosen.pool, chosen.partition, chosen.market, cost))
             newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
         if explain_on:
-            records[jid] = (R.r_burst, jid, waited, expected, verdict_left, job.account, period, chosen)
+            why_mkt = None
+            if vow or escalated:
+                # the figures behind the market and the wait: expected bill against the wait's worth, and how far
+                # a preempted job is behind its Uniform Progress line
+                late = (behind_s(now, float(job.submit_time or now), limit_s, progress.get(jid, 0.0), slack)
+                        if escalated and slack > 0.0 else None)
+                why_mkt = (vow_bill, vow_worth, late, job.restart_count)
+            records[jid] = (R.r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 

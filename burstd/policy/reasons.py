@@ -71,9 +71,17 @@ def r_stay(jid: int, waited: float, expected: float, why: str | tuple[str, tuple
 
 
 def r_burst(jid: int, waited: float, expected: float, left: int | None, account: str, period: str,
-             chosen: Offer) -> Explanation:
+             chosen: Offer, why_mkt: tuple | None = None) -> Explanation:
     left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
     mkt = "" if chosen.market == "spot" else " on-demand"
+    if why_mkt is not None:
+        bill, worth, late, restarts = why_mkt
+        if late is not None:
+            left_s += (f"preempted {restarts} times and {waiting.format_duration(max(late, 0.0))} of work behind its "
+                       f"Uniform Progress line (policy.progress_slack), so not spot again, ")
+        if bill:
+            worth_s = "unbounded (never on-prem)" if worth == INF else format_usd(int(worth))
+            left_s += f"expected bill {format_usd(int(bill))}, the wait it saves is worth {worth_s}, "
     return Explanation(jid, True, chosen.pool, f"{figures(waited, expected, waiting.format_duration)}{left_s}pool "
                        f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
 
