@@ -332,7 +332,7 @@ class WaitingPolicy(_Section):
     # burstd kind, value of waiting (burstd.policy.progress): an hour of a job's on-prem wait is worth this many
     # node-hours at its pool's on-demand price; past the first wait and the "start is near" check, a job
     # bursts when the wait it saves is worth its expected cloud bill. 0 = off (the compute-wait steps above)
-    wait_value_per_hour: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 5.0
+    wait_value_per_hour: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 7.0
 
 
 class PolicyConfig(_Section):
@@ -364,9 +364,10 @@ class PolicyConfig(_Section):
     checkpoint_interval_s: PosSeconds = 3600.0
     # rank spot against on-demand by the expected time a job of N nodes needs to finish on spot, when any of
     # its nodes' preemption restarts it from its last checkpoint (docs/policy.md, "Spot or on-demand");
-    # false (default): the plain "price x (1 + rework)" ranking. Off by default: on the built-in sites'
-    # training prefixes it sent big jobs to on-demand that, tried on spot, were cheaply preempted and sent home
-    risk_aware_market: bool = False
+    # false: the plain "price x (1 + rework)" ranking. On by default since the value-of-waiting rule (issue 10):
+    # that rule weighs this expected bill against the wait, and on the training prefixes the plain ranking sent
+    # big jobs to spot that were preempted within minutes, again and again
+    risk_aware_market: bool = True
     # Uniform Progress (burstd.policy.progress): a preempted job's deadline is submit + progress_slack x its time
     # limit; behind that line by more than a boot and a restart, it may not go back to spot. 0 = off
     progress_slack: float = Field(default=2.0, ge=0, le=1000, allow_inf_nan=False)

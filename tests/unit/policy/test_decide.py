@@ -270,7 +270,7 @@ def test_a_big_long_job_on_a_volatile_spot_market_goes_on_demand_from_the_start(
     snap = busy_cluster(small, big, nodes=16)
     d = one(snap, config(policy={"waiting": {"kind": "none"}, "risk_aware_market": True}), prices=prices)
     assert {e.job_id: e.market for e in d.eligible} == {1: "spot", 2: "on-demand"}
-    plain = one(snap, config(policy={"waiting": {"kind": "none"}}), prices=prices)
+    plain = one(snap, config(policy={"waiting": {"kind": "none"}, "risk_aware_market": False}), prices=prices)
     assert {e.job_id: e.market for e in plain.eligible} == {1: "spot", 2: "spot"}
 
 

@@ -11,8 +11,11 @@ from burstd.policy import decide
 from burstd.policy.progress import behind_s, off_spot, worth_micros
 
 
+V5 = {"waiting": {"wait_value_per_hour": 5}}  # the figures below are for 5 node-hours a job-hour, whatever the default
+
+
 def run(snapshot, cfg=None, progress=None):
-    return decide(snapshot, [], book(), None, cfg or config(), progress=progress)
+    return decide(snapshot, [], book(), None, cfg or config(policy=V5), progress=progress)
 
 
 def test_a_short_job_facing_a_long_wait_goes_to_spot_and_says_what_it_weighed():
@@ -39,8 +42,8 @@ def test_a_big_long_job_whose_wait_is_worth_less_than_its_bill_waits_and_says_wh
 
 def test_an_on_demand_only_site_waits_longer_than_a_spot_site():
     job = pending(1, limit_min=8 * 60)
-    spot_site = config()  # spot $1, on-demand $3
-    od_site = config(pools=[pool(price=3.0, ondemand=None, market="on-demand")])
+    spot_site = config(policy=V5)  # spot $1, on-demand $3
+    od_site = config(pools=[pool(price=3.0, ondemand=None, market="on-demand")], policy=V5)
     for end_in_s, spot_goes, od_goes in ((1800, False, False), (3600, True, False), (3 * 3600, True, True)):
         snap = busy_cluster(job, end_in_s=end_in_s)
         assert bool(run(snap, spot_site).eligible) is spot_goes, end_in_s
@@ -74,7 +77,7 @@ def test_behind_and_home_when_on_demand_is_not_worth_it():
 
 def test_the_preemption_caps_still_apply():
     job = pending(1, restart_count=1)
-    capped = config(policy={"max_preemptions_spot": 1})
+    capped = config(policy={**V5, "max_preemptions_spot": 1})
     assert [e.market for e in run(busy_cluster(job), capped, progress={1: 3600.0}).eligible] == ["on-demand"]
     d = run(busy_cluster(pending(1, restart_count=4)), progress={1: 3600.0})
     assert d.eligible == [] and "max_preemptions_total 4" in d.explanations[1].reason
