@@ -45,13 +45,13 @@ def measure(pending: int, nodes: int) -> dict:
                                   key=lambda j: (-j.priority, j.submit_time or 0, j.job_id)))
     full = best_of(lambda: decide(snap, leases, book, None, cfg))
     fast = best_of(lambda: decide(snap, leases, book, None, cfg, explain=False))
-    old = best_of(lambda: decide_v1.decide(snap, leases, book, None, cfg))
-    # the equality check runs decide() with issue 10's rules off (no value of waiting, the fixed preemption count),
-    # the rules the frozen copy knows; the timings above are of the defaults
+    # the frozen copy runs, and is checked equal to decide(), with issue 10's rules off (no value of waiting, the
+    # fixed preemption count, the plain market ranking): the rules it knows; decide() is timed on the defaults
     pol = cfg.policy
     legacy = cfg.model_copy(update={"policy": pol.model_copy(update={
-        "max_preemptions_spot": 2, "progress_slack": 0.0,
+        "max_preemptions_spot": 2, "progress_slack": 0.0, "risk_aware_market": False,
         "waiting": pol.waiting.model_copy(update={"wait_value_per_hour": 0.0})})})
+    old = best_of(lambda: decide_v1.decide(snap, leases, book, None, legacy))
     d = decide(snap, leases, book, None, legacy)
     d1 = decide_v1.decide(snap, leases, book, None, legacy)
     same = (d.eligible == d1.eligible and d.revoke == d1.revoke and d.prewarm == d1.prewarm

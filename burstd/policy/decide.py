@@ -227,6 +227,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     add_revoke = revoke.append
     th_cache: dict[tuple, tuple] = {}
     vow = w.wait_value_per_hour if w.kind == "burstd" else 0.0
+    od_price = {name: pv.offers["on-demand"].price_micros for name, pv in pools.items() if "on-demand" in pv.offers}
+    pool_cap = {name: pv.cap for name, pv in pools.items()}
+    acct_caps, acct_default = pol.max_nodes_per_account, pol.default_max_nodes_per_account
     esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" and not vow else 0.0
     slack = pol.progress_slack
     gpn_cache: dict[tuple, int] = {}
@@ -368,7 +371,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if vow and candidates:
                 # value of waiting: burst only when the wait it saves is worth the expected bill
                 best = candidates[0][1]
-                ref = pools[best.pool].offers.get("on-demand", best).price_micros
+                ref = od_price.get(best.pool, best.price_micros)
                 saved = expected - boot_s
                 bill = candidates[0][0]
                 if not risk_nodes:  # the plain ranking leaves out the boot every node bills (the restart model has it)
@@ -394,12 +397,17 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     candidates = sorted(candidates, key=lambda c: c[1].pool != keep_pool)
                 already = jid in leased_jobs
                 # nodes it holds at once (an array runs as many tasks as its throttle and the pool allow)
-                want_nodes = 0 if already else nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
-                acct_cap = pol.max_nodes_per_account.get(job.account, pol.default_max_nodes_per_account)
+                if already:
+                    want_nodes = 0
+                elif job.array_tasks:
+                    want_nodes = nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
+                else:
+                    want_nodes = nodes * tasks
+                acct_cap = acct_caps.get(job.account, acct_default) if acct_caps else acct_default
                 secs = -1.0
                 nodes_by_pool = commit.nodes_by_pool
                 for _, offer in candidates:
-                    cap = pools[offer.pool].cap
+                    cap = pool_cap[offer.pool]
                     in_pool = nodes_by_pool.get(offer.pool, 0)
                     hold_nodes = want_nodes
                     if tasks > 1 and in_pool + hold_nodes > cap and in_pool + nodes <= cap:
