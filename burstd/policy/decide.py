@@ -6,16 +6,17 @@ One pass over the pending jobs in priority order (highest priority, then oldest 
 
 1. hard gates: paused, opt-out comment, excluded account/user/partition/QOS, heterogeneous or held job,
    pending for a reason that is not about resources, priority below ``min_priority``, no time limit, too
-   many preemptions (escalation: ``max_preemptions_spot`` -> on-demand only -> ``max_preemptions_total`` ->
-   on-prem only);
+   preempted ``max_preemptions_total`` times (the safety cap: on-prem only);
 2. expected on-prem wait: Slurm's backfill estimate (``Job.start_time`` on a pending job that is not yet
    burst-eligible), else a fluid model: the job starts when the capacity freed by running on-prem jobs
    (at their end times or time limits) covers the demand of the jobs ahead of it that stay on-prem;
 3. the waiting policy (``burstd.policy.waiting``) with per-partition/QOS minimum waits;
 4. fit (CPUs, memory, GPUs and GPU type, features, pool accounts, ``policy.burst_to``), then the cheapest
-   (pool, market) by expected cost including the rework that spot preemptions cost, that still fits the
-   pool's and the account's node caps and the budget guard (``burstd.policy.budget``) with every earlier
-   decision of this cycle already counted.
+   (pool, market) by expected bill including the rework that spot preemptions cost (spot is off for a
+   preempted job behind its Uniform Progress line, or past the optional ``max_preemptions_spot``); with
+   the value of waiting on, the job bursts only if the wait it saves is worth that bill
+   (``burstd.policy.progress``); then the first that still fits the pool's and the account's node caps and
+   the budget guard (``burstd.policy.budget``) with every earlier decision of this cycle already counted.
 
 Jobs that already carry a cloud partition and fail any of this lose it (``RevokeEligible``); thresholds
 for keeping are ``waiting.keep_fraction`` of those for bursting, so estimates that wobble do not flap.
