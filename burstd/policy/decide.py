@@ -230,6 +230,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     vow = w.wait_value_per_hour if w.kind == "burstd" else 0.0
     od_price = {name: pv.offers["on-demand"].price_micros for name, pv in pools.items() if "on-demand" in pv.offers}
     pool_cap = {name: pv.cap for name, pv in pools.items()}
+    r_direct, r_gate, r_wait, r_stay, r_burst = R.r_direct, R.r_gate, R.r_wait, R.r_stay, R.r_burst  # hot-loop locals
     acct_caps, acct_default = pol.max_nodes_per_account, pol.default_max_nodes_per_account
     esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" and not vow else 0.0
     slack = pol.progress_slack
@@ -261,7 +262,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
 
         if not pi.home:
             if explain_on:
-                records[jid] = (R.r_direct, jid)
+                records[jid] = (r_direct, jid)
             continue
         gate: str | None = None
         garg: tuple = ()
@@ -296,7 +297,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             for p in has_cloud:
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
-                records[jid] = (R.r_gate, jid, gate, garg)
+                records[jid] = (r_gate, jid, gate, garg)
             continue
         # one of them is set: the no-limit gate above sent every other job on-prem
         limit_min = job.time_limit_min if job.time_limit_min is not None else (pi.max_time_min or 0)
@@ -438,9 +439,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
                 if wcode:
-                    records[jid] = (R.r_wait, jid, waited, expected, wcode, wnum, wkind)
+                    records[jid] = (r_wait, jid, waited, expected, wcode, wnum, wkind)
                 else:
-                    records[jid] = (R.r_stay, jid, waited, expected, why)
+                    records[jid] = (r_stay, jid, waited, expected, why)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         out.markets[jid] = (chosen.pool, chosen.market)  # carried to the lease (burstd.daemon.markets)
@@ -458,7 +459,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 late = (behind_s(now, float(job.submit_time or now), limit_s, progress.get(jid, 0.0), slack)
                         if escalated and slack > 0.0 else None)
                 why_mkt = (vow_bill, vow_worth, late, job.restart_count)
-            records[jid] = (R.r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt)
+            records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 
