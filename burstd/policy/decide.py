@@ -349,8 +349,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         else:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
             restarts = job.restart_count
+            submitted = float(job.submit_time) if job.submit_time is not None else now
             escalated = (max_spot is not None and restarts >= max_spot) or (restarts > 0 and slack > 0.0 and off_spot(
-                now, float(job.submit_time or now), limit_s, progress.get(jid, 0.0), slack, boot_s, restarts))
+                now, submitted, limit_s, progress.get(jid, 0.0), slack, boot_s, restarts))
             shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features)
             ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
             cached = cand_cache.get(ckey)
@@ -456,7 +457,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if vow or escalated:
                 # the figures behind the market and the wait: expected bill against the wait's worth, and how far
                 # a preempted job is behind its Uniform Progress line
-                late = (behind_s(now, float(job.submit_time or now), limit_s, progress.get(jid, 0.0), slack)
+                late = (behind_s(now, submitted, limit_s, progress.get(jid, 0.0), slack)
                         if escalated and slack > 0.0 else None)
                 why_mkt = (vow_bill, vow_worth, late, job.restart_count)
             records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt)
