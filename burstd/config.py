@@ -329,6 +329,10 @@ class WaitingPolicy(_Section):
     # an already-eligible job keeps its cloud partition until its expected wait drops below
     # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
     keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
+    # burstd kind, value of waiting (burstd.policy.progress): an hour of a job's on-prem wait is worth this many
+    # node-hours at its pool's on-demand price; past the first wait and the "start is near" check, a job
+    # bursts when the wait it saves is worth its expected cloud bill. 0 = off (the compute-wait steps above)
+    wait_value_per_hour: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 7.0
 
 
 class PolicyConfig(_Section):
@@ -342,7 +346,8 @@ class PolicyConfig(_Section):
     exclude_users: list[str] = []
     exclude_partitions: list[str] = []
     opt_out_comment: str = "burst:no"
-    max_preemptions_spot: int = Field(default=2, ge=0, le=1_000_000)  # then on-demand
+    # optional cap: after this many preemptions a job is on-demand only (None: Uniform Progress alone decides)
+    max_preemptions_spot: int | None = Field(default=None, ge=0, le=1_000_000)
     max_preemptions_total: int = Field(default=4, ge=0, le=1_000_000)  # then back on-prem only
     prewarm_nodes: int = Field(default=0, ge=0, le=1_000_000)
     paused: bool = False
@@ -359,9 +364,13 @@ class PolicyConfig(_Section):
     checkpoint_interval_s: PosSeconds = 3600.0
     # rank spot against on-demand by the expected time a job of N nodes needs to finish on spot, when any of
     # its nodes' preemption restarts it from its last checkpoint (docs/policy.md, "Spot or on-demand");
-    # false (default): the plain "price x (1 + rework)" ranking. Off by default: on the built-in sites'
-    # training prefixes it sent big jobs to on-demand that, tried on spot, were cheaply preempted and sent home
-    risk_aware_market: bool = False
+    # false: the plain "price x (1 + rework)" ranking. On by default since the value-of-waiting rule (issue 10):
+    # that rule weighs this expected bill against the wait, and on the training prefixes the plain ranking sent
+    # big jobs to spot that were preempted within minutes, again and again
+    risk_aware_market: bool = True
+    # Uniform Progress (burstd.policy.progress): a preempted job's deadline is submit + progress_slack x its time
+    # limit; behind that line by more than a boot and a restart, it may not go back to spot. 0 = off
+    progress_slack: float = Field(default=2.0, ge=0, le=1000, allow_inf_nan=False)
     # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
     idle_commit_s: Seconds = 600.0
     # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts

@@ -6,16 +6,17 @@ One pass over the pending jobs in priority order (highest priority, then oldest 
 
 1. hard gates: paused, opt-out comment, excluded account/user/partition/QOS, heterogeneous or held job,
    pending for a reason that is not about resources, priority below ``min_priority``, no time limit, too
-   many preemptions (escalation: ``max_preemptions_spot`` -> on-demand only -> ``max_preemptions_total`` ->
-   on-prem only);
+   preempted ``max_preemptions_total`` times (the safety cap: on-prem only);
 2. expected on-prem wait: Slurm's backfill estimate (``Job.start_time`` on a pending job that is not yet
    burst-eligible), else a fluid model: the job starts when the capacity freed by running on-prem jobs
    (at their end times or time limits) covers the demand of the jobs ahead of it that stay on-prem;
 3. the waiting policy (``burstd.policy.waiting``) with per-partition/QOS minimum waits;
 4. fit (CPUs, memory, GPUs and GPU type, features, pool accounts, ``policy.burst_to``), then the cheapest
-   (pool, market) by expected cost including the rework that spot preemptions cost, that still fits the
-   pool's and the account's node caps and the budget guard (``burstd.policy.budget``) with every earlier
-   decision of this cycle already counted.
+   (pool, market) by expected bill including the rework that spot preemptions cost (spot is off for a
+   preempted job behind its Uniform Progress line, or past the optional ``max_preemptions_spot``); with
+   the value of waiting on, the job bursts only if the wait it saves is worth that bill
+   (``burstd.policy.progress``); then the first that still fits the pool's and the account's node caps and
+   the budget guard (``burstd.policy.budget``) with every earlier decision of this cycle already counted.
 
 Jobs that already carry a cloud partition and fail any of this lose it (``RevokeEligible``); thresholds
 for keeping are ``waiting.keep_fraction`` of those for bursting, so estimates that wobble do not flap.
@@ -29,8 +30,9 @@ are ``policy.offers``, and the explanations' words are ``policy.reasons``.
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from burstd.config import Config
 from burstd.domain.budget import BudgetBook, budget_key
@@ -58,6 +60,7 @@ from burstd.policy.budget import (
     validate_book,
 )
 from burstd.policy import reasons as R
+from burstd.policy.progress import behind_s, off_spot
 from burstd.policy.offers import (
     Offer, PoolView, PriceInput, effective_cost, job_fit, normalize_prices, pool_offers, risk_cost,
 )
@@ -151,22 +154,26 @@ def decide(
     *,
     stats: DecideStats | None = None,
     explain: bool = True,
+    progress: Mapping[int, float] | None = None,
 ) -> Decisions:
     """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing).
 
     ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
+    ``progress``: seconds of work a requeued job keeps from its checkpoints, by job id (unknown: none), for
+    the Uniform Progress escalation (``burstd.policy.progress``).
     """
     gc_was_on = gc.isenabled()
     gc.disable()  # the loop allocates ~1 record a job and makes no cycles: no collector passes over the snapshot
     try:
-        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain)
+        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain, progress or {})
     finally:
         if gc_was_on:
             gc.enable()
 
 
 def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None, prices: PriceInput,
-            config: Config, now: float | None, stats: DecideStats | None, explain: bool) -> Decisions:
+            config: Config, now: float | None, stats: DecideStats | None, explain: bool,
+            progress: Mapping[int, float]) -> Decisions:
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     if budgets is None:  # no store budgets: the config's [budget] section decides
@@ -220,7 +227,13 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     revoke = out.revoke
     add_revoke = revoke.append
     th_cache: dict[tuple, tuple] = {}
-    esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" else 0.0
+    vow = w.wait_value_per_hour if w.kind == "burstd" else 0.0
+    od_price = {name: pv.offers["on-demand"].price_micros for name, pv in pools.items() if "on-demand" in pv.offers}
+    pool_cap = {name: pv.cap for name, pv in pools.items()}
+    r_direct, r_gate, r_wait, r_stay, r_burst = R.r_direct, R.r_gate, R.r_wait, R.r_stay, R.r_burst  # hot-loop locals
+    acct_caps, acct_default = pol.max_nodes_per_account, pol.default_max_nodes_per_account
+    esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" and not vow else 0.0
+    slack = pol.progress_slack
     gpn_cache: dict[tuple, int] = {}
     expected_start_in = model.expected_start_in
     if stats is not None:
@@ -249,7 +262,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
 
         if not pi.home:
             if explain_on:
-                records[jid] = (R.r_direct, jid)
+                records[jid] = (r_direct, jid)
             continue
         gate: str | None = None
         garg: tuple = ()
@@ -284,7 +297,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             for p in has_cloud:
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
-                records[jid] = (R.r_gate, jid, gate, garg)
+                records[jid] = (r_gate, jid, gate, garg)
             continue
         # one of them is set: the no-limit gate above sent every other job on-prem
         limit_min = job.time_limit_min if job.time_limit_min is not None else (pi.max_time_min or 0)
@@ -307,7 +320,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         if qos_floor and job.qos in qos_floor:
             floor = max(floor, qos_floor[job.qos])
         # the waiting policy (burstd.policy.waiting.verdict, with its thresholds cached per job shape)
-        wkind: str | int = ""  # the waiting policy's name, or (code 4) the preemption count
+        wkind: Any = ""  # the waiting policy's name, or (code 4) the preemption count
         wcode, wnum = 0, 0.0
         if expected == INF:
             if waited < floor:
@@ -329,11 +342,16 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         verdict_left = None
         cost = 0
         want_nodes = 0
+        escalated = False
+        vow_bill = vow_worth = 0.0
         if wcode:
             pass
         else:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
-            escalated = job.restart_count >= max_spot
+            restarts = job.restart_count
+            submitted = float(job.submit_time) if job.submit_time is not None else now
+            escalated = (max_spot is not None and restarts >= max_spot) or (restarts > 0 and slack > 0.0 and off_spot(
+                now, submitted, limit_s, progress.get(jid, 0.0), slack, boot_s, restarts))
             shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features)
             ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
             cached = cand_cache.get(ckey)
@@ -353,22 +371,46 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 # that is short next to the run itself, the job waits on-prem
                 wcode, wnum, wkind = 4, esc_ratio * limit_s, (job.restart_count if escalated else -1)
                 candidates = []
+            if vow and candidates:
+                # value of waiting: burst only when the wait it saves is worth the expected bill
+                best = candidates[0][1]
+                ref = od_price.get(best.pool, best.price_micros)
+                saved = expected - boot_s
+                bill = candidates[0][0]
+                if not risk_nodes:  # the plain ranking leaves out the boot every node bills (the restart model has it)
+                    bill += best.price_micros * nodes * tasks * boot_s / 3600.0
+                vow_bill = bill
+                if has_cloud:  # hysteresis, as for the waiting thresholds
+                    saved /= w.keep_fraction or 1.0
+                vow_worth = INF if expected == INF else vow * ref * tasks * saved / 3600.0
+                if vow_worth < bill:
+                    wcode, wnum = 5, bill
+                    wkind = (vow_worth if saved > 0 else 0.0, best, vow)
+                    candidates = []
             if not candidates:
-                if escalated and not misfit:
+                if wcode:
+                    pass
+                elif escalated and not misfit:
                     misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
-                why = misfit or "no cloud pool is configured for it"
+                if not wcode:
+                    why = misfit or "no cloud pool is configured for it"
             else:
                 if has_cloud:  # keep the pool it already has when that one still passes (stability)
                     keep_pool = part_to_pool[has_cloud[0]]
                     candidates = sorted(candidates, key=lambda c: c[1].pool != keep_pool)
                 already = jid in leased_jobs
                 # nodes it holds at once (an array runs as many tasks as its throttle and the pool allow)
-                want_nodes = 0 if already else nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
-                acct_cap = pol.max_nodes_per_account.get(job.account, pol.default_max_nodes_per_account)
+                if already:
+                    want_nodes = 0
+                elif job.array_tasks:
+                    want_nodes = nodes * min(tasks, array_throttle(job.array_tasks) or tasks)
+                else:
+                    want_nodes = nodes * tasks
+                acct_cap = acct_caps.get(job.account, acct_default) if acct_caps else acct_default
                 secs = -1.0
                 nodes_by_pool = commit.nodes_by_pool
                 for _, offer in candidates:
-                    cap = pools[offer.pool].cap
+                    cap = pool_cap[offer.pool]
                     in_pool = nodes_by_pool.get(offer.pool, 0)
                     hold_nodes = want_nodes
                     if tasks > 1 and in_pool + hold_nodes > cap and in_pool + nodes <= cap:
@@ -398,9 +440,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
                 if wcode:
-                    records[jid] = (R.r_wait, jid, waited, expected, wcode, wnum, wkind)
+                    records[jid] = (r_wait, jid, waited, expected, wcode, wnum, wkind)
                 else:
-                    records[jid] = (R.r_stay, jid, waited, expected, why)
+                    records[jid] = (r_stay, jid, waited, expected, why)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         out.markets[jid] = (chosen.pool, chosen.market)  # carried to the lease (burstd.daemon.markets)
@@ -411,7 +453,14 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             out.eligible.append(MakeEligible(jid, chosen.pool, chosen.partition, chosen.market, cost))
             newly[chosen.pool] = newly.get(chosen.pool, 0) + want_nodes
         if explain_on:
-            records[jid] = (R.r_burst, jid, waited, expected, verdict_left, job.account, period, chosen)
+            why_mkt = None
+            if vow or escalated:
+                # the figures behind the market and the wait: expected bill against the wait's worth, and how far
+                # a preempted job is behind its Uniform Progress line
+                late = (behind_s(now, submitted, limit_s, progress.get(jid, 0.0), slack)
+                        if escalated and slack > 0.0 else None)
+                why_mkt = (vow_bill, vow_worth, late, job.restart_count)
+            records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 

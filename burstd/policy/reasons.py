@@ -39,7 +39,7 @@ def r_gate(jid: int, fmt: str, args: tuple) -> Explanation:
     return Explanation(jid, False, None, "stays on-prem: " + fmt.format(*args))
 
 
-def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind: str | int) -> Explanation:
+def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind) -> Explanation:
     dur = waiting.format_duration
     if code == 1:
         why = f"minimum wait {dur(num)}"
@@ -47,6 +47,12 @@ def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind
         why = f"waiting policy {kind} wants {dur(num)} on-prem first"
     elif code == 3:
         why = f"expected on-prem start is sooner than the {dur(num)} worth bursting for"
+    elif code == 5:
+        worth, offer, vow = kind
+        mkt = "spot" if offer.market == "spot" else "on-demand"
+        why = (f"its expected bill on {mkt} in pool {offer.pool} is {format_usd(int(num))}, and the on-prem wait "
+               f"bursting would save is worth only {format_usd(int(worth))} (waiting.wait_value_per_hour {vow:g} "
+               f"on-demand node-hours a job-hour)")
     else:
         head = ("too big and long to finish on spot" if kind == -1 else f"preempted {kind} times")
         why = (f"{head}, so on-demand only, and the expected on-prem start is sooner than "
@@ -65,9 +71,17 @@ def r_stay(jid: int, waited: float, expected: float, why: str | tuple[str, tuple
 
 
 def r_burst(jid: int, waited: float, expected: float, left: int | None, account: str, period: str,
-             chosen: Offer) -> Explanation:
+             chosen: Offer, why_mkt: tuple | None = None) -> Explanation:
     left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
     mkt = "" if chosen.market == "spot" else " on-demand"
+    if why_mkt is not None:
+        bill, worth, late, restarts = why_mkt
+        if late is not None:
+            left_s += (f"preempted {restarts} times and {waiting.format_duration(max(late, 0.0))} of work behind its "
+                       f"Uniform Progress line (policy.progress_slack), so not spot again, ")
+        if bill:
+            worth_s = "unbounded (never on-prem)" if worth == INF else format_usd(int(worth))
+            left_s += f"expected bill {format_usd(int(bill))}, the wait it saves is worth {worth_s}, "
     return Explanation(jid, True, chosen.pool, f"{figures(waited, expected, waiting.format_duration)}{left_s}pool "
                        f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
 

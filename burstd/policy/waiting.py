@@ -103,6 +103,8 @@ def thresholds(
     # compute-wait would burst it anyway, only later. (3) Otherwise, compute-wait.
     first = max(w.burstd_min_wait_s, floor_s)
     soon = max(w.min_expected_wait_s, w.wait_to_runtime_ratio * time_limit_s) * scale
+    if w.wait_value_per_hour > 0:  # (3) is then the value-of-waiting rule, which decide() applies per offer
+        return first * scale, first, soon, -INFINITY, need * scale, need, "burstd"
     return first * scale, first, soon, w.burstd_wait_per_node_hour_s * node_hours * scale, need * scale, need, "burstd"
 
 

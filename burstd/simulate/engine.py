@@ -300,7 +300,8 @@ class Simulator:
         pending = [self._pending_view(j) for j in self.queue if not j.gone]
         snap = Snapshot(t, tuple(pending) + tuple(self.run_jobs.values()), self.nodes)
         leases = [lease for ls in self.leases.values() for lease in ls]
-        d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False)
+        done = {j.tj.job_id: j.tj.runtime - j.remaining for j in self.queue if j.restarts and not j.gone}
+        d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done)
         self.res.decide_calls += 1
         if d.eligible:
             by_id = {j.tj.job_id: j for j in self.queue}

@@ -109,9 +109,11 @@ def policy_config(base: Config, name: str, constant_wait_s: float | None = None)
     if name == "constant-wait" and constant_wait_s is not None:
         waiting = waiting.model_copy(update={"min_wait_s": constant_wait_s})
     update: dict = {"waiting": waiting}
-    if name in ("constant-wait", "compute-wait"):
-        # the baselines as published (Starburst): spot first, on-demand after repeated preemption, ranked
-        # by price alone; the risk-aware market choice is part of burstd's policy, not theirs
+    if name != "burstd":
+        # the baselines as published (Starburst): spot first, on-demand after 2 spot preemptions, ranked by
+        # price alone; Uniform Progress, the value of waiting and the risk-aware market are burstd's policy
+        update["max_preemptions_spot"] = 2
+        update["progress_slack"] = 0.0
         update["risk_aware_market"] = False
     return base.model_copy(update={"pools": pools, "policy": pol.model_copy(update=update)})
 

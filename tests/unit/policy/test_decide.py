@@ -210,17 +210,21 @@ def test_prewarm_only_with_new_demand_and_within_cap_and_site_budget():
 
 
 def test_an_escalated_job_goes_home_while_its_on_prem_start_is_near_next_to_its_run_time():
+    # the rule before the value of waiting (wait_value_per_hour = 0), with the fixed preemption count:
     # expected on-prem start in 10 h; time limit 1 h; preempted twice, so on-demand only
+    old = {"max_preemptions_spot": 2, "progress_slack": 0}
     job = pending(1, restart_count=2)
-    stays = one(busy_cluster(job), config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 20}}))
+    stays = one(busy_cluster(job), config(policy={**old, "waiting": {"escalated_wait_to_runtime_ratio": 20,
+                                                                     "wait_value_per_hour": 0}}))
     assert stays.eligible == []
     assert "preempted 2 times, so on-demand only" in stays.explanations[1].reason
     assert "sooner than 20 h" in stays.explanations[1].reason
-    goes = one(busy_cluster(job), config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 5}}))
+    goes = one(busy_cluster(job), config(policy={**old, "waiting": {"escalated_wait_to_runtime_ratio": 5,
+                                                                    "wait_value_per_hour": 0}}))
     assert [e.market for e in goes.eligible] == ["on-demand"]
     # not escalated yet (spot still allowed): the knob does not apply
     fresh = one(busy_cluster(pending(1, restart_count=1)),
-                config(policy={"waiting": {"escalated_wait_to_runtime_ratio": 20}}))
+                config(policy={**old, "waiting": {"escalated_wait_to_runtime_ratio": 20, "wait_value_per_hour": 0}}))
     assert [e.market for e in fresh.eligible] == ["spot"]
     # a baseline waiting policy ignores it (compute-wait keeps its published definition)
     base = one(busy_cluster(job), config(policy={"waiting": {"kind": "compute", "min_wait_s": 60,
@@ -266,7 +270,7 @@ def test_a_big_long_job_on_a_volatile_spot_market_goes_on_demand_from_the_start(
     snap = busy_cluster(small, big, nodes=16)
     d = one(snap, config(policy={"waiting": {"kind": "none"}, "risk_aware_market": True}), prices=prices)
     assert {e.job_id: e.market for e in d.eligible} == {1: "spot", 2: "on-demand"}
-    plain = one(snap, config(policy={"waiting": {"kind": "none"}}), prices=prices)
+    plain = one(snap, config(policy={"waiting": {"kind": "none"}, "risk_aware_market": False}), prices=prices)
     assert {e.job_id: e.market for e in plain.eligible} == {1: "spot", 2: "spot"}
 
 

@@ -8,7 +8,7 @@ from burstd.config import WaitingPolicy
 from burstd.policy.waiting import format_duration, required_wait_s, verdict
 
 W = WaitingPolicy(min_wait_s=600, wait_per_node_hour_s=60, max_wait_s=7200, min_expected_wait_s=1800,
-                  burstd_wait_per_node_hour_s=600, burstd_min_wait_s=120)
+                  burstd_wait_per_node_hour_s=600, burstd_min_wait_s=120, wait_value_per_hour=0)
 
 
 def v(kind, waited, expected, node_hours=1.0, limit=3600.0, keep=False, floor=0.0):
@@ -58,3 +58,13 @@ def test_burstd_quotes_one_waiting_target_that_does_not_move_when_its_first_step
     after = v("burstd", waited=200, expected=2400, node_hours=10)
     assert not before.ready and not after.ready
     assert before.why == after.why == "waiting policy burstd wants 10 min on-prem first"
+
+
+def test_with_a_value_of_waiting_the_burstd_kind_leaves_step_three_to_decide():
+    """``wait_value_per_hour`` > 0: past the first wait and the "start is near" check the job is ready here;
+    ``decide()`` then weighs the wait it saves against its expected bill (tests/unit/policy/test_value_rule.py)."""
+    vw = W.model_copy(update={"kind": "burstd", "wait_value_per_hour": 5.0})
+    ready = verdict(vw, waited_s=130, expected_wait_s=2 * 3600, node_hours=100, time_limit_s=3600)
+    assert ready.ready  # compute-wait would have wanted 1.7 h first
+    assert not verdict(vw, waited_s=60, expected_wait_s=2 * 3600, node_hours=100, time_limit_s=3600).ready
+    assert not verdict(vw, waited_s=600, expected_wait_s=600, node_hours=1, time_limit_s=3600).ready

@@ -1,0 +1,42 @@
+"""Progress-aware escalation and the value of waiting: the two rules behind burstd's market and wait choice. Pure.
+
+Uniform Progress ("Can't Be Late", NSDI '24): a job with a deadline ``D`` and ``L`` seconds of work should have
+done ``L x (t - t0) / (D - t0)`` by time ``t``. burstd gives every job the deadline ``submit + progress_slack x
+time limit`` (so the line runs from its submission, at ``1 / progress_slack`` of a second of work per second).
+A job that a spot preemption sent back to the queue may burst to spot again while it is on or ahead of that
+line, give or take the boot and restart a spot retry costs; once it falls further behind, it may only go
+on-demand (or wait on-prem, if that is the cheaper way to finish: the value-of-wait rule decides).
+A job never preempted has lost nothing to spot yet and is not escalated.
+
+Value of waiting: a job bursts when the on-prem wait it saves is worth more than its expected cloud bill.
+The worth of an hour of a job's wait is ``wait_value_per_hour`` node-hours at the pool's on-demand price,
+so the rule adapts to the site's prices: an on-demand-only site waits longer before it pays than a spot
+site, and compute-wait (wait proportional to node-hours at one fixed price) is the special case of a
+constant price with no risk.
+"""
+
+from __future__ import annotations
+
+
+def behind_s(now: float, submit: float, limit_s: float, done_s: float, slack: float) -> float:
+    """Seconds of work the job is behind the uniform line (negative: ahead)."""
+    if slack <= 0 or limit_s <= 0:
+        return 0.0
+    elapsed = now - submit
+    required = elapsed / slack
+    if required > limit_s:
+        required = limit_s
+    return required - done_s
+
+
+def off_spot(now: float, submit: float, limit_s: float, done_s: float, slack: float, boot_s: float,
+             restarts: int) -> bool:
+    """A preempted job that is behind the uniform line by more than one boot plus one restart leaves spot."""
+    return restarts > 0 and behind_s(now, submit, limit_s, done_s, slack) > 2 * boot_s
+
+
+def worth_micros(value_per_hour: float, ref_price_micros: int, saved_s: float) -> float:
+    """What ``saved_s`` of a job's on-prem wait is worth, in micro-dollars."""
+    if saved_s <= 0:
+        return 0.0
+    return value_per_hour * ref_price_micros * saved_s / 3600.0
