@@ -59,6 +59,9 @@ def register(app: typer.Typer) -> None:
         backfill_depth: Optional[int] = typer.Option(
             None, "--backfill-depth", min=0, help="Queued jobs EASY backfill looks at; 0 = strict FIFO "
                                                   "[default: 100; the setting's]"),
+        out_of_order: bool = typer.Option(
+            False, "--out-of-order", help="On-prem: any queued job that fits starts, in queue order, none held "
+                                          "back for the head (Starburst's 'loop'); replaces backfill"),
         bill_per: Optional[str] = typer.Option(
             None, "--bill-per", help="node-hour|gpu-hour: gpu-hour bursts a GPU job as one-GPU nodes, so it is "
                                      "billed, and compute-wait waits, per GPU-hour [default: node-hour; the setting's]"),
@@ -101,7 +104,8 @@ def register(app: typer.Typer) -> None:
                                     boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root,
                                     market=market, checkpoint_share=checkpoint_share,
                                     checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
-                                    backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs)
+                                    backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
+                                    out_of_order=out_of_order)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -126,9 +130,10 @@ def register(app: typer.Typer) -> None:
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
         console.print(f"checkpointing: {report['checkpoint_share']:.0%} of jobs, every "
                       f"{report['checkpoint_interval_s']:.0f} s")
+        order = "out of order" if report["out_of_order"] else f"backfill depth {report['backfill_depth']}"
         console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node, placement "
-                      f"{report['placement']}, backfill depth {report['backfill_depth']}; cloud: {shapes}, billed "
-                      f"per {report['billing']}, boot {report['boot_s']:.0f} s; market {report['market']}")
+                      f"{report['placement']}, {order}; cloud: {shapes}, billed per {report['billing']}, "
+                      f"boot {report['boot_s']:.0f} s; market {report['market']}")
         if report["warmup_jobs"]:
             console.print(f"metrics leave out the first and the last {report['warmup_jobs']} jobs "
                           f"(setting: {report['setting'] or 'none'})")

@@ -112,6 +112,7 @@ class SimSetup:
     placement: str = "fluid"  # on-prem: "fluid" pool of units, or "first-fit" on whole nodes
     gpu_slices: bool = False  # a GPU job bursts as one one-GPU node per GPU (GPU-hour billing and wait)
     warmup_jobs: int = 0  # jobs left out of the metrics at each end of the replay
+    out_of_order: bool = False  # on-prem: any queued job that fits starts (Starburst's "loop"), no backfill
 
 
 class Simulator:
@@ -230,6 +231,19 @@ class Simulator:
         free = self.free
         k, n = 0, len(q)
         started = False
+        if self.s.out_of_order:
+            # Starburst's "loop": every queued job that fits starts, in queue order; none is held back
+            # for the head (no reservation)
+            for j in q:
+                if free <= 0:
+                    break
+                if not j.gone and j.units <= free and self._place(j):
+                    free -= j.units
+                    self._start_onprem(j, t)
+                    started = True
+            if started:
+                self.queue = [j for j in q if not j.gone]
+            return
         while k < n:
             j = q[k]
             if not j.gone:

@@ -142,7 +142,7 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
                market: str | None = None, checkpoint_share: float = DEFAULT_CHECKPOINT_SHARE,
                checkpoint_s: float | None = None, *, placement: str = "fluid", gpu_slices: bool = False,
                warmup_jobs: int = 0, backfill_depth: int = 100, gpus_per_node: int = 8,
-               constant_wait_s: float | None = None) -> SimSetup:
+               constant_wait_s: float | None = None, out_of_order: bool = False) -> SimSetup:
     if gpu:
         cfg = config or default_site(gpu)
         units = onprem_gpus or 232 * 8
@@ -162,7 +162,8 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
     return SimSetup(cfg, gpu, units, upn, boot_s=boot_s, cycle_s=cycle_s, spot=spot,
                     checkpoint_s=checkpoint_s or cfg.policy.checkpoint_interval_s, checkpoint_share=checkpoint_share,
                     constant_wait_s=constant_wait_s, market=market, placement=placement,
-                    gpu_slices=gpu_slices, warmup_jobs=warmup_jobs, backfill_depth=backfill_depth)
+                    gpu_slices=gpu_slices, warmup_jobs=warmup_jobs, backfill_depth=backfill_depth,
+                    out_of_order=out_of_order)
 
 
 def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> SimResult:

@@ -47,7 +47,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    market: str | None = None, checkpoint_share: float | None = None,
                    checkpoint_s: float | None = None, setting: str | None = None, placement: str | None = None,
                    warmup_jobs: int | None = None, backfill_depth: int | None = None,
-                   bill_per: str | None = None) -> dict:
+                   bill_per: str | None = None, out_of_order: bool = False) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
 
     ``setting`` names a group of the options below (``burstd.simulate.settings``); an option given
@@ -89,7 +89,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                        DEFAULT_CHECKPOINT_SHARE if checkpoint_share is None else checkpoint_share, checkpoint_s,
                        placement=placement, gpu_slices=slices, warmup_jobs=warmup, backfill_depth=depth,
                        gpus_per_node=st.gpus_per_node if st else 8,
-                       constant_wait_s=st.constant_wait_s if st else None)
+                       constant_wait_s=st.constant_wait_s if st else None, out_of_order=out_of_order)
     tasks = [(p, setup, jobs, seed) for p in policies]
     if workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(min(workers, len(tasks))) as ex:
@@ -109,6 +109,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
             round(setup.spot.rate_per_hour, 4) if setup.spot else 0.0,
         "spot_traces": str(root) if setup.spot else None, "market": market or "as configured",
         "setting": st.name if st else None, "placement": setup.placement, "backfill_depth": setup.backfill_depth,
+        "out_of_order": setup.out_of_order,
         "billing": "gpu-hour" if setup.gpu_slices else "node-hour", "warmup_jobs": setup.warmup_jobs,
         "boot_s": setup.boot_s,
         "policies": {},

@@ -22,9 +22,9 @@ def gj(i, submit, run, gpus):
     return TraceJob(i, submit, run, run, gpus, gpus)
 
 
-def replay(jobs, placement, nodes=2, depth=100):
+def replay(jobs, placement, nodes=2, depth=100, out_of_order=False):
     setup = SimSetup(policy_config(GPU_CFG, "never"), True, nodes * 8, 8, boot_s=0.0, placement=placement,
-                     backfill_depth=depth, decide_enabled=False)
+                     backfill_depth=depth, decide_enabled=False, out_of_order=out_of_order)
     s = Simulator(setup, jobs, placement)
     s.run()
     return {j.tj.job_id: j for j in s.done}
@@ -82,6 +82,18 @@ def test_a_job_bigger_than_a_node_takes_whole_nodes_and_its_remainder_on_one_nod
     assert replay(jobs, "fluid", nodes=3, depth=0)[3].first_start == 1
     jobs[2] = gj(3, 1, 100, 11)  # 8 + 3: node 2 and node 0's 3 free GPUs
     assert replay(jobs, "first-fit", nodes=3, depth=0)[3].first_start == 1
+
+
+def test_out_of_order_starts_any_job_that_fits_without_holding_nodes_for_the_head():
+    # job 1 holds 6 GPUs of node 0 until 1000; job 2 (16 GPUs) is stuck at the head. EASY backfill keeps
+    # the free GPUs for it: job 3 (limit 2000) would delay it and waits; out of order starts job 3 at once
+    jobs = [gj(1, 0, 1000, 6), gj(2, 1, 100, 16), TraceJob(3, 2, 2000, 2000, 2, 2)]
+    easy = replay(jobs, "first-fit", depth=100)
+    assert easy[2].first_start == 1000 and easy[3].first_start == 1100
+    strict = replay(jobs, "first-fit", depth=0)
+    assert strict[3].first_start == 1100
+    ooo = replay(jobs, "first-fit", out_of_order=True)
+    assert ooo[3].first_start == 2 and ooo[2].first_start == 2002  # the head now waits for job 3 too
 
 
 def test_unknown_placement_is_a_clear_error():

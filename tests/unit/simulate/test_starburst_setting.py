@@ -102,6 +102,7 @@ PHILLY = "#job id,arrival time (sec),topology,shape,size,duration (sec)\n" + "".
 
 
 def run_cli(tmp_path, *extra):
+    tmp_path.mkdir(exist_ok=True)
     trace = tmp_path / "philly_small.csv"
     trace.write_text(PHILLY)
     args = ["simulate", "--trace", str(trace), "--json", "--spot-traces", str(calm_spot_traces(tmp_path / "s")),
@@ -134,6 +135,11 @@ def test_explicit_options_override_the_setting(tmp_path):
     rep = json.loads(r.stdout)
     assert (rep["boot_s"], rep["placement"], rep["billing"], rep["backfill_depth"]) == (60.0, "fluid", "node-hour", 7)
     assert rep["policies"]["compute-wait"]["jobs"] == 60
+    assert rep["out_of_order"] is False
+    r = run_cli(tmp_path / "o", "--setting", "starburst", "--onprem-gpus", "16", "--warmup-jobs", "5",
+                "--out-of-order", "--policy", "compute-wait")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["out_of_order"] is True
 
 
 @pytest.mark.parametrize("extra, message", [
