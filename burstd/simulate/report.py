@@ -78,6 +78,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     if (st is not None or slices) and not any(j.gpus for j in jobs):
         raise ValueError("no job in the trace asks for GPUs: GPU-hour billing and the starburst setting "
                          "need a GPU trace")
+    if slices and not gpu:
+        raise ValueError("--bill-per gpu-hour needs a GPU replay (a Philly trace, or --onprem-gpus)")
     if warmup and 2 * warmup >= len(jobs):
         raise ValueError(f"--warmup-jobs {warmup} leaves out {2 * warmup} of the {len(jobs)} jobs read, "
                          "all of them: give a smaller --warmup-jobs (0 keeps every job)")

@@ -166,3 +166,11 @@ def test_the_setting_refuses_a_config_and_a_cpu_trace(tmp_path):
     r = CliRunner().invoke(app, ["simulate", "--trace", str(swf), "--setting", "starburst", "--warmup-jobs", "1",
                                  "--spot-traces", str(calm_spot_traces(tmp_path / "s2"))])
     assert r.exit_code != 0 and "no job in the trace asks for GPUs" in r.output
+    # a sacct export with a GPU job, replayed on CPUs, cannot be billed per GPU-hour
+    sacct = tmp_path / "site.sacct"
+    sacct.write_text("JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|NCPUS|NNodes|AllocTRES|State\n"
+                     + "".join(f"{i}|u|a|batch|2024-01-01T00:0{i}:00|2024-01-01T00:0{i}:00|2024-01-01T01:0{i}:00|"
+                               f"01:00:00|02:00:00|4|1|cpu=4,gres/gpu=1|COMPLETED\n" for i in range(1, 6)))
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(sacct), "--bill-per", "gpu-hour", "--onprem-cpus", "8",
+                                 "--spot-traces", str(calm_spot_traces(tmp_path / "s3"))])
+    assert r.exit_code != 0 and "needs a GPU replay" in r.output, r.output
