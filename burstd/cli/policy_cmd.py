@@ -35,8 +35,8 @@ def register(app: typer.Typer) -> None:
         limit_jobs: Optional[int] = typer.Option(None, "--limit-jobs", min=1, help="Replay only the first N jobs"),
         plot: Optional[str] = typer.Option(None, "--plot", help="Write the cost-versus-mean-JCT frontier as PNG here"),
         seed: int = typer.Option(1, "--seed", help="Seed for spot preemption draws (same for every policy)"),
-        boot_s: Optional[float] = typer.Option(None, "--boot-s", min=0,
-                                               help="Cloud node boot delay, seconds [default: 120; the setting's]"),
+        boot_s: Optional[float] = typer.Option(
+            None, "--boot-s", min=0, help="Cloud node boot delay, seconds [default: 120; the setting's]"),
         cycle_s: float = typer.Option(120.0, "--cycle-s", min=1, help="Seconds between decide() cycles"),
         spot_traces: Optional[str] = typer.Option(
             None, "--spot-traces", help="Folder of measured spot preemption traces (skypilot spot-traces layout) "
@@ -64,7 +64,8 @@ def register(app: typer.Typer) -> None:
                                           "back for the head (Starburst's 'loop'); replaces backfill"),
         bill_per: Optional[str] = typer.Option(
             None, "--bill-per", help="node-hour|gpu-hour: gpu-hour bursts a GPU job as one-GPU nodes, so it is "
-                                     "billed, and compute-wait waits, per GPU-hour [default: node-hour; the setting's]"),
+                                     "billed, and compute-wait waits, per GPU-hour "
+                                     "[default: node-hour; the setting's]"),
         warmup_jobs: Optional[int] = typer.Option(
             None, "--warmup-jobs", min=0, help="Leave the first and the last N jobs out of the metrics "
                                                "[default: 0; the setting's]"),

@@ -3,8 +3,8 @@
 On-prem: FCFS with EASY backfill over one pool of units (CPUs, or GPUs for GPU traces) — a fluid model
 (no node packing) unless ``placement`` is "first-fit" (whole nodes, ``burstd.simulate.placement``; the
 backfill shadow time stays the fluid estimate), or out of order (``out_of_order``: any queued job that
-fits starts, no backfill reservation; Starburst's "loop"). Backfill looks at the first ``backfill_depth`` queued jobs, as Slurm's
-``bf_max_job_test`` does, and trusts time limits, not real run times (as Slurm does).
+fits starts, no backfill reservation; Starburst's "loop"). Backfill looks at the first ``backfill_depth``
+queued jobs, as Slurm's ``bf_max_job_test`` does, and trusts time limits, not real run times (as Slurm does).
 
 Cloud: every ``cycle_s`` while jobs wait, the simulator builds a ``Snapshot`` (pending jobs, running
 jobs with their time-limit end times, on-prem nodes), the live ``Lease``s, a ``BudgetBook`` of the spend

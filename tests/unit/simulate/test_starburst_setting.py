@@ -133,7 +133,8 @@ def test_explicit_options_override_the_setting(tmp_path):
                 "--policy", "compute-wait")
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
-    assert (rep["boot_s"], rep["placement"], rep["billing"], rep["backfill_depth"]) == (60.0, "fluid", "node-hour", 7)
+    assert (rep["boot_s"], rep["placement"], rep["billing"], rep["backfill_depth"]) == (
+        60.0, "fluid", "node-hour", 7)
     assert rep["policies"]["compute-wait"]["jobs"] == 60
     assert rep["out_of_order"] is False
     r = run_cli(tmp_path / "o", "--setting", "starburst", "--onprem-gpus", "16", "--warmup-jobs", "5",
@@ -168,9 +169,10 @@ def test_the_setting_refuses_a_config_and_a_cpu_trace(tmp_path):
     assert r.exit_code != 0 and "no job in the trace asks for GPUs" in r.output
     # a sacct export with a GPU job, replayed on CPUs, cannot be billed per GPU-hour
     sacct = tmp_path / "site.sacct"
-    sacct.write_text("JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|NCPUS|NNodes|AllocTRES|State\n"
-                     + "".join(f"{i}|u|a|batch|2024-01-01T00:0{i}:00|2024-01-01T00:0{i}:00|2024-01-01T01:0{i}:00|"
-                               f"01:00:00|02:00:00|4|1|cpu=4,gres/gpu=1|COMPLETED\n" for i in range(1, 6)))
+    head = "JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|NCPUS|NNodes|AllocTRES|State\n"
+    t = "2024-01-01T0{h}:0{i}:00"
+    sacct.write_text(head + "".join(f"{i}|u|a|batch|{t.format(h=0, i=i)}|{t.format(h=0, i=i)}|{t.format(h=1, i=i)}|"
+                                    f"01:00:00|02:00:00|4|1|cpu=4,gres/gpu=1|COMPLETED\n" for i in range(1, 6)))
     r = CliRunner().invoke(app, ["simulate", "--trace", str(sacct), "--bill-per", "gpu-hour", "--onprem-cpus", "8",
                                  "--spot-traces", str(calm_spot_traces(tmp_path / "s3"))])
     assert r.exit_code != 0 and "needs a GPU replay" in r.output, r.output
