@@ -13,6 +13,8 @@ from rich.table import Table
 
 from burstd.cli.common import console, fail, get_config, print_json
 from burstd.simulate.policies import MARKETS, POLICIES
+from burstd.simulate.placement import PLACEMENTS
+from burstd.simulate.settings import BILLING, SETTINGS
 from burstd.simulate.traces import FORMATS, TraceError
 
 
@@ -33,7 +35,8 @@ def register(app: typer.Typer) -> None:
         limit_jobs: Optional[int] = typer.Option(None, "--limit-jobs", min=1, help="Replay only the first N jobs"),
         plot: Optional[str] = typer.Option(None, "--plot", help="Write the cost-versus-mean-JCT frontier as PNG here"),
         seed: int = typer.Option(1, "--seed", help="Seed for spot preemption draws (same for every policy)"),
-        boot_s: float = typer.Option(120.0, "--boot-s", min=0, help="Cloud node boot delay, seconds"),
+        boot_s: Optional[float] = typer.Option(
+            None, "--boot-s", min=0, help="Cloud node boot delay, seconds [default: 120; the setting's]"),
         cycle_s: float = typer.Option(120.0, "--cycle-s", min=1, help="Seconds between decide() cycles"),
         spot_traces: Optional[str] = typer.Option(
             None, "--spot-traces", help="Folder of measured spot preemption traces (skypilot spot-traces layout) "
@@ -47,6 +50,25 @@ def register(app: typer.Typer) -> None:
         checkpoint_interval_s: Optional[float] = typer.Option(
             None, "--checkpoint-interval-s", min=1.0,
             help="Seconds between checkpoints [default: policy.checkpoint_interval_s, 3600]"),
+        setting: Optional[str] = typer.Option(
+            None, "--setting", help=f"{'|'.join(SETTINGS)}: a named group of the options below (docs/policy.md, "
+                                    "\"Reproducing Starburst\"); options given explicitly override it"),
+        placement: Optional[str] = typer.Option(
+            None, "--placement", help=f"{'|'.join(PLACEMENTS)}: on-prem as one pool of units, or first fit on "
+                                      "whole nodes [default: fluid; the setting's]"),
+        backfill_depth: Optional[int] = typer.Option(
+            None, "--backfill-depth", min=0, help="Queued jobs EASY backfill looks at; 0 = strict FIFO "
+                                                  "[default: 100; the setting's]"),
+        out_of_order: bool = typer.Option(
+            False, "--out-of-order", help="On-prem: any queued job that fits starts, in queue order, none held "
+                                          "back for the head (Starburst's 'loop'); replaces backfill"),
+        bill_per: Optional[str] = typer.Option(
+            None, "--bill-per", help="node-hour|gpu-hour: gpu-hour bursts a GPU job as one-GPU nodes, so it is "
+                                     "billed, and compute-wait waits, per GPU-hour "
+                                     "[default: node-hour; the setting's]"),
+        warmup_jobs: Optional[int] = typer.Option(
+            None, "--warmup-jobs", min=0, help="Leave the first and the last N jobs out of the metrics "
+                                               "[default: 0; the setting's]"),
         workers: int = typer.Option(1, "--workers", min=1, help="Policies simulated in parallel processes"),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
     ) -> None:
@@ -63,6 +85,12 @@ def register(app: typer.Typer) -> None:
             fail(f"unknown policy {', '.join(unknown)}; built-in: {', '.join(POLICIES)}")
         if market is not None and market not in MARKETS:
             fail(f"unknown market {market!r}; known: {', '.join(MARKETS)}")
+        if setting is not None and setting not in SETTINGS:
+            fail(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
+        if placement is not None and placement not in PLACEMENTS:
+            fail(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+        if bill_per is not None and bill_per not in BILLING:
+            fail(f"unknown --bill-per {bill_per!r}; known: {', '.join(BILLING)}")
         if format is not None and format not in FORMATS:
             fail(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
         cfg = get_config(config) if config else None
@@ -76,7 +104,9 @@ def register(app: typer.Typer) -> None:
                                     onprem_gpus=onprem_gpus, config=cfg, limit_jobs=limit_jobs, seed=seed,
                                     boot_s=boot_s, cycle_s=cycle_s, workers=workers, spot_root=root,
                                     market=market, checkpoint_share=checkpoint_share,
-                                    checkpoint_s=checkpoint_interval_s)
+                                    checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
+                                    backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
+                                    out_of_order=out_of_order)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -101,7 +131,13 @@ def register(app: typer.Typer) -> None:
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
         console.print(f"checkpointing: {report['checkpoint_share']:.0%} of jobs, every "
                       f"{report['checkpoint_interval_s']:.0f} s")
-        console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node; cloud: {shapes}")
+        order = "out of order" if report["out_of_order"] else f"backfill depth {report['backfill_depth']}"
+        console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node, placement "
+                      f"{report['placement']}, {order}; cloud: {shapes}, billed per {report['billing']}, "
+                      f"boot {report['boot_s']:.0f} s; market {report['market']}")
+        if report["warmup_jobs"]:
+            console.print(f"metrics leave out the first and the last {report['warmup_jobs']} jobs "
+                          f"(setting: {report['setting'] or 'none'})")
         for name, row in report["policies"].items():
             for why, n in row.get("cannot_burst", {}).items():
                 console.print(f"{name}: {n} jobs could not burst: {why}")

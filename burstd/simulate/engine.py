@@ -1,8 +1,10 @@
 """A discrete-event model of an on-prem cluster plus cloud pools, driven by the real ``decide()``.
 
 On-prem: FCFS with EASY backfill over one pool of units (CPUs, or GPUs for GPU traces) — a fluid model
-(no node packing). Backfill looks at the first ``backfill_depth`` queued jobs, as Slurm's
-``bf_max_job_test`` does, and trusts time limits, not real run times (as Slurm does).
+(no node packing) unless ``placement`` is "first-fit" (whole nodes, ``burstd.simulate.placement``; the
+backfill shadow time stays the fluid estimate), or out of order (``out_of_order``: any queued job that
+fits starts, no backfill reservation; Starburst's "loop"). Backfill looks at the first ``backfill_depth``
+queued jobs, as Slurm's ``bf_max_job_test`` does, and trusts time limits, not real run times (as Slurm does).
 
 Cloud: every ``cycle_s`` while jobs wait, the simulator builds a ``Snapshot`` (pending jobs, running
 jobs with their time-limit end times, on-prem nodes), the live ``Lease``s, a ``BudgetBook`` of the spend
@@ -11,7 +13,12 @@ queue (Slurm would start it at once on the powered-down cloud nodes), its nodes 
 runs. On spot, each node's time to preemption is drawn from the measured traces (``SpotModel``); a
 preempted job loses the work since its last checkpoint (all of it for a job outside ``checkpoint_share``),
 is requeued on-prem with ``restart_count + 1`` (so ``decide()``'s escalation applies) and its nodes' time is billed. Billing: nodes x (boot + run) x
-the price at launch.
+the price at launch. With ``gpu_slices`` a GPU job bursts as one one-GPU node per GPU (a cloud of
+one-GPU nodes priced per GPU-hour), so its node-hours are GPU-hours: billed per GPU-hour, and
+compute-wait's wait per node-hour is a wait per GPU-hour (Starburst's setting).
+
+``warmup_jobs``: the metrics leave out the first and the last that many jobs of the replay (by arrival
+order), as Starburst does to measure the steady state; their cost is left out too.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from burstd.domain.budget import AccountBudget, BudgetBook, PriceQuote
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.slurm import Gres, Job, Node, Snapshot
 from burstd.policy.decide import decide
+from burstd.simulate.placement import PLACEMENTS, FirstFit
 from burstd.simulate.shapes import cannot_burst_reason, count_reasons
 from burstd.simulate.spot import SpotModel
 from burstd.simulate.traces import TraceJob
@@ -51,6 +59,9 @@ class SimJob:
     pending_job: Job | None = None
     gone: bool = False  # left the queue (started or burst)
     exp_end: float = 0.0
+    idx: int = 0  # position in the replay (arrival order), for the warm-up cut
+    placed: tuple[tuple[int, int], ...] = ()  # first-fit: (node, units) held on-prem
+    costs: list[tuple[str, float]] = field(default_factory=list)  # (market, USD) per cloud run
 
 
 @dataclass(slots=True)
@@ -70,6 +81,7 @@ class SimResult:
     preemptions: int = 0
     lost_node_hours: float = 0.0
     decide_calls: int = 0
+    warmup_jobs: int = 0  # left out of every metric at each end of the replay (cost included)
     unfinished: int = 0  # jobs that could never run (too big for on-prem and not allowed to burst)
     wall_s: float = 0.0
     cost_by_market: dict[str, float] = field(default_factory=dict)
@@ -98,6 +110,10 @@ class SimSetup:
     # share of jobs that checkpoint at all (the rest restart from zero when preempted); which jobs is a
     # fixed function of the job id, so every policy sees the same ones
     checkpoint_share: float = 1.0
+    placement: str = "fluid"  # on-prem: "fluid" pool of units, or "first-fit" on whole nodes
+    gpu_slices: bool = False  # a GPU job bursts as one one-GPU node per GPU (GPU-hour billing and wait)
+    warmup_jobs: int = 0  # jobs left out of the metrics at each end of the replay
+    out_of_order: bool = False  # on-prem: any queued job that fits starts (Starburst's "loop"), no backfill
 
 
 class Simulator:
@@ -130,6 +146,9 @@ class Simulator:
                                                                          ["batch"]), cpus=cpus, gres=gres)
                            for i in range(n_nodes))
         self.home = (self.cfg.policy.onprem_partitions or ["batch"])[0]
+        if setup.placement not in PLACEMENTS:
+            raise ValueError(f"unknown placement {setup.placement!r}; known: {', '.join(PLACEMENTS)}")
+        self.placer = FirstFit(n_nodes, upn) if setup.placement == "first-fit" else None
         self.quotes = self._quotes()
 
     # ---- setup helpers
@@ -147,6 +166,8 @@ class Simulator:
     def _sim_job(self, tj: TraceJob) -> SimJob:
         if self.s.gpu:
             gpus = max(tj.gpus, 1)
+            if self.s.gpu_slices:
+                return SimJob(tj, gpus, gpus, self.s.cpus_per_gpu, 1, tj.runtime, tj.time_limit, tj.submit)
             upn = self.s.units_per_node
             nodes = max(1, math.ceil(gpus / upn))
             gpn = math.ceil(gpus / nodes)
@@ -211,13 +232,29 @@ class Simulator:
         free = self.free
         k, n = 0, len(q)
         started = False
-        while k < n and (q[k].gone or q[k].units <= free):
-            if not q[k].gone:
-                free -= q[k].units
-                self._start_onprem(q[k], t)
+        if self.s.out_of_order:
+            # Starburst's "loop": every queued job that fits starts, in queue order; none is held back
+            # for the head (no reservation)
+            for j in q:
+                if free <= 0:
+                    break
+                if not j.gone and j.units <= free and self._place(j):
+                    free -= j.units
+                    self._start_onprem(j, t)
+                    started = True
+            if started:
+                self.queue = [j for j in q if not j.gone]
+            return
+        while k < n:
+            j = q[k]
+            if not j.gone:
+                if j.units > free or not self._place(j):
+                    break
+                free -= j.units
+                self._start_onprem(j, t)
                 started = True
             k += 1
-        if k < n and free > 0:
+        if k < n and free > 0 and self.s.backfill_depth > 0:
             head = q[k]
             avail, shadow, extra = free, math.inf, 0
             for e, u in sorted((r.exp_end, r.units) for r in self.running.values()):
@@ -234,16 +271,28 @@ class Simulator:
                 depth += 1
                 if j.units <= free:
                     if t + j.limit <= shadow:
+                        if not self._place(j):
+                            continue
                         free -= j.units
                         self._start_onprem(j, t)
                         started = True
-                    elif j.units <= extra:
+                    elif j.units <= extra and self._place(j):
                         free -= j.units
                         extra -= j.units
                         self._start_onprem(j, t)
                         started = True
         if started or (q and q[0].gone):
             self.queue = [j for j in q if not j.gone]
+
+    def _place(self, j: SimJob) -> bool:
+        """First-fit: take nodes for ``j`` (False when its demands fit no free nodes); fluid: always."""
+        if self.placer is None:
+            return True
+        placed = self.placer.place(j.units)
+        if placed is None:
+            return False
+        j.placed = placed
+        return True
 
     def _enqueue(self, j: SimJob, t: float) -> None:
         j.gone = False
@@ -291,7 +340,9 @@ class Simulator:
             billed = boot + run
             self._push(t + billed, 1, j)
         from burstd.policy.budget import cost_micros
-        self._charge(j.tj.account, j.nodes * cost_micros(price, billed), market)
+        micros = j.nodes * cost_micros(price, billed)
+        j.costs.append((market, micros / 1e6))
+        self._charge(j.tj.account, micros, market)
 
     def _tick(self, t: float) -> None:
         self.tick_at = None
@@ -323,6 +374,8 @@ class Simulator:
 
         t0 = time.perf_counter()
         arrivals = [self._sim_job(tj) for tj in self.trace]
+        for i, a in enumerate(arrivals):
+            a.idx = i
         if self.s.decide_enabled:
             pools = [(p.cpus, p.gpus, p.node_count) for p in self.cfg.pools]
             self.res.cannot_burst = count_reasons([cannot_burst_reason(j.cpn, j.gpn, j.nodes, pools)
@@ -347,6 +400,9 @@ class Simulator:
                 del self.running[j.tj.job_id]
                 del self.run_jobs[j.tj.job_id]
                 self.free += j.units
+                if self.placer is not None:
+                    self.placer.release(j.placed)
+                    j.placed = ()
                 self._finish(j, t)
                 self._schedule(t)
             elif kind == 1:  # cloud finish
@@ -376,6 +432,17 @@ class Simulator:
     def _summarise(self) -> None:
         r = self.res
         done = self.done
+        w = self.s.warmup_jobs
+        if w:
+            # Starburst's cut: jobs w .. n - w by arrival order count, the rest warm the site up or drain it
+            n = len(self.trace)
+            done = [j for j in done if w <= j.idx <= n - w]
+            r.warmup_jobs = w
+            r.cloud_cost_usd, r.cost_by_market = 0.0, {}
+            for j in done:
+                for market, usd in j.costs:
+                    r.cloud_cost_usd += usd
+                    r.cost_by_market[market] = r.cost_by_market.get(market, 0.0) + usd
         r.jobs = len(done)
         if not done:
             return

@@ -15,6 +15,7 @@ escalation), so the comparison isolates *when* a job bursts.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -141,11 +142,13 @@ def on_market(cfg: Config, market: str) -> Config:
 def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: int | None, onprem_gpus: int | None,
                spot_root: Path | None, seed: int = 1, boot_s: float = 120.0, cycle_s: float = 120.0,
                market: str | None = None, checkpoint_share: float = DEFAULT_CHECKPOINT_SHARE,
-               checkpoint_s: float | None = None) -> SimSetup:
+               checkpoint_s: float | None = None, *, placement: str = "fluid", gpu_slices: bool = False,
+               warmup_jobs: int = 0, backfill_depth: int = 100, gpus_per_node: int = 8,
+               constant_wait_s: float | None = None, out_of_order: bool = False) -> SimSetup:
     if gpu:
         cfg = config or default_site(gpu)
         units = onprem_gpus or 232 * 8
-        upn = 8
+        upn = gpus_per_node
     else:
         units = onprem_cpus or info.max_procs or 1024
         fallback = min(p.cpus for p in config.pools) if config is not None and config.pools else 8
@@ -156,9 +159,13 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
     spot = None
     if spot_root is not None and spot_root.is_dir():
         spot = SpotModel.from_dir(spot_root, GPU_TRACES if gpu else CPU_TRACES, seed)
+    if constant_wait_s is None and config is None:
+        constant_wait_s = BUILTIN_CONSTANT_WAIT_S
     return SimSetup(cfg, gpu, units, upn, boot_s=boot_s, cycle_s=cycle_s, spot=spot,
                     checkpoint_s=checkpoint_s or cfg.policy.checkpoint_interval_s, checkpoint_share=checkpoint_share,
-                    constant_wait_s=BUILTIN_CONSTANT_WAIT_S if config is None else None, market=market)
+                    constant_wait_s=constant_wait_s, market=market, placement=placement,
+                    gpu_slices=gpu_slices, warmup_jobs=warmup_jobs, backfill_depth=backfill_depth,
+                    out_of_order=out_of_order)
 
 
 def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> SimResult:
@@ -170,9 +177,6 @@ def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) 
     spot = None
     if setup.spot is not None:  # same preemption draws for every policy
         spot = SpotModel(setup.spot.segments, seed)
-    s = SimSetup(cfg, setup.gpu, setup.onprem_units, setup.units_per_node, setup.cpus_per_gpu, setup.boot_s,
-                 setup.cycle_s, setup.backfill_depth, setup.checkpoint_s, spot, decide_enabled=(name != "never"),
-                 constant_wait_s=setup.constant_wait_s, market=setup.market,
-                 checkpoint_share=setup.checkpoint_share)
+    s = replace(setup, config=cfg, spot=spot, decide_enabled=(name != "never"))
     fit = [j for j in jobs if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units]
     return Simulator(s, fit, name).run()

@@ -13,6 +13,8 @@ from typing import Any
 
 from burstd.config import Config
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
+from burstd.simulate.placement import PLACEMENTS
+from burstd.simulate.settings import BILLING, get_setting
 from burstd.simulate.traces import read_trace
 
 # wait_* is to the final start (the run that finished); first_wait_mean_s is kept to show what spot hides
@@ -41,21 +43,55 @@ def _one(args):
 def simulate_trace(path: str | Path, *, format: str | None = None, policies: list[str] | None = None,
                    onprem_cpus: int | None = None, onprem_gpus: int | None = None, config: Config | None = None,
                    limit_jobs: int | None = None, seed: int = 1, spot_root: Path | None = None,
-                   boot_s: float = 120.0, cycle_s: float = 120.0, workers: int = 1,
+                   boot_s: float | None = None, cycle_s: float = 120.0, workers: int = 1,
                    market: str | None = None, checkpoint_share: float | None = None,
-                   checkpoint_s: float | None = None) -> dict:
-    """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines)."""
+                   checkpoint_s: float | None = None, setting: str | None = None, placement: str | None = None,
+                   warmup_jobs: int | None = None, backfill_depth: int | None = None,
+                   bill_per: str | None = None, out_of_order: bool = False) -> dict:
+    """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
+
+    ``setting`` names a group of the options below (``burstd.simulate.settings``); an option given
+    explicitly overrides the setting's."""
     policies = list(policies or POLICIES)
     for p in policies:
         if p not in POLICIES:
             raise ValueError(f"unknown policy {p!r}; built-in: {', '.join(POLICIES)}")
+    st = get_setting(setting) if setting is not None else None
+    if st is not None:
+        if config is not None:
+            raise ValueError(f"the {st.name} setting brings its own site (cloud pool, waits); drop --config")
+        if onprem_cpus is not None:
+            raise ValueError(f"the {st.name} setting replays a GPU trace; give --onprem-gpus, not --onprem-cpus")
+        config, onprem_gpus = st.config(), onprem_gpus or st.onprem_gpus
+        market = market if market is not None else st.market
+        boot_s = boot_s if boot_s is not None else st.boot_s
+    if bill_per is not None and bill_per not in BILLING:
+        raise ValueError(f"unknown billing {bill_per!r}; known: {', '.join(BILLING)}")
+    placement = placement or (st.placement if st else "fluid")
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+    warmup = warmup_jobs if warmup_jobs is not None else (st.warmup_jobs if st else 0)
+    depth = backfill_depth if backfill_depth is not None else (st.backfill_depth if st else 100)
+    slices = bill_per == "gpu-hour" if bill_per is not None else bool(st and st.gpu_slices)
     jobs, info = read_trace(path, format, limit_jobs)
     gpu = info.format == "philly" or (onprem_gpus is not None and onprem_cpus is None)
+    if (st is not None or slices) and not any(j.gpus for j in jobs):
+        raise ValueError("no job in the trace asks for GPUs: GPU-hour billing and the starburst setting "
+                         "need a GPU trace")
+    if slices and not gpu:
+        raise ValueError("--bill-per gpu-hour needs a GPU replay (a Philly trace, or --onprem-gpus)")
+    if warmup and 2 * warmup >= len(jobs):
+        raise ValueError(f"--warmup-jobs {warmup} leaves out {2 * warmup} of the {len(jobs)} jobs read, "
+                         "all of them: give a smaller --warmup-jobs (0 keeps every job)")
     if config is not None and not config.pools:
         raise ValueError("the config has no [[pools]] to burst to")
     root = spot_root or default_spot_root()
-    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed, boot_s, cycle_s, market,
-                       DEFAULT_CHECKPOINT_SHARE if checkpoint_share is None else checkpoint_share, checkpoint_s)
+    setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed,
+                       120.0 if boot_s is None else boot_s, cycle_s, market,
+                       DEFAULT_CHECKPOINT_SHARE if checkpoint_share is None else checkpoint_share, checkpoint_s,
+                       placement=placement, gpu_slices=slices, warmup_jobs=warmup, backfill_depth=depth,
+                       gpus_per_node=st.gpus_per_node if st else 8,
+                       constant_wait_s=st.constant_wait_s if st else None, out_of_order=out_of_order)
     tasks = [(p, setup, jobs, seed) for p in policies]
     if workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(min(workers, len(tasks))) as ex:
@@ -74,6 +110,10 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         "units": "gpus" if gpu else "cpus", "spot_preemption_rate_per_node_hour":
             round(setup.spot.rate_per_hour, 4) if setup.spot else 0.0,
         "spot_traces": str(root) if setup.spot else None, "market": market or "as configured",
+        "setting": st.name if st else None, "placement": setup.placement, "backfill_depth": setup.backfill_depth,
+        "out_of_order": setup.out_of_order,
+        "billing": "gpu-hour" if setup.gpu_slices else "node-hour", "warmup_jobs": setup.warmup_jobs,
+        "boot_s": setup.boot_s,
         "policies": {},
     }
     by = {r.policy: r for r in results}
