@@ -115,7 +115,7 @@ def test_sigkill_at_50_plus_points_of_launch_and_terminate_storms_leaves_one_vm_
 
     kills = sum(storm.crashes.values()) + storm.random_kills
     summary = storm.summary("local", len(jobs))
-    print("\n" + summary)
+    print(f"\n{summary}\nphases (s): {storm.phases}")
     assert not storm.unreached, f"crash points never reached: {storm.unreached}\n{summary}"
     assert kills >= 50, summary
 
@@ -163,16 +163,10 @@ def test_sigkill_inside_cloud_calls_of_gang_storms_leaves_one_vm_per_lease_and_n
         storm.wait(storm.settled_down, "every node down, every lease closed, no VM", timeout=120)
         storm.check_invariants()
 
-        storm.random_kill(launch_storm, lo=0.3, hi=2.0)  # a random instant, inside the cloud calls
-        storm.wait(storm.settled_up, "up after a random kill", timeout=120)
-        storm.check_invariants()
-        storm.random_kill(terminate_storm, lo=0.2, hi=1.5)
-        storm.wait(storm.settled_down, "down after a random kill", timeout=120)
-        storm.check_invariants()
-
-        # the last storm's gang jobs are short and span their nodes: each must complete despite the crashes
+        # the last storm's gang jobs are short and span their nodes; the daemon is SIGKILLed at a random instant
+        # of their launch (inside the cloud calls, as likely as not): each job must complete
         jobs: list[int] = []
-        storm.run_chain(chains["jobs"], lambda: jobs.extend(submit("#!/bin/sh\nsrun hostname\n")))
+        storm.random_kill(lambda: jobs.extend(submit("#!/bin/sh\nsrun hostname\n")), lo=0.3, hi=2.5)
 
         def jobs_done():
             states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
@@ -191,7 +185,7 @@ def test_sigkill_inside_cloud_calls_of_gang_storms_leaves_one_vm_per_lease_and_n
         storm.check_invariants()
 
         summary = storm.summary(provider, len(jobs))
-        print("\n" + summary)
+        print(f"\n{summary}\nphases (s): {storm.phases}")
         assert not storm.unreached, f"crash points never reached: {storm.unreached}\n{summary}"
         want = {spec.split(":")[0] for chain in chains.values() for spec in chain}
         assert want <= set(storm.crashes), f"never crashed at: {want - set(storm.crashes)}\n{summary}"
