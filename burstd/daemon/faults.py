@@ -24,8 +24,15 @@ POINTS = (
     "ready.before",  # before BOOTING -> READY
     "terminate.before_provider",  # TERMINATING committed, provider.terminate not called
     "terminate.after_provider",  # provider terminated; TERMINATED not recorded
-    "orphan.before_terminate",
-    "cycle.after_snapshot",
+    "orphan.before_terminate",  # the orphan's termination recorded, the provider not yet asked
+    "cycle.after_snapshot",  # Slurm and the clouds read, nothing planned from them yet
+    "cycle.after_intents",  # hook and agent intents acted on, not yet marked applied
+    # inside cloud calls (burstd/providers): the cloud did the work, the daemon never sees its answer
+    "aws.create_fleet.unanswered",  # CreateFleet returned (the VMs exist), its answer not yet read
+    "aws.gang_tags.half_done",  # a gang's first instance tagged with its node and lease, the others not yet
+    "aws.terminate.unanswered",  # TerminateInstances returned, its answer not yet read
+    "gcp.bulk_insert.unanswered",  # bulkInsert accepted (the operation runs), not yet waited on
+    "gcp.delete.unanswered",  # instances.delete accepted, its answer not yet read
 )
 
 

@@ -30,6 +30,10 @@ S = LeaseState
 
 #: A lease that changed less than this before the world was observed is not judged on that world.
 FRESH_S = 2.0
+#: How long a cloud node may be seen powering up with no lease before drift repair records one: Slurm marks it
+#: POWERING_UP before its ResumeProgram call reaches the daemon, and a lease recorded in that gap would miss the
+#: call's gang (a multi-node job launched node by node, not all or nothing).
+UNLEASED_GRACE_S = 5.0
 #: How far a provider's launch time may sit before the lease's creation (clock skew between cloud and head).
 LAUNCH_SKEW_S = 300.0
 
@@ -49,6 +53,14 @@ class World:
     snapshot: Snapshot | None
     listings: dict[str, tuple[Instance, ...]]  # pool -> instances; a pool missing = its listing failed
     leases: tuple[Lease, ...]  # every lease in an OPEN state
+    # cloud node -> since when it has been seen powering up with no open lease (``unleased_since``); None: no
+    # record, so drift repair does not wait (a one-off plan)
+    unleased: Mapping[str, float] | None = None
+
+    def unleased_for(self, node: str) -> float:
+        if self.unleased is None:
+            return float("inf")
+        return self.now - self.unleased.get(node, self.now)
 
     def instance_of(self, lease: Lease) -> Instance | None:
         for inst in self.listings.get(lease.pool, ()):
@@ -351,12 +363,24 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                 # burstd's reason outlived the lease it was about (a reclaim's "burstd: preempted ..."): the node is
                 # back in the pool, and a stale reason would read as a fault; an admin's reason is left alone
                 out.append(ClearReason(node.name, node.reason))
-            if node.is_cloud and node.is_powering_up and node.name not in covered:
+            if node.is_cloud and node.is_powering_up and node.name not in covered and \
+                    world.unleased_for(node.name) >= UNLEASED_GRACE_S:
                 pool = config.pool_of_node(node.name)
                 if pool is not None:
                     out.append(CreateLease(node.name, pool.name, "Slurm is powering the node up without a lease",
                                            jobs_on_node(snap, node.name)))
     return out
+
+
+def unleased_since(snapshot: Snapshot | None, leases: Iterable[Lease], before: Mapping[str, float],
+                   now: float) -> dict[str, float]:
+    """Cloud node -> since when it is seen powering up with no open lease (``World.unleased``): ``before`` (the
+    last cycle's answer) carried on for the nodes still so, ``now`` for the new ones."""
+    if snapshot is None:
+        return dict(before)
+    covered = {lease.node_name for lease in leases}
+    return {n.name: before.get(n.name, now) for n in snapshot.nodes
+            if n.is_cloud and n.is_powering_up and n.name not in covered}
 
 
 def _ids(inst: Instance | None, lease: Lease) -> tuple[str, ...]:
@@ -368,10 +392,15 @@ def _ids(inst: Instance | None, lease: Lease) -> tuple[str, ...]:
 def plan_orphans(world: World, config: Config) -> list[Action]:
     """Tagged instances whose lease is not open: terminate once older than ``orphan_grace_s``."""
     known = {lease.lease_id for lease in world.leases}
+    # A gang's VMs carry only the gang's tag until the launch labels each with its lease; a crash in between
+    # leaves them so, and the gang's relaunch (same cycle) labels them: not orphans while the gang still launches.
+    launching = {lease.gang for lease in world.leases if lease.gang and lease.state in (S.REQUESTED, S.LAUNCHING)}
     out: list[Action] = []
     for pool, instances in world.listings.items():
         for inst in instances:
             if inst.is_gone or (inst.lease_id and inst.lease_id in known):
+                continue
+            if not inst.lease_id and inst.extra.get("gang") in launching:
                 continue
             if world.now - inst.launched_at < config.daemon.orphan_grace_s:
                 continue

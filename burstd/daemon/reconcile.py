@@ -37,7 +37,7 @@ from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
     ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
-    plan_node_notices, plan_orphans,
+    plan_node_notices, plan_orphans, unleased_since,
 )
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.ports import LeaseStore
@@ -102,6 +102,7 @@ class Reconciler:
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
+        self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
         # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
@@ -214,7 +215,9 @@ class Reconciler:
                 report.errors.append(f"intents: {exc}")
 
         # 4. leases vs Slurm vs provider, and orphans
-        world = World(self.clock(), observed_at, snapshot, listings, tuple(self.store.leases(states=OPEN_STATES)))
+        now, open_leases = self.clock(), tuple(self.store.leases(states=OPEN_STATES))
+        self.unleased = unleased_since(snapshot, open_leases, self.unleased, now)
+        world = World(now, observed_at, snapshot, listings, open_leases, self.unleased)
         with self.intake.lock:  # CreateLease must not race a resume call for the same node
             ex.apply(plan_leases(world, self.config))
         ex.apply(plan_orphans(world, self.config))

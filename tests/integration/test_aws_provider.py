@@ -347,6 +347,28 @@ def test_gang_repeat_after_a_lost_answer_returns_the_same_instances_and_tags_the
     assert len(live(aws_env)) == 2
 
 
+def test_gang_half_tagged_by_a_crash_is_finished_by_the_retry_and_its_untagged_vm_shows_its_gang(aws_env):
+    """What ``aws.gang_tags.half_done`` leaves (the daemon crash test makes it for real): one VM tagged with its
+    node and lease, the other with the gang only. The retry tags the other and makes nothing new; until then the
+    listing names the untagged VM's gang (orphan collection spares it while the gang launches)."""
+    p = make(aws_env)
+    p.subnet_zones(), p.launch_template()
+    aws_env.faults.drop_response(FAST.api_attempts, "CreateFleet")
+    reqs = gang_requests(2)
+    with pytest.raises(ProviderError):
+        p.launch_gang("lease-g1", reqs)
+    first, second = sorted(i["InstanceId"] for i in live(aws_env))
+    aws_env.client(direct=True).create_tags(Resources=[first], Tags=[
+        {"Key": "burstd:lease", "Value": "lease-g1"}, {"Key": "burstd:node", "Value": "aws-1"}])
+    untagged = {i.instance_id: i for i in p.list_instances()}[second]
+    assert untagged.lease_id == "" and untagged.extra["gang"] == "lease-g1"
+    insts = p.launch_gang("lease-g1", reqs)
+    assert [(i.instance_id, i.lease_id, i.node_name) for i in insts] == [
+        (first, "lease-g1", "aws-1"), (second, "lease-g2", "aws-2")]
+    assert len(aws_env.faults.fleet_requests) == 1 and len(live(aws_env)) == 2
+    assert {i.instance_id: i.lease_id for i in p.list_instances()} == {first: "lease-g1", second: "lease-g2"}
+
+
 @pytest.mark.parametrize("honour_min, says", [
     (True, "UnfulfillableCapacity"),  # capacity for one of two: EC2 honours the floor and makes none
     (False, "1 of 2 nodes"),  # an API handing out less than the floor anyway: burstd releases it

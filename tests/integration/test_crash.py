@@ -1,192 +1,64 @@
 """Invariant 6 under fire: SIGKILL the daemon at many points of launch and terminate storms, restart it, and check
-that there is exactly one VM per live lease, no orphan, no duplicate, and that every job still completes.
+that there is exactly one VM per live lease, no orphan, no duplicate, no VM the records miss, and that every job
+still completes.
 
-Real parts: the bed's Slurm calling burstd's hooks, the daemon process, SQLite, the local provider's namespace VMs.
-Kill points are driven two ways:
+Real parts: the bed's Slurm calling burstd's hooks, the daemon process, SQLite, and the provider: the local
+provider's namespace VMs, or boto3 against moto / google-cloud-compute against the fake Compute Engine endpoint
+(their instances booted by ``CloudBootStandIn``). Kill points are driven two ways:
 
 * deterministic: ``BURSTD_CRASH_AT=<point>:<n>`` makes the daemon ``os._exit`` at a named point (before/after
-  the provider call, after the durable intent, after the snapshot, during terminate...); a *chain* of points is
-  run per storm, restarting the daemon after each crash;
+  the provider call, after the durable intent, after the snapshot, during terminate, and inside the cloud calls:
+  a CreateFleet / bulkInsert accepted whose answer is lost, a gang's tagging half done, a terminate accepted and
+  unanswered); a *chain* of points is run per storm, restarting the daemon after each crash; every step must
+  crash at its point (``tests/integration/crash_storm.py``);
 * random: SIGKILL at a random instant while launches or terminations are in flight (inside provider calls).
 
-Each launch storm is four jobs submitted with sbatch to the cloud partition (Slurm powers four nodes up and calls
-ResumeProgram); the jobs hold the nodes until the terminate storm cancels them and powers the nodes down. The
-last round's jobs are short and must complete.
+On the local provider each launch storm is four single-node jobs; on the clouds it is two 2-node jobs, so two
+gangs (one all-or-nothing create call each). The jobs hold the nodes until the terminate storm cancels them and
+powers the nodes down. The last round's jobs are short and must complete.
 """
 
 from __future__ import annotations
 
 import random
-import time
-from collections import Counter
+import tomllib
 
 import pytest
 
 from burstd.config import load_config
-from burstd.daemon.faults import CRASH_EXIT
 from burstd.daemon.runner import DaemonProcess
-from burstd.domain.lease import FINAL_STATES, LeaseState
-from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms, cloud_namespaces, wait_for
+from tests.fakes.gce import gce_env, gce_server  # noqa: F401
+from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401
+from tests.fakes.toml_out import dumps
+from tests.integration.crash_storm import (
+    CLOUD_CHAINS, LOCAL_LAUNCH_CHAINS, LOCAL_TERMINATE_CHAINS, Storm,
+)
+from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms
+from tests.integration.test_cloud_burst_loop import cloud_config, daemon_with_cloud
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
-S = LeaseState
-
-LAUNCH_CHAINS = [
-    ["resume.after_commit:1", "launch.before_provider:1", "launch.after_provider:1", "cycle.after_snapshot:1",
-     "launch.after_booting:1", "launch.before_launching:1", "ready.before:1"],
-    ["launch.before_launching:2", "launch.after_provider:2", "launch.before_provider:1", "ready.before:2",
-     "launch.after_booting:2", "cycle.after_snapshot:2"],
-    ["launch.after_provider:1", "launch.after_provider:1", "launch.after_booting:1", "launch.before_provider:1",
-     "ready.before:1", "cycle.after_snapshot:3"],
-    ["resume.after_commit:1", "launch.before_provider:2", "launch.after_booting:1", "launch.after_provider:1",
-     "launch.before_launching:1", "ready.before:1"],
-    ["resume.after_commit:1", "launch.after_booting:3", "launch.before_provider:1", "launch.after_provider:1",
-     "ready.before:1"],
-]
-TERMINATE_CHAINS = [
-    ["terminate.before_provider:1", "terminate.after_provider:1", "terminate.before_provider:2",
-     "cycle.after_snapshot:2"],
-    ["terminate.after_provider:2", "terminate.before_provider:1", "cycle.after_snapshot:2",
-     "terminate.after_provider:1"],
-    ["terminate.before_provider:3", "terminate.after_provider:1", "terminate.after_provider:1",
-     "terminate.before_provider:1"],
-    ["terminate.after_provider:1", "terminate.before_provider:1", "terminate.before_provider:1",
-     "terminate.after_provider:1"],
-    ["terminate.after_provider:1", "terminate.before_provider:1", "terminate.before_provider:1",
-     "terminate.after_provider:2"],
-]
-
-
-class Storm:
-    """The bed, one daemon, and the bookkeeping of kills."""
-
-    def __init__(self, bed, cfg_path, log_path):
-        from burstd.db.store import Store
-        from burstd.daemon.wiring import make_providers
-
-        self.bed = bed
-        self.cfg_path = cfg_path
-        self.cfg = load_config(cfg_path)
-        self.daemon = DaemonProcess(cfg_path, log_path=log_path)
-        self.provider = make_providers(self.cfg)[self.cfg.pools[0].name]
-        self.store_url = self.cfg.database.url
-        self._store_cls = Store
-        self.crashes: Counter[str] = Counter()  # point -> deterministic crashes that happened there
-        self.random_kills = 0
-        self.unreached: list[str] = []
-        self.nodes = list(bed.cloud_nodes)
-
-    def store(self):
-        return self._store_cls.open(self.store_url)
-
-    def scontrol_nodes(self, state: str) -> None:
-        self.bed.run(["scontrol", "update", f"nodename={','.join(self.nodes)}", f"state={state}"])
-
-    def run_chain(self, chain: list[str], trigger) -> None:
-        """Start with the first crash point, fire the trigger, then restart at each next point after a crash."""
-        self.daemon.stop()
-        self.daemon.start(crash_at=chain[0])
-        trigger()
-        for i, spec in enumerate(chain):
-            rc = self.daemon.wait_exit(8)
-            if rc is None:  # the point was not reached (the work it guards was already done): kill anyway
-                self.daemon.kill()
-                self.unreached.append(spec)
-                self.random_kills += 1
-            else:
-                assert rc == CRASH_EXIT, f"daemon exited {rc} instead of crashing at {spec}:\n{self.daemon.log_tail()}"
-                self.crashes[spec.split(":")[0]] += 1
-            if i + 1 < len(chain):
-                self.daemon.start(crash_at=chain[i + 1])
-        self.daemon.start()  # clean
-
-    def random_kill(self, trigger, lo: float = 0.05, hi: float = 1.2) -> None:
-        self.daemon.stop()
-        self.daemon.start()
-        trigger()
-        time.sleep(random.uniform(lo, hi))
-        self.daemon.kill()
-        self.random_kills += 1
-        self.daemon.start()
-
-    # --- what must hold -------------------------------------------------------------------------------
-    def check_invariants(self) -> None:
-        with self.store() as store:
-            leases = store.leases()
-        by_id = {x.lease_id: x for x in leases}
-        alive = [i for i in self.provider.list_instances() if not i.is_gone]
-        per_lease = Counter(i.lease_id for i in alive)
-        assert all(n == 1 for n in per_lease.values()), f"duplicate VMs for a lease: {per_lease}"
-        per_node = Counter(i.node_name for i in alive)
-        assert all(n == 1 for n in per_node.values()), f"two VMs for one node: {per_node}"
-        for inst in alive:
-            lease = by_id.get(inst.lease_id)
-            assert lease is not None, f"orphan VM {inst.instance_id} (lease {inst.lease_id!r} unknown)"
-            assert lease.state not in FINAL_STATES, f"orphan VM {inst.instance_id}: its lease is {lease.state}"
-        for lease in leases:
-            if lease.state in (S.BOOTING, S.READY, S.DRAINING):
-                assert per_lease.get(lease.lease_id) == 1, f"lease {lease.lease_id} {lease.state} has no VM"
-        open_by_node = Counter(x.node_name for x in leases if x.state not in FINAL_STATES)
-        assert all(n == 1 for n in open_by_node.values()), f"two open leases for a node: {open_by_node}"
-        netns_of_vms = {i.extra.get("netns") for i in alive}
-        assert cloud_namespaces(self.bed) == netns_of_vms, (cloud_namespaces(self.bed), netns_of_vms)
-
-    def settled_up(self):
-        with self.store() as store:
-            open_ = [x for x in store.leases() if x.state not in FINAL_STATES]
-        alive = [i for i in self.provider.list_instances() if not i.is_gone]
-        up = all("POWER" not in self.bed.node(n).get("State", "") for n in self.nodes)
-        return (len(open_) == len(self.nodes) and all(x.state == S.READY for x in open_)
-                and len(alive) == len(self.nodes) and up)
-
-    def settled_down(self):
-        with self.store() as store:
-            open_ = [x for x in store.leases() if x.state not in FINAL_STATES]
-        alive = [i for i in self.provider.list_instances() if not i.is_gone]
-        return not open_ and not alive and self.nodes_clean_down()
-
-    def nodes_clean_down(self) -> bool:
-        """Every cloud node plainly powered down: not DOWN, not on its way anywhere."""
-        return all(set(self.bed.node(n).get("State", "").split("+")) - {"NOT_RESPONDING"}
-                   == {"IDLE", "CLOUD", "POWERED_DOWN"} for n in self.nodes)
-
-    def reset_nodes(self) -> None:
-        """Leave (or start from) a clean slate: a node left DOWN or half powered by an earlier run is forced down."""
-        if not self.nodes_clean_down():
-            self.bed.run(["scontrol", "update", f"nodename={','.join(self.nodes)}", "state=POWER_DOWN_FORCE",
-                          "reason=burstd crash test reset"], check=False)
-            self.bed.run(["scontrol", "update", f"nodename={','.join(self.nodes)}", "state=RESUME"], check=False)
-            wait_for(self.nodes_clean_down, 90, "cloud nodes cleanly powered down")
-
-    def wait(self, pred, what: str, timeout: float = 90) -> None:
-        try:
-            wait_for(pred, timeout, what, interval=0.5)
-        except AssertionError as exc:
-            states = {n: self.bed.node(n).get("State") for n in self.nodes}
-            with self.store() as store:
-                ls = [(x.node_name, x.state.value, x.reason) for x in store.leases() if x.state not in FINAL_STATES]
-            raise AssertionError(f"{exc}\nslurm: {states}\nopen leases: {ls}\nlog:\n{self.daemon.log_tail(40)}")
-
-    def close(self) -> None:
-        self.daemon.stop()
-        cleanup_vms(self.cfg_path)
-        try:
-            self.reset_nodes()
-        finally:
-            cleanup_vms(self.cfg_path)
 
 
 @pytest.fixture
 def storm(slurm_bed, tmp_path):
+    from burstd.daemon.wiring import make_providers
+
     cfg_path = bed_daemon_config(slurm_bed, tmp_path / "burstd", daemon={"cycle_interval_s": 1})
-    s = Storm(slurm_bed, cfg_path, tmp_path / "burstd.log")
+    cfg = load_config(cfg_path)
+    s = Storm(slurm_bed, DaemonProcess(cfg_path, log_path=tmp_path / "burstd.log"),
+              make_providers(cfg)[cfg.pools[0].name], store_url=cfg.database.url)
     s.reset_nodes()
     cleanup_vms(cfg_path)
     with slurm_bed.hooks("burstd"):
         try:
             yield s
         finally:
-            s.close()
+            s.daemon.stop()
+            cleanup_vms(cfg_path)
+            try:
+                s.reset_nodes()
+            finally:
+                cleanup_vms(cfg_path)
 
 
 def test_sigkill_at_50_plus_points_of_launch_and_terminate_storms_leaves_one_vm_per_lease(storm, slurm_bed,
@@ -205,7 +77,7 @@ def test_sigkill_at_50_plus_points_of_launch_and_terminate_storms_leaves_one_vm_
         slurm_bed.run(["scancel", *map(str, held)])
         storm.scontrol_nodes("POWER_DOWN_ASAP")
 
-    for launch, terminate in zip(LAUNCH_CHAINS[:-1], TERMINATE_CHAINS[:-1], strict=True):
+    for launch, terminate in zip(LOCAL_LAUNCH_CHAINS[:-1], LOCAL_TERMINATE_CHAINS[:-1], strict=True):
         storm.run_chain(launch, launch_storm)
         storm.wait(storm.settled_up, "every node up with one READY lease and one VM")
         storm.check_invariants()
@@ -225,7 +97,7 @@ def test_sigkill_at_50_plus_points_of_launch_and_terminate_storms_leaves_one_vm_
 
     # the last storm's jobs are short: every one of them must complete despite the crashes
     jobs: list[int] = []
-    storm.run_chain(LAUNCH_CHAINS[-1], lambda: jobs.extend(submit("#!/bin/sh\nhostname\nsleep 2\n")))
+    storm.run_chain(LOCAL_LAUNCH_CHAINS[-1], lambda: jobs.extend(submit("#!/bin/sh\nhostname\nsleep 2\n")))
 
     def jobs_done():
         states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
@@ -237,14 +109,84 @@ def test_sigkill_at_50_plus_points_of_launch_and_terminate_storms_leaves_one_vm_
     assert hosts <= set(storm.nodes)
     # idle now: Slurm suspends the nodes after SuspendTime; crash through those terminations too
     storm.daemon.stop()
-    storm.run_chain(TERMINATE_CHAINS[-1], lambda: None)
+    storm.run_chain(LOCAL_TERMINATE_CHAINS[-1], lambda: None)
     storm.wait(storm.settled_down, "every node down after the jobs", timeout=120)
     storm.check_invariants()
 
     kills = sum(storm.crashes.values()) + storm.random_kills
-    print(f"\nkills: {kills} ({sum(storm.crashes.values())} at named points, {storm.random_kills} random or "
-          f"unreached); by point: {dict(storm.crashes)}; unreached: {storm.unreached}")
-    assert kills >= 50
-    named = {"launch.before_launching", "launch.before_provider", "launch.after_provider", "launch.after_booting",
-             "ready.before", "terminate.before_provider", "terminate.after_provider", "cycle.after_snapshot"}
-    assert named <= set(storm.crashes), f"never crashed at: {named - set(storm.crashes)}"
+    summary = storm.summary("local", len(jobs))
+    print(f"\n{summary}\nphases (s): {storm.phases}")
+    assert not storm.unreached, f"crash points never reached: {storm.unreached}\n{summary}"
+    assert kills >= 50, summary
+
+
+def made_by_the_cloud(provider: str, aws_env, gce_env):
+    """Every VM id the fake cloud ever made, terminated ones included."""
+    if provider == "aws":
+        return lambda: [i["InstanceId"] for r in aws_env.client(direct=True).describe_instances()["Reservations"]
+                        for i in r["Instances"]]
+    return lambda: [f"{i['zone'].rsplit('/', 1)[-1]}/{i['name']}" for i in gce_env.fake.created]
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp"])
+def test_sigkill_inside_cloud_calls_of_gang_storms_leaves_one_vm_per_lease_and_none_unrecorded(
+        slurm_bed, bed_user, tmp_path, aws_env, gce_env, provider):
+    random.seed(13)
+    chains = CLOUD_CHAINS[provider]
+    cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env)
+    data = tomllib.loads(cfg_path.read_text())
+    data["daemon"] |= {"cycle_interval_s": 1, "orphan_grace_s": 4}  # planted orphans go soon
+    cfg_path.write_text(dumps(data))
+    cfg = load_config(cfg_path)
+    with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
+        storm = Storm(slurm_bed, daemon, cloud, boot=boot, made_ids=made_by_the_cloud(provider, aws_env, gce_env),
+                      store_url=cfg.database.url)
+        held: list[int] = []
+        gang = len(storm.nodes) // 2  # two jobs of two nodes each: two gangs, one create call each
+
+        def submit(script: str) -> list[int]:
+            return [slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-N", str(gang), "--ntasks-per-node", "2",
+                                      "-t", "10", "-o", "out-%j.txt"], script, user=bed_user) for _ in range(2)]
+
+        def launch_storm() -> None:
+            held[:] = submit("#!/bin/sh\nhostname\nsleep 600\n")
+
+        def terminate_storm() -> None:
+            slurm_bed.run(["scancel", *map(str, held)])
+            storm.scontrol_nodes("POWER_DOWN_ASAP")
+            storm.plant_orphan()
+
+        storm.run_chain(chains["launch"], launch_storm)
+        storm.wait(storm.settled_up, "every node up with one READY lease and one VM", timeout=120)
+        storm.check_invariants()
+        storm.run_chain(chains["terminate"], terminate_storm)
+        storm.wait(storm.settled_down, "every node down, every lease closed, no VM", timeout=120)
+        storm.check_invariants()
+
+        # the last storm's gang jobs are short and span their nodes; the daemon is SIGKILLed at a random instant
+        # of their launch (inside the cloud calls, as likely as not): each job must complete
+        jobs: list[int] = []
+        storm.random_kill(lambda: jobs.extend(submit("#!/bin/sh\nsrun hostname\n")), lo=0.3, hi=2.5)
+
+        def jobs_done():
+            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
+            bad = {j: s for j, s in states.items() if s in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")}
+            assert not bad, f"jobs ended badly: {bad}"
+            return all(s == "COMPLETED" for s in states.values()) and states
+
+        storm.wait(jobs_done, "every gang job of the crashed storm COMPLETED", timeout=240)
+        storm.check_invariants()
+        for j in jobs:
+            hosts = (slurm_bed.workdir(bed_user) / f"out-{j}.txt").read_text().split()
+            assert len(set(hosts)) == gang and set(hosts) <= set(storm.nodes), hosts
+        # idle now: Slurm suspends the nodes after SuspendTime; crash inside those terminate calls too
+        storm.run_chain(chains["idle"], lambda: None, step_timeout=60)
+        storm.wait(storm.settled_down, "every node down after the jobs", timeout=120)
+        storm.check_invariants()
+
+        summary = storm.summary(provider, len(jobs))
+        print(f"\n{summary}\nphases (s): {storm.phases}")
+        assert not storm.unreached, f"crash points never reached: {storm.unreached}\n{summary}"
+        want = {spec.split(":")[0] for chain in chains.values() for spec in chain}
+        assert want <= set(storm.crashes), f"never crashed at: {want - set(storm.crashes)}\n{summary}"
+        assert storm.planted and not storm.alive(), summary

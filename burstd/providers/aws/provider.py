@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
+from burstd.daemon.faults import crash_point
 from burstd.domain.money import usd_to_micros
 from burstd.providers.aws.errors import classify, kind_of_code
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
@@ -289,6 +290,8 @@ class AwsProvider(CloudProvider):
             state = "preempted"
         market = "spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand"
         extra = {"state_reason": reason} if reason else {}
+        if TAG_GANG in tags:  # a gang member not yet tagged with its lease is no orphan while the gang launches
+            extra["gang"] = tags[TAG_GANG]
         return Instance(
             instance_id=raw["InstanceId"],
             lease_id=tags.get(TAG_LEASE, ""),
@@ -338,6 +341,7 @@ class AwsProvider(CloudProvider):
         else:
             body = build_gang_fleet_request(pool=self.name, gang=ask.gang, count=len(ask.requests), **common)
         resp = self._call("CreateFleet", lambda: self.ec2.create_fleet(**body))
+        crash_point("aws.create_fleet.unanswered")
         attempt = Attempt()
         by_key = {(o.instance_type, s): o for o, s in choices}
         for err in resp.get("Errors", []):
@@ -366,14 +370,18 @@ class AwsProvider(CloudProvider):
         by_lease = {i.lease_id: i for i in made if i.lease_id in leases}
         free = sorted((i for i in made if not i.lease_id), key=lambda i: i.instance_id)
         out: list[Instance] = []
+        tagged = 0
         for request in requests:
             inst = by_lease.get(request.lease_id)
             if inst is None:
                 inst = free.pop(0)
                 tags = instance_tags(self.cluster_id, self.name, request) + [{"Key": TAG_GANG, "Value": gang}]
                 volumes = self._volumes.pop(inst.instance_id, [])
+                if tagged:  # a crash here leaves the gang half tagged: the relaunch must finish it, not leak it
+                    crash_point("aws.gang_tags.half_done")
                 self._call("CreateTags", lambda i=inst.instance_id, t=tags, v=volumes: self.ec2.create_tags(
                     Resources=[i, *v], Tags=t))
+                tagged += 1
                 inst = replace(inst, lease_id=request.lease_id, node_name=request.node_name)
             out.append(inst)
         for inst in made:
@@ -405,6 +413,7 @@ class AwsProvider(CloudProvider):
             batch = ids[start:start + self.cloud.terminate_batch]
             try:
                 self._call("TerminateInstances", lambda b=batch: self.ec2.terminate_instances(InstanceIds=b))
+                crash_point("aws.terminate.unanswered")
             except ProviderError as exc:
                 if not exc.code.startswith(("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")):
                     raise

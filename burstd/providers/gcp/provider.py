@@ -42,6 +42,7 @@ from datetime import datetime
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
+from burstd.daemon.faults import crash_point
 from burstd.domain.money import usd_to_micros
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.bootstrap import render_startup_script
@@ -348,6 +349,7 @@ class GcpProvider(CloudProvider):
                 bulk_insert_instance_resource_resource=resource, request_id=rid)
             op = self._call("regionInstances.bulkInsert", lambda req=req: self.region_instances.bulk_insert_unary(
                 request=req, **self._kw))
+            crash_point("gcp.bulk_insert.unanswered")
             op = self.wait(op, None, self.gcp.region)
         else:
             req = compute_v1.BulkInsertInstanceRequest(
@@ -355,6 +357,7 @@ class GcpProvider(CloudProvider):
                 request_id=rid)
             op = self._call("instances.bulkInsert", lambda req=req: self.instances.bulk_insert_unary(
                 request=req, **self._kw))
+            crash_point("gcp.bulk_insert.unanswered")
             op = self.wait(op, ok[0], None)
         errors = list(op.error.errors) if op.error else []
         if errors:
@@ -414,7 +417,8 @@ class GcpProvider(CloudProvider):
                 except gexc.NotFound:
                     return None  # already gone: fine
 
-            self._call("instances.delete", run)
+            if self._call("instances.delete", run) is not None:  # accepted (not already gone)
+                crash_point("gcp.delete.unanswered")
             log.info("gcp pool %s: delete asked for %s", self.name, iid)
 
     def preempted_since_last_look(self) -> list[Instance]:

@@ -9,7 +9,7 @@ from burstd.daemon.actions import (
     Adopt, ClearReason, Close, CreateLease, Fail, Launch, MarkReady, Refuse, Terminate, TerminateOrphan,
 )
 from burstd.daemon.intake import UnknownNode
-from burstd.daemon.planning import World, plan_launches, plan_leases, plan_orphans
+from burstd.daemon.planning import UNLEASED_GRACE_S, World, plan_launches, plan_leases, plan_orphans
 from burstd.daemon.reconcile import Reconciler
 from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import Lease, LeaseState
@@ -91,6 +91,10 @@ def test_resume_while_old_vm_terminates_is_deferred_then_recorded_from_slurm(env
     rec.cycle()
     rec.cycle()
     assert store.lease(old.lease_id).state == S.TERMINATED
+    assert store.lease_for_node("cloud1") is None  # drift repair gives a resume call its time to arrive
+    clock.advance(UNLEASED_GRACE_S)
+    rec.cycle()
+    rec.cycle()
     new = store.lease_for_node("cloud1")
     assert new is not None and new.lease_id != old.lease_id and new.state == S.BOOTING
     assert [i.lease_id for i in provider.live()] == [new.lease_id]
@@ -195,9 +199,14 @@ def test_node_powered_down_in_slurm_terminates_ready_lease(env):
     assert states(store) == {"cloud1": S.TERMINATED} and provider.live() == []
 
 
-def test_powering_up_node_without_lease_gets_one(env):
+def test_powering_up_node_without_lease_gets_one_once_its_resume_call_had_time_to_arrive(env):
     clock, store, adapter, provider, rec = env
     adapter.set_node("cloud3", "IDLE", "POWERING_UP")
+    rec.cycle()
+    clock.advance(UNLEASED_GRACE_S - 1)
+    rec.cycle()
+    assert store.leases() == []  # Slurm may not have called ResumeProgram yet: its call carries the gang
+    clock.advance(1)
     rec.cycle()
     assert states(store) == {"cloud3": S.BOOTING}
     assert [i.node_name for i in provider.live()] == ["cloud3"]
@@ -319,6 +328,32 @@ def test_plan_orphans_spares_open_leases_and_young_instances():
              Instance("i-3", "", "cloud3", "local", "running", NOW - 5))
     acts = plan_orphans(World(NOW, NOW, None, {"local": insts}, (lease,)), CFG)
     assert acts == [TerminateOrphan("local", "i-2", "L9", "no open lease")]
+
+
+def test_plan_orphans_spares_a_gang_vm_not_yet_labelled_while_its_gang_launches_but_not_after():
+    # a crash between the gang's create call and its per-instance labels (aws.gang_tags.half_done) leaves a
+    # VM with the gang's tag only; the gang's relaunch labels it, so killing it as an orphan would fail the job
+    old = Instance("i-9", "", "", "local", "running", 0.0, extra={"gang": "G1"})
+    for state in (S.REQUESTED, S.LAUNCHING):
+        lease = _lease(state, lid="L1", gang="G1")
+        assert plan_orphans(World(NOW, NOW, None, {"local": (old,)}, (lease,)), CFG) == []
+    for leases in [(_lease(S.BOOTING, lid="L1", gang="G1"),), ()]:  # the gang launched without it, or is gone
+        acts = plan_orphans(World(NOW, NOW, None, {"local": (old,)}, leases), CFG)
+        assert acts == [TerminateOrphan("local", "i-9", "", "untagged instance")]
+
+
+def test_a_multi_node_resume_call_arriving_within_the_grace_is_one_gang_not_drift_repaired_node_by_node(env):
+    # Slurm marks the nodes POWERING_UP a moment before its ResumeProgram call reaches the daemon; a cycle in
+    # between used to record one lease per node without the gang, and the job's nodes launched one by one
+    clock, store, adapter, provider, rec = env
+    for node in ("cloud1", "cloud2"):
+        adapter.set_node(node, "IDLE", "POWERING_UP")
+    rec.cycle()
+    clock.advance(UNLEASED_GRACE_S / 2)
+    rec.request_resume(["cloud1", "cloud2"], {"cloud1": (9,), "cloud2": (9,)})
+    rec.cycle()
+    leases = store.leases()
+    assert len(leases) == 2 and {x.gang for x in leases} == {leases[0].gang} and leases[0].gang is not None
 
 
 def test_cloud_node_left_down_by_a_failed_power_up_is_returned_once_its_vm_is_gone(env):

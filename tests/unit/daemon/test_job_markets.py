@@ -11,7 +11,7 @@ import pytest
 from burstd.config import parse_config
 from burstd.daemon.actions import AddPartition, SetJobMarket
 from burstd.daemon.markets import JobMarkets, pool_price_micros
-from burstd.daemon.planning import plan_decisions
+from burstd.daemon.planning import UNLEASED_GRACE_S, plan_decisions
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.decisions import Decisions, MakeEligible
 from burstd.domain.slurm import Job, Node
@@ -127,10 +127,13 @@ def test_the_decided_market_survives_a_restart_and_reaches_drift_repair():
     rec.cycle()
     assert store.job_markets() == {7: "on-demand"}
 
-    _, _, adapter2, provider2, rec2 = env(cfg, store=store)  # restarted daemon, same database
+    clock2, _, adapter2, provider2, rec2 = env(cfg, store=store)  # restarted daemon, same database
     adapter2.jobs = [running(clock), Job(7, "j", "alice", "chem", ("cloud",), "RUNNING", nodes="cloud1", cpus=2,
                                          time_limit_min=10, start_time=int(clock()))]
     adapter2.set_node("cloud1", "MIXED", "POWERING_UP")  # the resume call was lost
+    rec2.cycle()
+    assert store.leases() == []  # not yet: the resume call may still be on its way
+    clock2.advance(UNLEASED_GRACE_S)
     rec2.cycle()
     [lease] = store.leases()
     assert lease.node_name == "cloud1" and lease.market == "on-demand" and lease.job_ids == (7,)

@@ -1,0 +1,236 @@
+"""The crash test's harness (tests/integration/test_crash.py): a bed, one daemon, the kills and what must hold.
+
+A *chain* is a list of ``point:n`` crash specs run against one storm: the daemon starts with the first, the
+storm is triggered, and each time it dies at its point it is restarted with the next one. Every step must
+crash the daemon at its own point (exit ``CRASH_EXIT``): a step whose point is not reached within its time is
+killed and recorded in ``Storm.unreached``, and the test fails on it. ``CHAINS`` names every chain the tests
+run; ``tests/unit/daemon/test_crash_points.py`` checks that together they name every point of
+``burstd.daemon.faults.POINTS``, so each point is proven to fire on some provider in every run.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from burstd.daemon.faults import CRASH_EXIT
+from burstd.daemon.runner import DaemonProcess
+from burstd.domain.lease import FINAL_STATES, LeaseState
+from burstd.providers.base import LaunchRequest
+from tests.integration.daemon_bed import cloud_namespaces, wait_for
+
+S = LeaseState
+
+# --- the local provider: single-node jobs, kills between cloud calls --------------------------------------
+# A step must find its work still to do: a storm is four launches and four terminations (a crash before the
+# provider call leaves its work to the restart), so the n-th hit of a launch or terminate point comes while at
+# least n remain, and a chain's last steps are points every cycle or every boot passes.
+LOCAL_LAUNCH_CHAINS = [
+    ["resume.after_commit:1", "launch.before_provider:1", "launch.after_provider:1", "cycle.after_snapshot:1",
+     "launch.after_booting:1", "launch.before_launching:1", "ready.before:1"],
+    ["launch.before_launching:2", "launch.after_provider:2", "launch.before_provider:1", "ready.before:2",
+     "ready.before:1", "cycle.after_snapshot:2"],
+    ["launch.after_provider:1", "launch.after_provider:1", "launch.after_booting:1", "launch.before_provider:1",
+     "ready.before:1", "cycle.after_snapshot:3"],
+    ["resume.after_commit:1", "launch.before_provider:2", "launch.after_booting:1", "launch.after_provider:1",
+     "launch.before_launching:1", "ready.before:1"],
+    ["resume.after_commit:1", "launch.after_booting:3", "launch.before_provider:1", "launch.after_provider:1",
+     "ready.before:1"],
+]
+LOCAL_TERMINATE_CHAINS = [
+    ["terminate.before_provider:1", "terminate.after_provider:1", "terminate.before_provider:2",
+     "cycle.after_snapshot:2"],
+    ["terminate.after_provider:2", "terminate.before_provider:1", "terminate.after_provider:1",
+     "cycle.after_snapshot:2"],
+    ["terminate.before_provider:3", "terminate.after_provider:1", "terminate.after_provider:1",
+     "cycle.after_snapshot:1"],
+    ["terminate.after_provider:1", "terminate.before_provider:1", "terminate.before_provider:1",
+     "terminate.after_provider:1"],
+    ["terminate.after_provider:1", "terminate.before_provider:1", "terminate.before_provider:1",
+     "terminate.after_provider:2"],
+]
+
+# --- the clouds: two 2-node gangs, kills inside the cloud calls -------------------------------------------
+# Launch: the first gang's create call is accepted and its answer lost; its relaunch tags one VM with its node
+# and lease and dies before the other (AWS); what is left is launched, adopted, registered.
+# Terminate: an orphan VM is planted with the storm (``Storm.plant_orphan``): its kill is crashed too.
+# Idle: after the short jobs (whose launch is SIGKILLed at a random instant), Slurm suspends the nodes.
+CLOUD_CHAINS = {
+    "aws": {
+        "launch": ["launch.before_launching:1", "aws.create_fleet.unanswered:1", "aws.gang_tags.half_done:1",
+                   "launch.after_provider:1", "cycle.after_intents:1", "ready.before:1"],
+        "terminate": ["terminate.before_provider:1", "aws.terminate.unanswered:1", "terminate.after_provider:1",
+                      "orphan.before_terminate:1", "cycle.after_snapshot:1"],
+        "idle": ["aws.terminate.unanswered:1"],
+    },
+    "gcp": {
+        "launch": ["resume.after_commit:1", "gcp.bulk_insert.unanswered:1", "cycle.after_intents:1",
+                   "ready.before:1"],
+        "terminate": ["gcp.delete.unanswered:1", "terminate.before_provider:1", "terminate.after_provider:1",
+                      "orphan.before_terminate:1", "cycle.after_snapshot:1"],
+        "idle": ["gcp.delete.unanswered:1"],
+    },
+}
+
+
+def chained_points() -> set[str]:
+    """Every point some chain of the crash test crashes at."""
+    chains = [*LOCAL_LAUNCH_CHAINS, *LOCAL_TERMINATE_CHAINS]
+    for c in CLOUD_CHAINS.values():
+        chains += list(c.values())
+    return {spec.split(":")[0] for chain in chains for spec in chain}
+
+
+class Storm:
+    """The bed, one daemon, the provider it launches on, and the bookkeeping of kills."""
+
+    def __init__(self, bed, daemon: DaemonProcess, provider, *, boot=None,
+                 made_ids: Callable[[], list[str]] | None = None, store_url: str):
+        from burstd.db.store import Store
+
+        self.bed = bed
+        self.daemon = daemon
+        self.provider = provider
+        self.boot = boot  # CloudBootStandIn of a fake cloud (None on the local provider)
+        self.made_ids = made_ids  # every VM id the cloud ever made (a fake cloud's record), or None
+        self.store_url = store_url
+        self._store_cls = Store
+        self.crashes: Counter[str] = Counter()  # point -> deterministic crashes that happened there
+        self.random_kills = 0
+        self.unreached: list[str] = []  # chain steps whose point was never reached: the test fails on them
+        self.planted: set[str] = set()  # orphan VMs the test made
+        self.nodes = list(bed.cloud_nodes)
+        self.phases: list[tuple[str, float]] = []  # (what was waited for, seconds since the last wait ended)
+        self._t = time.monotonic()
+
+    def store(self):
+        return self._store_cls.open(self.store_url)
+
+    def scontrol_nodes(self, state: str) -> None:
+        self.bed.run(["scontrol", "update", f"nodename={','.join(self.nodes)}", f"state={state}"])
+
+    def run_chain(self, chain: list[str], trigger: Callable[[], None], step_timeout: float = 30) -> None:
+        """Start with the first crash point, fire the trigger, then restart at each next point after a crash."""
+        self.daemon.stop()
+        self.daemon.start(crash_at=chain[0])
+        trigger()
+        for i, spec in enumerate(chain):
+            rc = self.daemon.wait_exit(step_timeout)
+            if rc is None:  # never reached: kill it (the storm goes on) and fail the test at its end
+                self.daemon.kill()
+                self.unreached.append(spec)
+            else:
+                assert rc == CRASH_EXIT, f"daemon exited {rc} instead of crashing at {spec}:\n{self.daemon.log_tail()}"
+                self.crashes[spec.split(":")[0]] += 1
+            if i + 1 < len(chain):
+                self.daemon.start(crash_at=chain[i + 1])
+        self.daemon.start()  # clean
+
+    def random_kill(self, trigger: Callable[[], None], lo: float = 0.05, hi: float = 1.2) -> None:
+        self.daemon.stop()
+        self.daemon.start()
+        trigger()
+        time.sleep(random.uniform(lo, hi))
+        self.daemon.kill()
+        self.random_kills += 1
+        self.daemon.start()
+
+    def plant_orphan(self) -> str:
+        """A VM of this cluster and pool whose lease burstd never made (left by some earlier install, say):
+        the daemon must terminate it after ``orphan_grace_s``, recording the kill first."""
+        n = len(self.planted) + 1
+        inst = self.provider.launch(LaunchRequest(f"stray-{n}", f"stray{n}", self.provider.name))
+        self.planted.add(inst.instance_id)
+        return inst.instance_id
+
+    def alive(self):
+        return [i for i in self.provider.list_instances() if not i.is_gone]
+
+    # --- what must hold -------------------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        with self.store() as store:
+            leases = store.leases()
+            orphans = store.orphan_terminations()
+        by_id = {x.lease_id: x for x in leases}
+        alive = self.alive()
+        per_lease = Counter(i.lease_id for i in alive)
+        assert all(n == 1 for n in per_lease.values()), f"duplicate VMs for a lease: {per_lease}"
+        per_node = Counter(i.node_name for i in alive)
+        assert all(n == 1 for n in per_node.values()), f"two VMs for one node: {per_node}"
+        for inst in alive:
+            lease = by_id.get(inst.lease_id)
+            assert lease is not None, f"orphan VM {inst.instance_id} (lease {inst.lease_id!r} unknown)"
+            assert lease.state not in FINAL_STATES, f"orphan VM {inst.instance_id}: its lease is {lease.state}"
+        for lease in leases:
+            if lease.state in (S.BOOTING, S.READY, S.DRAINING):
+                assert per_lease.get(lease.lease_id) == 1, f"lease {lease.lease_id} {lease.state} has no VM"
+            if lease.instance_id:  # spend is billed from the provider's launch time to the end
+                assert lease.launched_at is not None, f"lease {lease.lease_id} has a VM but no launch time"
+                assert lease.state not in FINAL_STATES or lease.ended_at is not None, lease
+        open_by_node = Counter(x.node_name for x in leases if x.state not in FINAL_STATES)
+        assert all(n == 1 for n in open_by_node.values()), f"two open leases for a node: {open_by_node}"
+        killed = {o["instance_id"] for o in orphans}
+        assert killed <= self.planted, f"VMs the daemon had to kill as orphans: {killed - self.planted}"
+        if self.made_ids is not None:
+            # every VM the cloud ever made is on a lease's record (billed, once) or is one the test planted:
+            # nothing made by a lost answer went unrecorded, no lease got a second VM
+            recorded = [x.instance_id for x in leases if x.instance_id]
+            assert len(recorded) == len(set(recorded)), f"two leases record one VM: {Counter(recorded)}"
+            unrecorded = set(self.made_ids()) - set(recorded) - self.planted
+            assert not unrecorded, f"VMs the cloud made that no lease records: {unrecorded}"
+        if self.boot is not None:
+            self.boot.sync()
+            netns_of_vms = {self.bed.config.netns_of(i.node_name) for i in alive if i.node_name in self.nodes}
+        else:
+            netns_of_vms = {i.extra.get("netns") for i in alive}
+        assert cloud_namespaces(self.bed) == netns_of_vms, (cloud_namespaces(self.bed), netns_of_vms)
+
+    def open_leases(self):
+        with self.store() as store:
+            return [x for x in store.leases() if x.state not in FINAL_STATES]
+
+    def settled_up(self) -> bool:
+        open_ = self.open_leases()
+        alive = self.alive()
+        up = all("POWER" not in self.bed.node(n).get("State", "") for n in self.nodes)
+        return (len(open_) == len(self.nodes) and all(x.state == S.READY for x in open_)
+                and len(alive) == len(self.nodes) and up)
+
+    def settled_down(self) -> bool:
+        return not self.open_leases() and not self.alive() and self.nodes_clean_down()
+
+    def nodes_clean_down(self) -> bool:
+        """Every cloud node plainly powered down: not DOWN, not on its way anywhere."""
+        return all(set(self.bed.node(n).get("State", "").split("+")) - {"NOT_RESPONDING"}
+                   == {"IDLE", "CLOUD", "POWERED_DOWN"} for n in self.nodes)
+
+    def reset_nodes(self) -> None:
+        """Leave (or start from) a clean slate: a node left DOWN or half powered by an earlier run is forced down."""
+        if not self.nodes_clean_down():
+            self.bed.run(["scontrol", "update", f"nodename={','.join(self.nodes)}", "state=POWER_DOWN_FORCE",
+                          "reason=burstd crash test reset"], check=False)
+            self.bed.run(["scontrol", "update", f"nodename={','.join(self.nodes)}", "state=RESUME"], check=False)
+            wait_for(self.nodes_clean_down, 90, "cloud nodes cleanly powered down")
+
+    def wait(self, pred, what: str, timeout: float = 90) -> None:
+        try:
+            wait_for(pred, timeout, what, interval=0.5)
+            now = time.monotonic()
+            self.phases.append((what, round(now - self._t, 1)))
+            self._t = now
+        except AssertionError as exc:
+            states = {n: self.bed.node(n).get("State") for n in self.nodes}
+            ls = [(x.node_name, x.state.value, x.reason) for x in self.open_leases()]
+            raise AssertionError(f"{exc}\nslurm: {states}\nopen leases: {ls}\nVMs: {self.alive()}\n"
+                                 f"log:\n{self.daemon.log_tail(40)}")
+
+    def summary(self, label: str, jobs_completed: int) -> str:
+        with self.store() as store:
+            leases = store.leases()
+        return (f"crash test [{label}]: {sum(self.crashes.values())} crashes at named points "
+                f"{dict(sorted(self.crashes.items()))}, {self.random_kills} random kills, "
+                f"{len(self.alive())} VMs at the end, {len(leases)} leases "
+                f"({sum(1 for x in leases if x.instance_id)} with a VM), {jobs_completed} jobs completed, "
+                f"{len(self.planted)} planted orphans killed; unreached: {self.unreached}")
