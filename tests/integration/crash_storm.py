@@ -1,11 +1,13 @@
 """The crash test's harness (tests/integration/test_crash.py): a bed, one daemon, the kills and what must hold.
 
 A *chain* is a list of ``point:n`` crash specs run against one storm: the daemon starts with the first, the
-storm is triggered, and each time it dies at its point it is restarted with the next one. Every step must
-crash the daemon at its own point (exit ``CRASH_EXIT``): a step whose point is not reached within its time is
-killed and recorded in ``Storm.unreached``, and the test fails on it. ``CHAINS`` names every chain the tests
-run; ``tests/unit/daemon/test_crash_points.py`` checks that together they name every point of
-``burstd.daemon.faults.POINTS``, so each point is proven to fire on some provider in every run.
+storm is triggered, and each time it dies at its point it is restarted with the next one. A step whose point is
+not reached within its time is killed anyway and recorded in ``Storm.unreached`` (Slurm decides how it batches
+power-downs, so a later step may find its work already done); each test then asserts that every point its chains
+name crashed the daemon at least once (``Storm.assert_every_point_fired``): a point that never fires fails.
+The chains below (``chained_points``) are every chain the tests run; ``tests/unit/daemon/test_crash_points.py``
+checks that together they name every point of ``burstd.daemon.faults.POINTS``, so each point is proven to fire
+on some provider in every run.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class Storm:
         self._store_cls = Store
         self.crashes: Counter[str] = Counter()  # point -> deterministic crashes that happened there
         self.random_kills = 0
-        self.unreached: list[str] = []  # chain steps whose point was never reached: the test fails on them
+        self.unreached: list[str] = []  # chain steps whose point was not reached (killed anyway; reported)
         self.planted: set[str] = set()  # orphan VMs the test made
         self.nodes = list(bed.cloud_nodes)
         self.phases: list[tuple[str, float]] = []  # (what was waited for, seconds since the last wait ended)
@@ -127,6 +129,11 @@ class Storm:
             if i + 1 < len(chain):
                 self.daemon.start(crash_at=chain[i + 1])
         self.daemon.start()  # clean
+
+    def assert_every_point_fired(self, chains: list[list[str]], summary: str) -> None:
+        """Every point the chains name crashed the daemon at least once: proven to fire, not merely listed."""
+        want = {spec.split(":")[0] for chain in chains for spec in chain}
+        assert want <= set(self.crashes), f"never crashed at: {sorted(want - set(self.crashes))}\n{summary}"
 
     def random_kill(self, trigger: Callable[[], None], lo: float = 0.05, hi: float = 1.2) -> None:
         self.daemon.stop()
