@@ -260,7 +260,7 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
         if it.kind == "suspend":
             if st == S.REQUESTED:
                 out.append(Refuse(lease.lease_id, "Slurm suspended the node before it launched", power_down=False))
-            elif st != S.TERMINATING:
+            elif st not in (S.TERMINATING, S.FAILED):  # a FAILED lease is cleaned up by plan_leases, keeping why
                 out.append(Terminate(lease.lease_id, it.reason or "SuspendProgram: Slurm released the node"))
         elif it.kind == "resume-fail":
             if st == S.REQUESTED:

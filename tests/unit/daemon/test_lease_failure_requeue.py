@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from burstd.daemon.actions import Drain, Fail, Intent
+from burstd.daemon.actions import Close, Drain, Fail, Intent, Terminate
 from burstd.daemon.planning import World, jobs_to_requeue, plan_intents, plan_leases
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import Lease, LeaseState
@@ -144,3 +144,18 @@ def test_a_reclaim_the_provider_reports_is_recorded_as_a_preemption_not_a_vanish
     assert fail.reason.startswith("preempted") and "vanished" not in fail.reason and 9 in fail.requeue
     gone = _fails(plan_leases(World(NOW, NOW, snap, {"local": ()}, (lease,)), CFG))[0]
     assert "vanished" in gone.reason  # deleted outside burstd, with no word from the provider
+
+
+def test_slurm_suspending_a_failed_lease_leaves_it_to_plan_leases_which_keeps_why_it_failed():
+    """SuspendProgram for the node of a FAILED lease (Slurm powers the node down after the failed resume) asks
+    nothing of its own: ``plan_leases`` closes the lease with its failure as the final reason when no instance
+    is listed, and terminates the instance when one is. Before, the suspend moved it FAILED -> TERMINATING and
+    the close wrote "instance gone" over the reason (seen live on the GCP capacity test)."""
+    failed = Lease("L1", "local", "cloud1", S.FAILED, created_at=NOW - 60, state_since=NOW - 5,
+                   reason="launch failed (capacity): no capacity", job_ids=(5,))
+    snap = Snapshot(taken_at=NOW, nodes=(Node("cloud1", "IDLE", ("CLOUD", "POWERING_DOWN")),), jobs=())
+    assert plan_intents([Intent("suspend", "cloud1", "", NOW)], [failed], snap) == []
+    world = World(NOW, NOW, snap, {"local": ()}, (failed,))
+    assert [a for a in plan_leases(world, CFG) if isinstance(a, Close)] == [Close("L1", failed.reason)]
+    live = Lease("L2", "local", "cloud1", S.READY, created_at=NOW - 60, state_since=NOW - 30, job_ids=(5,))
+    assert [type(a) for a in plan_intents([Intent("suspend", "cloud1", "", NOW)], [live], snap)] == [Terminate]
