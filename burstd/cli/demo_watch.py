@@ -173,9 +173,14 @@ def job_summary(bed, ids: list[int], user: str, prefix: str, socket: str, provid
     hosts = host_of_jobs(bed, user, ids)
     with ApiClient(socket) as api:
         rows = api.get("/v1/leases", all=True)
+    infos = {j: bed.job(j) for j in ids}
     return {
         "jobs_submitted": len(ids),
-        "jobs_completed": sum(1 for j in ids if bed.job(j).get("JobState") == "COMPLETED"),
+        "jobs_completed": sum(1 for i in infos.values() if i.get("JobState") == "COMPLETED"),
+        # the others, as Slurm last saw them: what an admin (or a failed CI run) needs to look further
+        "jobs_not_completed": {str(j): " ".join(filter(None, (i.get("JobState", "gone"), i.get("Reason", ""),
+                                                              f"restarts={i.get('Restarts', '?')}")))
+                               for j, i in infos.items() if i.get("JobState") != "COMPLETED"},
         "jobs_on_cloud": sum(1 for h in hosts.values() if h.startswith(prefix)),
         "jobs_on_prem": sum(1 for h in hosts.values() if h and not h.startswith(prefix)),
         "leases_by_state": dict(Counter(r["state"] for r in rows)),

@@ -66,9 +66,21 @@ def test_demo_ha_kills_the_leader_mid_storm_and_the_standby_finishes_it(slurm_be
         assert data["failover_s"] is not None and data["failover_s"] <= LEASE_S + RENEW_S + 2, data
         assert data["failover_bound_s"] == LEASE_S + RENEW_S
         assert data["leaked_vms"] == 0 and data["duplicate_vms"] == 0, data
-        assert data["jobs_completed"] == data["jobs_submitted"] == 4 and data["jobs_on_cloud"] >= 1, data
+        assert data["jobs_completed"] == data["jobs_submitted"] == 4 and data["jobs_on_cloud"] >= 1, (
+            f"not completed: {data['jobs_not_completed']}; hosts {data['hosts']}; leases {data['leases_by_state']}\n"
+            + out + _log_tails(kept))
         assert data["finished"] and r.returncode == 0, out + r.stderr
         assert "standby led after (s)" in out and "leader head-b killed" in out, out
     finally:
         if kept:
             shutil.rmtree(kept.group(1), ignore_errors=True)
+
+
+def _log_tails(kept, lines: int = 60) -> str:
+    """The end of each head's daemon log in the demo's kept folder (what a failed CI run needs to show)."""
+    if not kept:
+        return ""
+    tails = []
+    for log in sorted(Path(kept.group(1)).glob("head-*/burstd.log")):
+        tails.append(f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
+    return "\n".join(tails)

@@ -84,6 +84,18 @@ def instances_per_lease(aws_env) -> dict[str, int]:
     return counts
 
 
+def start_pair_and_storm(a: DaemonProcess, b: DaemonProcess, crash_at: str | None = None) -> None:
+    """head-a leads, head-b joins as standby, and Slurm's ResumeProgram (on the backup controller's host) asks
+    head-b for every node: the storm (every lease stored by the standby before it answers)."""
+    a.start(crash_at=crash_at)
+    wait_for(lambda: role(a) == "leader", 30, "head-a to lead")
+    b.start()
+    assert role(b) == "standby"
+    with ApiClient(b.socket, timeout=5) as api:
+        out = api.post("/v1/hooks/resume", json={"hostlist": f"aws[1-{NODES}]"})
+    assert len(out["created"]) == NODES  # stored by the standby, committed before the answer
+
+
 @pytest.mark.parametrize("kill", ["launch.before_provider:2", "launch.after_provider:3", "launch.after_booting:1",
                                   "random"])
 def test_leader_killed_mid_storm_standby_takes_over_within_the_bound_one_vm_per_lease(
@@ -92,13 +104,7 @@ def test_leader_killed_mid_storm_standby_takes_over_within_the_bound_one_vm_per_
     a = DaemonProcess(ha_config(tmp_path, "head-a", postgres_url, aws_env), log_path=tmp_path / "a.log", env=ENV)
     b = DaemonProcess(ha_config(tmp_path, "head-b", postgres_url, aws_env), log_path=tmp_path / "b.log", env=ENV)
     try:
-        a.start(crash_at=None if kill == "random" else kill)
-        wait_for(lambda: role(a) == "leader", 30, "head-a to lead")
-        b.start()
-        assert role(b) == "standby"
-        with ApiClient(b.socket, timeout=5) as api:  # Slurm's ResumeProgram on the backup controller's host
-            out = api.post("/v1/hooks/resume", json={"hostlist": f"aws[1-{NODES}]"})
-        assert len(out["created"]) == NODES  # stored by the standby, committed before the answer
+        start_pair_and_storm(a, b, crash_at=None if kill == "random" else kill)
         if kill == "random":
             time.sleep(random.uniform(0.0, 1.5))  # somewhere inside the storm's cloud calls
             a.kill()
@@ -139,11 +145,7 @@ def test_postgres_stopped_mid_storm_hooks_get_clear_answers_and_the_pair_recover
     a = DaemonProcess(ha_config(tmp_path, "head-a", postgres_url, aws_env), log_path=tmp_path / "a.log", env=ENV)
     b = DaemonProcess(ha_config(tmp_path, "head-b", postgres_url, aws_env), log_path=tmp_path / "b.log", env=ENV)
     try:
-        a.start()
-        wait_for(lambda: role(a) == "leader", 30, "head-a to lead")
-        b.start()
-        with ApiClient(b.socket, timeout=5) as api:
-            assert len(api.post("/v1/hooks/resume", json={"hostlist": f"aws[1-{NODES}]"})["created"]) == NODES
+        start_pair_and_storm(a, b)
         postgres_server.crash()  # mid-storm: the leader is between launches
         down_at = time.monotonic()
         try:
@@ -194,11 +196,7 @@ def test_leader_cut_off_from_the_database_alone_is_fenced_and_rejoins_as_standby
                       log_path=tmp_path / "a.log", env=ENV)
     b = DaemonProcess(ha_config(tmp_path, "head-b", postgres_url, aws_env), log_path=tmp_path / "b.log", env=ENV)
     try:
-        a.start()
-        wait_for(lambda: role(a) == "leader", 30, "head-a to lead")
-        b.start()
-        with ApiClient(b.socket, timeout=5) as api:
-            assert len(api.post("/v1/hooks/resume", json={"hostlist": f"aws[1-{NODES}]"})["created"]) == NODES
+        start_pair_and_storm(a, b)
         store = Store.open(postgres_url)
         try:
             wait_for(lambda: any(x.state.value == "LAUNCHING" for x in store.leases()), 30, "a launch under way")

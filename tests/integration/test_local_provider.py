@@ -187,6 +187,37 @@ def test_vm_hooks_start_services_inside_the_vm_and_a_failed_one_takes_the_vm_bac
     assert not netns.netns_exists(ns) and failing.list_instances() == []
 
 
+def test_a_launch_interrupted_after_slurmd_started_keeps_the_vm_and_starts_its_services(slurm_bed, tmp_path):
+    """A leader killed between slurmd's start and the end of its launch (seen in CI: Slurm had already started
+    a job on the VM): the new leader's launch of the same lease adopts the VM instead of remaking it, which
+    would kill the job, and starts the per-VM services the crash left unstarted; once, not at every call."""
+    hook = _ServiceHook()
+    provider = LocalProvider.from_config(_config(slurm_bed, tmp_path, boot_delay_s=600), "local", hooks=[hook])
+    node = slurm_bed.cloud_nodes[0]
+    req = _req(node)
+    first = provider.launch(req)
+    ns = provider.netns_of(node)
+    try:
+        booted = netns.netns_pids(ns)
+        assert booted and hook.started == [ns]
+        # the record as the crash leaves it: written "launching" before the namespace, slurmd started since
+        rec = netns.read_record(provider.records_dir, ns)
+        rec.state, rec.services_up, rec.extra = "launching", False, {}
+        netns.write_record(provider.records_dir, rec)
+        assert provider.list_instances()[0].state == "pending"
+
+        again = provider.launch(req)
+        assert again.instance_id == first.instance_id and again.state == "pending"  # booting: slurmd delayed
+        assert all(_alive(p) for p in booted), "the relaunch killed what ran in the VM"
+        assert hook.started == [ns, ns] and again.extra["service_url"] == first.extra["service_url"]
+        assert netns.read_record(provider.records_dir, ns).services_up
+        provider.launch(req)
+        assert hook.started == [ns, ns] and len(provider.list_instances()) == 1
+    finally:
+        provider.terminate([i.instance_id for i in provider.list_instances()])
+    assert not netns.netns_exists(ns)
+
+
 @pytest.mark.slow
 def test_testbed_down_removes_the_providers_vms(slurm_bed, tmp_path):
     other = Bed(BedConfig(name="bedprov", slot=slurm_bed.config.slot + 71, onprem_count=1, cloud_count=2))

@@ -114,6 +114,7 @@ class VmRecord:
     boot_at: float = 0.0  # when slurmd was (or will be) started
     tags: dict[str, str] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)  # for hooks (e.g. a metadata endpoint's address)
+    services_up: bool = False  # every hook's vm_started returned (the provider's last launch step)
     alive: bool = False
 
     @property
@@ -411,11 +412,18 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
     """Create the VM described by ``spec`` and start its slurmd; idempotent.
 
     A VM whose record says it finished booting and whose namespace exists is returned as is. A half-made one
-    (record written, crash before the end) is torn down and made again.
+    (record written, crash before the end) is torn down and made again, unless the crash came after the last
+    step, slurmd's start: a namespace with processes in it is a made VM (Slurm may already run a job on it),
+    whose record is finished instead.
     """
     records_dir = Path(records_dir)
     existing = read_record(records_dir, spec.netns)
     if existing is not None and existing.alive and existing.state in ("booting", "running"):
+        return existing
+    if (existing is not None and existing.alive and existing.state == "launching"
+            and existing.instance_id == spec.instance_id and netns_pids(spec.netns)):
+        existing.state = "booting" if spec.boot_delay_s > 0 else "running"
+        write_record(records_dir, existing)
         return existing
     now = time.time()
     rec = VmRecord(

@@ -161,6 +161,8 @@ class LocalProvider:
             for rec in records:
                 if rec.tags.get(TAG_LEASE) == request.lease_id:
                     if rec.alive and rec.state in ("booting", "running"):
+                        if self.hooks and not rec.services_up:
+                            self._start_hooks(rec)  # a crash came between slurmd's start and the VM's services
                         return self._instance(rec, netns.pids_by_netns())  # idempotent: the same VM
                     if rec.state == "preempted":
                         return self._instance(rec, {})
@@ -191,18 +193,24 @@ class LocalProvider:
                 rec = netns.create(spec, self.records_dir)
             except (netns.NetnsError, ValueError) as exc:
                 raise ProviderError(ErrorKind.TRANSIENT, str(exc), code="LaunchFailed") from exc
-            try:
-                for hook in self.hooks:
-                    rec.extra.update(hook.vm_started(rec) or {})
-            except Exception as exc:  # a VM without its services is no VM: take it back, let the daemon retry
-                self._stop_hooks(rec)
-                netns.destroy(rec.netns, self.records_dir)
-                raise ProviderError(ErrorKind.TRANSIENT,
-                                    f"VM {rec.netns}: per-VM service failed to start: {exc}",
-                                    code="VmHookFailed") from exc
-            if self.hooks:
-                netns.write_record(self.records_dir, rec)
+            if self.hooks and not rec.services_up:
+                self._start_hooks(rec)
             return self._instance(rec, netns.pids_by_netns())
+
+    def _start_hooks(self, rec: netns.VmRecord) -> None:
+        """Start the VM's services and mark them up in its record (a relaunch after a crash between slurmd's
+        start and this mark starts them again: the hooks tolerate that)."""
+        try:
+            for hook in self.hooks:
+                rec.extra.update(hook.vm_started(rec) or {})
+        except Exception as exc:  # a VM without its services is no VM: take it back, let the daemon retry
+            self._stop_hooks(rec)
+            netns.destroy(rec.netns, self.records_dir)
+            raise ProviderError(ErrorKind.TRANSIENT,
+                                f"VM {rec.netns}: per-VM service failed to start: {exc}",
+                                code="VmHookFailed") from exc
+        rec.services_up = True
+        netns.write_record(self.records_dir, rec)
 
     def _stop_hooks(self, rec: netns.VmRecord) -> None:
         """Tell every hook the VM is going; one failing hook never keeps a VM alive."""
