@@ -60,7 +60,7 @@ from burstd.policy.budget import (
     validate_book,
 )
 from burstd.policy import reasons as R
-from burstd.policy.progress import behind_s, off_spot
+from burstd.policy.progress import behind_s, off_spot, worth_micros
 from burstd.policy.offers import (
     Offer, PoolView, PriceInput, effective_cost, job_fit, normalize_prices, pool_offers, risk_cost,
 )
@@ -344,9 +344,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         want_nodes = 0
         escalated = False
         vow_bill = vow_worth = 0.0
-        if wcode:
-            pass
-        else:
+        if not wcode:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
             restarts = job.restart_count
             submitted = float(job.submit_time) if job.submit_time is not None else now
@@ -382,17 +380,15 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 vow_bill = bill
                 if has_cloud:  # hysteresis, as for the waiting thresholds
                     saved /= w.keep_fraction or 1.0
-                vow_worth = INF if expected == INF else vow * ref * tasks * saved / 3600.0
+                vow_worth = INF if expected == INF else worth_micros(vow, ref * tasks, saved)  # 0 if none saved
                 if vow_worth < bill:
                     wcode, wnum = 5, bill
-                    wkind = (vow_worth if saved > 0 else 0.0, best, vow)
+                    wkind = (vow_worth, best, vow)
                     candidates = []
             if not candidates:
-                if wcode:
-                    pass
-                elif escalated and not misfit:
-                    misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
                 if not wcode:
+                    if escalated and not misfit:
+                        misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
                     why = misfit or "no cloud pool is configured for it"
             else:
                 if has_cloud:  # keep the pool it already has when that one still passes (stability)
