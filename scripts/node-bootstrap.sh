@@ -53,13 +53,15 @@ gce_get() {  # path under computeMetadata/v1
 # AWS: the instance tag burstd:node. A gang member (one fleet for a multi-node job) is tagged with its node only
 # after the fleet answers, a moment after boot has begun: wait for the tag, up to BURSTD_NODE_NAME_WAIT_S.
 aws_node_name() {
-    local name deadline=$((SECONDS + NAME_WAIT_S))
+    # SECONDS counts whole seconds, so a short bound can run out within one slow look: always ask twice.
+    local name asked=0 deadline=$((SECONDS + NAME_WAIT_S))
     while true; do
         if name="$(imds_get "meta-data/tags/instance/burstd:node")" && [[ -n "$name" ]]; then
             echo "$name"
             return 0
         fi
-        if ((SECONDS >= deadline)); then
+        asked=$((asked + 1))
+        if ((asked >= 2 && SECONDS >= deadline)); then
             log "instance tag burstd:node did not appear within ${NAME_WAIT_S}s (are instance tags in metadata on?)"
             return 1
         fi

@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -51,6 +52,8 @@ class Meta(BaseHTTPRequestHandler):
                 return self._send(401, b"")  # IMDSv2 only
             if self.path == "/latest/meta-data/tags/instance/burstd:node":
                 self.server.tag_reads += 1  # a gang member is tagged a moment after it boots
+                if self.server.tag_reads == 1:
+                    time.sleep(self.server.first_tag_read_s)  # a loaded metadata service, or a loaded test host
                 if self.server.tag_reads <= self.server.tag_missing_reads:
                     return self._send(404, b"")
                 return self._send(200, self.node.encode())
@@ -80,6 +83,7 @@ class Meta(BaseHTTPRequestHandler):
 def meta_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Meta)
     server.tag_reads, server.tag_missing_reads = 0, 0  # AWS: how many reads of burstd:node answer 404 first
+    server.first_tag_read_s = 0.0
     server.gce_members = None  # GCE: a gang member's burstd-members map instead of burstd-node
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
@@ -227,6 +231,7 @@ def test_aws_node_tag_that_appears_late_is_waited_for(tmp_path, meta, meta_serve
 
 def test_aws_node_tag_that_never_appears_fails_visibly_within_the_bound(tmp_path, meta, meta_server):
     meta_server.tag_missing_reads = 10**9
+    meta_server.first_tag_read_s = 1.2  # the first look alone outlasts the bound: it must still look again
     proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, stubs(tmp_path),
                BURSTD_NODE_NAME_WAIT_S="1", BURSTD_NODE_NAME_POLL_S="0.2")
     assert proc.returncode != 0
