@@ -369,8 +369,10 @@ class PolicyConfig(_Section):
     # big jobs to spot that were preempted within minutes, again and again
     risk_aware_market: bool = True
     # Uniform Progress (burstd.policy.progress): a preempted job's deadline is submit + progress_slack x its time
-    # limit; behind that line by more than a boot and a restart, it may not go back to spot. 0 = off
-    progress_slack: float = Field(default=2.0, ge=0, le=1000, allow_inf_nan=False)
+    # limit; behind that line by more than a boot and a restart, it may not go back to spot. 0 = off. 20: the
+    # smallest slack cheaper than compute-wait at no worse mean JCT on the Philly training prefix and on a
+    # held-out window (docs/policy.md); 2 paid on-demand for jobs one more spot try would have finished
+    progress_slack: float = Field(default=20.0, ge=0, le=1000, allow_inf_nan=False)
     # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
     idle_commit_s: Seconds = 600.0
     # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts

@@ -86,10 +86,14 @@ def test_big_jobs_wait_longer_than_small_ones_under_compute_wait():
 
 
 def test_escalation_after_spot_preemptions_goes_on_demand_then_home():
-    d = one(busy_cluster(pending(1, restart_count=2)))
+    # preempted, nothing kept, 6 h after its submission: behind the default line (1/20 of its 1 h limit an hour)
+    late = pending(1, restart_count=2, waited_s=6 * 3600)
+    d = one(busy_cluster(late))
     assert d.eligible[0].market == "on-demand"
     assert "on-demand: burst" in d.explanations[1].reason
-    d = one(busy_cluster(pending(1, restart_count=2)), config(pools=[pool(ondemand=None)]))
+    # 1 h after its submission it is still within a boot and a restart of its line: spot again
+    assert one(busy_cluster(pending(1, restart_count=2))).eligible[0].market == "spot"
+    d = one(busy_cluster(late), config(pools=[pool(ondemand=None)]))
     assert d.eligible == [] and "on-demand only" in d.explanations[1].reason
 
 
@@ -227,7 +231,7 @@ def test_an_escalated_job_goes_home_while_its_on_prem_start_is_near_next_to_its_
                 config(policy={**old, "waiting": {"escalated_wait_to_runtime_ratio": 20, "wait_value_per_hour": 0}}))
     assert [e.market for e in fresh.eligible] == ["spot"]
     # a baseline waiting policy ignores it (compute-wait keeps its published definition)
-    base = one(busy_cluster(job), config(policy={"waiting": {"kind": "compute", "min_wait_s": 60,
+    base = one(busy_cluster(job), config(policy={**old, "waiting": {"kind": "compute", "min_wait_s": 60,
                                                              "escalated_wait_to_runtime_ratio": 20}}))
     assert [e.market for e in base.eligible] == ["on-demand"]
 

@@ -11,7 +11,8 @@ from burstd.policy import decide
 from burstd.policy.progress import behind_s, off_spot, worth_micros
 
 
-V5 = {"waiting": {"wait_value_per_hour": 5}}  # the figures below are for 5 node-hours a job-hour, whatever the default
+# the figures below are for 5 node-hours a job-hour and a slack of 2, whatever the defaults
+V5 = {"waiting": {"wait_value_per_hour": 5}, "progress_slack": 2.0}
 
 
 def run(snapshot, cfg=None, progress=None):
