@@ -330,9 +330,10 @@ class WaitingPolicy(_Section):
     # keep_fraction x the burst thresholds (hysteresis: no flapping between cycles)
     keep_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
     # burstd kind, value of waiting (burstd.policy.progress): an hour of a job's on-prem wait is worth this many
-    # node-hours at its pool's on-demand price; past the first wait and the "start is near" check, a job
-    # bursts when the wait it saves is worth its expected cloud bill. 0 = off (the compute-wait steps above)
-    wait_value_per_hour: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 7.0
+    # node-hours of the site's cheapest on-demand node of its kind (CPU or GPU); past the first wait and the
+    # "start is near" check, a job bursts when the wait it saves is worth its expected cloud bill. 0 = off
+    # (the compute-wait steps above). 9: chosen on the training prefixes (docs/policy.md)
+    wait_value_per_hour: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 9.0
 
 
 class PolicyConfig(_Section):
@@ -369,10 +370,10 @@ class PolicyConfig(_Section):
     # big jobs to spot that were preempted within minutes, again and again
     risk_aware_market: bool = True
     # Uniform Progress (burstd.policy.progress): a preempted job's deadline is submit + progress_slack x its time
-    # limit; behind that line by more than a boot and a restart, it may not go back to spot. 0 = off. 20: the
+    # limit; behind that line by more than a boot and a restart, it may not go back to spot. 0 = off. 2: the
     # smallest slack cheaper than compute-wait at no worse mean JCT on the Philly training prefix and on a
-    # held-out window (docs/policy.md); 2 paid on-demand for jobs one more spot try would have finished
-    progress_slack: float = Field(default=20.0, ge=0, le=1000, allow_inf_nan=False)
+    # held-out window (docs/policy.md)
+    progress_slack: float = Field(default=2.0, ge=0, le=1000, allow_inf_nan=False)
     # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
     idle_commit_s: Seconds = 600.0
     # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts

@@ -140,6 +140,21 @@ def _candidates(job: Job, pools: dict[str, PoolView], allowed: frozenset[str] | 
     return candidates, misfit
 
 
+def _wait_units(pools: dict[str, PoolView], od_price: dict[str, int]) -> tuple[int, int]:
+    """The price of an hour of wait, per job kind (CPU, GPU): the site's cheapest on-demand node of that kind.
+
+    One price for every job of a kind, whatever node it needs: mean JCT counts every job once, so an hour of an
+    8-GPU job's wait is worth no more than an hour of a 1-GPU job's (pricing it at the job's own node made big
+    jobs burst as readily as small ones). CPU and GPU jobs keep their own units (prices a hundredfold apart).
+    0: no on-demand offer of that kind (the job's own pool's price is used)."""
+    units = [0, 0]
+    for name, price in od_price.items():
+        kind = 1 if pools[name].cfg.gpus > 0 else 0
+        if not units[kind] or price < units[kind]:
+            units[kind] = price
+    return units[0], units[1]
+
+
 def _priority_key(j: Job) -> tuple:
     return (-j.priority, j.submit_time or 0, j.job_id)
 
@@ -229,6 +244,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     th_cache: dict[tuple, tuple] = {}
     vow = w.wait_value_per_hour if w.kind == "burstd" else 0.0
     od_price = {name: pv.offers["on-demand"].price_micros for name, pv in pools.items() if "on-demand" in pv.offers}
+    wait_unit = _wait_units(pools, od_price)
     pool_cap = {name: pv.cap for name, pv in pools.items()}
     r_direct, r_gate, r_wait, r_stay, r_burst = R.r_direct, R.r_gate, R.r_wait, R.r_stay, R.r_burst  # hot-loop locals
     acct_caps, acct_default = pol.max_nodes_per_account, pol.default_max_nodes_per_account
@@ -372,7 +388,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if vow and candidates:
                 # value of waiting: burst only when the wait it saves is worth the expected bill
                 best = candidates[0][1]
-                ref = od_price.get(best.pool, best.price_micros)
+                ref = wait_unit[track] or od_price.get(best.pool, best.price_micros)
                 saved = expected - boot_s
                 bill = candidates[0][0]
                 if not risk_nodes:  # the plain ranking leaves out the boot every node bills (the restart model has it)

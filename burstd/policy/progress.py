@@ -9,8 +9,9 @@ on-demand (or wait on-prem, if that is the cheaper way to finish: the value-of-w
 A job never preempted has lost nothing to spot yet and is not escalated.
 
 Value of waiting: a job bursts when the on-prem wait it saves is worth more than its expected cloud bill.
-The worth of an hour of a job's wait is ``wait_value_per_hour`` node-hours at the pool's on-demand price,
-so the rule adapts to the site's prices: an on-demand-only site waits longer before it pays than a spot
+The worth of an hour of a job's wait is ``wait_value_per_hour`` node-hours at the on-demand price of the site's
+cheapest node of the job's kind (CPU or GPU; the same for every job of a kind, as mean JCT counts each job
+once), so the rule adapts to the site's prices: an on-demand-only site waits longer before it pays than a spot
 site, and compute-wait (wait proportional to node-hours at one fixed price) is the special case of a
 constant price with no risk.
 """

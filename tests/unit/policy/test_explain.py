@@ -15,7 +15,7 @@ def test_pending_job_sentence_has_wait_estimate_budget_pool_and_verdict():
     r = explain_job(7, snap, budgets=book({"chem": 412.0}), config=config())
     assert r.burst and r.pool == "aws-cpu"
     assert r.sentence == ("job 7 (chem/alice): waited 14 min, expected on-prem start in 10 h, account chem has "
-                          "$412.00 left this month, expected bill $1.08, the wait it saves is worth $208.25, "
+                          "$412.00 left this month, expected bill $1.08, the wait it saves is worth $267.75, "
                           "pool aws-cpu at $1.00/node-h: burst")
     assert r.as_dict()["sentence"] == r.sentence
 

@@ -5,8 +5,9 @@ clusters from policy_factories."""
 from __future__ import annotations
 
 import pytest
-from policy_factories import NOW, book, busy_cluster, config, pending, pool
+from policy_factories import NOW, book, busy_cluster, config, onprem_nodes, pending, pool, running
 
+from burstd.domain.slurm import Snapshot
 from burstd.policy import decide
 from burstd.policy.progress import behind_s, off_spot, worth_micros
 
@@ -95,3 +96,34 @@ def test_pure_helpers_edge_cases():
     assert off_spot(NOW, NOW - 3600, 3600.0, 0.0, 2.0, 300.0, restarts=1)
     assert worth_micros(5.0, 3_000_000, -10.0) == 0.0
     assert worth_micros(5.0, 3_000_000, 3600.0) == 15_000_000
+
+
+def test_an_hour_of_wait_is_worth_the_same_to_a_big_job_as_to_a_small_one():
+    # two pools of one kind: 8-CPU nodes at $3 on-demand and 64-CPU nodes at $24; on-prem frees up in 30 min.
+    # Mean JCT counts each job once, so both jobs' 25 min of saved wait is worth 5 x $3 x 25/60 = $6.25:
+    # the small job's bill is under that and it bursts; the big one's is not and it waits for on-prem
+    small = pool("aws-s", partition="cs", prefix="s", cpus=8, price=1.0, ondemand=3.0)
+    big = pool("aws-b", partition="cb", prefix="b", cpus=64, price=8.0, ondemand=24.0)
+    run_on_prem = tuple(running(10_000 + i, cpus=64, end_in_s=1800) for i in range(4))
+    jobs = (pending(1, cpus=64), pending(2, cpus=8))
+    d = run(Snapshot(taken_at=NOW, jobs=run_on_prem + jobs, nodes=onprem_nodes(4, cpus=64)),
+            config(pools=[small, big], policy=V5))
+    assert [(e.job_id, e.pool) for e in d.eligible] == [(2, "aws-s")]
+    r = d.explanations[1].reason
+    assert "its expected bill on spot in pool aws-b" in r and "worth only $6.25" in r
+    # priced at its own node, the big job's wait would have been worth 8 x as much ($50), more than its bill
+    assert "$50.00" not in r
+
+
+def test_cpu_and_gpu_jobs_keep_their_own_unit_of_wait():
+    from burstd.policy.decide import _wait_units
+    from burstd.policy.offers import PoolView
+
+    cfg = config(pools=[pool("cpu", partition="pc", prefix="c", ondemand=0.09),
+                        pool("gpu1", partition="p1", prefix="g", gpus=1, price=1.0, ondemand=3.06),
+                        pool("gpu8", partition="p8", prefix="h", gpus=8, price=8.0, ondemand=24.48),
+                        pool("spot-only", partition="ps", prefix="s", gpus=1, price=0.5, ondemand=None)])
+    views = {p.name: PoolView(p, p.node_count) for p in cfg.pools}
+    od = {"cpu": 90_000, "gpu1": 3_060_000, "gpu8": 24_480_000}  # a pool with no on-demand offer prices nothing
+    assert _wait_units(views, od) == (90_000, 3_060_000)
+    assert _wait_units(views, {"gpu8": 24_480_000}) == (0, 24_480_000)  # 0: the job's own pool's price is used
