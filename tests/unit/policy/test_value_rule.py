@@ -9,6 +9,8 @@ from policy_factories import NOW, book, busy_cluster, config, onprem_nodes, pend
 
 from burstd.domain.slurm import Snapshot
 from burstd.policy import decide
+from burstd.policy.decide import _wait_units
+from burstd.policy.offers import PoolView
 from burstd.policy.progress import behind_s, off_spot, worth_micros
 
 
@@ -116,9 +118,6 @@ def test_an_hour_of_wait_is_worth_the_same_to_a_big_job_as_to_a_small_one():
 
 
 def test_cpu_and_gpu_jobs_keep_their_own_unit_of_wait():
-    from burstd.policy.decide import _wait_units
-    from burstd.policy.offers import PoolView
-
     cfg = config(pools=[pool("cpu", partition="pc", prefix="c", ondemand=0.09),
                         pool("gpu1", partition="p1", prefix="g", gpus=1, price=1.0, ondemand=3.06),
                         pool("gpu8", partition="p8", prefix="h", gpus=8, price=8.0, ondemand=24.48),
