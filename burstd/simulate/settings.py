@@ -24,6 +24,7 @@ from typing import Any
 
 from burstd.config import YEAR_S, Config, parse_config
 from burstd.simulate.placement import PLACEMENTS
+from burstd.simulate.policies import BURSTD_SITE_KNOBS
 
 SETTINGS = ("starburst",)
 BILLING = ("node-hour", "gpu-hour")  # --bill-per: gpu-hour is ``Setting.gpu_slices``
@@ -68,8 +69,8 @@ STARBURST = Setting(
         "policy": {"onprem_partitions": ["batch"], "waiting": {
             # compute-wait = beta x GPU-hours, no floor, no cap (a year is the config's upper bound)
             "min_wait_s": 0.0, "wait_per_node_hour_s": STARBURST_BETA_H * 3600.0, "max_wait_s": YEAR_S,
-            # burstd's own knobs as on the built-in GPU site (they count GPU-hours here too)
-            "min_expected_wait_s": 1800.0, "burstd_wait_per_node_hour_s": 19200.0, "burstd_min_wait_s": 120.0}},
+            # burstd's own knobs as on the built-in sites (they count GPU-hours here too)
+            **BURSTD_SITE_KNOBS}},
     },
 )
 

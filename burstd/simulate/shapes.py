@@ -27,10 +27,20 @@ SPOT_SHARE = 0.146 / 0.34
 
 
 def site_cpus_per_node(max_procs: int | None, max_nodes: int | None, default: int = 8) -> int:
-    """CPUs per on-prem node from the SWF header, or ``default`` without one."""
+    """CPUs per on-prem node from the SWF header, or ``default`` without one.
+
+    A header with ``MaxNodes`` and no ``MaxProcs`` (the Lublin-Feitelson model's files, some early MPP logs)
+    counts processors as nodes: one CPU a node, and the site has ``MaxNodes`` CPUs (``site_cpus``)."""
     if max_procs and max_nodes:
         return max(1, max_procs // max_nodes)
+    if max_nodes and not max_procs:
+        return 1
     return default
+
+
+def site_cpus(max_procs: int | None, max_nodes: int | None, default: int = 1024) -> int:
+    """On-prem CPUs from the SWF header (``MaxProcs``, else ``MaxNodes`` one-CPU nodes), or ``default``."""
+    return max_procs or max_nodes or default
 
 
 def fitting_shape(cpus_per_node: int, catalogue: tuple[Shape, ...] = C5) -> Shape:

@@ -2,9 +2,9 @@
 
 from burstd.config import parse_config
 from burstd.simulate.engine import SimSetup, Simulator
-from burstd.simulate.policies import default_site, policy_config
-from burstd.simulate.shapes import cannot_burst_reason, fitting_shape, site_cpus_per_node
-from burstd.simulate.traces import TraceJob
+from burstd.simulate.policies import default_site, make_setup, policy_config
+from burstd.simulate.shapes import cannot_burst_reason, fitting_shape, site_cpus, site_cpus_per_node
+from burstd.simulate.traces import TraceInfo, TraceJob
 
 
 def test_site_node_shape_comes_from_the_swf_header():
@@ -48,3 +48,12 @@ def test_simulator_reports_jobs_a_too_small_cloud_node_keeps_home():
     jobs = [TraceJob(1, 0, 600, 600, 16), TraceJob(2, 0, 600, 600, 8), TraceJob(3, 0, 600, 600, 32)]
     res = Simulator(setup, jobs, "ondemand-all").run()
     assert res.cannot_burst == {"needs 16 CPUs a node, largest cloud node has 8": 2}
+
+
+def test_a_header_with_nodes_and_no_processors_counts_one_cpu_a_node():
+    # the Lublin-Feitelson model's files: "MaxNodes: 256" and no MaxProcs; the site is 256 CPUs, not 1,024
+    assert site_cpus_per_node(None, 256) == 1 and site_cpus(None, 256) == 256
+    assert site_cpus(1152, 144) == 1152 and site_cpus(None, None) == 1024
+    setup = make_setup(TraceInfo("swf", max_nodes=256), False, None, None, None, None)
+    assert (setup.onprem_units, setup.units_per_node) == (256, 1)
+    assert make_setup(TraceInfo("swf", max_nodes=256), False, None, 64, None, None).onprem_units == 64
