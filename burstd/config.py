@@ -334,6 +334,11 @@ class WaitingPolicy(_Section):
     # "start is near" check, a job bursts when the wait it saves is worth its expected cloud bill. 0 = off
     # (the compute-wait steps above). 9: chosen on the training prefixes (docs/policy.md)
     wait_value_per_hour: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = 9.0
+    # burstd kind, with the value of waiting: a job that has waited this many times its time limit (at least
+    # 10 min) bursts even where the value rule would keep it home, when bursting still saves time (a bound on
+    # any job's slowdown: the rule weighs only the job's own wait, not the queue a big job stalls). 0 = no
+    # bound. 2: the smallest that kept every training prefix cheaper than compute-wait (docs/policy.md)
+    max_wait_to_limit_ratio: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 2.0
 
 
 class PolicyConfig(_Section):

@@ -15,8 +15,9 @@ One pass over the pending jobs in priority order (highest priority, then oldest 
    (pool, market) by expected bill including the rework that spot preemptions cost (spot is off for a
    preempted job behind its Uniform Progress line, or past the optional ``max_preemptions_spot``); with
    the value of waiting on, the job bursts only if the wait it saves is worth that bill
-   (``burstd.policy.progress``); then the first that still fits the pool's and the account's node caps and
-   the budget guard (``burstd.policy.budget``) with every earlier decision of this cycle already counted.
+   (``burstd.policy.progress``), or once it has waited ``max_wait_to_limit_ratio`` x its limit; then the
+   first that still fits the pool's and the account's node caps and the budget guard
+   (``burstd.policy.budget``) with every earlier decision of this cycle already counted.
 
 Jobs that already carry a cloud partition and fail any of this lose it (``RevokeEligible``); thresholds
 for keeping are ``waiting.keep_fraction`` of those for bursting, so estimates that wobble do not flap.
@@ -69,6 +70,7 @@ from burstd.policy.onprem_model import (
 )
 
 _FAR_FUTURE = 365 * 86400  # Slurm reports "unknown" start times as far-future values
+_BOUND_MIN_LIMIT_S = 600.0  # the wait bound counts a limit as at least 10 min: a 1-min job is not starved at 2
 
 
 @dataclass(slots=True)
@@ -250,6 +252,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     acct_caps, acct_default = pol.max_nodes_per_account, pol.default_max_nodes_per_account
     esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" and not vow else 0.0
     slack = pol.progress_slack
+    bound_ratio = w.max_wait_to_limit_ratio if vow else 0.0
     gpn_cache: dict[tuple, int] = {}
     expected_start_in = model.expected_start_in
     if stats is not None:
@@ -360,6 +363,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         want_nodes = 0
         escalated = False
         vow_bill = vow_worth = 0.0
+        bound_hit = False
         if not wcode:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
             restarts = job.restart_count
@@ -398,9 +402,14 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     saved /= w.keep_fraction or 1.0
                 vow_worth = INF if expected == INF else worth_micros(vow, ref * tasks, saved)  # 0 if none saved
                 if vow_worth < bill:
-                    wcode, wnum = 5, bill
-                    wkind = (vow_worth, best, vow)
-                    candidates = []
+                    # the slowdown bound: past ratio x its limit a job bursts anyway, if that still saves time
+                    bound_hit = (bound_ratio > 0.0 and expected > boot_s
+                                 and waited >= bound_ratio * (limit_s if limit_s > _BOUND_MIN_LIMIT_S
+                                                              else _BOUND_MIN_LIMIT_S))
+                    if not bound_hit:
+                        wcode, wnum = 5, bill
+                        wkind = (vow_worth, best, vow)
+                        candidates = []
             if not candidates:
                 if not wcode:
                     if escalated and not misfit:
@@ -471,7 +480,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 # a preempted job is behind its Uniform Progress line
                 late = (behind_s(now, submitted, limit_s, progress.get(jid, 0.0), slack)
                         if escalated and slack > 0.0 else None)
-                why_mkt = (vow_bill, vow_worth, late, job.restart_count)
+                why_mkt = (vow_bill, vow_worth, late, job.restart_count, bound_ratio if bound_hit else None)
             records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out

@@ -13,7 +13,9 @@ The worth of an hour of a job's wait is ``wait_value_per_hour`` node-hours at th
 cheapest node of the job's kind (CPU or GPU; the same for every job of a kind, as mean JCT counts each job
 once), so the rule adapts to the site's prices: an on-demand-only site waits longer before it pays than a spot
 site, and compute-wait (wait proportional to node-hours at one fixed price) is the special case of a
-constant price with no risk.
+constant price with no risk. The rule weighs only the job's own wait, so ``decide()`` bounds it: a job that has
+waited ``waiting.max_wait_to_limit_ratio`` x its time limit bursts whatever the rule says (a whole-machine job
+kept home stalls the queue behind it, which the rule does not see).
 """
 
 from __future__ import annotations

@@ -75,13 +75,16 @@ def r_burst(jid: int, waited: float, expected: float, left: int | None, account:
     left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
     mkt = "" if chosen.market == "spot" else " on-demand"
     if why_mkt is not None:
-        bill, worth, late, restarts = why_mkt
+        bill, worth, late, restarts, bound = why_mkt
         if late is not None:
             left_s += (f"preempted {restarts} times and {waiting.format_duration(max(late, 0.0))} of work behind its "
                        f"Uniform Progress line (policy.progress_slack), so not spot again, ")
         if bill:
             worth_s = "unbounded (never on-prem)" if worth == INF else format_usd(int(worth))
             left_s += f"expected bill {format_usd(int(bill))}, the wait it saves is worth {worth_s}, "
+        if bound is not None:
+            left_s += (f"but it has waited over {bound:g} x its time limit (waiting.max_wait_to_limit_ratio), "
+                       f"so it bursts anyway, ")
     return Explanation(jid, True, chosen.pool, f"{figures(waited, expected, waiting.format_duration)}{left_s}pool "
                        f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst")
 

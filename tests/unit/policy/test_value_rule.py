@@ -44,6 +44,27 @@ def test_a_big_long_job_whose_wait_is_worth_less_than_its_bill_waits_and_says_wh
     assert run(busy_cluster(big, end_in_s=2 * 3600), off).eligible != []
 
 
+def test_a_job_the_value_rule_keeps_home_bursts_once_it_has_waited_twice_its_limit():
+    # the big job above: its 2 h of expected wait is worth $28.75 against an $80.33 bill; its limit is 20 h
+    def big(waited_h):
+        return busy_cluster(pending(1, cpus=32, node_count=4, limit_min=1200, waited_s=waited_h * 3600),
+                            end_in_s=2 * 3600)
+
+    assert run(big(39)).eligible == []
+    d = run(big(41))
+    assert [e.market for e in d.eligible] == ["spot"]
+    r = d.explanations[1].reason
+    assert "worth $28.75" in r and "waited over 2 x its time limit (waiting.max_wait_to_limit_ratio)" in r
+    # 0 turns the bound off
+    unbounded = config(policy={**V5, "waiting": {"wait_value_per_hour": 5, "max_wait_to_limit_ratio": 0}})
+    assert run(big(41), unbounded).eligible == []
+    # and it never sends a job whose on-prem start is nearer than a boot
+    near = config(policy={**V5, "waiting": {"wait_value_per_hour": 5, "min_expected_wait_s": 0}})
+    late_but_near = busy_cluster(pending(1, cpus=32, node_count=4, limit_min=1200, waited_s=41 * 3600),
+                                 end_in_s=200)
+    assert run(late_but_near, near).eligible == []
+
+
 def test_an_on_demand_only_site_waits_longer_than_a_spot_site():
     job = pending(1, limit_min=8 * 60)
     spot_site = config(policy=V5)  # spot $1, on-demand $3
