@@ -166,6 +166,11 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
 
 
 def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> SimResult:
+    return policy_simulator(name, setup, jobs, seed).run()
+
+
+def policy_simulator(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> Simulator:
+    """The replay ``run_policy`` runs (before it runs): for callers that want each job's outcome too."""
     base = setup.config
     # ondemand-all stays the on-demand reference that cost ratios are taken against, whatever the market
     if setup.market is not None and name != "ondemand-all":
@@ -176,4 +181,4 @@ def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) 
         spot = SpotModel(setup.spot.segments, seed)
     s = replace(setup, config=cfg, spot=spot, decide_enabled=(name != "never"))
     fit = [j for j in jobs if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units]
-    return Simulator(s, fit, name).run()
+    return Simulator(s, fit, name)

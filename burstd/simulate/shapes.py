@@ -33,7 +33,7 @@ def site_cpus_per_node(max_procs: int | None, max_nodes: int | None, default: in
     counts processors as nodes: one CPU a node, and the site has ``MaxNodes`` CPUs (``site_cpus``)."""
     if max_procs and max_nodes:
         return max(1, max_procs // max_nodes)
-    if max_nodes and not max_procs:
+    if max_nodes:  # and no MaxProcs
         return 1
     return default
 

@@ -1,4 +1,4 @@
-"""The built-in sites' gates in front of burstd's value-of-waiting rule: no first wait, a 5-minute "start is near".
+"""The built-in sites' gates in front of burstd's value rule: no first wait, a 5-minute "start is near".
 
 Both gates predate the value rule; under it they only hold back bursts the rule has already priced as worth
 their bill (docs/policy.md, "How the defaults were tuned", step 4). No spot here: the replays are exact.
@@ -6,10 +6,7 @@ their bill (docs/policy.md, "How the defaults were tuned", step 4). No spot here
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from burstd.simulate.engine import Simulator
-from burstd.simulate.policies import make_setup, policy_config
+from burstd.simulate.policies import make_setup, policy_simulator
 from burstd.simulate.traces import TraceInfo, TraceJob
 
 INFO = TraceInfo("swf", max_procs=8, max_nodes=1)  # one 8-CPU node on-prem
@@ -18,7 +15,7 @@ INFO = TraceInfo("swf", max_procs=8, max_nodes=1)  # one 8-CPU node on-prem
 def replay(jobs: list[TraceJob]) -> dict[int, tuple[bool, float | None]]:
     """burstd on the built-in CPU site (its defaults untouched): (burst, first start) by job id."""
     setup = make_setup(INFO, False, None, None, None, None, boot_s=120.0, cycle_s=120.0)
-    sim = Simulator(replace(setup, config=policy_config(setup.config, "burstd", setup.constant_wait_s)), jobs)
+    sim = policy_simulator("burstd", setup, jobs)
     res = sim.run()
     assert res.jobs == len(jobs) and res.unfinished == 0
     return {j.tj.job_id: (j.burst, j.first_start) for j in sim.done}
