@@ -113,6 +113,11 @@ class ApiConfig(_Section):
     tls_cert: str | None = None  # PEM certificate (chain) the TCP listener serves; required with tcp_listen
     tls_key: str | None = None  # its private key (PEM), readable by the daemon only
     max_body_bytes: int = Field(default=4 << 20, ge=1024, le=64 << 20)  # larger request bodies: 413
+    # open connections a listener (the unix socket; the TCP one) takes in all, and from one peer (a uid; an
+    # address); more are closed at accept. Root keeps a reserve above the total (burstd.daemon.conn_guard).
+    max_connections: int = Field(default=256, ge=8, le=16384)
+    max_connections_per_peer: int = Field(default=32, ge=1, le=16384)
+    header_timeout_s: Annotated[float, Field(ge=1, le=300, allow_inf_nan=False)] = 10.0  # silent: closed
 
     @field_validator("tcp_listen")
     @classmethod
@@ -121,6 +126,8 @@ class ApiConfig(_Section):
 
     @model_validator(mode="after")
     def _tcp_needs_token(self) -> ApiConfig:
+        if self.max_connections_per_peer > self.max_connections:
+            raise ValueError("max_connections_per_peer is above max_connections")
         if self.tcp_listen and not self.token_file:
             raise ValueError("tcp_listen needs token_file (the TCP listener always requires a bearer token)")
         if self.tcp_listen and not (self.tls_cert and self.tls_key):

@@ -32,11 +32,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from burstd.config import Config
 from burstd.daemon.agent_auth import AgentCredentials
 from burstd.daemon.api_auth import PEER_KEY, Access, Gate, Principal, group_id
+from burstd.daemon.conn_guard import (ConnectionBudget, GuardedListener, HeaderTimeoutH11Protocol,
+                                      ensure_descriptor_reserve, privileged_peers, with_header_timeout)
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import ResumeJob, notice_reason
@@ -73,8 +74,8 @@ def peer_credentials(sock: socket.socket | None) -> tuple[int, int, int] | None:
     return struct.unpack("3i", raw)
 
 
-class PeerCredH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, plus SO_PEERCRED of the connection in the ASGI scope."""
+class PeerCredH11Protocol(HeaderTimeoutH11Protocol):
+    """uvicorn's h11 protocol (silent connections closed), plus SO_PEERCRED of the connection in the ASGI scope."""
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -489,6 +490,7 @@ class ApiServer:
         self.config = config
         self._servers: list[uvicorn.Server] = []
         self._threads: list[threading.Thread] = []
+        self.budgets: list[ConnectionBudget] = []  # one a listener: open connections, refusals
 
     def start(self) -> None:
         api = self.config.api
@@ -496,18 +498,26 @@ class ApiServer:
         gated = Gate(self.app, access, api.max_body_bytes)
         if api.tcp_listen:  # every check before anything is bound
             access.set_token(read_token_file(api.token_file))  # type: ignore[arg-type]
-        sock = bind_unix_socket(api.socket, api.socket_group)
-        cfg = uvicorn.Config(gated, http=PeerCredH11Protocol, lifespan="off", log_config=None,
-                             access_log=False, timeout_keep_alive=5, ws="none")
+        listeners = 2 if api.tcp_listen else 1
+        ensure_descriptor_reserve(api.max_connections * listeners)
+        self.budgets = [ConnectionBudget("unix", api.max_connections, api.max_connections_per_peer,
+                                         privileged_peers())]
+        sock = GuardedListener.wrap(bind_unix_socket(api.socket, api.socket_group), self.budgets[0],
+                                   api.header_timeout_s)
+        cfg = uvicorn.Config(gated, http=with_header_timeout(PeerCredH11Protocol, api.header_timeout_s),
+                             lifespan="off", log_config=None, access_log=False, timeout_keep_alive=5, ws="none")
         self._spawn(uvicorn.Server(cfg), [sock])
         if api.tcp_listen:
             host, _, port = api.tcp_listen.rpartition(":")
             tcp = socket.create_server((host.strip("[]") or "127.0.0.1", int(port)),
                                        family=socket.AF_INET6 if host.startswith("[") else socket.AF_INET)
+            # no privileged peers on TCP: any address may be a cloud node's
+            self.budgets.append(ConnectionBudget("tcp", api.max_connections, api.max_connections_per_peer))
             tcfg = uvicorn.Config(_TcpApp(gated), lifespan="off", log_config=None, access_log=False, ws="none",
+                                  http=with_header_timeout(HeaderTimeoutH11Protocol, api.header_timeout_s),
                                   ssl_certfile=api.tls_cert, ssl_keyfile=api.tls_key, timeout_keep_alive=5)
             tcfg.load()  # builds the TLS context now: a bad cert or key fails the start, not the first call
-            self._spawn(uvicorn.Server(tcfg), [tcp])
+            self._spawn(uvicorn.Server(tcfg), [GuardedListener.wrap(tcp, self.budgets[1], api.header_timeout_s)])
 
     def _spawn(self, server: uvicorn.Server, sockets: list[socket.socket]) -> None:
         setattr(server, "install_signal_handlers", lambda: None)  # noqa: B010 - the API thread leaves signals be

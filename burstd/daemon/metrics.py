@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from burstd.daemon import actions as _actions
 from burstd.domain.lease import OPEN_STATES
@@ -127,7 +127,9 @@ class Metrics:
         self.errors.labels(exc if isinstance(exc, str) else type(exc).__name__).inc()
 
     def serve(self, port: int, address: str = "127.0.0.1"):
-        return start_http_server(port, addr=address, registry=self.registry)
+        from burstd.daemon.conn_guard import serve_metrics  # the capped server (issue 21, item 3)
+
+        return serve_metrics(self.registry, port, address)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
