@@ -70,6 +70,9 @@ def register(app: typer.Typer) -> None:
             None, "--warmup-jobs", min=0, help="Leave the first and the last N jobs out of the metrics "
                                                "[default: 0; the setting's]"),
         workers: int = typer.Option(1, "--workers", min=1, help="Policies simulated in parallel processes"),
+        calibrate: bool = typer.Option(
+            False, "--calibrate", help="Replay with no bursting and compare each job's modelled wait with the "
+                                       "wait the trace recorded (how far the on-prem model is from the site)"),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
     ) -> None:
         """Replay a job trace through decide() and compare cost, wait and slowdown per policy."""
@@ -93,6 +96,9 @@ def register(app: typer.Typer) -> None:
             fail(f"unknown --bill-per {bill_per!r}; known: {', '.join(BILLING)}")
         if format is not None and format not in FORMATS:
             fail(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
+        if calibrate:
+            _calibrate(trace, format, onprem_cpus, limit_jobs, placement, backfill_depth, out_of_order, as_json)
+            return
         cfg = get_config(config) if config else None
         from pathlib import Path
 
@@ -145,6 +151,33 @@ def register(app: typer.Typer) -> None:
             console.print(f"{report['too_big_for_onprem']} jobs larger than the on-prem site were left out")
         if plot:
             console.print(f"frontier plot: {report['plot']}")
+
+
+def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jobs: int | None,
+               placement: str | None, backfill_depth: int | None, out_of_order: bool, as_json: bool) -> None:
+    from burstd.simulate.calibrate import calibrate_trace
+
+    try:
+        rep = calibrate_trace(trace, format=format, onprem_cpus=onprem_cpus, limit_jobs=limit_jobs,
+                              placement=placement or "fluid",
+                              backfill_depth=100 if backfill_depth is None else backfill_depth,
+                              out_of_order=out_of_order)
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(rep)
+        return
+    t = Table(title=f"{rep['trace']}: the never-burst replay against the waits the trace recorded "
+                    f"({rep['jobs_compared']} jobs; {rep['onprem_units']} CPUs, {rep['onprem_units_per_node']} a "
+                    f"node, {rep['placement']}, backfill depth {rep['backfill_depth']})")
+    for c in ("", "recorded", "model"):
+        t.add_column(c, justify="right")
+    t.add_row("mean wait (s)", str(rep["recorded_mean_wait_s"]), str(rep["model_mean_wait_s"]))
+    t.add_row("median wait (s)", str(rep["recorded_median_wait_s"]), str(rep["model_median_wait_s"]))
+    console.print(t)
+    console.print(f"model / recorded mean: {rep['mean_ratio']}; median |error| / recorded: "
+                  f"{rep['median_abs_rel_error']}; jobs within 2x: {rep['share_within_2x']:.0%} "
+                  f"(waits under {rep['wait_floor_s']:.0f} s count as {rep['wait_floor_s']:.0f} s)")
 
 
 def _cell(v) -> str:

@@ -14,7 +14,7 @@ import io
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 FORMATS = ("swf", "philly", "sacct")
@@ -35,6 +35,7 @@ class TraceJob:
     user: str = "u0"
     account: str = "a0"
     queue: str = "batch"
+    recorded_wait: float | None = None  # seconds the site's own scheduler kept it waiting (SWF field 3, sacct)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +129,7 @@ def _finish(jobs: list[TraceJob], limit_jobs: int | None) -> list[TraceJob]:
     if jobs:
         t0 = jobs[0].submit
         if t0:
-            jobs = [TraceJob(j.job_id, j.submit - t0, j.runtime, j.time_limit, j.cpus, j.gpus, j.user, j.account,
-                             j.queue) for j in jobs]
+            jobs = [replace(j, submit=j.submit - t0) for j in jobs]
     return jobs
 
 
@@ -184,7 +184,7 @@ def read_swf(path: Path, limit_jobs: int | None = None) -> tuple[list[TraceJob],
         req = v[8] if v[8] > 0 else run
         jobs.append(TraceJob(int(v[0]), v[1], run, max(req, run), procs, 0,
                              f"u{int(v[11])}", f"g{int(v[12])}" if v[12] >= 0 else f"u{int(v[11])}",
-                             f"q{int(v[14])}"))
+                             f"q{int(v[14])}", v[2] if v[2] >= 0 else None))
         if limit_jobs is not None and len(jobs) >= limit_jobs:
             break
     return _finish(jobs, limit_jobs), skips.info("swf", max_procs=max_procs, max_nodes=max_nodes)
@@ -287,6 +287,7 @@ def read_sacct(path: Path, limit_jobs: int | None = None) -> tuple[list[TraceJob
                 continue
             raise TraceError(f"{path}:{n}: JobID is not a Slurm job id: {jid!r}")
         submit = _slurm_time(path, n, "Submit", rec["Submit"])
+        start = _slurm_time(path, n, "Start", rec["Start"]) if "Start" in rec else None
         elapsed = _slurm_duration(path, n, "Elapsed", rec["Elapsed"])
         limit = _slurm_duration(path, n, "Timelimit", rec["Timelimit"])
         cpus = int(_num(path, n, "NCPUS", rec["NCPUS"]))
@@ -300,7 +301,8 @@ def read_sacct(path: Path, limit_jobs: int | None = None) -> tuple[list[TraceJob
         jobid = int(m.group(1)) * 100_000 + int(m.group(2) or 0) if m.group(2) else int(m.group(1))
         jobs.append(TraceJob(jobid, submit, elapsed, max(limit or elapsed, elapsed), cpus, gpus,
                              rec.get("User", "") or "u0", rec.get("Account", "") or "a0",
-                             (rec.get("Partition", "") or "batch").split(",")[0]))
+                             (rec.get("Partition", "") or "batch").split(",")[0],
+                             start - submit if start is not None and start >= submit else None))
         if limit_jobs is not None and len(jobs) >= limit_jobs:
             break
     if header is None:

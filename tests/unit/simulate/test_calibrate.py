@@ -1,0 +1,81 @@
+"""``burstctl simulate --calibrate``: the never-burst replay against the waits the trace recorded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from burstd.cli.app import app
+from burstd.simulate.calibrate import WAIT_FLOOR_S, WaitPair, calibrate_trace, compare
+
+
+def _swf(rows: list[tuple[int, float, float, float, int, float]], procs: int) -> str:
+    """(id, submit, recorded wait, run, procs, requested time) rows as an SWF file."""
+    head = f"; MaxProcs: {procs}\n; MaxNodes: {procs}\n"
+    return head + "".join(f"{i} {s} {w} {r} {p} -1 -1 {p} {req} -1 1 1 1 -1 1 -1 -1 -1\n"
+                          for i, s, w, r, p, req in rows)
+
+
+def test_figures_of_a_perfect_and_of_a_twice_too_slow_model():
+    same = [WaitPair(600.0, 600.0), WaitPair(0.0, 0.0), WaitPair(7200.0, 7200.0)]
+    rep = compare(same)
+    assert rep["median_abs_rel_error"] == 0 and rep["share_within_2x"] == 1 and rep["mean_ratio"] == 1
+    slow = [WaitPair(1000.0, 3000.0), WaitPair(1000.0, 1500.0), WaitPair(10.0, 30.0)]
+    rep = compare(slow)
+    assert rep["recorded_mean_wait_s"] == pytest.approx(670.0)
+    assert rep["model_mean_wait_s"] == pytest.approx(1510.0)
+    # 3000/1000 is outside 2x; 1500/1000 inside; 10 s and 30 s are both under the 60 s floor: the same answer
+    assert rep["share_within_2x"] == pytest.approx(2 / 3, abs=1e-4)
+    assert rep["median_abs_rel_error"] == pytest.approx(0.5)
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e6)), min_size=1, max_size=50))
+def test_figures_stay_in_range_and_a_model_equal_to_the_record_is_perfect(waits):
+    rep = compare([WaitPair(r, m) for r, m in waits])
+    assert 0 <= rep["share_within_2x"] <= 1 and rep["median_abs_rel_error"] >= 0
+    exact = compare([WaitPair(r, r) for r, _ in waits])
+    assert exact["share_within_2x"] == 1 and exact["median_abs_rel_error"] == 0
+
+
+def test_a_trace_the_model_replays_exactly_calibrates_perfectly(tmp_path):
+    # a 4-CPU site, every job wants all 4: strict first come first served, so each job's recorded wait is
+    # the model's too (job k waits for the k-1 before it, 1 h each)
+    rows = [(k, 0.0, 3600.0 * (k - 1), 3600.0, 4, 3600.0) for k in range(1, 6)]
+    trace = tmp_path / "fcfs.swf"
+    trace.write_text(_swf(rows, 4))
+    rep = calibrate_trace(trace)
+    assert rep["jobs_compared"] == 5 and rep["share_within_2x"] == 1 and rep["median_abs_rel_error"] == 0
+    assert rep["recorded_mean_wait_s"] == rep["model_mean_wait_s"] == 7200.0
+
+
+def test_a_site_that_waited_longer_than_the_model_shows_the_gap(tmp_path):
+    # the site kept every job waiting 2 h more than its capacity explains (downtime, say)
+    rows = [(k, 0.0, 3600.0 * (k - 1) + 7200.0, 3600.0, 4, 3600.0) for k in range(1, 6)]
+    trace = tmp_path / "slow.swf"
+    trace.write_text(_swf(rows, 4))
+    rep = calibrate_trace(trace)
+    assert rep["model_mean_wait_s"] < rep["recorded_mean_wait_s"]
+    assert rep["mean_ratio"] == pytest.approx(7200.0 / 14400.0)
+    assert rep["share_within_2x"] < 1
+
+
+def test_the_cli_prints_the_json_the_issue_names_and_refuses_philly(tmp_path):
+    rows = [(k, 60.0 * k, 0.0, 600.0, 1, 900.0) for k in range(1, 30)]
+    trace = tmp_path / "t.swf"
+    trace.write_text(_swf(rows, 8))
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--calibrate", "--json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    for key in ("recorded_mean_wait_s", "model_mean_wait_s", "median_abs_rel_error", "share_within_2x"):
+        assert key in rep
+    assert rep["wait_floor_s"] == WAIT_FLOOR_S
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--calibrate"])
+    assert r.exit_code == 0 and "within 2x" in r.output
+    philly = tmp_path / "p.csv"
+    philly.write_text("1,0,x,y,2,3600\n2,60,x,y,1,600\n")
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(philly), "--format", "philly", "--calibrate"])
+    assert r.exit_code != 0 and "records no waits" in r.output
