@@ -122,8 +122,11 @@ class Preemptible:
 
     def stop(self, step: int) -> None:
         signame = signal.Signals(self.flag.signum).name if self.flag.signum else "a peer rank's signal"
-        log.warning("preemption (%s): checkpointing at step %d and exiting with code %d for requeue",
-                    signame, step, self.exit_code)
+        # one rank says it: the job's output gets one line per event, not one per process
+        first = not self.distributed or dist.get_rank() == 0
+        log.log(logging.WARNING if first else logging.DEBUG,
+                "preemption (%s): checkpointing at step %d and exiting with code %d for requeue",
+                signame, step, self.exit_code)
         self.manager.save(step, reason="preempt", block=True)  # waits for any background save first
         self.manager.wait()
         self.stopped_at = step
