@@ -210,11 +210,12 @@ class GcpMetadataWatcher(_HttpWatcher):
         self._at_once = False
         params: dict[str, str] = {}
         timeout = httpx.Timeout(self.timeout_s)
-        long_poll = self._etag is not None and self._first_seen is None
-        if long_poll:
+        etag_seen = self._etag
+        long_poll = etag_seen is not None and self._first_seen is None
+        if etag_seen is not None and long_poll:
             params = {
                 "wait_for_change": "true",
-                "last_etag": self._etag,
+                "last_etag": etag_seen,
                 "timeout_sec": str(int(self.wait_s)),
             }
             timeout = httpx.Timeout(self.timeout_s, read=self.wait_s + self.timeout_s + 5)

@@ -7,8 +7,8 @@ stop for a preemption, checkpointed, with the requeue code (85), torchrun calls 
 traceback and a failure table, some 30 lines of the job's output for an event that went as planned. Here that
 ends quietly with the requeue code, and torchrun's own stop on the preemption signal (``SignalException``, after
 the workers had their ``--shutdown-timeout`` to save) quietly with 128 + the signal; the sbatch templates then
-print the one line a researcher needs ("preempted on cloud2 at step 412, checkpoint saved, requeued"). Any other failure reads exactly
-as torchrun's.
+print the one line a researcher needs ("preempted on cloud2 at step 412, checkpoint saved, requeued"). Any other
+failure reads exactly as torchrun's.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ def _recording_scontrol(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "scontrol"
-    script.write_text(f'#!/bin/sh\ndate +%s.%N > {tmp_path}/drained.tmp && mv {tmp_path}/drained.tmp {tmp_path}/drained\n')
+    done = tmp_path / "drained"
+    script.write_text(f"#!/bin/sh\ndate +%s.%N > {done}.tmp && mv {done}.tmp {done}\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return bin_dir
 
