@@ -30,8 +30,10 @@ def test_job_env_builds_a_runnable_environment_and_prints_the_sbatch_exports(tmp
     assert run.returncode == 0 and "--nproc-per-node" in run.stdout, run.stderr
     assert "burstd.train.launch" in torchrun.read_text()  # torchrun, quiet about a preemption
 
-    again = CliRunner().invoke(app, ["job-env", str(folder), "--json"])  # idempotent
+    torchrun.write_text("#!/bin/sh\n# an older burstd's launcher of plain torchrun\n")
+    again = CliRunner().invoke(app, ["job-env", str(folder), "--json"])  # idempotent; refreshes the launcher
     assert again.exit_code == 0
+    assert "burstd.train.launch" in torchrun.read_text() and os.access(torchrun, os.X_OK)
     assert json.loads(again.output) == {"root": str(folder), "python": str(python), "torchrun": str(torchrun),
                                         "reachable_by_job_users": False}
 
