@@ -25,7 +25,9 @@ ELASTIC_LOGGERS = ("torch.distributed.elastic.multiprocessing.api", "torch.distr
 
 
 class _PlannedStopFilter(logging.Filter):
-    """Drops torchrun's log lines about the requeue exit code and the preemption signal, nothing else."""
+    """Drops torchrun's log lines about the requeue exit code and the preemption signal. Holds back its lines
+    about stopping the other workers (SIGTERM), which a planned stop also causes: :meth:`release` logs them
+    after all when the stop turns out to be a failure."""
 
     def __init__(self, code: int, sig: signal.Signals):
         super().__init__()
@@ -33,9 +35,28 @@ class _PlannedStopFilter(logging.Filter):
             rf"failed \(exitcode: {code}\)|Received ({int(sig)}|{sig.name}|Signals\.{sig.name}) death signal"
             rf"|closing signal ({sig.name}|{int(sig)})\b"
         )
+        self.hold = re.compile(r"closing signal (SIGTERM|15)\b")
+        self.held: list[logging.LogRecord] = []
+        self._releasing = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not self.pattern.search(record.getMessage())
+        if self._releasing:
+            return True
+        message = record.getMessage()
+        if self.hold.search(message):
+            self.held.append(record)
+            return False
+        return not self.pattern.search(message)
+
+    def release(self) -> None:
+        """Log the held lines after all (the stop was not a preemption)."""
+        self._releasing = True
+        try:
+            for record in self.held:
+                logging.getLogger(record.name).handle(record)
+        finally:
+            self.held.clear()
+            self._releasing = False
 
 
 def planned_stop(exitcodes: list[int], code: int) -> bool:
@@ -60,11 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         ordered = [exc.failures[first_rank]] + [f for r, f in exc.failures.items() if r != first_rank]
         if planned_stop([f.exitcode for f in ordered], code):
             return code
+        quiet.release()
         raise
     except SignalException as exc:
         # the workers were forwarded the signal and had --shutdown-timeout to save: whether they did, the job
         # script asks the checkpoint folder (python -m burstd.train should-requeue)
         if exc.sigval != sig:
+            quiet.release()
             print(f"torchrun: stopped by {signal.Signals(exc.sigval).name}", file=sys.stderr, flush=True)
         return 128 + int(exc.sigval)
     return 0
