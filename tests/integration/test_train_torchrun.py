@@ -235,6 +235,20 @@ def test_kill_without_notice_resumes_from_last_periodic_checkpoint(tmp_path, ref
     _assert_bit_identical(reference, out)
 
 
+def test_interval_chosen_from_the_pools_rate_is_the_same_on_every_rank(tmp_path, reference):
+    """No --ckpt-every and BURSTD_PREEMPT_RATE_PER_HOUR set: a timed save at step 1, then Young/Daly; both ranks
+    must save at the same steps (a save is a collective), and the weights are those of the plain run."""
+    ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
+    res = _run(_cmd(ckpt, out, "--step-sleep", "0.05", "--keep", "100"), env=_env(BURSTD_PREEMPT_RATE_PER_HOUR="3600"))
+    log = res.stdout + res.stderr
+    assert res.returncode == 0, log[-3000:]
+    chosen = re.findall(r"burstd\.train: checkpoint every (\d+) steps .*Young/Daly", log)
+    assert len(chosen) == 1, log[-3000:]  # printed by rank 0 only
+    every = int(chosen[0])
+    assert _complete_steps(ckpt) == [1] + [s for s in range(2, STEPS + 1) if s % every == 0]
+    _assert_bit_identical(reference, out)
+
+
 def test_checkpoint_from_a_different_model_shape_is_a_clear_error(tmp_path):
     ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
     res = _run(_cmd(ckpt, out, "--ckpt-every", "4"))
