@@ -403,7 +403,9 @@ class BudgetConfig(_Section):
 class AgentConfig(_Section):
     provider: Literal["aws", "gcp", "local"] = "aws"
     metadata_url: str | None = None  # None = the provider's well-known address
-    poll_interval_s: PosSeconds = 5.0
+    # IMDS has no long poll: the notice is seen at most this late (issue 22: within a second). Bounded so that a
+    # typo can neither hammer the metadata service nor miss most of a 2-minute notice.
+    poll_interval_s: float = Field(default=1.0, ge=0.1, le=10.0, allow_inf_nan=False)
     signal: str = "USR1"
     lead_time_s: Seconds = 0.0  # signal this long after the notice (0 = at once)
     daemon_url: str | None = None  # "unix:/run/burstd/burstd.sock" or "https://head:8787"; None = don't report
@@ -414,7 +416,9 @@ class AgentConfig(_Section):
     http_retries: int = Field(default=3, ge=0, le=20)  # per poll, on connection errors and 5xx
     token_ttl_s: int = Field(default=21600, ge=1, le=21600)  # IMDSv2 session token lifetime
     gcp_notice_s: Seconds = 30.0  # GCP announces preemption this long before it acts
-    gcp_wait_s: PosSeconds = 60.0  # long-poll length of instance/preempted?wait_for_change=true
+    # long-poll length of instance/preempted?wait_for_change=true (GCP answers at once on a change; this only
+    # bounds how long the agent is away from its other duties, the dead-man switch and a stop)
+    gcp_wait_s: float = Field(default=60.0, ge=1.0, le=3600.0, allow_inf_nan=False)
     on_rebalance: Literal["drain", "report", "ignore"] = "drain"  # AWS rebalance recommendation
     # dead-man switch (burstd.agent.deadman): no burstd reachable for this long and no job -> power off; 0 = off
     deadman_s: float = Field(default=900.0, ge=0, le=86400, allow_inf_nan=False)

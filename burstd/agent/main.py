@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from burstd.agent.actions import NoticeHandler
@@ -127,15 +128,19 @@ def run(
     )
     try:
         while not stop.is_set():
+            started = time.monotonic()
+            pause = agent.poll_interval_s
             try:
                 handler.handle(watcher.poll())
+                pause = watcher.next_poll_in(agent.poll_interval_s)
             except WatchError as exc:
                 log.error("%s", exc)
             if deadman is not None:
                 deadman.check()
             if once:
                 break
-            stop.wait(agent.poll_interval_s)
+            # polls start every interval (the requests' own time counts), so a notice waits at most one interval
+            stop.wait(max(0.0, pause - (time.monotonic() - started)))
     finally:
         watcher.close()
     return 0

@@ -8,7 +8,11 @@
   when refused), ``latest/meta-data/spot/instance-action`` (404 = no notice) and
   ``latest/meta-data/events/recommendations/rebalance``. The local provider serves the same shapes.
 * ``GcpMetadataWatcher``: ``computeMetadata/v1/instance/preempted`` with ``Metadata-Flavor: Google``,
-  long-polled with ``wait_for_change=true``; GCP gives no time, so the deadline is first-seen + 30 s.
+  long-polled with ``wait_for_change=true`` and ``last_etag`` (the server answers the moment the value changes,
+  or at once if it already differs from the ETag seen); GCP gives no time, so the deadline is first-seen + 30 s.
+
+``next_poll_in(interval)`` tells the agent how long to wait before the next ``poll()``: the interval for IMDS
+(which has no long poll), nothing for a GCP long poll that ran its course (the server did the waiting).
 
 Connection errors, timeouts and 5xx are retried a few times inside one poll, then raised as
 ``WatchError`` (the agent logs it and polls again next interval).
@@ -43,6 +47,8 @@ class Watcher(Protocol):
 
     def poll(self) -> list[Notice]: ...
 
+    def next_poll_in(self, interval_s: float) -> float: ...
+
     def close(self) -> None: ...
 
 
@@ -62,6 +68,9 @@ class _HttpWatcher:
     def close(self) -> None:
         if self._own:
             self.client.close()
+
+    def next_poll_in(self, interval_s: float) -> float:
+        return interval_s
 
     def _request(self, method: str, path: str, **kw) -> httpx.Response:
         last: Exception | None = None
@@ -188,25 +197,41 @@ class GcpMetadataWatcher(_HttpWatcher):
         self.clock = clock
         self._etag: str | None = None
         self._first_seen: float | None = None
+        self._at_once = False  # the next poll may start at once: it is a long poll the server paces
+
+    def next_poll_in(self, interval_s: float) -> float:
+        """0 when the next poll is a long poll and the last one was the first read, or was held by the server,
+        or saw a change. Under a notice (the value stays TRUE: plain reads) and after a long poll that came back
+        at once with nothing new (a server that ignores wait_for_change), the interval, so the agent never spins."""
+        return 0.0 if self._at_once else interval_s
 
     def poll(self) -> list[Notice]:
         """The first call answers at once; later calls wait (up to ``wait_s``) for the value to change."""
+        self._at_once = False
         params: dict[str, str] = {}
         timeout = httpx.Timeout(self.timeout_s)
-        if self._etag is not None and self._first_seen is None:
+        etag_seen = self._etag
+        long_poll = etag_seen is not None and self._first_seen is None
+        if etag_seen is not None and long_poll:
             params = {
                 "wait_for_change": "true",
-                "last_etag": self._etag,
+                "last_etag": etag_seen,
                 "timeout_sec": str(int(self.wait_s)),
             }
             timeout = httpx.Timeout(self.timeout_s, read=self.wait_s + self.timeout_s + 5)
+        started = time.monotonic()
         r = self._request(
             "GET", self.PATH, params=params, headers={"Metadata-Flavor": "Google"}, timeout=timeout
         )
         if r.status_code != 200:
             raise WatchError(f"GET {self.PATH}: HTTP {r.status_code} {r.text[:200]}")
-        self._etag = r.headers.get("ETag", self._etag)
-        if r.text.strip().upper() == "TRUE":
+        etag = r.headers.get("ETag")
+        changed = etag is not None and etag != self._etag
+        held = time.monotonic() - started >= min(1.0, self.wait_s / 2)
+        preempted = r.text.strip().upper() == "TRUE"
+        self._at_once = not preempted and self._first_seen is None and (not long_poll or changed or held)
+        self._etag = etag or self._etag
+        if preempted:
             if self._first_seen is None:
                 self._first_seen = self.clock()
             return [

@@ -13,7 +13,8 @@ machine. The venv's ``bin/python`` is only a symlink into it, so every job would
 * a venv made from that interpreter whose site-packages only *points at* the project venv's
   site-packages (a ``.pth`` line calling ``site.addsitedir``, so editable installs keep working), so torch
   and burstd are not copied;
-* ``bin/torchrun``, a two-line launcher of ``torch.distributed.run`` on that interpreter.
+* ``bin/torchrun``, a two-line launcher of ``burstd.train.launch`` (torchrun, quiet about a preemption) on
+  that interpreter.
 
 What a site must provide is the same thing (docs/researchers.md): the same interpreter and the same
 packages on the head node and on every cloud node, at paths the job user can read and execute.
@@ -92,7 +93,11 @@ def ensure_job_env(root: Path, *, project_site_packages: Path | None = None) -> 
     venv = root / "venv"
     python = venv / "bin" / "python"
     torchrun = venv / "bin" / "torchrun"
+    launcher = f"#!{python}\nimport sys\nfrom burstd.train.launch import main\n\nsys.exit(main())\n"
     if python.exists() and torchrun.exists() and (root / ".complete").exists():
+        if torchrun.read_text() != launcher:  # an environment built by an older burstd: refresh the launcher
+            torchrun.write_text(launcher)
+            torchrun.chmod(0o755)
         return JobEnv(root, python, torchrun)
     site_packages = project_site_packages or Path(sysconfig.get_paths()["purelib"])
     root.mkdir(parents=True, exist_ok=True)
@@ -106,7 +111,8 @@ def ensure_job_env(root: Path, *, project_site_packages: Path | None = None) -> 
     ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
     (venv / "lib" / ver / "site-packages" / "burstd-project.pth").write_text(
         f"import site; site.addsitedir({str(site_packages)!r})\n")
-    torchrun.write_text(f"#!{python}\nimport sys\nfrom torch.distributed.run import main\n\nsys.exit(main())\n")
+    # torchrun as burstd.train.launch: torchrun itself, minus its failure report for a preemption's planned exit
+    torchrun.write_text(launcher)
     torchrun.chmod(0o755)
     if base != exe and (root / "python" / "lib").exists():
         # the copied interpreter finds its shared library through RPATH-less lookup: say where it is

@@ -1,7 +1,9 @@
 """Checkpoint queries for job scripts (no torch needed).
 
     python -m burstd.train latest DIR [--json]     newest complete checkpoint (exit 1 if none)
-    python -m burstd.train should-requeue DIR      exit 0 if this run of this job stopped for preemption
+    python -m burstd.train should-requeue DIR [--node NAME]
+                                                   exit 0 if this run of this job stopped for preemption, and
+                                                   print "preempted on NODE at step N, checkpoint saved"
 
 ``should-requeue`` is what the sbatch templates ask after torchrun exits non-zero: torchrun reports any worker's
 non-zero exit (including the requeue code) as its own failure, so the job script reads the newest complete
@@ -36,6 +38,15 @@ def should_requeue(location: str, env: dict[str, str] | None = None) -> tuple[bo
     return True, f"checkpoint {latest.location} (step {latest.step}) was written for a preemption in this run"
 
 
+def preempted_line(location: str, node: str | None = None) -> str:
+    """The line the templates print for a preemption: where, at which step, and that the work is saved."""
+    latest = CheckpointStore(location).listing().latest
+    if latest is None:
+        raise CheckpointError(f"no complete checkpoint in {location}")
+    where = node or latest.manifest.get("node") or latest.manifest.get("host") or "?"
+    return f"preempted on {where} at step {latest.step}, checkpoint saved"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m burstd.train", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -44,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p_latest.add_argument("--json", action="store_true")
     p_req = sub.add_parser("should-requeue", help="exit 0 if this run stopped for preemption")
     p_req.add_argument("location")
+    p_req.add_argument("--node", help="where it ran, for the printed line (default: the checkpoint's node)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "latest":
@@ -59,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"step {latest.step} reason {latest.reason} at {latest.location}")
             return 0 if latest is not None else 1
         ok, why = should_requeue(args.location)
-        print(why, file=sys.stderr)
-        return 0 if ok else 1
+        if not ok:
+            print(why, file=sys.stderr)
+            return 1
+        print(preempted_line(args.location, args.node))
+        return 0
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -33,6 +33,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
+from burstd.train.identity import job_identity, refuse_foreign
 from burstd.train.store import (
     FORMAT_VERSION,
     MANIFEST,
@@ -241,6 +242,7 @@ class CheckpointManager:
         manifest = self.store.read_manifest(name)
         if manifest is None:
             raise CheckpointError(f"checkpoint {self.store.display(name)} vanished or is unreadable on rank {_rank()}")
+        refuse_foreign(self.store.display(name), manifest, os.environ)  # same env on every rank: all refuse
         self.load(CheckpointInfo(chosen, self.store.display(name), manifest))
         return chosen
 
@@ -329,6 +331,8 @@ class CheckpointManager:
             "host": socket.gethostname(),
             "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT", "0"),
+            "job": job_identity(os.environ),  # resume refuses another job's checkpoint (identity.py)
+            "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
             "torch": torch.__version__,
         }
         self.last_saved_step = step

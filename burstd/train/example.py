@@ -4,7 +4,8 @@
     torchrun --nproc-per-node 2 --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 \\
         -m burstd.train.example --steps 200 --seed 1 --ckpt-dir /shared/ckpt/demo --out final.pt
 
-It resumes from the newest complete checkpoint in --ckpt-dir, checkpoints every --ckpt-every steps, and on
+It resumes from the newest complete checkpoint in --ckpt-dir, checkpoints every --ckpt-every steps (left out: an
+interval chosen from the pool's preemption rate, see burstd.train.interval), and on
 SIGUSR1/SIGTERM checkpoints and exits with the requeue code (85 unless BURSTD_REQUEUE_EXIT_CODE says otherwise).
 A run that was preempted and resumed ends with the same weights, bit for bit (CPU), as one that never was.
 
@@ -90,7 +91,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ckpt-dir", required=True, help="checkpoint folder or fsspec URL (shared by all nodes)")
     ap.add_argument("--out", required=True, help="where rank 0 writes the final state_dict (torch.save)")
-    ap.add_argument("--ckpt-every", type=int, default=0, help="periodic checkpoint every K steps (0: only on signal)")
+    ap.add_argument("--ckpt-every", type=int, default=None,
+                    help="periodic checkpoint every K steps (0: only on signal; default: Young/Daly from "
+                         "BURSTD_PREEMPT_RATE_PER_HOUR and the measured save, 0 without it)")
     ap.add_argument("--keep", type=int, default=3, help="complete checkpoints to keep")
     ap.add_argument("--size", type=int, default=64, help="hidden width of the MLP")
     ap.add_argument("--layers", type=int, default=3)

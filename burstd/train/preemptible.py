@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from burstd.train.checkpoint import CheckpointManager
+from burstd.train.interval import RATE_ENV, Interval, choose_interval, rate_from_env
 from burstd.train.signals import PreemptionFlag, install_handlers, requeue_exit_code
 
 log = logging.getLogger("burstd.train")
@@ -32,6 +34,12 @@ class Preemptible:
     one-element int64 tensor on the default process group. 1 (default) loses no step; k > 1 saves k-1 tiny
     collectives out of k at the price of stopping up to k-1 steps after the signal (the work is not lost: it is
     in the checkpoint, but the notice window must cover those steps too).
+
+    ``every``: periodic checkpoints every that many steps (0: only on a preemption signal). Left out (None), the
+    interval is chosen for the job: with ``BURSTD_PREEMPT_RATE_PER_HOUR`` (the pool's preemptions per node-hour)
+    set, the first step after start is checkpointed to measure the save's cost, the next one times a step, and
+    Young/Daly picks the interval (``burstd.train.interval``), printed once on rank 0 and kept in
+    :attr:`interval`; without it, 0.
     """
 
     def __init__(
@@ -41,7 +49,7 @@ class Preemptible:
         optimizer: torch.optim.Optimizer | list[torch.optim.Optimizer] | None = None,
         *,
         stateful: Mapping[str, Any] | None = None,
-        every: int = 0,
+        every: int | None = None,
         keep: int = 3,
         async_save: bool = False,
         sync_every: int = 1,
@@ -49,17 +57,23 @@ class Preemptible:
         exit_code: int | None = None,
         flag: PreemptionFlag | None = None,
     ):
-        if every < 0 or sync_every < 1:
+        if (every is not None and every < 0) or sync_every < 1:
             raise ValueError(f"every must be >= 0 and sync_every >= 1 (got every={every}, sync_every={sync_every})")
+        rate = rate_from_env() if every is None else None
         self.exit_code = requeue_exit_code() if exit_code is None else exit_code
         # ``flag``: handlers installed earlier (at the top of the script, before slow imports); they may have fired.
         self.flag: PreemptionFlag = flag if flag is not None else install_handlers(signals)
         self.manager = CheckpointManager(location, model, optimizer, stateful=stateful, keep=keep,
                                          async_save=async_save)
-        self.every = every
+        self.every = every or 0
         self.sync_every = sync_every
         self.distributed = dist.is_available() and dist.is_initialized()
         self.stopped_at: int | None = None
+        self.interval: Interval | None = None
+        # the automatic interval: (rate, the measured save cost, when the step after it began)
+        self._rate = rate or None
+        self._save_cost_s: float | None = None
+        self._after_save: float | None = None
 
     def resume(self) -> int:
         """Load the newest complete checkpoint; return the number of steps already done."""
@@ -81,13 +95,38 @@ class Preemptible:
         preemption signal arrived on any rank, saves (synchronously), and exits with the requeue code."""
         if self.should_stop(step):
             self.stop(step)
-        if self.every and step % self.every == 0:
+        if self._rate is not None and self.interval is None:
+            self._measure(step)
+        elif self.every and step % self.every == 0:
             self.manager.save(step, reason="periodic")
+
+    def _measure(self, step: int) -> None:
+        """First call: a timed save (what each checkpoint will cost the loop). Second: the step it took; then
+        Young/Daly. Every rank takes the largest of both figures, so all choose the same interval."""
+        if self._save_cost_s is None:
+            started = time.monotonic()
+            self.manager.save(step, reason="periodic")
+            self._after_save = time.monotonic()
+            self._save_cost_s = self._after_save - started
+            return
+        assert self._after_save is not None and self._rate is not None
+        measured = torch.tensor([self._save_cost_s, time.monotonic() - self._after_save], dtype=torch.float64)
+        if self.distributed:
+            dist.all_reduce(measured, op=dist.ReduceOp.MAX)
+        nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or "1")
+        self.interval = choose_interval(save_cost_s=float(measured[0]), step_s=max(float(measured[1]), 1e-6),
+                                        preemptions_per_hour=self._rate, nodes=nodes)
+        self.every = self.interval.steps
+        if not self.distributed or dist.get_rank() == 0:
+            print(f"burstd.train: {self.interval.why} ({RATE_ENV}={self._rate:g})", file=sys.stderr, flush=True)
 
     def stop(self, step: int) -> None:
         signame = signal.Signals(self.flag.signum).name if self.flag.signum else "a peer rank's signal"
-        log.warning("preemption (%s): checkpointing at step %d and exiting with code %d for requeue",
-                    signame, step, self.exit_code)
+        # one rank says it: the job's output gets one line per event, not one per process
+        first = not self.distributed or dist.get_rank() == 0
+        log.log(logging.WARNING if first else logging.DEBUG,
+                "preemption (%s): checkpointing at step %d and exiting with code %d for requeue",
+                signame, step, self.exit_code)
         self.manager.save(step, reason="preempt", block=True)  # waits for any background save first
         self.manager.wait()
         self.stopped_at = step

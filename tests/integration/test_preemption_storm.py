@@ -188,7 +188,7 @@ def test_cancelled_job_stays_cancelled_and_the_plain_job_running_there_is_requeu
         bed.wait_for(lambda: _state(bed, job_a) in ENDED, 60, "job A to end")
         text = bed.wait_for(lambda: "cancelled: not requeueing" in log_a.read_text() and log_a.read_text(), 30,
                             "job A's script to see the cancel")
-        assert "requeueing job" not in text
+        assert "requeued (job" not in text
         assert _complete_checkpoints(ckpt_a), "the cancelled training still saves its checkpoint"
 
         _preempt(cfg_path, node, NOTICE_S)
@@ -219,7 +219,7 @@ def test_scancel_of_a_multi_node_template_job_on_cloud_nodes_ends_it_for_good(bu
         bed.wait_for(lambda: _state(bed, job) in ENDED, 90, "the job to end")
         text = bed.wait_for(lambda: "cancelled: not requeueing" in log.read_text() and log.read_text(), 30,
                             "the script to see the cancel")
-        assert "requeueing job" not in text
+        assert "requeued (job" not in text
         assert _complete_checkpoints(ckpt), "the cancelled training still saves its checkpoint"
         # past the requeue delay (cred_expire + 1 s) it is still cancelled, and never ran again
         deadline = time.monotonic() + 20
@@ -278,7 +278,7 @@ def test_scancel_batch_usr1_checkpoints_and_requeues_a_single_node_template_job(
         bed.run(["scancel", "--batch", "--signal=USR1", str(job)])
         bed.wait_for(lambda: _restarts(bed, job) >= 1, 60, "the job to checkpoint and requeue itself")
         text = log.read_text(errors="replace")
-        assert "got USR1 (preemption)" in text and "requeueing job" in text
+        assert "got USR1 (preemption)" in text and "checkpoint saved, requeued (job" in text
         stop = max(_complete_checkpoints(ckpt))
         assert stop > CKPT_EVERY and stop - max(_steps_by_run(log)[0]) in (0, -1)  # the step it stopped at
         state = bed.wait_for(lambda: _state(bed, job) in ENDED and _state(bed, job), 240, "the requeued job to finish")

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -234,6 +235,20 @@ def test_kill_without_notice_resumes_from_last_periodic_checkpoint(tmp_path, ref
     _assert_bit_identical(reference, out)
 
 
+def test_interval_chosen_from_the_pools_rate_is_the_same_on_every_rank(tmp_path, reference):
+    """No --ckpt-every and BURSTD_PREEMPT_RATE_PER_HOUR set: a timed save at step 1, then Young/Daly; both ranks
+    must save at the same steps (a save is a collective), and the weights are those of the plain run."""
+    ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
+    res = _run(_cmd(ckpt, out, "--step-sleep", "0.05", "--keep", "100"), env=_env(BURSTD_PREEMPT_RATE_PER_HOUR="3600"))
+    log = res.stdout + res.stderr
+    assert res.returncode == 0, log[-3000:]
+    chosen = re.findall(r"burstd\.train: checkpoint every (\d+) steps .*Young/Daly", log)
+    assert len(chosen) == 1, log[-3000:]  # printed by rank 0 only
+    every = int(chosen[0])
+    assert _complete_steps(ckpt) == [1] + [s for s in range(2, STEPS + 1) if s % every == 0]
+    _assert_bit_identical(reference, out)
+
+
 def test_checkpoint_from_a_different_model_shape_is_a_clear_error(tmp_path):
     ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
     res = _run(_cmd(ckpt, out, "--ckpt-every", "4"))
@@ -266,7 +281,7 @@ def _template_batch_shell(tmp_path: Path, job_id: int) -> tuple[dict[str, str], 
     (shim / "scontrol").chmod(0o755)
     ckpt = tmp_path / "ckpt"
     env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID=str(job_id), SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
-               NPROC="2", PYTHON=sys.executable, TORCHRUN=TORCHRUN,
+               NPROC="2", PYTHON=sys.executable, TORCHRUN="",  # the default: python -m burstd.train.launch
                TRAIN_ARGS=f"-m burstd.train.example --steps {STEPS} --seed {SEED} --step-sleep 0.15")
     return env, calls, ckpt
 
@@ -288,14 +303,27 @@ def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resum
             _kill_all(proc)
     text = log.read_text()
     assert rc == 0, text[-3000:]
-    assert "requeueing job 777" in text and calls.read_text() == "requeue 777\n"
-    assert len(_complete_steps(ckpt)) == 1
+    [saved] = _complete_steps(ckpt)
+    assert f"preempted on {socket.gethostname()} at step {saved}, checkpoint saved, requeued (job 777)" in text
+    assert calls.read_text() == "requeue 777\n"
+    # the researcher reads that one line, not torchrun's report of a failed child
+    assert "Traceback" not in text and "ChildFailedError" not in text and "death signal" not in text, text
 
     env["SLURM_RESTART_COUNT"] = "1"
     res = _run(["bash", script], env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "training finished" in res.stdout and calls.read_text() == "requeue 777\n"
     _assert_bit_identical(reference, ckpt / "final.pt")
+
+
+def test_quiet_launch_still_reports_a_real_worker_failure_in_full(tmp_path):
+    """burstd.train.launch is quiet only about a preemption: a worker that dies hard reads as torchrun's own."""
+    ckpt = tmp_path / "ckpt"
+    cmd = [sys.executable, "-m", "burstd.train.launch", *_cmd(ckpt, tmp_path / "final.pt", "--ckpt-every", "3")[1:]]
+    res = _run(cmd, env=_env(BURSTD_TRAIN_FAULT="before-manifest@6"))
+    text = res.stdout + res.stderr
+    assert res.returncode not in (0, REQUEUE), text[-3000:]
+    assert "ChildFailedError" in text and "exitcode  : 137" in text, text[-3000:]
 
 
 def test_single_node_sbatch_template_cancelled_with_sigterm_checkpoints_and_never_requeues(tmp_path):

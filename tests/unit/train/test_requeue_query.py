@@ -49,3 +49,19 @@ def test_cli_latest_and_exit_codes(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
     assert main(["should-requeue", str(tmp_path)]) == 0
+
+
+def test_should_requeue_prints_the_one_line_a_researcher_reads(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    _ckpt(tmp_path, 412, "preempt")
+    manifest = tmp_path / "step-000000412" / MANIFEST
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "node": "cloud2"}))
+    assert main(["should-requeue", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "preempted on cloud2 at step 412, checkpoint saved\n"
+    assert main(["should-requeue", str(tmp_path), "--node", "cloud[2-3]"]) == 0
+    assert capsys.readouterr().out == "preempted on cloud[2-3] at step 412, checkpoint saved\n"
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # a later run: this checkpoint is not its preemption
+    assert main(["should-requeue", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "restart 0, this is restart 1" in captured.err

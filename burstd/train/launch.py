@@ -1,0 +1,97 @@
+"""torchrun, quiet about a preemption: ``python -m burstd.train.launch`` takes torchrun's arguments.
+
+    python -m burstd.train.launch --nnodes=1 --nproc-per-node=2 ... -m burstd.train.example --steps 100 ...
+
+It is torchrun itself (``torch.distributed.run.main``, in this process) with one difference. When the workers
+stop for a preemption, checkpointed, with the requeue code (85), torchrun calls it a failure: a ``ChildFailedError``
+traceback and a failure table, some 30 lines of the job's output for an event that went as planned. Here that
+ends quietly with the requeue code, and torchrun's own stop on the preemption signal (``SignalException``, after
+the workers had their ``--shutdown-timeout`` to save) quietly with 128 + the signal; the sbatch templates then
+print the one line a researcher needs ("preempted on cloud2 at step 412, checkpoint saved, requeued"). Any other
+failure reads exactly as torchrun's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import sys
+
+from burstd.train.signals import preempt_signal_from_env, requeue_exit_code
+
+#: torchrun's loggers that narrate a worker's exit and its own shutdown
+ELASTIC_LOGGERS = ("torch.distributed.elastic.multiprocessing.api", "torch.distributed.elastic.agent.server.api")
+
+
+class _PlannedStopFilter(logging.Filter):
+    """Drops torchrun's log lines about the requeue exit code and the preemption signal. Holds back its lines
+    about stopping the other workers (SIGTERM), which a planned stop also causes: :meth:`release` logs them
+    after all when the stop turns out to be a failure."""
+
+    def __init__(self, code: int, sig: signal.Signals):
+        super().__init__()
+        self.pattern = re.compile(
+            rf"failed \(exitcode: {code}\)|Received ({int(sig)}|{sig.name}|Signals\.{sig.name}) death signal"
+            rf"|closing signal ({sig.name}|{int(sig)})\b"
+        )
+        self.hold = re.compile(r"closing signal (SIGTERM|15)\b")
+        self.held: list[logging.LogRecord] = []
+        self._releasing = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._releasing:
+            return True
+        message = record.getMessage()
+        if self.hold.search(message):
+            self.held.append(record)
+            return False
+        return not self.pattern.search(message)
+
+    def release(self) -> None:
+        """Log the held lines after all (the stop was not a preemption)."""
+        self._releasing = True
+        try:
+            for record in self.held:
+                logging.getLogger(record.name).handle(record)
+        finally:
+            self.held.clear()
+            self._releasing = False
+
+
+def planned_stop(exitcodes: list[int], code: int) -> bool:
+    """The workers' exit codes (first failure first) say: they stopped for a preemption. The first to exit chose
+    the requeue code; the others did too, or were stopped by torchrun on its way out (a signal, < 0)."""
+    return bool(exitcodes) and exitcodes[0] == code and all(c == code or c < 0 for c in exitcodes[1:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun
+
+    code, sig = requeue_exit_code(), preempt_signal_from_env()
+    quiet = _PlannedStopFilter(code, sig)
+    for name in ELASTIC_LOGGERS:
+        logging.getLogger(name).addFilter(quiet)
+    try:
+        torchrun(sys.argv[1:] if argv is None else argv)
+    except ChildFailedError as exc:
+        first_rank, _ = exc.get_first_failure()
+        ordered = [exc.failures[first_rank]] + [f for r, f in exc.failures.items() if r != first_rank]
+        if planned_stop([f.exitcode for f in ordered], code):
+            return code
+        quiet.release()
+        raise
+    except SignalException as exc:
+        # the workers were forwarded the signal and had --shutdown-timeout to save: whether they did, the job
+        # script asks the checkpoint folder (python -m burstd.train should-requeue)
+        if exc.sigval != sig:
+            quiet.release()
+            print(f"torchrun: stopped by {signal.Signals(exc.sigval).name}", file=sys.stderr, flush=True)
+        return 128 + int(exc.sigval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
