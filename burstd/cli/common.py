@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from burstd.config import Config, ConfigError, load_config
+from burstd.domain.jobref import JobRef
 
 console = Console()
 err_console = Console(stderr=True)
@@ -86,6 +87,17 @@ def resolve_lease(config: str | None, prefix: str, unknown: str = "") -> dict:
             return by_instance[unique_prefix(prefix, by_instance, "instance")]
         except IdError:
             fail(unknown if unknown and "ambiguous" not in str(lease_err) else str(lease_err), 2)
+
+
+def job_ref_arg(text: str) -> JobRef:
+    """A job id typed on the command line, read as Slurm writes it (``int()`` would read 1234_5 as 12345);
+    exit 2 naming it when it is not one."""
+    from burstd.domain.jobref import JobRefError, parse_job_ref
+
+    try:
+        return parse_job_ref(text)
+    except JobRefError as exc:
+        fail(str(exc), 2)
 
 
 def node_target(config: str | None, target: str) -> str:

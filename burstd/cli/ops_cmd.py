@@ -17,7 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from burstd.cli.common import (
-    ConfigOption, JsonFlag, api_call, console, fail, get_config, node_target, print_json, resolve_lease,
+    ConfigOption, JsonFlag, api_call, console, fail, get_config, job_ref_arg, node_target, print_json,
+    resolve_lease,
 )
 
 from burstd.slurm.conf import HOOK_DIR
@@ -208,9 +209,12 @@ def register(app: typer.Typer) -> None:
         console.print(f"{node}: termination requested")
 
     @app.command("explain")
-    def explain(job_id: int = typer.Argument(...), config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
+    def explain(job_id: str = typer.Argument(..., metavar="JOB",
+                                             help="as Slurm writes it: 1234, 1234_5 (array task), 1234+0 (het)"),
+                config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
         """Why a job bursts, or does not."""
-        data = api_call(config, lambda api: api.get(f"/v1/explain/{job_id}"))
+        ref = job_ref_arg(job_id)
+        data = api_call(config, lambda api: api.get(f"/v1/explain/{ref}"))
         if as_json:
             print_json(data)
             return
@@ -218,7 +222,7 @@ def register(app: typer.Typer) -> None:
             console.print(data["sentence"], highlight=False, soft_wrap=True)  # one line: greppable
             return
         verdict = "[green]bursts[/]" if data.get("burst") else "[yellow]stays on-prem[/]"
-        console.print(f"job {job_id}: {verdict}" + (f" to {data['pool']}" if data.get("pool") else "")
+        console.print(f"job {ref}: {verdict}" + (f" to {data['pool']}" if data.get("pool") else "")
                       + f": {data.get('reason', '')}")
 
     @app.command("slurm-conf")

@@ -46,6 +46,7 @@ from burstd.db.engine import lock_wait
 from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.budget import NO_ACCOUNT
+from burstd.domain.jobref import MAX_JOB_ID, JobRefError, parse_job_ref
 from burstd.slurm.base import check_reason
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -88,7 +89,6 @@ class PeerCredH11Protocol(H11Protocol):
 # --------------------------------------------------------------------------------------------------
 # Request bodies
 # --------------------------------------------------------------------------------------------------
-MAX_JOB_ID = 2**32 - 1  # Slurm job ids are 32-bit
 SINCE = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
 # its own Query object: with SINCE shared by both parameters, ?until answered with the value of ?since
 UNTIL = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
@@ -271,10 +271,15 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         return unit_named([dataclasses.asdict(e) for e in ctl.events(lease_id, limit)])
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
-    def explain(job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = read) -> dict:
-        """Why a job bursts or not, from the last cycle's snapshot and decisions."""
+    def explain(job_id: str = Path(max_length=64), who: str = read) -> dict:
+        """Why a job bursts or not, from the last cycle's snapshot and decisions (``1234``, ``1234_5``,
+        ``1234_[1-3]``, ``1234+0``: as Slurm writes job ids)."""
         try:
-            return ctl.explain(job_id)
+            ref = parse_job_ref(job_id)
+        except JobRefError as exc:
+            raise HTTPException(422, str(exc)) from None
+        try:
+            return ctl.explain(ref)
         except NotReady as exc:
             raise HTTPException(503, str(exc)) from None
 

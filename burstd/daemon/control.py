@@ -19,6 +19,7 @@ from burstd.daemon.ports import RecordsStore
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.daemon_state import PauseState
 from burstd.domain.budget import budget_key
+from burstd.domain.jobref import JobRef
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseEvent, LeaseState
 from burstd.domain.money import usd_to_micros
 
@@ -166,7 +167,7 @@ class DaemonControl:
             "last_cycle": rec.last_report.as_dict() if rec.last_report else None,
         }
 
-    def explain(self, job_id: int) -> dict[str, Any]:
+    def explain(self, job: JobRef) -> dict[str, Any]:
         """Why a job bursts or not, from the last cycle's snapshot and decisions (or the decider run afresh,
         pure, when no cycle has decided yet). ``NotReady``: no snapshot yet, or the decider cannot run."""
         from burstd.policy.explain import explain_job
@@ -182,8 +183,8 @@ class DaemonControl:
                 decisions = rec.decider(snap, list(leases), rec.budget_book(), rec.prices(), self.config,
                                         rec.clock())
             except Exception as exc:  # noqa: BLE001 - e.g. PriceError naming a pool
-                raise NotReady(f"cannot explain job {job_id}: {exc}") from None
-        return explain_job(job_id, snap, decisions=decisions, leases=leases, config=self.config,
+                raise NotReady(f"cannot explain job {job}: {exc}") from None
+        return explain_job(job, snap, decisions=decisions, leases=leases, config=self.config,
                            now=rec.clock()).as_dict()
 
     def budgets(self) -> dict[str, Any]:
