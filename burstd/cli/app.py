@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "burstd.cli.testbed_cmd",
     "burstd.cli.snapshot_cmd",
     "burstd.cli.ops_cmd",
+    "burstd.cli.jobs_cmd",
     "burstd.cli.demo_cmd",
     "burstd.cli.preempt_cmd",
     "burstd.cli.policy_cmd",

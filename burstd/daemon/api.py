@@ -47,6 +47,7 @@ from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.budget import NO_ACCOUNT
 from burstd.domain.jobref import MAX_JOB_ID, JobRefError, parse_job_ref
+from burstd.report.job_history import STATES as JOB_STATES
 from burstd.slurm.base import check_reason
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -269,6 +270,15 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),
                who: str = read) -> list[dict]:
         return unit_named([dataclasses.asdict(e) for e in ctl.events(lease_id, limit)])
+
+    @app.get("/v1/jobs", tags=["read"])
+    def jobs(job: int | None = Query(None, ge=1, le=MAX_JOB_ID), account: str | None = Query(None, max_length=64),
+             user: str | None = Query(None, max_length=64), state: str | None = Query(None, max_length=16),
+             since: float | None = SINCE, who: str = read) -> list[dict]:
+        """Burst jobs from burstd's records: where each ran, preemptions, requeues, cost (``burstctl jobs``)."""
+        if state is not None and state not in JOB_STATES:
+            raise HTTPException(422, f"state {state!r}: use one of {', '.join(JOB_STATES)}")
+        return ctl.jobs(job=job, account=account, user=user, state=state, since=since)
 
     @app.get("/v1/explain/{job_id}", tags=["read"])
     def explain(job_id: str = Path(max_length=64), who: str = read) -> dict:

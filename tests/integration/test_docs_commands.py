@@ -5,13 +5,13 @@ assignments, pipes, redirections and comments stripped) and then:
 
 * **run** against a real control API (FastAPI over its unix socket, the real Reconciler and SQLite Store) whose
   Slurm is a replay of saved ``squeue``/``sinfo`` output (``tests/data/slurm-22.05``) and whose cloud is a fake:
-  ``status``, ``nodes``, ``leases``, ``events``, ``explain``, ``pause``, ``resume``, ``drain``, ``terminate``, ``budget``,
-  ``spend``, ``config``, ``slurm-conf``, ``snapshot --from``; each must exit 0;
+  ``status``, ``nodes``, ``leases``, ``events``, ``jobs``, ``explain``, ``pause``, ``resume``, ``drain``,
+  ``terminate``, ``budget``, ``spend``, ``config``, ``slurm-conf``, ``snapshot --from``, ``--version``; each must
+  exit 0;
 * **parsed** (every option and argument checked by the real parser, nothing run) where it runs until Ctrl-C
-  (``--watch``), or where running it would need
-  root and a Slurm bed (``testbed``, ``demo``, ``preempt``, live ``snapshot``, ``spend --reconcile``), a cloud
-  (``cloud``), or minutes
-  of CPU (``simulate``, whose own tests run it).
+  (``--watch``), would edit the shell's startup file (``--install-completion``), or would need root and a Slurm
+  bed (``testbed``, ``demo``, ``preempt``, live ``snapshot``, ``spend --reconcile``), a cloud (``cloud``), or
+  minutes of CPU (``simulate``, whose own tests run it).
 
 A command named inline in prose (```burstctl spend --plot```) must name a real command and real options.
 """
@@ -34,7 +34,7 @@ from tests.unit.daemon.fakes import FakeAdapter
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SAVED = REPO / "tests" / "data" / "slurm-22.05"
-RUN = {"status", "nodes", "leases", "events", "explain", "pause", "resume", "drain", "terminate", "budget", "spend",
+RUN = {"status", "nodes", "leases", "events", "jobs", "explain", "pause", "resume", "drain", "terminate", "budget", "spend",
        "config", "slurm-conf", "snapshot"}
 ROOT = typer.main.get_command(app)
 
