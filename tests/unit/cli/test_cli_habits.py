@@ -157,3 +157,23 @@ def test_watch_on_a_live_daemon(tmp_path, monkeypatch, args):
         assert len(docs) == 2 and naps == [5, 5]
         r = CliRunner().invoke(app, [*args, "--watch", "0", "-c", path])
         assert r.exit_code == 2  # a zero interval would spin
+
+
+def test_simulate_at_80_columns_keeps_cost_and_jct_and_says_what_it_left_out(tmp_path, monkeypatch):
+    from tests.unit.simulate.test_simulate_cli import SWF, calm_spot_traces
+
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    args = ["simulate", "--trace", str(trace), "--policy", "never,ondemand-all", "--limit-jobs", "20",
+            "--spot-traces", str(calm_spot_traces(tmp_path / "spot"))]
+    monkeypatch.setattr(common.console, "_width", 80)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    table = r.output[:r.output.index("wait = to the final start")]
+    assert max(len(x) for x in table.splitlines()) <= 80, table
+    assert sum(x.startswith("│ never ") or x.startswith("│ ondemand-all ") for x in table.splitlines()) == 2
+    for kept in ("cloud", "ondemand", "never"):
+        assert kept in table
+    assert "cost by market" in table and "not shown (--wide shows all)" in table
+    wide = CliRunner().invoke(app, [*args, "--wide"]).output
+    assert "bounded slowdown mean" in wide and "not shown" not in wide
