@@ -12,7 +12,7 @@ an ellipsis: a command that shows ids shows unique prefixes (``short_ids``), whi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 

@@ -3,6 +3,7 @@ say what they cut (--wide shows all), --json on every read command, --watch wher
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -87,7 +88,7 @@ def _rows(n=3):
 
 
 def test_at_80_columns_rows_stay_one_line_and_the_table_says_what_it_cut():
-    out = Console(width=80, record=True, file=open(os.devnull, "w"))
+    out = Console(width=80, record=True, file=io.StringIO())
     print_table(out, "leases", LEASE_COLS, _rows(), wide=False, note="lease ids: unique prefixes")
     text = out.export_text()
     lines = text.splitlines()
@@ -100,7 +101,7 @@ def test_at_80_columns_rows_stay_one_line_and_the_table_says_what_it_cut():
 
 
 def test_wide_shows_every_column_whole():
-    out = Console(width=80, record=True, file=open(os.devnull, "w"))
+    out = Console(width=80, record=True, file=io.StringIO())
     print_table(out, "leases", LEASE_COLS, _rows(), wide=True)
     text = out.export_text()
     assert REASON in text and "i-0123456789abcdef0" in text and "not shown" not in text
