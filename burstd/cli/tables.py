@@ -19,6 +19,7 @@ from typing import Literal
 from rich.console import Console
 from rich.segment import Segment, Segments
 from rich.table import Table
+from rich.text import Text
 
 FREE_TEXT_MIN = 20  # a free-text column keeps at least this much before a droppable column goes
 SHORT_ID = 8  # like git's short hashes: enough to be unique among the rows shown, mostly
@@ -80,7 +81,7 @@ def print_table(console: Console, title: str, columns: Sequence[Column], rows: S
         # a cell fits its width; a free-text cell is cut with an ellipsis, one line a row
         t.add_column(c.header, justify=c.justify, width=w, no_wrap=c.free_text, overflow="ellipsis")
     for r in rows:
-        t.add_row(*(r[i] for i in widths))
+        t.add_row(*(Text(r[i]) for i in widths))  # plain text: "[red]" in a reason is not rich markup
     if wide:  # every column whole, however long the lines
         need = sum(widths.values()) + _border(len(widths))
         for line in console.render_lines(t, console.options.update_width(max(console.width, need)), pad=False):

@@ -100,6 +100,14 @@ def test_at_80_columns_rows_stay_one_line_and_the_table_says_what_it_cut():
     assert "pool, instance, gang not shown" in said and "reason shortened" in said and "--wide shows all" in said
 
 
+def test_cells_are_plain_text_not_markup():
+    out = Console(width=80, record=True, file=io.StringIO())
+    rows = _rows(1)
+    rows[0][-1] = "[red]disk[/red] errors"
+    print_table(out, "leases", LEASE_COLS, rows, wide=False)
+    assert "[red]disk[/red] errors" in out.export_text()
+
+
 def test_wide_shows_every_column_whole():
     out = Console(width=80, record=True, file=io.StringIO())
     print_table(out, "leases", LEASE_COLS, _rows(), wide=True)
