@@ -20,7 +20,9 @@ def _group_problem(key: str, name: str) -> str | None:
     try:
         grp.getgrnam(name)
     except KeyError:
-        return f"{key}: no such group {name!r}"
+        # the example config names groups a fresh host lacks: say how to fix it, either way
+        return (f"{key}: no such group {name!r} on this host; create it (groupadd {name}) or name an existing "
+                f"group (getent group lists them)")
     return None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from burstd.config import Config, ConfigError, load_config
+from burstd.domain.jobref import JobRef
 
 console = Console()
 err_console = Console(stderr=True)
@@ -27,6 +29,10 @@ HELP_STYLE: dict[str, Any] = {"rich_markup_mode": None, "no_args_is_help": True}
 ConfigOption = typer.Option(None, "--config", "-c",
                             help="Config file [default: $BURSTD_CONFIG, else /etc/burstd/burstd.toml]")
 JsonFlag = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+WideFlag = typer.Option(False, "--wide", help="Every column whole, however long the lines (at the terminal's "
+                                              "width some are left out or shortened, and the table says which).")
+WatchOption = typer.Option(None, "--watch", metavar="SECONDS", min=1,
+                           help="Show it again every SECONDS until Ctrl-C (with --json: one JSON document a line).")
 
 
 def sub_app(help_text: str) -> typer.Typer:
@@ -67,8 +73,35 @@ def api_call(config: str | None, fn: Callable[[Any], Any]) -> Any:
         fail(str(exc), 3 if status is None else 2 if status in (404, 409, 422) else 1)
 
 
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+def print_json(data: Any, *, one_line: bool = False) -> None:
+    sys.stdout.write(json.dumps(data, indent=None if one_line else 2, default=str, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+_sleep = time.sleep  # between --watch rounds (a test replaces it)
+
+
+def show(read: Callable[[], Any], render: Callable[[Any], None], *, as_json: bool, watch: float | None = None) -> None:
+    """What every read command does: ``read()`` the data, then print it as JSON or ``render`` it; with
+    ``--watch SECONDS``, again every SECONDS until Ctrl-C (on a terminal the screen is redrawn; with --json one
+    document a line, so ``jq`` can follow it)."""
+    try:
+        while True:
+            data = read()
+            if as_json:
+                print_json(data, one_line=watch is not None)
+            else:
+                if watch is not None:
+                    if console.is_terminal:
+                        console.clear()
+                    console.print(f"every {watch:g} s, Ctrl-C to stop: {time.strftime('%Y-%m-%d %H:%M:%S')}",
+                                  style="dim", highlight=False)
+                render(data)
+            if watch is None:
+                return
+            _sleep(watch)
+    except KeyboardInterrupt:
+        return
 
 
 def resolve_lease(config: str | None, prefix: str, unknown: str = "") -> dict:
@@ -86,6 +119,17 @@ def resolve_lease(config: str | None, prefix: str, unknown: str = "") -> dict:
             return by_instance[unique_prefix(prefix, by_instance, "instance")]
         except IdError:
             fail(unknown if unknown and "ambiguous" not in str(lease_err) else str(lease_err), 2)
+
+
+def job_ref_arg(text: str) -> JobRef:
+    """A job id typed on the command line, read as Slurm writes it (``int()`` would read 1234_5 as 12345);
+    exit 2 naming it when it is not one."""
+    from burstd.domain.jobref import JobRefError, parse_job_ref
+
+    try:
+        return parse_job_ref(text)
+    except JobRefError as exc:
+        fail(str(exc), 2)
 
 
 def node_target(config: str | None, target: str) -> str:

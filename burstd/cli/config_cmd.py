@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from burstd.cli.common import console, get_config, print_json, sub_app
+from burstd.cli.common import JsonFlag, console, get_config, print_json, sub_app
 from burstd.config import config_path
 
 
@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     @config_app.command("check")
     def check(
         file: str = typer.Argument(None, help="Config file [default: $BURSTD_CONFIG or /etc/burstd/burstd.toml]"),
-        as_json: bool = typer.Option(False, "--json", help="Print the effective config as JSON."),
+        as_json: bool = JsonFlag,
         file_only: bool = typer.Option(
             False, "--file-only", help="Check the file alone, not what it names on this host (groups, socket, "
                                        "state dir, secrets): for a config written for another machine."),

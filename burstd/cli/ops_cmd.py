@@ -1,9 +1,10 @@
-"""Operating burstd: ``burstctl status | leases | events | pause | resume | drain | terminate | slurm-conf |
-explain`` (money is in ``spend_cmd.py``).
+"""Operating burstd: ``burstctl status | nodes | leases | events | pause | resume | drain | terminate |
+slurm-conf | explain`` (money is in ``spend_cmd.py``).
 
 Everything except ``slurm-conf`` talks to the running daemon over its control API (the unix socket in
 ``api.socket``); reads are open to ``api.socket_group``, changes need ``api.admin_group``. Every read
-takes ``--json``.
+takes ``--json`` (``common.show``); tables fit the terminal and ``--wide`` shows them whole (``tables``);
+``status``, ``nodes`` and ``leases`` take ``--watch SECONDS``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ import sys
 import time
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from burstd.cli.common import (
-    ConfigOption, JsonFlag, api_call, console, fail, get_config, node_target, print_json, resolve_lease,
+    ConfigOption, JsonFlag, WatchOption, WideFlag, api_call, console, fail, get_config, job_ref_arg, node_target,
+    resolve_lease, show,
 )
-
+from burstd.cli.tables import Column, print_table, short_ids
 from burstd.slurm.conf import HOOK_DIR
-NODE_HELP = "cloud node name, or a unique prefix of its lease id or instance id"
 
+NODE_HELP = "cloud node name, or a unique prefix of its lease id or instance id"
+ID_NOTE = "lease ids: unique prefixes, which every command takes"
 
 
 def _ago(ts: float | None) -> str:
@@ -70,60 +72,96 @@ def install_hooks(directory: str, python: str, config_path: str) -> list[str]:
     return written
 
 
+def _print_status(data: dict, wide: bool) -> None:
+    q = data["queue"]
+    pause = data.get("pause") or {}
+    paused = "[bold red]PAUSED[/]" + (f" by {escape(pause['by'])}" if pause.get("by") else "") \
+        + (f": {escape(pause['reason'])}" if pause.get("reason") else "")
+    console.print(f"[bold]burstd[/] cluster [cyan]{data['cluster']}[/]  decider {data['decider']}  "
+                  + (paused if data["paused"] else "[green]bursting on[/]"))
+    ctld = data.get("slurmctld")
+    if ctld:
+        where = f" ({escape(ctld['via'])}" + (f" {escape(ctld['url'])}" if ctld.get("url") else "") + ")"
+        console.print(("slurmctld: [green]ready[/]" if ctld.get("ok") else
+                       f"slurmctld: [bold red]NOT READY[/]: {escape(str(ctld.get('detail', '')))}") + where,
+                      highlight=False, soft_wrap=True)
+    ha = data.get("ha")
+    if ha:
+        lead = (f"leader {escape(str(ha['leader']))} (epoch {ha['epoch']}) since "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(ha['since']))} ({_ago(ha['since'])})"
+                if ha.get("leader") else "no leader yet")
+        console.print(f"ha: this daemon ({escape(ha['self'])}) is [bold]{ha['role']}[/]; {lead}"
+                      + (f"; [red]{escape(ha['error'])}[/]" if ha.get("error") else ""), highlight=False)
+    console.print(f"queue: {q['pending_jobs']} pending ({q['burst_eligible_jobs']} burst-eligible), "
+                  f"{q['running_jobs']} running; by partition: "
+                  + (", ".join(f"{k}={v}" for k, v in q["pending_by_partition"].items()) or "-"))
+    console.print("leases: " + (", ".join(f"{k}={v}" for k, v in sorted(data["leases_by_state"].items()))
+                                or "none open"))
+    _print_nodes(data["nodes"], wide)
+    for pool, h in (data.get("pool_health") or {}).items():
+        if not isinstance(h, dict):
+            continue
+        if h.get("protected"):
+            console.print(f"[bold red]pool {pool} PROTECTED[/] since {_ago(h.get('protected_since'))}: "
+                          f"{h.get('protected_reason')} (burstctl cloud unprotect {pool})", highlight=False)
+        if h.get("last_launch_failure"):
+            console.print(f"[yellow]pool {pool}[/] {h['last_launch_failure']['text']}"
+                          + ("" if h.get("launching") else " (not launching)"), highlight=False)
+        for c in h.get("cooldowns") or []:
+            console.print(f"  pool {pool}: offering {c['offering']} cooling down until "
+                          f"{time.strftime('%H:%M:%S', time.localtime(c['until']))} ({c['reason']})", highlight=False)
+    lc = data.get("last_cycle")
+    if lc:
+        acts = ", ".join(f"{k}={v}" for k, v in lc["actions"].items()) or "nothing to do"
+        console.print(f"last cycle {_ago(lc['started_at'])} in {lc['duration_s'] * 1000:.0f} ms: {acts}"
+                      + (f"; [red]{len(lc['errors'])} error(s)[/]: {lc['errors'][-1]}" if lc["errors"] else ""))
+
+
+def _print_nodes(rows: list[dict], wide: bool) -> None:
+    cols = [Column("node"), Column("slurm state"), Column("flags", free_text=True), Column("lease")]
+    print_table(console, "cloud nodes", cols,
+                [[n["name"], n["state"], ",".join(n["flags"]), n["lease_state"] or "-"] for n in rows], wide=wide)
+
+
+def _print_leases(rows: list[dict], wide: bool) -> None:
+    # ids are never cut with an ellipsis (an admin copies them into the next command): at the terminal's width
+    # they are unique prefixes, which every command takes; --wide shows them whole
+    ids = {r["lease_id"]: r["lease_id"] for r in rows} if wide else short_ids([r["lease_id"] for r in rows])
+    cols = [Column("lease"), Column("node"), Column("pool", drop=2), Column("state"), Column("since"),
+            Column("instance", drop=1), Column("jobs", free_text=True), Column("gang", drop=0),
+            Column("reason", free_text=True)]
+    print_table(console, "leases", cols, [
+        [ids[r["lease_id"]], r["node_name"], r["pool"], r["state"], _ago(r["state_since"]),
+         r.get("instance_id") or "-", ",".join(map(str, r["job_ids"])) or "-",
+         (r.get("gang") or "-")[:8],  # which leases start together: its first characters suffice
+         r.get("reason") or ""] for r in rows], wide=wide, note=ID_NOTE if rows and not wide else "")
+
+
+def _print_events(rows: list[dict], lease_id: str | None, wide: bool) -> None:
+    ids = [str(r.get("lease_id", "")) for r in rows]
+    short = dict(zip(ids, ids, strict=True)) if wide else short_ids(ids)
+    cols = [Column("time"), Column("lease"), Column("from"), Column("to"), Column("reason", free_text=True)]
+    print_table(console, f"events of lease {lease_id}" if lease_id else "events", cols, [
+        [time.strftime("%m-%d %H:%M:%S", time.localtime(r["at"])) if r.get("at") else "-", short[lid],
+         str(r.get("from_state") or ""), str(r.get("to_state") or ""), str(r.get("reason") or "")]
+        for r, lid in zip(rows, ids, strict=True)], wide=wide, note=ID_NOTE if rows and not wide else "")
+
+
 # ------------------------------------------------------------------------------------------------
 def register(app: typer.Typer) -> None:
     @app.command("status")
-    def status(config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
+    def status(config: str = ConfigOption, as_json: bool = JsonFlag, wide: bool = WideFlag,
+               watch: float = WatchOption) -> None:
         """Queue pressure, leases by state, cloud nodes, and what the loop did last."""
-        data = api_call(config, lambda api: api.get("/v1/status"))
-        if as_json:
-            print_json(data)
-            return
-        q = data["queue"]
-        pause = data.get("pause") or {}
-        paused = "[bold red]PAUSED[/]" + (f" by {escape(pause['by'])}" if pause.get("by") else "") \
-            + (f": {escape(pause['reason'])}" if pause.get("reason") else "")
-        console.print(f"[bold]burstd[/] cluster [cyan]{data['cluster']}[/]  decider {data['decider']}  "
-                      + (paused if data["paused"] else "[green]bursting on[/]"))
-        ctld = data.get("slurmctld")
-        if ctld:
-            where = f" ({escape(ctld['via'])}" + (f" {escape(ctld['url'])}" if ctld.get("url") else "") + ")"
-            console.print(("slurmctld: [green]ready[/]" if ctld.get("ok") else
-                           f"slurmctld: [bold red]NOT READY[/]: {escape(str(ctld.get('detail', '')))}") + where,
-                          highlight=False, soft_wrap=True)
-        ha = data.get("ha")
-        if ha:
-            lead = (f"leader {escape(str(ha['leader']))} (epoch {ha['epoch']}) since "
-                    f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(ha['since']))} ({_ago(ha['since'])})"
-                    if ha.get("leader") else "no leader yet")
-            console.print(f"ha: this daemon ({escape(ha['self'])}) is [bold]{ha['role']}[/]; {lead}"
-                          + (f"; [red]{escape(ha['error'])}[/]" if ha.get("error") else ""), highlight=False)
-        console.print(f"queue: {q['pending_jobs']} pending ({q['burst_eligible_jobs']} burst-eligible), "
-                      f"{q['running_jobs']} running; by partition: "
-                      + (", ".join(f"{k}={v}" for k, v in q["pending_by_partition"].items()) or "-"))
-        console.print("leases: " + (", ".join(f"{k}={v}" for k, v in sorted(data["leases_by_state"].items()))
-                                    or "none open"))
-        t = Table("node", "slurm state", "flags", "lease", title="cloud nodes")
-        for n in data["nodes"]:
-            t.add_row(n["name"], n["state"], ",".join(n["flags"]), n["lease_state"] or "-")
-        console.print(t)
-        for pool, h in (data.get("pool_health") or {}).items():
-            if not isinstance(h, dict):
-                continue
-            if h.get("protected"):
-                console.print(f"[bold red]pool {pool} PROTECTED[/] since {_ago(h.get('protected_since'))}: "
-                              f"{h.get('protected_reason')} (burstctl cloud unprotect {pool})", highlight=False)
-            if h.get("last_launch_failure"):
-                console.print(f"[yellow]pool {pool}[/] {h['last_launch_failure']['text']}"
-                              + ("" if h.get("launching") else " (not launching)"), highlight=False)
-            for c in h.get("cooldowns") or []:
-                console.print(f"  pool {pool}: offering {c['offering']} cooling down until "
-                              f"{time.strftime('%H:%M:%S', time.localtime(c['until']))} ({c['reason']})", highlight=False)
-        lc = data.get("last_cycle")
-        if lc:
-            acts = ", ".join(f"{k}={v}" for k, v in lc["actions"].items()) or "nothing to do"
-            console.print(f"last cycle {_ago(lc['started_at'])} in {lc['duration_s'] * 1000:.0f} ms: {acts}"
-                          + (f"; [red]{len(lc['errors'])} error(s)[/]: {lc['errors'][-1]}" if lc["errors"] else ""))
+        show(lambda: api_call(config, lambda api: api.get("/v1/status")), lambda data: _print_status(data, wide),
+             as_json=as_json, watch=watch)
+
+    @app.command("nodes")
+    def nodes(config: str = ConfigOption, as_json: bool = JsonFlag, wide: bool = WideFlag,
+              watch: float = WatchOption) -> None:
+        """burstd's cloud nodes: Slurm's state and flags, and the lease on each."""
+        show(lambda: api_call(config, lambda api: api.get("/v1/status"))["nodes"],
+             lambda rows: _print_nodes(rows, wide), as_json=as_json, watch=watch)
 
     @app.command("leases")
     def leases(
@@ -131,26 +169,12 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "--all", help="include TERMINATED and REFUSED"),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,
+        wide: bool = WideFlag,
+        watch: float = WatchOption,
     ) -> None:
         """Node leases (open ones by default)."""
-        rows = api_call(config, lambda api: api.get("/v1/leases", state=state, all=all_ or None))
-        if as_json:
-            print_json(rows)
-            return
-        # Ids are never cut (an admin copies them into the next command); the free-text columns fold instead.
-        t = Table(title="leases")
-        t.add_column("lease", no_wrap=True, min_width=32)
-        for col in ("node", "pool", "state", "since"):
-            t.add_column(col, no_wrap=True)
-        t.add_column("instance", overflow="fold")
-        t.add_column("jobs", overflow="fold")
-        t.add_column("gang", overflow="fold")  # which leases start together (its first characters suffice)
-        t.add_column("reason", overflow="fold")
-        for r in rows:
-            t.add_row(r["lease_id"], r["node_name"], r["pool"], r["state"], _ago(r["state_since"]),
-                      r.get("instance_id") or "-", ",".join(map(str, r["job_ids"])) or "-",
-                      (r.get("gang") or "-")[:8], r.get("reason") or "")
-        console.print(t)
+        show(lambda: api_call(config, lambda api: api.get("/v1/leases", state=state, all=all_ or None)),
+             lambda rows: _print_leases(rows, wide), as_json=as_json, watch=watch)
 
     @app.command("events")
     def events(
@@ -159,24 +183,12 @@ def register(app: typer.Typer) -> None:
         limit: int = typer.Option(50, "--limit", min=1, help="Newest events shown."),
         config: str = ConfigOption,
         as_json: bool = JsonFlag,
+        wide: bool = WideFlag,
     ) -> None:
         """The lease event log (every transition, with time and reason)."""
         lease_id = resolve_lease(config, lease)["lease_id"] if lease else None
-        rows = api_call(config, lambda api: api.get("/v1/events", lease_id=lease_id, limit=limit))
-        if as_json:
-            print_json(rows)
-            return
-        t = Table("time", title=f"events of lease {lease_id}" if lease_id else "events")
-        t.add_column("lease", no_wrap=True, min_width=32)
-        for col in ("from", "to"):
-            t.add_column(col, no_wrap=True)
-        t.add_column("reason", overflow="fold")
-        for r in rows:
-            at = r.get("at") or r.get("created_at") or r.get("time")
-            t.add_row(time.strftime("%m-%d %H:%M:%S", time.localtime(at)) if at else "-", str(r.get("lease_id", "")),
-                      str(r.get("from_state") or r.get("from") or ""),
-                      str(r.get("to_state") or r.get("state") or r.get("to") or ""), str(r.get("reason") or ""))
-        console.print(t)
+        show(lambda: api_call(config, lambda api: api.get("/v1/events", lease_id=lease_id, limit=limit)),
+             lambda rows: _print_events(rows, lease_id, wide), as_json=as_json)
 
     @app.command("pause")
     def pause(reason: str = typer.Option("", "--reason", help="Why, for whoever runs `burstctl status` next."),
@@ -208,18 +220,21 @@ def register(app: typer.Typer) -> None:
         console.print(f"{node}: termination requested")
 
     @app.command("explain")
-    def explain(job_id: int = typer.Argument(...), config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
+    def explain(job_id: str = typer.Argument(..., metavar="JOB",
+                                             help="as Slurm writes it: 1234, 1234_5 (array task), 1234+0 (het)"),
+                config: str = ConfigOption, as_json: bool = JsonFlag) -> None:
         """Why a job bursts, or does not."""
-        data = api_call(config, lambda api: api.get(f"/v1/explain/{job_id}"))
-        if as_json:
-            print_json(data)
-            return
-        if data.get("sentence"):
-            console.print(data["sentence"], highlight=False, soft_wrap=True)  # one line: greppable
-            return
-        verdict = "[green]bursts[/]" if data.get("burst") else "[yellow]stays on-prem[/]"
-        console.print(f"job {job_id}: {verdict}" + (f" to {data['pool']}" if data.get("pool") else "")
-                      + f": {data.get('reason', '')}")
+        ref = job_ref_arg(job_id)
+
+        def render(data: dict) -> None:
+            if data.get("sentence"):
+                console.print(data["sentence"], highlight=False, soft_wrap=True)  # one line: greppable
+                return
+            verdict = "[green]bursts[/]" if data.get("burst") else "[yellow]stays on-prem[/]"
+            console.print(f"job {ref}: {verdict}" + (f" to {data['pool']}" if data.get("pool") else "")
+                          + f": {data.get('reason', '')}")
+
+        show(lambda: api_call(config, lambda api: api.get(f"/v1/explain/{ref}")), render, as_json=as_json)
 
     @app.command("slurm-conf")
     def slurm_conf(

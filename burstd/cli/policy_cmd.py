@@ -9,13 +9,21 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from burstd.cli.common import console, fail, get_config, print_json
+from burstd.cli.common import JsonFlag, WideFlag, console, fail, get_config, print_json
+from burstd.cli.tables import Column, print_table
 from burstd.simulate.policies import MARKETS, POLICIES
 from burstd.simulate.placement import PLACEMENTS
 from burstd.simulate.settings import BILLING, SETTINGS
 from burstd.simulate.traces import FORMATS, TraceError
+
+
+SIM_COLUMNS = ("cloud_cost_usd", "cost_by_market", "jobs_burst", "wait_mean_s", "wait_p95_s", "delay_mean_s",
+               "delay_p95_s", "jct_mean_s", "bounded_slowdown_mean", "preemptions", "lost_node_hours",
+               "cost_vs_ondemand_all", "jct_vs_never")
+#: dropped first at narrow widths: lowest rank first; cost, JCT and the two ratios always stay
+DROP_ORDER = {"cost_by_market": 0, "delay_p95_s": 1, "wait_p95_s": 2, "lost_node_hours": 3,
+              "bounded_slowdown_mean": 4, "delay_mean_s": 5, "preemptions": 6, "jobs_burst": 7, "wait_mean_s": 8}
 
 
 def register(app: typer.Typer) -> None:
@@ -73,7 +81,8 @@ def register(app: typer.Typer) -> None:
         calibrate: bool = typer.Option(
             False, "--calibrate", help="Replay with no bursting and compare each job's modelled wait with the "
                                        "wait the trace recorded (how far the on-prem model is from the site)"),
-        as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
+        as_json: bool = JsonFlag,
+        wide: bool = WideFlag,
     ) -> None:
         """Replay a job trace through decide() and compare cost, wait and slowdown per policy."""
         from burstd.simulate.report import plot_frontier, simulate_trace
@@ -120,18 +129,14 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(report)
             return
-        t = Table(title=f"{report['trace']}: {report['jobs_read']} jobs, {report['onprem_units']} on-prem "
-                        f"{report['units']}, spot preemptions "
-                        f"{report.get('spot_preemption_rate_per_node_hour', 0.0)}/node-h")
-        cols = ("cloud_cost_usd", "cost_by_market", "jobs_burst", "wait_mean_s", "wait_p95_s", "delay_mean_s",
-                "delay_p95_s", "jct_mean_s", "bounded_slowdown_mean", "preemptions", "lost_node_hours",
-                "cost_vs_ondemand_all", "jct_vs_never")
-        t.add_column("policy")
-        for c in cols:
-            t.add_column(c, justify="right")
-        for name, row in report["policies"].items():
-            t.add_row(name, *(_cell(row.get(c, "")) for c in cols))
-        console.print(t)
+        title = (f"{report['trace']}: {report['jobs_read']} jobs, {report['onprem_units']} on-prem "
+                 f"{report['units']}, spot preemptions {report.get('spot_preemption_rate_per_node_hour', 0.0)}"
+                 "/node-h")
+        # at 80 columns the cost and JCT columns stay; the rest go, the least telling first (--wide: all)
+        cols = [Column("policy")] + [Column(c.replace("_", " "), drop=DROP_ORDER.get(c), justify="right")
+                                     for c in SIM_COLUMNS]
+        print_table(console, title, cols, [[name, *(_cell(row.get(c, "")) for c in SIM_COLUMNS)]
+                                           for name, row in report["policies"].items()], wide=wide)
         console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
                       + ", ".join(report["frontier"]))
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())

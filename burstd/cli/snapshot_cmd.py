@@ -12,7 +12,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from burstd.cli.common import console, fail, get_config, print_json
+from burstd.cli.common import JsonFlag, console, fail, get_config, print_json
 from burstd.slurm.base import SlurmError
 from burstd.slurm.parse import snapshot_as_dict
 
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
             None, "--from", help="Read saved Slurm output instead of asking Slurm (repeat for several files)."
         ),
         all_jobs: bool = typer.Option(False, "--all-jobs", help="Also show finished jobs present in the input."),
-        as_json: bool = typer.Option(False, "--json", help="Print the snapshot as JSON."),
+        as_json: bool = JsonFlag,
         config: str = typer.Option(None, "--config", "-c", help="Config file (live mode) [env: BURSTD_CONFIG]."),
     ) -> None:
         """Print the jobs, nodes and partitions burstd sees (one snapshot)."""

@@ -47,6 +47,8 @@ from burstd.db.engine import lock_wait
 from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.budget import NO_ACCOUNT
+from burstd.domain.jobref import MAX_JOB_ID, JobRefError, parse_job_ref
+from burstd.report.job_history import STATES as JOB_STATES
 from burstd.slurm.base import check_reason
 from burstd.slurm.hostlist import HostlistError, expand
 
@@ -89,7 +91,6 @@ class PeerCredH11Protocol(HeaderTimeoutH11Protocol):
 # --------------------------------------------------------------------------------------------------
 # Request bodies
 # --------------------------------------------------------------------------------------------------
-MAX_JOB_ID = 2**32 - 1  # Slurm job ids are 32-bit
 SINCE = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
 # its own Query object: with SINCE shared by both parameters, ?until answered with the value of ?since
 UNTIL = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
@@ -271,11 +272,25 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                who: str = read) -> list[dict]:
         return unit_named([dataclasses.asdict(e) for e in ctl.events(lease_id, limit)])
 
+    @app.get("/v1/jobs", tags=["read"])
+    def jobs(job: int | None = Query(None, ge=1, le=MAX_JOB_ID), account: str | None = Query(None, max_length=64),
+             user: str | None = Query(None, max_length=64), state: str | None = Query(None, max_length=16),
+             since: float | None = SINCE, who: str = read) -> list[dict]:
+        """Burst jobs from burstd's records: where each ran, preemptions, requeues, cost (``burstctl jobs``)."""
+        if state is not None and state not in JOB_STATES:
+            raise HTTPException(422, f"state {state!r}: use one of {', '.join(JOB_STATES)}")
+        return ctl.jobs(job=job, account=account, user=user, state=state, since=since)
+
     @app.get("/v1/explain/{job_id}", tags=["read"])
-    def explain(job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = read) -> dict:
-        """Why a job bursts or not, from the last cycle's snapshot and decisions."""
+    def explain(job_id: str = Path(max_length=64), who: str = read) -> dict:
+        """Why a job bursts or not, from the last cycle's snapshot and decisions (``1234``, ``1234_5``,
+        ``1234_[1-3]``, ``1234+0``: as Slurm writes job ids)."""
         try:
-            return ctl.explain(job_id)
+            ref = parse_job_ref(job_id)
+        except JobRefError as exc:
+            raise HTTPException(422, str(exc)) from None
+        try:
+            return ctl.explain(ref)
         except NotReady as exc:
             raise HTTPException(503, str(exc)) from None
 

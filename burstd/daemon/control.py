@@ -19,10 +19,14 @@ from burstd.daemon.ports import RecordsStore
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.daemon_state import PauseState
 from burstd.domain.budget import budget_key
+from burstd.domain.jobref import JobRef
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseEvent, LeaseState
 from burstd.domain.money import usd_to_micros
 
 log = get_logger("control")
+
+JOBS_LOOKBACK_S = 30 * 86400  # burstctl jobs / explain look this far back unless told --since
+MAX_JOB_LEASES = 5000  # the newest leases read for them (each one is an allocations and an events query)
 
 
 class NotReady(RuntimeError):
@@ -112,6 +116,27 @@ class DaemonControl:
         rows = self._store.spend(by=by, since=since, until=until)
         return {budget_key(k): v for k, v in rows.items()} if by == "account" else rows
 
+    def jobs(self, *, job: int | None = None, account: str | None = None, user: str | None = None,
+             state: str | None = None, since: float | None = None) -> list[dict[str, Any]]:
+        """Burst jobs' stories from burstd's records (``report.job_history``): the jobs that held a node of a
+        lease open now or touched since ``since`` (default: the last ``JOBS_LOOKBACK_S``), newest first."""
+        from burstd.report.job_history import job_histories, select_histories
+
+        if since is None:
+            since = self._rec.clock() - JOBS_LOOKBACK_S
+        leases = {le.lease_id: le for le in [*self._store.leases(since=since, limit=MAX_JOB_LEASES),
+                                              *self._store.leases(states=OPEN_STATES)]}
+        allocations = {lid: self._store.allocations(lid) for lid in leases}
+        if job is not None:  # one job: only the leases it held (fewer event reads)
+            leases = {lid: le for lid, le in leases.items()
+                      if job in le.job_ids or any(a.job_id == job for a in allocations[lid])}
+        events = [e for lid in leases for e in self._store.events(lease_id=lid, limit=10_000)
+                  if e.to_state == LeaseState.FAILED]
+        spend = self._store.spend_intervals(since=min((le.created_at for le in leases.values()), default=since))
+        histories = job_histories(leases.values(), allocations, spend, events)
+        return [h.as_dict() for h in select_histories(histories, job=job, account=account, user=user,
+                                                      state=state, since=since)]
+
     def spend_series(self, by: str, since: float | None, until: float | None) -> list[tuple[float, str, int]]:
         series = self._store.spend_series(by=by, since=since, until=until)
         key = budget_key if by == "account" else str
@@ -166,7 +191,7 @@ class DaemonControl:
             "last_cycle": rec.last_report.as_dict() if rec.last_report else None,
         }
 
-    def explain(self, job_id: int) -> dict[str, Any]:
+    def explain(self, job: JobRef) -> dict[str, Any]:
         """Why a job bursts or not, from the last cycle's snapshot and decisions (or the decider run afresh,
         pure, when no cycle has decided yet). ``NotReady``: no snapshot yet, or the decider cannot run."""
         from burstd.policy.explain import explain_job
@@ -182,9 +207,15 @@ class DaemonControl:
                 decisions = rec.decider(snap, list(leases), rec.budget_book(), rec.prices(), self.config,
                                         rec.clock())
             except Exception as exc:  # noqa: BLE001 - e.g. PriceError naming a pool
-                raise NotReady(f"cannot explain job {job_id}: {exc}") from None
-        return explain_job(job_id, snap, decisions=decisions, leases=leases, config=self.config,
-                           now=rec.clock()).as_dict()
+                raise NotReady(f"cannot explain job {job}: {exc}") from None
+        answer = explain_job(job, snap, decisions=decisions, leases=leases, config=self.config,
+                             now=rec.clock()).as_dict()
+        if not answer["found"] and job.plain:  # left the queue: burstd's records may know where it ran
+            told = self.jobs(job=job.job_id)
+            if told:
+                answer.update(sentence=told[0]["sentence"], reason="not in the queue; burstd's records",
+                              history=told[0])
+        return answer
 
     def budgets(self) -> dict[str, Any]:
         """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``

@@ -359,6 +359,10 @@ class Executor:
             return None
 
     def _do_Drain(self, a: Drain) -> None:
+        if self.store.lease(a.lease_id).state == S.DRAINING:
+            # drained already (an agent's notice is both posted and left in the node's reason): nothing to do
+            log.debug("lease already draining", extra=ev(lease_id=a.lease_id, reason=a.reason))
+            return
         lease = self._move(a.lease_id, S.DRAINING, a.reason, extra={"running_jobs": list(a.jobs)} if a.jobs else None)
         node = self.snapshot.node(lease.node_name) if self.snapshot is not None else None
         if node is not None and node_drained(node) and parse_preemption_reason(node.reason) is not None:

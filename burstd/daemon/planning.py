@@ -252,6 +252,7 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
     for lease in sorted(leases, key=lambda x: x.created_at):
         by_node[lease.node_name] = lease  # newest open lease wins
     out: list[Action] = []
+    draining: set[str] = set()
     for it in intents:
         current = by_node.get(it.node)
         if current is None:
@@ -276,7 +277,8 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
                 out.append(PowerDown(it.node, it.reason or "terminated by admin", force=True))
                 out.append(Terminate(lease.lease_id, it.reason or "terminated by admin"))
         elif it.kind in ("drain", "notice"):
-            if st == S.READY:
+            if st == S.READY and lease.lease_id not in draining:  # one drain, however many ways it was asked
+                draining.add(lease.lease_id)
                 # the jobs running when the notice arrived go on record with the drain (``Drain.jobs``)
                 out.append(Drain(lease.lease_id, it.reason or ("drained by admin" if it.kind == "drain" else "notice"),
                                  jobs_on_node(snapshot, it.node)))

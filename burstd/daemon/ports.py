@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
 from burstd.db.leadership import Fence, LeaderRecord
-from burstd.domain.budget import Allocation, BudgetBook
+from burstd.domain.budget import Allocation, BudgetBook, SpendInterval
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
 
@@ -79,6 +79,9 @@ class RecordsStore(LeaseStore, Protocol):
     def budgets(self, period: str | None = None) -> list[Any]: ...
 
     def spend(self, by: str = "account", since: float | None = None, until: float | None = None) -> dict[str, int]: ...
+
+    def spend_intervals(self, lease_id: str | None = None, since: float | None = None,
+                        until: float | None = None) -> list[SpendInterval]: ...
 
     def spend_series(self, by: str = "account", since: float | None = None,
                      until: float | None = None) -> list[tuple[float, str, int]]: ...

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from burstd.config import Config
 from burstd.domain.budget import BudgetBook
 from burstd.domain.decisions import Decisions, Explanation
+from burstd.domain.jobref import JobRef
 from burstd.domain.lease import Lease
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.decide import decide
@@ -40,11 +41,9 @@ class ExplainResult:
                 "pool": self.pool, "reason": self.reason, "sentence": self.sentence}
 
 
-def _find(snapshot: Snapshot, job_id: int) -> Job | None:
-    for j in snapshot.jobs:
-        if j.job_id == job_id:
-            return j
-    return None
+def _find(snapshot: Snapshot, ref: JobRef) -> Job | None:
+    hits = ref.find(snapshot.jobs)
+    return hits[0] if hits else None
 
 
 def _who(job: Job) -> str:
@@ -67,7 +66,7 @@ def explain_running(job: Job, snapshot: Snapshot, leases: Sequence[Lease] = (),
 
 
 def explain_job(
-    job_id: int,
+    job: int | JobRef,
     snapshot: Snapshot,
     *,
     decisions: Decisions | None = None,
@@ -77,14 +76,17 @@ def explain_job(
     config: Config | None = None,
     now: float | None = None,
 ) -> ExplainResult:
-    """Why ``job_id`` bursts or not. Uses ``decisions`` when given, else runs ``decide()`` (pure) afresh."""
-    job = _find(snapshot, job_id)
-    if job is None:
-        s = f"job {job_id}: not in the queue (finished, cancelled, or never submitted)"
-        return ExplainResult(job_id, False, "", False, None, "not in the queue", s)
-    if not job.is_pending:
-        s = explain_running(job, snapshot, leases, config)
-        return ExplainResult(job_id, True, job.state, False, None, s.split(": ", 1)[1], s)
+    """Why ``job`` (an id, or an array task / het component as Slurm writes it) bursts or not. Uses
+    ``decisions`` when given, else runs ``decide()`` (pure) afresh."""
+    ref = job if isinstance(job, JobRef) else JobRef(job)
+    found = _find(snapshot, ref)
+    if found is None:
+        s = f"job {ref}: not in the queue (finished, cancelled, or never submitted)"
+        return ExplainResult(ref.job_id, False, "", False, None, "not in the queue", s)
+    job_id = found.job_id
+    if not found.is_pending:
+        s = explain_running(found, snapshot, leases, config)
+        return ExplainResult(job_id, True, found.state, False, None, s.split(": ", 1)[1], s)
     if decisions is None:
         if budgets is None or config is None:
             raise ValueError("explain_job needs either decisions or budgets + config to decide afresh")
@@ -92,5 +94,5 @@ def explain_job(
     ex: Explanation | None = decisions.explanations.get(job_id)
     if ex is None:
         reason = "not considered in the last cycle (it arrived after it; ask again after the next cycle)"
-        return ExplainResult(job_id, True, job.state, False, None, reason, f"{_who(job)}: {reason}")
-    return ExplainResult(job_id, True, job.state, ex.burst, ex.pool, ex.reason, f"{_who(job)}: {ex.reason}")
+        return ExplainResult(job_id, True, found.state, False, None, reason, f"{_who(found)}: {reason}")
+    return ExplainResult(job_id, True, found.state, ex.burst, ex.pool, ex.reason, f"{_who(found)}: {ex.reason}")

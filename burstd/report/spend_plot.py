@@ -90,6 +90,8 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
                 ax.axhline(budgets[key] / 1e6, color=line.get_color(), linestyle="--", linewidth=1, label=label)
             else:  # a far-off cap would flatten every curve into the x axis: name it, do not draw it
                 ax.plot([], [], color=line.get_color(), linestyle="--", linewidth=1, label=label + ", above the chart")
+    if not shown:  # nothing to scale to: the period asked for, else the last day (never matplotlib's 1970)
+        since, until = _empty_window(since, until, time.time())
     if since is not None or until is not None:
         left = float(date2num(datetime.fromtimestamp(since, UTC))) if since is not None else None
         right = float(date2num(datetime.fromtimestamp(until, UTC))) if until is not None else None
@@ -98,7 +100,7 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0, top=None if shown else 1)
     ax.set_ylabel("cumulative spend (USD)")
     ax.set_xlabel("time (UTC)")
     ax.set_title(title)
@@ -106,9 +108,18 @@ def _figure(curves: dict[str, tuple[list[float], list[int]]], title: str, max_li
     if shown:
         ax.legend(loc="upper left", fontsize="small")
     else:
-        ax.text(0.5, 0.5, "no spend recorded in this range", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no spend in this period", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     return fig
+
+
+def _empty_window(since: float | None, until: float | None, now: float) -> tuple[float, float]:
+    """The x range of a chart with no spend: ``since`` to ``until`` where given, else up to now, a day long."""
+    right = until if until is not None else max(now, since or now)
+    left = since if since is not None else right - 86400
+    if right <= left:
+        right = left + 86400
+    return left, right
 
 
 def png_bytes(series: Series, title: str = "burstd cloud spend", max_lines: int = 12, **window) -> bytes:

@@ -236,7 +236,7 @@ def test_every_json_money_field_names_its_unit(live):
 
 
 # --- ids, tables and the pause reason ---------------------------------------------------------------------
-def test_lease_ids_are_taken_by_unique_prefix_and_shown_whole_at_80_columns(live):
+def test_lease_ids_are_taken_by_unique_prefix_and_shown_as_one_at_80_columns(live):
     from burstd.cli import common
 
     path, rec, store, *_ = live
@@ -258,9 +258,14 @@ def test_lease_ids_are_taken_by_unique_prefix_and_shown_whole_at_80_columns(live
     common.console.width = 80
     try:
         raw = CliRunner().invoke(app, ["leases", "-c", path]).output
+        wide = CliRunner().invoke(app, ["leases", "--wide", "-c", path]).output
     finally:
         common.console.width = width
-    assert a.lease_id in raw and max(len(line) for line in raw.splitlines()) <= 80, raw
+    # at 80 columns an id is its unique prefix (never cut with an ellipsis), which every command takes
+    assert max(len(line) for line in raw.splitlines()) <= 80, raw
+    assert "3f2a0000 " in raw and a.lease_id not in raw and "unique prefixes" in raw, raw
+    assert cli("events", "--lease", "3f2a0000", "-c", path).exit_code == 0
+    assert a.lease_id in wide, wide
 
 
 def test_status_shows_why_bursting_is_paused(live):

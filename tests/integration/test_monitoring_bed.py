@@ -126,7 +126,7 @@ def test_prometheus_sees_every_panel_and_alert_of_a_bursting_bed_and_the_cli_rea
         lease_id = rows[0]["lease_id"]
         code, out = cli("events", "--lease", lease_id[:8], "--json")
         assert code == 0 and {e["lease_id"] for e in json.loads(out)} == {lease_id}, out
-        code, out = cli("leases", "--all")
+        code, out = cli("leases", "--all", "--wide")  # whole ids (at 80 columns: unique prefixes)
         assert code == 0 and lease_id in out, out
         day = time.strftime("%Y-%m-%d", time.gmtime())
         code, out = cli("spend", "--by", "account", "--since", day, "--json")

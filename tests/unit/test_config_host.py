@@ -159,3 +159,42 @@ def test_a_socket_group_member_file_mode_is_not_required_for_other_checks(tmp_pa
     path.write_text(_base(tmp_path))
     assert not os.path.exists(tmp_path / "state")
     assert load_checked_config(path).daemon.state_dir == f"{tmp_path}/state"
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_example_config_passes_on_a_fresh_host_after_the_guides_install_steps(monkeypatch):
+    """Issue 26: examples/burstd.toml failed `config check` until groups existed that the guide never
+    mentioned. The guide's install steps create exactly the groups the example names, and then it passes; a
+    host without them gets a message that says how to fix it."""
+    import grp
+    import re
+    import shlex
+
+    import tomllib
+
+    guide = (REPO / "docs" / "admin-guide.md").read_text()
+    install = guide[guide.index("## 1. Install on the head node"):guide.index("## 2.")]
+    steps = install[:install.index("burstctl config check")]
+    created = {shlex.split(cmd)[-1] for cmd in re.findall(r"groupadd -f \w[\w-]*", steps)}
+    example = REPO / "examples" / "burstd.toml"
+    api = tomllib.loads(example.read_text())["api"]
+    assert created == {api["socket_group"], api["admin_group"]}
+
+    real = grp.getgrnam
+    on_this_host: set[str] = set()
+
+    def getgrnam(name):
+        if name in on_this_host:
+            return real("root")
+        raise KeyError(name)
+
+    monkeypatch.setattr(grp, "getgrnam", getgrnam)
+    res = CliRunner().invoke(app, ["config", "check", str(example)])
+    assert res.exit_code == 2
+    for key in ("socket_group", "admin_group"):
+        assert f"api.{key}: no such group {api[key]!r} on this host; create it (groupadd {api[key]})" in res.stderr
+    on_this_host |= created  # what the guide's groupadd lines did
+    res = CliRunner().invoke(app, ["config", "check", str(example)])
+    assert res.exit_code == 0, res.stderr

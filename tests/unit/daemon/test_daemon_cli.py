@@ -153,3 +153,26 @@ def test_status_reports_slurmctlds_health_from_the_adapter(live):
     rec.adapter.ctld_health = lambda: {"ok": True, "via": "scontrol ping", "detail": "Slurmctld(primary) at h is UP"}
     r = CliRunner().invoke(app, ["status", "-c", path])
     assert "slurmctld: ready (scontrol ping)" in r.output
+
+
+def test_explain_reads_array_and_het_ids_as_slurm_writes_them(live):
+    """Issue 26: ``explain 1234_5`` was read as job 12345 (Python's int() takes underscores)."""
+    from burstd.domain.slurm import Job
+
+    path, rec, _ = live
+    rec.adapter.jobs = [Job(12345, "other", "bob", "bio", ("batch",), "RUNNING", nodes="onprem2"),
+                        Job(1240, "task", "alice", "chem", ("batch",), "RUNNING", nodes="onprem1",
+                            array_job_id=1234, array_task_id=5),
+                        Job(1301, "het", "alice", "chem", ("batch",), "RUNNING", nodes="onprem3",
+                            het_job_id=1300, het_job_offset=1)]
+    rec.cycle()
+    r = CliRunner().invoke(app, ["explain", "1234_5", "--json", "-c", path])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["job_id"] == 1240 and "job 1234_5 (chem/alice): running on-prem on onprem1" == data["sentence"]
+    r = CliRunner().invoke(app, ["explain", "1300+1", "-c", path])
+    assert r.exit_code == 0 and "on onprem3" in r.output
+    r = CliRunner().invoke(app, ["explain", "1234_[1-9]", "-c", path])
+    assert r.exit_code == 0 and "on onprem1" in r.output
+    r = CliRunner().invoke(app, ["explain", "12x", "-c", path])
+    assert r.exit_code == 2 and "job id '12x'" in r.output

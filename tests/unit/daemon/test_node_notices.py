@@ -163,3 +163,49 @@ def test_an_admin_drain_reason_changes_nothing_over_cycles():
         rec.cycle()
     assert store.lease(lease.lease_id).state == S.READY and provider.live() != []
     assert not [c for c in adapter.calls if c[0] in ("drain", "requeue")]
+
+
+def _errors_counted(rec) -> float:
+    return sum(s.value for m in rec.metrics.registry.collect() if m.name == "burstd_errors" for s in m.samples
+               if s.name == "burstd_errors_total")
+
+
+def test_a_notice_both_posted_by_the_agent_and_left_in_slurm_drains_once_without_error():
+    # the agent reports the notice (POST /v1/notices) and drains the node with it in the reason: the cycle
+    # sees the same notice twice; the second drain is a no-op, not "lease cannot move DRAINING -> DRAINING"
+    clock, store, adapter, provider, rec = _env()
+    lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
+    deadline = clock() + 120
+    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
+    _agent_drains(adapter, "cloud1", deadline)
+    clock.advance(2)
+    rec.cycle()
+    assert store.lease(lease.lease_id).state == S.DRAINING
+    assert rec.last_report is not None and rec.last_report.errors == []
+    assert _errors_counted(rec) == 0
+    assert [e.to_state for e in store.events(lease.lease_id)].count("DRAINING") == 1
+    # planned once too: the two intents for one lease make one Drain
+    twice = [Intent("notice", "cloud1", "agent", NOW), Intent("drain", "cloud1", "admin", NOW)]
+    assert plan_intents(twice, [_lease(S.READY)], None) == [Drain("L1", "agent")]
+
+
+def test_a_drain_of_a_lease_already_draining_is_a_no_op():
+    from burstd.daemon.executor import Executor
+    from burstd.daemon.metrics import Metrics
+    from burstd.daemon.executor import CycleReport
+
+    clock, store, adapter, provider, rec = _env()
+    lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
+    rec.add_intent("drain", ["cloud1"], "maintenance")
+    clock.advance(2)
+    rec.cycle()
+    assert store.lease(lease.lease_id).state == S.DRAINING
+    n_events, n_calls = len(store.events(lease.lease_id)), len(adapter.calls)
+    # a Drain planned from a stale view (READY when read, DRAINING by the time it runs) changes nothing
+    metrics, report = Metrics(), CycleReport(started_at=clock())
+    Executor(store, adapter, {"local": provider}, CFG, metrics, clock=clock, report=report).apply(
+        [Drain(lease.lease_id, "notice again")])
+    assert store.lease(lease.lease_id).state == S.DRAINING and report.errors == []
+    assert len(store.events(lease.lease_id)) == n_events and len(adapter.calls) == n_calls
+    assert not [m for m in metrics.registry.collect() if m.name == "burstd_errors" and
+                any(s.value for s in m.samples)]

@@ -41,3 +41,17 @@ def test_running_and_missing_jobs():
 def test_fresh_explain_needs_inputs():
     with pytest.raises(ValueError, match="needs either decisions or budgets"):
         explain_job(7, busy_cluster(pending(7)))
+
+
+def test_array_tasks_and_het_components_are_found_as_slurm_writes_them():
+    from burstd.domain.jobref import parse_job_ref
+
+    task = pending(1240, array_job_id=1234, array_task_id=5)
+    het = pending(1301, het_job_id=1300, het_job_offset=1)
+    snap = busy_cluster(pending(12345, account="bio"), task, het)
+    d = decide(snap, [], book(), None, config())
+    r = explain_job(parse_job_ref("1234_5"), snap, decisions=d)
+    assert r.found and r.job_id == 1240 and r.sentence.startswith("job 1234_5 (chem/alice)")
+    assert explain_job(parse_job_ref("1300+1"), snap, decisions=d).job_id == 1301
+    missing = explain_job(parse_job_ref("1234_6"), snap, decisions=d)
+    assert not missing.found and missing.sentence.startswith("job 1234_6: not in the queue")

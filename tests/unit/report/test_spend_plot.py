@@ -70,3 +70,22 @@ def test_the_time_axis_is_the_period_asked_for():
     ax = _figure(cumulative(SERIES), "t", 12, since=T0 - 86400, until=T0 + 86400).axes[0]
     left, right = (num2date(x).timestamp() for x in ax.get_xlim())
     assert (round(left), round(right)) == (T0 - 86400, T0 + 86400)
+
+
+@pytest.mark.parametrize("window", [{}, {"since": T0}, {"until": T0}, {"since": T0, "until": T0 + 3600}])
+def test_an_empty_plot_says_so_on_a_sane_time_axis(window):
+    """Issue 26: with no spend the axis ran from matplotlib's default (1970) backwards from --since."""
+    import time
+
+    from matplotlib.dates import num2date
+
+    from burstd.report.spend_plot import _figure
+
+    ax = _figure(cumulative([]), "t", 12, **window).axes[0]
+    left, right = (num2date(x).timestamp() for x in ax.get_xlim())
+    assert T0 - 2 * 86400 <= left < right <= time.time() + 60
+    assert left == pytest.approx(window.get("since", right - 86400))
+    if "until" in window:
+        assert right == pytest.approx(window["until"])
+    assert [t.get_text() for t in ax.texts] == ["no spend in this period"]
+    assert ax.get_ylim() == (0, 1)
