@@ -14,11 +14,12 @@ on, so `config check` passes exactly the configs the daemon starts with. Every p
 from __future__ import annotations
 
 import grp
+import ipaddress
 import os
 import stat
 from pathlib import Path
 
-from burstd.config import Config, ConfigError, config_path, load_config
+from burstd.config import Config, ConfigError, LocalPoolConfig, config_path, load_config
 from burstd.secure_files import secret_file_problem, trusted_dir_problem
 
 
@@ -75,6 +76,26 @@ def _state_problems(cfg: Config) -> list[str | None]:
     return problems
 
 
+def _local_networks_problem(cfg: Config) -> str | None:
+    """Two local pools on one bridge or on overlapping subnets give two VMs one address. A host check, not a
+    model rule: the simulator and the tests model many pools with provider "local" that never start a VM."""
+    seen: list[tuple[str, ipaddress.IPv4Network, str]] = []
+    for p in cfg.pools:
+        if p.provider != "local":
+            continue
+        local = p.local or LocalPoolConfig()
+        net = ipaddress.IPv4Network(local.subnet, strict=False)
+        for name, other_net, other_bridge in seen:
+            if local.bridge == other_bridge:
+                return (f"pools: local pools {name!r} and {p.name!r} share bridge {local.bridge!r}; give each its "
+                        "own bridge and subnet")
+            if net.overlaps(other_net):
+                return (f"pools: local pools {name!r} and {p.name!r} have overlapping subnets ({other_net} and "
+                        f"{net}); give each its own")
+        seen.append((p.name, net, local.bridge))
+    return None
+
+
 def _bridge_problem(i: int, bridge: str) -> str | None:
     """A local pool's bridge that exists on this host but is not a bridge (an ordinary interface)."""
     sys_dir = Path("/sys/class/net") / bridge
@@ -111,6 +132,7 @@ def host_problems(cfg: Config) -> list[str]:
         problems.append(secret_file_problem("slurm.rest_token_file", cfg.slurm.rest_token_file))
     if cfg.api.tcp_listen and cfg.api.tls_cert and not Path(cfg.api.tls_cert).is_file():
         problems.append(f"api.tls_cert: {cfg.api.tls_cert} is not a readable file")
+    problems.append(_local_networks_problem(cfg))
     for i, pool in enumerate(cfg.pools):
         if pool.local:
             problems.append(_bridge_problem(i, pool.local.bridge))

@@ -151,6 +151,7 @@ def power_off_from_inside(records_dir: str | os.PathLike, netns: str) -> int:
     from burstd.providers.local import netns as vms  # the bed's namespace primitives
 
     vms.check_name("namespace", netns)
+    records_dir = Path(records_dir)
     with vms.records_lock(records_dir):  # the LocalProvider's lock: never mid-launch/terminate
         clear_notices(metadata_dir(records_dir, netns))  # a pending reclaimer stands down
         stopped = vms.kill_all(netns, spare=os.getpid())
