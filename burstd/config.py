@@ -12,6 +12,7 @@ Unknown keys are errors (a typo must never silently fall back to a default).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import signal as _signal
@@ -36,6 +37,9 @@ MAX_USD = 1e12  # a trillion dollars: "no limit" in a simulation, yet never an o
 Seconds = Annotated[float, Field(ge=0, le=YEAR_S, allow_inf_nan=False)]
 PosSeconds = Annotated[float, Field(gt=0, le=YEAR_S, allow_inf_nan=False)]
 Usd = Annotated[float, Field(ge=0, le=MAX_USD, allow_inf_nan=False)]
+# a price per node-hour: a hundredth of a cent at least (a 1e-300 price is a typo that makes every burst free)
+MIN_PRICE_USD = 1e-4
+Price = Annotated[float, Field(ge=MIN_PRICE_USD, le=MAX_USD, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0, le=1_000_000)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 # Slurm feature / GRES type names: they land in the generated slurm.conf, so no spaces, '=', '#' or newlines
@@ -56,8 +60,6 @@ def check_host_port(value: str) -> str:
 
 def check_address(value: str) -> str:
     """An IP address or a host name (what a listener binds to)."""
-    import ipaddress
-
     try:
         ipaddress.ip_address(value)
         return value
@@ -177,7 +179,7 @@ class InstanceType(_Section):
     memory_mb: int = Field(ge=1, le=64 << 20)  # MiB: up to 64 TiB
     gpus: int = Field(default=0, ge=0, le=1024)
     gpu_type: SlurmWord | None = None
-    price_per_hour: Usd | None = None  # overrides the pool's price for this type
+    price_per_hour: Price | None = None  # overrides the pool's price for this type
     weight: int = Field(default=1, ge=1, le=1_000_000)
 
 
@@ -194,7 +196,7 @@ class AwsPoolConfig(_Section):
     munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
     endpoint_url: str | None = None  # for tests (moto) or private endpoints
     conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
-    spot_max_price: Usd | None = None  # USD/hour; None = up to the on-demand price (AWS default)
+    spot_max_price: Price | None = None  # USD/hour; None = up to the on-demand price (AWS default)
     root_volume_gb: int | None = Field(default=None, ge=1, le=1_000_000)  # None = the image's own size
     launch_template_version: str = "$Latest"  # for a referenced launch_template
 
@@ -228,7 +230,8 @@ class GcpPoolConfig(_Section):
 
 class LocalPoolConfig(_Section):
     subnet: str = "10.77.0.0/24"
-    bridge: str = "br-slurm"
+    # an existing Linux bridge (IFNAMSIZ: 15 characters); never the loopback
+    bridge: str = Field(default="br-slurm", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
     first_host: int = Field(default=101, ge=2, le=254)
     netns_prefix: str = "sl-"
     boot_delay_s: Seconds = 0.0
@@ -242,6 +245,22 @@ class LocalPoolConfig(_Section):
     slurmd_path: str = "/usr/sbin/slurmd"
     records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
 
+    @field_validator("subnet")
+    @classmethod
+    def _ipv4_network(cls, value: str) -> str:
+        try:
+            ipaddress.IPv4Network(value, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not an IPv4 network (e.g. 10.77.0.0/24): {exc}") from None
+        return value
+
+    @field_validator("bridge")
+    @classmethod
+    def _not_loopback(cls, value: str) -> str:
+        if value == "lo":
+            raise ValueError("'lo' is the loopback, not a bridge: name the bed's bridge (e.g. br-slurm)")
+        return value
+
 
 class PoolConfig(_Section):
     name: Name
@@ -251,8 +270,8 @@ class PoolConfig(_Section):
     node_count: int = Field(ge=1, le=100_000)
     instance_types: list[InstanceType] = Field(min_length=1)
     market: Literal["spot", "on-demand"] = "spot"
-    price_per_hour: Usd  # per node-hour, at the pool's market
-    ondemand_price_per_hour: Usd | None = None
+    price_per_hour: Price  # per node-hour, at the pool's market
+    ondemand_price_per_hour: Price | None = None
     max_nodes: int | None = Field(default=None, ge=0, le=1_000_000)
     features: list[SlurmWord] = []
     accounts: list[str] | None = None  # None = every account may use this pool
@@ -358,7 +377,8 @@ class PolicyConfig(_Section):
     exclude_accounts: list[str] = []
     exclude_users: list[str] = []
     exclude_partitions: list[str] = []
-    opt_out_comment: str = "burst:no"
+    # a job whose comment holds it never bursts; empty would silently take the opt-out away from every user
+    opt_out_comment: str = Field(default="burst:no", max_length=64)
     # optional cap: after this many preemptions a job is on-demand only (None: Uniform Progress alone decides)
     max_preemptions_spot: int | None = Field(default=None, ge=0, le=1_000_000)
     max_preemptions_total: int = Field(default=4, ge=0, le=1_000_000)  # then back on-prem only
@@ -389,6 +409,13 @@ class PolicyConfig(_Section):
     # a lease whose jobs are unknown (idle, booting for a job that left) is committed for this long
     idle_commit_s: Seconds = 600.0
     # a job without a time limit (and no partition MaxTime) has unbounded cost: it never bursts
+
+    @field_validator("opt_out_comment")
+    @classmethod
+    def _an_opt_out(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty: users could no longer keep a job from bursting (e.g. burst:no)")
+        return value
 
 
 class BudgetConfig(_Section):
@@ -424,6 +451,16 @@ class AgentConfig(_Section):
     deadman_s: float = Field(default=900.0, ge=0, le=86400, allow_inf_nan=False)
     standby_daemon_urls: list[str] = []  # the other head's burstd (active/standby): tried after daemon_url
     poweroff_command: list[str] = Field(default=["systemctl", "poweroff"], min_length=1)  # the VM's own shutdown
+
+    @field_validator("daemon_url", "standby_daemon_urls")
+    @classmethod
+    def _private_transport(cls, value: str | list[str] | None) -> str | list[str] | None:
+        # the node's agent token goes with every report: never in clear over the network
+        for url in [value] if isinstance(value, str) else value or []:
+            if not (url.startswith("unix:/") or url.startswith("https://")):
+                raise ValueError(f"{url!r}: TLS required; use https://HOST:PORT (the daemon's tcp_listen) or "
+                                 "unix:/path/to/burstd.sock")
+        return value
 
     @field_validator("signal")
     @classmethod

@@ -12,13 +12,11 @@ Plain ``http://`` is refused: a token must never cross the network in clear.
 from __future__ import annotations
 
 import logging
-import os
-import stat
-from pathlib import Path
 
 import httpx
 
 from burstd.domain.preemption import Notice, preemption_reason
+from burstd.secure_files import UnsafeFileError, read_secret
 
 log = logging.getLogger("burstd.agent")
 
@@ -31,11 +29,11 @@ class ReportConfigError(ValueError):
 
 
 def read_token(token_file: str) -> str:
-    st = os.stat(token_file)
-    if st.st_mode & 0o077:
-        raise ReportConfigError(f"agent.daemon_token_file: {token_file} is readable by other users "
-                                f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod 600")
-    token = Path(token_file).read_text().strip()
+    """This node's agent credential: refused if another user made the file or may read it, or if it is empty."""
+    try:
+        token = read_secret("agent.daemon_token_file", token_file).decode(errors="replace").strip()
+    except UnsafeFileError as exc:
+        raise ReportConfigError(str(exc)) from None
     if not token:
         raise ReportConfigError(f"agent.daemon_token_file: {token_file} is empty")
     return token

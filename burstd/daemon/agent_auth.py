@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from burstd.domain.lease import OPEN_STATES, Lease
+from burstd.secure_files import read_secret
 
 PREFIX = "burstd-agent.v1"
 _TOKEN = re.compile(r"^burstd-agent\.v1\.(?P<lease>[A-Za-z0-9_-]{1,128})\.(?P<node>[A-Za-z0-9_-]{1,128})"
@@ -34,19 +35,19 @@ class AgentCredentials:
 
     @classmethod
     def load(cls, state_dir: str | os.PathLike) -> AgentCredentials:
-        """The daemon's agent key (made on first use, 0600; the same file for every daemon sharing the dir)."""
+        """The daemon's agent key (made on first use, 0600; the same file for every daemon sharing the dir).
+
+        A key that is there already must be ours and private (``secure_files.read_secret``): a key another user
+        pre-made in the state dir would let them mint any node's token."""
         path = Path(state_dir) / "agent.key"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
             pass
         else:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(secrets.token_bytes(32))
-        st = path.stat()
-        if st.st_mode & 0o077:
-            raise ValueError(f"{path}: readable by others (mode {st.st_mode & 0o777:04o}); chmod 600")
-        return cls(path.read_bytes())
+        return cls(read_secret(f"{path}", path))
 
     def _mac(self, lease_id: str, node: str) -> str:
         return hmac.new(self._key, f"{lease_id}\n{node}".encode(), hashlib.sha256).hexdigest()

@@ -24,6 +24,7 @@ import stat
 import socket
 import struct
 import threading
+import time
 from typing import Any
 
 import uvicorn
@@ -91,15 +92,17 @@ class PeerCredH11Protocol(HeaderTimeoutH11Protocol):
 # --------------------------------------------------------------------------------------------------
 # Request bodies
 # --------------------------------------------------------------------------------------------------
+MIN_HOOK_LEFT_S = 0.05  # less than this left before the hook's deadline: too late to record and answer
 SINCE = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
 # its own Query object: with SINCE shared by both parameters, ?until answered with the value of ?since
 UNTIL = Query(None, ge=0, le=4_102_444_800, allow_inf_nan=False, description="Unix time")
 
 
 class HookJob(BaseModel):
-    job_id: int = Field(ge=1, le=MAX_JOB_ID)
+    # strict: an id is an integer, never a float or a bool read as one
+    job_id: int = Field(ge=1, le=MAX_JOB_ID, strict=True)
     nodes: str = Field(default="", max_length=65536)
-    priority: int | None = None  # 26.05+
+    priority: int | None = Field(default=None, ge=0, le=MAX_JOB_ID, strict=True)  # 26.05+
     exclusive: str | None = Field(default=None, max_length=64)  # 26.05+: "NODE", "USER", ...
 
 
@@ -110,6 +113,8 @@ class HookCall(BaseModel):
                              description="when the hook process started (Unix time), for latency")
     timeout_s: float | None = Field(default=None, gt=0, le=30, allow_inf_nan=False,
                                     description="how long the hook waits for this answer")
+    deadline: float | None = Field(default=None, ge=0, le=4_102_444_800, allow_inf_nan=False,
+                                   description="Unix time the hook gives up: past it, nothing is recorded")
 
 
 class NoticeCall(BaseModel):
@@ -191,14 +196,21 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         # The hook gives up after its timeout: the database may keep us only half of it, so the answer (done, or
         # 503 with nothing recorded) always reaches the hook; never a lease committed after it left.
         wait = 0.5 * min(body.timeout_s or config.daemon.hook_timeout_s, config.daemon.hook_timeout_s)
+        if body.deadline is not None:  # a request that reached us late (slow to send, queued) gets what is left
+            left = body.deadline - time.time()
+            if left < MIN_HOOK_LEFT_S:
+                ctl.metrics.hook_calls.labels(kind, "late").inc()
+                raise HTTPException(503, f"{kind} {body.hostlist}: the hook's deadline passed before burstd got "
+                                         "to its call: nothing was recorded")
+            wait = min(wait, 0.5 * left)
         try:
             with lock_wait(wait):
-                return _hook_call(kind, body)
+                return _hook_call(kind, body, wait)
         except StoreBusy as exc:
             ctl.metrics.hook_calls.labels(kind, "busy").inc()
             raise HTTPException(503, f"{kind} {body.hostlist}: {exc}") from None
 
-    def _hook_call(kind: str, body: HookCall) -> dict:
+    def _hook_call(kind: str, body: HookCall, wait: float) -> dict:
         try:
             nodes = nodes_of(body.hostlist)
         except HTTPException:
@@ -214,7 +226,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                     ctl.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
             info = {j.job_id: ResumeJob.of(j.job_id, j.priority, j.exclusive) for j in body.jobs}
-            out = ctl.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0, info=info)
+            out = ctl.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0, info=info,
+                                     wait_s=wait)
         else:
             ctl.queue(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}
@@ -484,14 +497,10 @@ class _TcpApp:
 
 
 def read_token_file(path: str) -> str:
-    """The admin token: refused if other users may read the file, or if it is empty."""
-    from burstd.config_host import secret_file_problem
+    """The admin token: refused if another user made the file or may read it, or if it is empty."""
+    from burstd.secure_files import read_secret
 
-    problem = secret_file_problem("api.token_file", path)
-    if problem:
-        raise ValueError(problem)
-    with open(path) as fh:
-        token = fh.read().strip()
+    token = read_secret("api.token_file", path).decode(errors="replace").strip()
     if not token:
         raise ValueError(f"api.token_file: {path} is empty")
     return token
@@ -543,8 +552,6 @@ class ApiServer:
         self._threads.append(t)
 
     def wait_started(self, timeout: float = 10.0) -> bool:
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if all(s.started for s in self._servers):

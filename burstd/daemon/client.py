@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any
 
 
@@ -42,11 +43,27 @@ def _detail(body: bytes) -> str:
     return str(detail)
 
 
-def _read_response(sock: socket.socket) -> tuple[int, bytes]:
-    """Status and body of one HTTP/1.1 response on a ``Connection: close`` socket (Content-Length or chunked)."""
+def _refused(status: int, body: bytes) -> ApiError:
+    if status == 413:  # said as what it is: the daemon answered, the request was over api.max_body_bytes
+        return ApiError(f"burstd refused ({status}): request too large: {_detail(body)}", status)
+    return ApiError(f"burstd refused ({status}): {_detail(body)}", status)
+
+
+def _recv(sock: socket.socket, until: float | None) -> bytes:
+    if until is not None:  # one bound on the whole answer, not a fresh timeout per read
+        left = until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        sock.settimeout(left)
+    return sock.recv(65536)
+
+
+def _read_response(sock: socket.socket, until: float | None = None) -> tuple[int, bytes]:
+    """Status and body of one HTTP/1.1 response on a ``Connection: close`` socket (Content-Length or chunked),
+    read by ``until`` (``time.monotonic()``) when given."""
     buf = b""
     while b"\r\n\r\n" not in buf:
-        chunk = sock.recv(65536)
+        chunk = _recv(sock, until)
         if not chunk:
             raise ConnectionError("connection closed before the response headers")
         buf += chunk
@@ -61,7 +78,7 @@ def _read_response(sock: socket.socket) -> tuple[int, bytes]:
         if length is not None and len(body) >= int(length):
             body = body[: int(length)]
             break
-        chunk = sock.recv(65536)
+        chunk = _recv(sock, until)
         if not chunk:
             break
         body += chunk
@@ -87,18 +104,23 @@ def unix_request(socket_path: str, method: str, path: str, payload: Any = None, 
                f"Content-Length: {len(body)}\r\n"
                + ("Content-Type: application/json\r\n" if payload is not None else "")
                + "\r\n").encode() + body
+    until = time.monotonic() + timeout
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
+    send_error: OSError | None = None
     try:
         s.connect(socket_path)
-        s.sendall(request)
-        status, data = _read_response(s)
+        try:
+            s.sendall(request)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            send_error = exc  # the daemon may have answered before reading it all (413) and closed: read that
+        status, data = _read_response(s, until)
     except (OSError, ValueError) as exc:
-        raise _down(socket_path, exc) from None
+        raise _down(socket_path, send_error or exc) from None
     finally:
         s.close()
     if status >= 400:
-        raise ApiError(f"burstd refused ({status}): {_detail(data)}", status)
+        raise _refused(status, data)
     return json.loads(data) if data else None
 
 
@@ -132,7 +154,7 @@ class ApiClient:
         except httpx.TransportError as exc:
             raise _down(self.where, exc) from None
         if resp.status_code >= 400:
-            raise ApiError(f"burstd refused ({resp.status_code}): {_detail(resp.content)}", resp.status_code)
+            raise _refused(resp.status_code, resp.content)
         return resp.json() if resp.content else None
 
     def get(self, path: str, **params) -> Any:

@@ -50,8 +50,9 @@ class DaemonControl:
         self._rec.check_nodes(nodes)
 
     def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]],
-                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None) -> dict:
-        return self._rec.request_resume(nodes, jobs, hook_t0=hook_t0, info=info)
+                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None,
+                       wait_s: float | None = None) -> dict:
+        return self._rec.request_resume(nodes, jobs, hook_t0=hook_t0, info=info, wait_s=wait_s)
 
     def queue(self, kind: str, nodes: Sequence[str], reason: str) -> None:
         """suspend, resume-fail, notice, drain or terminate: applied by the next cycle."""

@@ -57,8 +57,12 @@ class Intake:
             )
 
     def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
-                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None) -> dict:
+                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None,
+                       wait_s: float | None = None) -> dict:
         """ResumeProgram: one REQUESTED lease per node without an open one; committed before return.
+
+        ``wait_s``: how long the hook's call may wait for the intake (a cycle holds it while it reads leases);
+        past it, StoreBusy and nothing recorded, never a lease committed after the hook gave up.
 
         ``info``: the resume file's priority and exclusive per job (26.05+): gangs follow them and the leases are
         recorded highest priority first (``planning.plan_gangs``, ``planning.resume_order``).
@@ -74,7 +78,10 @@ class Intake:
         done: list[str] = []  # nodes whose lease is committed
         existing: list[str] = []
         deferred: list[str] = []
-        with self.lock:
+        if not self.lock.acquire(timeout=-1 if wait_s is None else max(wait_s, 0.0)):
+            raise StoreBusy(f"the resume intake stayed busy past the hook's wait ({wait_s:.2f} s): "
+                            "nothing was recorded")
+        try:
             fresh = []
             for node in resume_order(nodes, jobs, info):
                 current = self.store.lease_for_node(node)
@@ -113,6 +120,8 @@ class Intake:
                                                      job_id=job_ids[0] if job_ids else None))
                 created.append(lease.lease_id)
                 done.append(node)
+        finally:
+            self.lock.release()
         self._wake()
         return {"created": created, "existing": existing, "deferred": deferred}
 

@@ -115,8 +115,9 @@ class Reconciler:
         self.intake.check_nodes(nodes)
 
     def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
-                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None) -> dict:
-        return self.intake.request_resume(nodes, jobs, hook_t0, info)
+                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None,
+                       wait_s: float | None = None) -> dict:
+        return self.intake.request_resume(nodes, jobs, hook_t0, info, wait_s)
 
     def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
         self.intake.add_intent(kind, nodes, reason)

@@ -171,6 +171,79 @@ def test_slurm_resume_file_reads_or_raises_value_error(tmp_path_factory, raw):
     assert all(isinstance(j["job_id"], int) and isinstance(j["nodes"], str) for j in jobs)
 
 
+# a resume file as an attacker (a user's job name, a broken Slurm, a planted file) could shape it: ids of
+# every JSON type, the non-JSON constants Python's json reads by default, nesting thousands deep
+id_value = st.one_of(st.integers(-(2**40), 2**40), st.floats(), st.booleans(), st.text(max_size=6), st.none(),
+                     st.sampled_from(["Infinity", "-Infinity", "NaN", "1e999", "1.9", "true", "9" * 5000]))
+resume_job = st.fixed_dictionaries({"job_id": id_value}, optional={
+    "nodes_alloc": st.one_of(st.text(alphabet="cloud0123456789[]-,", max_size=20), id_value),
+    "nodes": st.one_of(st.text(max_size=10), id_value), "priority": id_value, "exclusive": id_value})
+_CONSTANTS = {"Infinity", "-Infinity", "NaN", "1e999", "1.9", "true", "9" * 5000}
+
+
+def _resume_bytes(jobs: list) -> bytes:
+    # the id strings above stand for raw JSON tokens: written unquoted, as a hostile file would have them
+    text = json.dumps({"jobs": jobs})
+    for c in _CONSTANTS:
+        text = text.replace(json.dumps(c), c)
+    return text.encode()
+
+
+hostile_resume_file = st.one_of(
+    st.lists(resume_job, max_size=4).map(_resume_bytes),
+    st.builds(lambda depth, opener: (b'{"jobs": ' + opener * depth + (b"]" if opener == b"[" else b"}") * depth
+                                     + b"}"), st.integers(1, 200_000), st.sampled_from([b"[", b'{"a":'])),
+    st.binary(max_size=200),
+    json_value.map(lambda v: json.dumps({"jobs": v}).encode()),
+)
+
+
+@FUZZ
+@given(hostile_resume_file)
+def test_the_resume_file_parser_gives_strict_ids_or_one_line_value_error(raw):
+    from burstd.daemon.hooks import MAX_ID, parse_resume_file
+
+    try:
+        jobs = parse_resume_file(raw)
+    except ValueError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    for j in jobs:  # never a coerced id: an int, in range, never a bool
+        assert type(j["job_id"]) is int and 1 <= j["job_id"] <= MAX_ID
+        assert isinstance(j["nodes"], str)
+        assert "priority" not in j or (type(j["priority"]) is int and 0 <= j["priority"] <= MAX_ID)
+        assert "exclusive" not in j or isinstance(j["exclusive"], str)
+
+
+@FUZZ
+@given(hostile_resume_file)
+def test_the_resume_hook_exits_2_or_3_with_one_line_on_any_resume_file(tmp_path_factory, raw):
+    """The hook's contract, whole: no traceback, no exit 1; 2 for a bad file, 3 when no daemon answers."""
+    import contextlib
+    import io
+
+    from burstd.daemon.hooks import run
+
+    folder = tmp_path_factory.mktemp("hook")
+    (folder / "resume.json").write_bytes(raw)
+    (folder / "burstd.toml").write_text(f'[api]\nsocket = "{folder}/absent.sock"\n[daemon]\nhook_timeout_s = 0.2\n')
+    saved = {k: os.environ.get(k) for k in ("SLURM_RESUME_FILE", "BURSTD_CONFIG", "BURSTD_SOCKET")}
+    os.environ.update(SLURM_RESUME_FILE=str(folder / "resume.json"), BURSTD_CONFIG=str(folder / "burstd.toml"))
+    os.environ.pop("BURSTD_SOCKET", None)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            code = run(["resume", "cloud1"])
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    lines = err.getvalue().splitlines()
+    assert code in (2, 3) and len(lines) == 1 and lines[0].startswith("burstd-hook: resume")
+
+
 swf_line = st.lists(st.one_of(st.integers(-10, 10**6).map(str), st.sampled_from(["1e300", "nan", "-inf", "x", "1.5"])),
                     min_size=16, max_size=19).map(" ".join)
 

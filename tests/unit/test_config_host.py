@@ -73,6 +73,51 @@ def _socket_dir(tmp: Path) -> str:
     return _base(tmp)
 
 
+NOBODY = 65534  # another user (the suite runs as root, as the daemon does)
+
+
+def _with_slurm(tmp: Path, extra: str) -> str:
+    return _base(tmp) + "[slurm]\n" + extra + POOL
+
+
+def _bin_dir(tmp: Path, mode: int = 0o755, owner: int = 0, parent_mode: int = 0o755) -> str:
+    """Issue 21 item 7: a planted squeue ran as root from a bin_dir another user could write."""
+    parent = tmp / "opt"
+    (parent / "bin").mkdir(parents=True)
+    (parent / "bin").chmod(mode)
+    parent.chmod(parent_mode)
+    os.chown(parent / "bin", owner, owner)
+    return _with_slurm(tmp, f'bin_dir = "{parent / "bin"}"\n')
+
+
+def _state_dir(tmp: Path, mode: int) -> str:
+    (tmp / "state").mkdir()
+    (tmp / "state").chmod(mode)
+    return _base(tmp) + POOL
+
+
+def _premade_agent_key(tmp: Path) -> str:
+    """A user's agent.key, pre-made (0600, their own) where the daemon would make it: they know every token."""
+    (tmp / "state").mkdir()
+    key = tmp / "state" / "agent.key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
+    os.chown(key, NOBODY, NOBODY)
+    return _base(tmp) + POOL
+
+
+def _socket_in(tmp: Path, mode: int) -> str:
+    (tmp / "run").mkdir()
+    (tmp / "run").chmod(mode)
+    return _base(tmp) + POOL
+
+
+def _local_pools(tmp: Path, second: str) -> str:
+    first = POOL + '[pools.local]\nsubnet = "10.77.0.0/24"\nbridge = "br-a"\n'
+    other = POOL.replace('"p1"', '"p2"').replace('node_prefix = "cloud"', 'node_prefix = "burst"')
+    return _base(tmp) + first + other + "[pools.local]\n" + second
+
+
 CASES = {
     "cycle interval 1e12": (lambda t: _with_daemon(t, "cycle_interval_s = 1e12\n"), "daemon.cycle_interval_s"),
     "hook timeout 1e10": (lambda t: _with_daemon(t, "hook_timeout_s = 1e10\n"), "daemon.hook_timeout_s"),
@@ -98,6 +143,36 @@ CASES = {
     "accrual interval of a year": (lambda t: _base(t) + "[budget]\naccrual_interval_s = 31536000\n", "budget.accrual_interval_s"),
     "infinite price": (lambda t: _base(t) + POOL.replace("0.5", "inf"), "pools[0].price_per_hour"),
     "TOML nested 500 deep": (lambda t: "x = " + "[" * 500 + "]" * 500 + "\n", "nested too deeply"),
+    # issue 21 item 7: files another user could plant or read
+    "world-writable bin_dir": (lambda t: _bin_dir(t, mode=0o777), "slurm.bin_dir"),
+    "bin_dir owned by a user": (lambda t: _bin_dir(t, owner=NOBODY), "slurm.bin_dir"),
+    "bin_dir under a world-writable parent": (lambda t: _bin_dir(t, parent_mode=0o777), "slurm.bin_dir"),
+    "world-writable state_dir": (lambda t: _state_dir(t, 0o777), "daemon.state_dir"),
+    "sticky world-writable state_dir": (lambda t: _state_dir(t, 0o1777), "daemon.state_dir"),
+    "a user's pre-made agent.key": (_premade_agent_key, "agent.key is owned by uid 65534"),
+    "group-readable token file": (lambda t: _with_api(t, _tls(t, mode=0o640)), "api.token_file"),
+    "group-readable token file, tcp off": (
+        lambda t: _with_api(t, _tls(t, mode=0o640).replace('tcp_listen = "127.0.0.1:8787"\n', "")) + POOL,
+        "api.token_file"),
+    "socket in a world-writable dir": (lambda t: _socket_in(t, 0o1777), "api.socket"),
+    # issue 21 item 9: configs the daemon would start with and regret
+    "an empty file": (lambda t: "", "pools: none configured"),
+    "agent reporting over plain http": (lambda t: _base(t) + POOL + '[agent]\ndaemon_url = "http://head:8787"\n',
+                                        "agent.daemon_url: 'http://head:8787': TLS required"),
+    "standby over plain http": (lambda t: _base(t) + POOL + '[agent]\nstandby_daemon_urls = ["http://b:1"]\n',
+                                "agent.standby_daemon_urls"),
+    "a price of 1e-300": (lambda t: _base(t) + POOL.replace("0.5", "1e-300"), "pools[0].price_per_hour"),
+    "a zero price": (lambda t: _base(t) + POOL.replace("0.5", "0"), "pools[0].price_per_hour"),
+    "an instance type at 1e-300": (lambda t: _base(t) + POOL.replace("memory_mb = 1000", "memory_mb = 1000, "
+                                                                     "price_per_hour = 1e-300"),
+                                   "pools[0].instance_types[0].price_per_hour"),
+    "two local pools on one subnet": (lambda t: _local_pools(t, 'subnet = "10.77.0.128/25"\nbridge = "br-b"\n'),
+                                      "overlapping subnets"),
+    "two local pools on one bridge": (lambda t: _local_pools(t, 'subnet = "10.78.0.0/24"\nbridge = "br-a"\n'),
+                                      "share bridge 'br-a'"),
+    "bridge lo": (lambda t: _base(t) + POOL + '[pools.local]\nbridge = "lo"\n', "pools[0].local.bridge"),
+    "empty opt_out_comment": (lambda t: _base(t) + POOL + '[policy]\nopt_out_comment = ""\n',
+                              "policy.opt_out_comment: must not be empty"),
 }
 
 
@@ -156,7 +231,7 @@ def test_the_hooks_refuse_a_config_they_cannot_use_with_a_clear_error(tmp_path, 
 def test_a_socket_group_member_file_mode_is_not_required_for_other_checks(tmp_path):
     # the host checks look at what exists: a fresh host (no state dir, no socket yet) is fine
     path = tmp_path / "burstd.toml"
-    path.write_text(_base(tmp_path))
+    path.write_text(_base(tmp_path) + POOL)
     assert not os.path.exists(tmp_path / "state")
     assert load_checked_config(path).daemon.state_dir == f"{tmp_path}/state"
 

@@ -33,12 +33,18 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from burstd.secure_files import private_lock
 
 NETNS_DIR = Path("/run/netns")
 SANE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IFNAMSIZ = 15  # usable characters in a Linux interface name
+# the records lock is held for one launch (namespace, slurmd, the VM's services: seconds) or one teardown
+RECORDS_LOCK_TIMEOUT_S = 60.0
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
@@ -352,6 +358,17 @@ def delete_bridge(bridge: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------- records
+
+
+@contextmanager
+def records_lock(records_dir: str | os.PathLike, timeout_s: float = RECORDS_LOCK_TIMEOUT_S) -> Iterator[None]:
+    """The one lock over a records dir: one launch, terminate, preemption or power-off at a time, across
+    processes (daemon, hooks, burstctl, reclaimers). ``<records_dir>/.lock`` is 0600 and ours (another user
+    could hold a readable one for ever) and the wait is bounded: ``secure_files.LockTimeout`` past it."""
+    records_dir = Path(records_dir)
+    records_dir.mkdir(parents=True, exist_ok=True)
+    with private_lock(records_dir / ".lock", timeout_s=timeout_s):
+        yield
 
 
 def _record_path(records_dir: Path, netns: str) -> Path:

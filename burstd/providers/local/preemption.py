@@ -148,15 +148,11 @@ def power_off_from_inside(records_dir: str | os.PathLike, netns: str) -> int:
     InstanceInitiatedShutdownBehavior=terminate it is), and the namespace is unlinked. The caller is the last
     process inside; when it exits the kernel frees the namespace and its veth pair. Returns how many
     processes were stopped."""
-    import fcntl
-
     from burstd.providers.local import netns as vms  # the bed's namespace primitives
 
     vms.check_name("namespace", netns)
     records_dir = Path(records_dir)
-    records_dir.mkdir(parents=True, exist_ok=True)
-    with open(records_dir / ".lock", "w") as lock:  # the LocalProvider's lock: never mid-launch/terminate
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with vms.records_lock(records_dir):  # the LocalProvider's lock: never mid-launch/terminate
         clear_notices(metadata_dir(records_dir, netns))  # a pending reclaimer stands down
         stopped = vms.kill_all(netns, spare=os.getpid())
         vms.remove_record(records_dir, netns)
@@ -306,14 +302,10 @@ def preempt(
 
 def reclaim_now(records_dir: str | os.PathLike, netns: str) -> bool:
     """Power the VM off at once (SIGKILL to everything in it), keeping its record as ``preempted``."""
-    import fcntl
+    from burstd.providers.local import netns as vms  # the bed's namespace primitives
 
     records_dir = Path(records_dir)
-    records_dir.mkdir(parents=True, exist_ok=True)
-    with open(records_dir / ".lock", "w") as lock:  # the LocalProvider's lock: never mid-launch/terminate
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        from burstd.providers.local import netns as vms  # the bed's namespace primitives
-
+    with vms.records_lock(records_dir):  # the LocalProvider's lock: never mid-launch/terminate
         return vms.destroy(netns, records_dir, keep_record_as=PREEMPTED, power_off=True)
 
 
@@ -326,18 +318,14 @@ def reclaim_at(
     """
     while (left := deadline - clock()) > 0:
         sleep(min(left, 1.0))
-    import fcntl
+    from burstd.providers.local import netns as vms  # the bed's namespace primitives
 
     records_dir = Path(records_dir)
-    records_dir.mkdir(parents=True, exist_ok=True)
-    with open(records_dir / ".lock", "w") as lock:  # the LocalProvider's lock: never mid-launch/terminate
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with vms.records_lock(records_dir):  # the LocalProvider's lock: never mid-launch/terminate
         notice = read_notice(metadata_dir(records_dir, netns))
         if notice is None or notice[1] != deadline:
             log.info("reclaim of %s stands down: its notice is gone (VM relaunched or terminated)", netns)
             return False
-        from burstd.providers.local import netns as vms  # the bed's namespace primitives
-
         # a reclaim is a power-off: whatever the notice did not save is lost, honestly
         return vms.destroy(netns, records_dir, keep_record_as=PREEMPTED, power_off=True)
 

@@ -20,7 +20,6 @@ provider calls ``vm_started`` after a VM is up (what it returns is stored in the
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import ipaddress
 import logging
@@ -34,6 +33,7 @@ from burstd.config import Config, LocalPoolConfig, PoolConfig
 from burstd.domain.money import usd_to_micros
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.local import netns
+from burstd.secure_files import LockTimeout
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ class LocalProvider:
         limits = (self.local.capacity, pool.max_nodes, pool.node_count)
         self.capacity = next(c for c in limits if c is not None)
         self.offering = Offering(instance_type=pool.instance_types[0].name, zone=ZONE, market=pool.market)
+        self.lock_timeout_s = netns.RECORDS_LOCK_TIMEOUT_S
 
     @classmethod
     def from_config(cls, config: Config, pool_name: str, hooks: Sequence[VmHook] = ()) -> LocalProvider:
@@ -83,14 +84,13 @@ class LocalProvider:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        """One launch/terminate at a time across processes (hooks, daemon, burstctl)."""
-        self.records_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.records_dir / ".lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
+        """One launch/terminate at a time across processes (hooks, daemon, burstctl); a lock held past its bound
+        is a transient error of this call, never a reconcile loop frozen behind it."""
+        try:
+            with netns.records_lock(self.records_dir, self.lock_timeout_s):
                 yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        except LockTimeout as exc:
+            raise ProviderError(ErrorKind.TRANSIENT, str(exc), code="LockTimeout") from None
 
     def netns_of(self, node_name: str) -> str:
         return f"{self.local.netns_prefix}{node_name}"

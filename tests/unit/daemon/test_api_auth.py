@@ -255,7 +255,7 @@ def test_the_listener_refuses_a_world_readable_token_file(tmp_path):
     clock = FakeClock()
     rec = Reconciler(cfg, FakeStore(clock), FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule,
                      clock=clock)
-    with pytest.raises(ValueError, match="api.token_file: .* readable or writable by every user"):
+    with pytest.raises(ValueError, match="api.token_file: .* open to group or other users"):
         ApiServer(create_app(rec, cfg), cfg).start()
     assert not (tmp_path / "b.sock").exists()  # refused before anything was bound
 

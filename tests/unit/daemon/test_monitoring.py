@@ -54,3 +54,17 @@ def test_each_alert_fires_on_its_trouble_and_not_on_a_healthy_daemon():
     tests = RULES.parent / "tests" / "burstd-alerts.test.yml"
     r = subprocess.run(["promtool", "test", "rules", str(tests)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_metrics_port_listens_on_loopback_unless_the_admin_says_otherwise():
+    """Issue 21 item 9: the metrics carry every account's budget; by default only this host may scrape them
+    (docs/security.md says how to keep other local users out too)."""
+    from burstd.config import parse_config
+
+    cfg = parse_config({"daemon": {"metrics_port": 9464}})
+    server, thread = Metrics().serve(0, cfg.daemon.metrics_address)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+    finally:
+        server.shutdown()
+        thread.join(5)
