@@ -83,7 +83,7 @@ def test_submitted_jobs_read_back_the_same_through_cli_text_cli_json_and_rest(sl
 
 def test_every_job_shape_of_the_fixtures_workload_reads_the_same_through_every_path(slurm_bed, bed_user, other_user,
                                                                                     cleanup, cli, cli_json, rest):
-    """The job shapes of ../shared/fixtures/slurm/workload.sh, submitted live on this bed's release: cli text,
+    """The job shapes of tests/data/slurm-fixtures/workload.sh, submitted live on this bed's release: cli text,
     cli JSON and REST give the same domain objects for each."""
     onprem, cloud = slurm_bed.onprem_partition, slurm_bed.cloud_partition
     target = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "dep_target")
