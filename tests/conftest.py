@@ -2,7 +2,8 @@
 
 Everything the tests read lives in the repository (issue 27: a clone stands alone): the Slurm JSON captures in
 tests/data/slurm-fixtures, samples of the public workload traces in examples/traces. ``BURSTD_TRACES`` names a
-folder of the whole public traces (docs/testbed.md, "Test data"); set, the trace tests read those instead.
+folder of the whole public traces (tests/public_traces.py; docs/testbed.md, "Test data"); set, the trace tests
+read those instead.
 """
 
 from __future__ import annotations
@@ -17,30 +18,7 @@ pytest_plugins = ["tests.bed", "tests.pg"]
 REPO = Path(__file__).resolve().parent.parent
 #: Slurm 24.11 and 26.05 JSON captured on live clusters (its README.md says how)
 FIXTURES = REPO / "tests" / "data" / "slurm-fixtures"
-#: The first jobs of each public trace, and a one-region Spot Advisor snapshot (its README.md says how each was cut)
-SAMPLE_TRACES = REPO / "examples" / "traces"
-#: Each public trace, by its path in the whole set, and its sample here
-PUBLIC_TRACES = {
-    "swf/SDSC-BLUE-2000-4.2-cln.swf.gz": "SDSC-BLUE-2000-4.2-cln.first2000.swf.gz",
-    "swf/CTC-SP2-1996-3.1-cln.swf.gz": "CTC-SP2-1996-3.1-cln.first2000.swf.gz",
-    "swf/KTH-SP2-1996-2.1-cln.swf.gz": "KTH-SP2-1996-2.1-cln.first2000.swf.gz",
-    "gpu/philly_trace_rfold.csv.gz": "philly_trace_rfold.first2000.csv.gz",
-    "spot/spot-advisor-data.json": "spot-advisor-data.us-east-1.json",
-}
-
-
-def public_trace(name: str) -> Path:
-    """The whole trace ``name`` (a key of PUBLIC_TRACES) under ``BURSTD_TRACES`` when that is set, else its sample.
-
-    A ``BURSTD_TRACES`` that lacks the file is an error, not a quiet fall back to the sample."""
-    whole = os.environ.get("BURSTD_TRACES")
-    if not whole:
-        return SAMPLE_TRACES / PUBLIC_TRACES[name]
-    path = Path(whole) / name
-    if not path.is_file():
-        raise FileNotFoundError(f"BURSTD_TRACES={whole}: no {name} there (examples/traces/README.md lists the "
-                                "whole traces and where to get them; unset BURSTD_TRACES to use the samples)")
-    return path
+# the public workload traces: tests/public_traces.py (the in-repo samples, or the whole ones under BURSTD_TRACES)
 
 
 #: The longest test files (pytest --durations: each several minutes). Under xdist (a file to a worker) they are

@@ -15,7 +15,7 @@ from burstd.policy import PriceError
 from burstd.policy.prices import SpotAdvisor, price_table
 from burstd.providers.aws.provider import newest_spot_prices
 from burstd.providers.base import Offering
-from tests.conftest import public_trace
+from tests.public_traces import public_trace
 
 ADVISOR = {"ranges": [{"index": i, "label": "", "dots": i, "max": m} for i, m in enumerate((5, 11, 16, 22, 100))],
            "spot_advisor": {"us-east-1": {"Linux": {"c5.2xlarge": {"s": 60, "r": 0}, "p3.2xlarge": {"s": 70, "r": 4}}}}}

@@ -7,7 +7,7 @@ import gzip
 import pytest
 
 from burstd.simulate.traces import TraceError, read_trace
-from tests.conftest import public_trace
+from tests.public_traces import public_trace
 
 SWF_HEAD = "; MaxProcs: 64\n; MaxNodes: 8\n"
 SWF_OK = "1 0 5 100 8 -1 -1 8 200 -1 1 3 2 -1 1 -1 -1 -1\n2 10 0 50 -1 -1 -1 16 -1 -1 1 4 -1 -1 1 -1 -1 -1\n"
