@@ -138,7 +138,7 @@ def test_nodes_and_partitions_agree_between_cli_and_rest(slurm_bed, cli, rest):
         assert s1.node(name).address == slurm_bed.config.node_address(name).split("/")[0]
     parts = {p.name: p for p in s1.partitions}
     assert parts[slurm_bed.onprem_partition].max_time_min is None
-    # 24.11's partition JSON (CLI and REST) has no DEFAULT flag at all (shared/fixtures/slurm/24.11); 22.05's
+    # 24.11's partition JSON (CLI and REST) has no DEFAULT flag at all (tests/data/slurm-fixtures/24.11); 22.05's
     # text and 26.05's flags do
     assert parts[slurm_bed.onprem_partition].default is (slurm_bed.slurm_release() != (24, 11))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,8 @@ from typer.testing import CliRunner
 import burstd
 from burstd.cli.app import app
 from burstd.simulate.spot import PACKAGED_TRACES
+
+REPO = Path(__file__).resolve().parents[3]
 
 SWF = ("; MaxProcs: 32\n; MaxNodes: 4\n" + "".join(
     f"{i} {i * 60} 0 {3600 + 600 * (i % 5)} {8 * (1 + i % 4)} -1 -1 -1 {7200 + 600 * (i % 5)} -1 1 {i % 3} "
@@ -105,6 +109,20 @@ def test_the_spot_traces_ship_with_burstd_and_need_no_folder_beside_it(tmp_path,
     assert rep["spot_preemption_rate_per_node_hour"] == pytest.approx(2.60, abs=0.02)  # the measured CPU rate
     table = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--policy", "spot-all"])
     assert table.exit_code == 0 and "spot preemptions drawn from" in table.output
+
+
+def test_the_readme_simulate_example_runs_on_the_sample_the_repository_ships(monkeypatch):
+    """Issue 27: the README's example replays a trace in the repository, from its root, with nothing beside it."""
+    monkeypatch.delenv("BURSTD_SPOT_TRACES", raising=False)
+    examples = re.findall(r"^burstctl (simulate --trace examples/\S+[^#\n]*)", (REPO / "README.md").read_text(), re.M)
+    assert examples, "README.md has no simulate example on an in-repo trace"
+    monkeypatch.chdir(REPO)
+    for example in examples:
+        r = CliRunner().invoke(app, shlex.split(example))
+        assert r.exit_code == 0, (example, r.output)
+        rep = json.loads(r.stdout)
+        assert rep["jobs_read"] == 2000 and rep["spot_traces"] == str(PACKAGED_TRACES)
+        assert rep["policies"]["ondemand-all"]["jobs_burst"] > 0 and rep["policies"]["spot-all"]["preemptions"] > 0
 
 
 def test_burstd_spot_traces_overrides_and_a_missing_folder_is_an_error_not_a_calm_market(tmp_path, monkeypatch):

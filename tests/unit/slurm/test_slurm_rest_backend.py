@@ -134,7 +134,7 @@ def test_add_partition_reads_the_job_first(token_file):
         (lambda a: a.power_up(["c3"]), "POST", "/slurm/v0.0.45/node/c3", {"state": ["POWER_UP"]}, {}),
         (lambda a: a.set_node_address("c1", "10.0.0.5", "vm1"), "POST", "/slurm/v0.0.45/node/c1",
          {"address": ["10.0.0.5"], "hostname": ["vm1"]}, {}),
-        # v0.0.45 (26.05) serves requeue as a GET (shared/fixtures/slurm/26.05/rest/openapi_v3.json)
+        # v0.0.45 (26.05) serves requeue as a GET (tests/data/slurm-fixtures/26.05/rest/openapi_v3.json)
         (lambda a: a.requeue(8), "GET", "/slurm/v0.0.45/job/8/requeue", None, {}),
         (lambda a: a.signal(8, "USR1", batch=True), "DELETE", "/slurm/v0.0.45/job/8", None,
          {"signal": "USR1", "flags": "BATCH_JOB"}),
