@@ -1,17 +1,19 @@
 """simulate over the whole SDSC-BLUE trace and the Philly trace: wall time and the policy table.
 
-    python bench/bench_simulate.py [--limit-jobs N] [--workers 2] [--out bench/out]
+    BURSTD_TRACES=/path/to/traces python bench/bench_simulate.py [--limit-jobs N] [--workers 2] [--out bench/out]
 
 For each trace it runs the six built-in policies through the same decide(), prints the table with cost
 relative to ondemand-all and wait/JCT relative to never (both from the same run), and checks the claim
 "burstd is cheaper than compute-wait and constant-wait at equal or lower mean wait". It writes the JSON
-report and the cost-versus-wait plot to --out.
+report and the cost-versus-wait plot to --out. Without ``BURSTD_TRACES`` it runs on the in-repo samples (the
+first 2,000 jobs of each), and says so: their figures are not the whole traces'.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,16 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from burstd.simulate.report import plot_frontier, simulate_trace  # noqa: E402
+from tests.public_traces import public_trace  # noqa: E402
 
-import os  # noqa: E402
-
-_HERE = Path(__file__).resolve()
-SHARED = Path(os.environ["BURSTD_SHARED"]) if os.environ.get("BURSTD_SHARED") else next(
-    (p / "shared" for p in (_HERE.parents[1], _HERE.parents[2], _HERE.parents[3]) if (p / "shared").is_dir()),
-    _HERE.parents[2] / "shared")
+# the whole traces under BURSTD_TRACES (examples/traces/README.md: where to get them), else the in-repo samples
 TRACES = {
-    "sdsc-blue": "traces/swf/SDSC-BLUE-2000-4.2-cln.swf.gz",
-    "philly": "traces/gpu/philly_trace_rfold.csv.gz",
+    "sdsc-blue": "swf/SDSC-BLUE-2000-4.2-cln.swf.gz",
+    "philly": "gpu/philly_trace_rfold.csv.gz",
 }
 COLS = ("cloud_cost_usd", "cost_by_market", "jobs_burst", "wait_mean_s", "wait_p95_s", "delay_mean_s",
         "delay_p95_s", "jct_mean_s", "bounded_slowdown_mean", "preemptions", "lost_node_hours",
@@ -72,9 +70,11 @@ def main() -> None:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("BURSTD_TRACES"):
+        print("BURSTD_TRACES is not set: replaying the in-repo samples (examples/traces), not the whole traces\n")
     for name in a.trace or list(TRACES):
         t = time.perf_counter()
-        rep = simulate_trace(SHARED / TRACES[name], limit_jobs=a.limit_jobs, workers=a.workers)
+        rep = simulate_trace(public_trace(TRACES[name]), limit_jobs=a.limit_jobs, workers=a.workers)
         rep["wall_s_total"] = round(time.perf_counter() - t, 1)
         (out / f"simulate-{name}.json").write_text(json.dumps(rep, indent=2))
         plot_frontier(rep, out / f"frontier-{name}.png")

@@ -22,7 +22,11 @@ import time
 import types
 from pathlib import Path
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "gpu" / "philly_trace_rfold.csv.gz"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.public_traces import public_trace  # noqa: E402
+
+# the whole Philly CSV under BURSTD_TRACES (examples/traces/README.md: where to get it), else the in-repo sample
+DEFAULT_TRACE = public_trace("gpu/philly_trace_rfold.csv.gz")
 DEFAULT_RUNS = ["zero-1:0:-1", "linear_cost-0.076:0:-1", "linear_cost-0.076:1:30"]
 
 

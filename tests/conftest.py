@@ -1,6 +1,9 @@
 """Shared pytest fixtures.
 
-Paths to the read-only shared material (fixtures, traces) live beside the repository in ../shared.
+Everything the tests read lives in the repository (issue 27: a clone stands alone): the Slurm JSON captures in
+tests/data/slurm-fixtures, samples of the public workload traces in examples/traces. ``BURSTD_TRACES`` names a
+folder of the whole public traces (tests/public_traces.py; docs/testbed.md, "Test data"); set, the trace tests
+read those instead.
 """
 
 from __future__ import annotations
@@ -13,16 +16,9 @@ import pytest
 pytest_plugins = ["tests.bed", "tests.pg"]
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("BURSTD_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures" / "slurm"
-TRACES = SHARED / "traces"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"shared material not found at {SHARED} (set BURSTD_SHARED)")
-    return SHARED
+#: Slurm 24.11 and 26.05 JSON captured on live clusters (its README.md says how)
+FIXTURES = REPO / "tests" / "data" / "slurm-fixtures"
+# the public workload traces: tests/public_traces.py (the in-repo samples, or the whole ones under BURSTD_TRACES)
 
 
 #: The longest test files (pytest --durations: each several minutes). Under xdist (a file to a worker) they are

@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         cycle_s: float = typer.Option(120.0, "--cycle-s", min=1, help="Seconds between decide() cycles"),
         spot_traces: Optional[str] = typer.Option(
             None, "--spot-traces", help="Folder of measured spot preemption traces (skypilot spot-traces layout) "
-                                        "[env: BURSTD_SPOT_TRACES; default: shared/traces/spot/skypilot_spot_traces]"),
+                                        "[env: BURSTD_SPOT_TRACES; default: the traces shipped with burstd]"),
         market: Optional[str] = typer.Option(None, "--market",
                                              help="on-demand|spot: every pool on this one market (ondemand-all "
                                                   "stays the on-demand reference) [default: as configured]"),
@@ -141,7 +141,7 @@ def register(app: typer.Typer) -> None:
                       + ", ".join(report["frontier"]))
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
         console.print(f"checkpointing: {report['checkpoint_share']:.0%} of jobs, every "
-                      f"{report['checkpoint_interval_s']:.0f} s")
+                      f"{report['checkpoint_interval_s']:.0f} s; spot preemptions drawn from {report['spot_traces']}")
         order = "out of order" if report["out_of_order"] else f"backfill depth {report['backfill_depth']}"
         console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node, placement "
                       f"{report['placement']}, {order}; cloud: {shapes}, billed per {report['billing']}, "

@@ -154,7 +154,11 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
     if market is not None:
         on_market(cfg, market)  # fail early on a pool that cannot go on that market
     spot = None
-    if spot_root is not None and spot_root.is_dir():
+    # None asks for a replay without preemptions; a missing folder must never quietly become one (issue 27)
+    if spot_root is not None:
+        if not spot_root.is_dir():
+            raise ValueError(f"spot traces {spot_root}: not a folder (set --spot-traces or BURSTD_SPOT_TRACES to "
+                             "a folder in the skypilot spot-traces layout, or unset them for the traces burstd ships)")
         spot = SpotModel.from_dir(spot_root, GPU_TRACES if gpu else CPU_TRACES, seed)
     if constant_wait_s is None and config is None:
         constant_wait_s = BUILTIN_CONSTANT_WAIT_S

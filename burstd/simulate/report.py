@@ -15,6 +15,7 @@ from burstd.config import Config
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
 from burstd.simulate.placement import PLACEMENTS
 from burstd.simulate.settings import BILLING, get_setting
+from burstd.simulate.spot import PACKAGED_TRACES
 from burstd.simulate.traces import read_trace
 
 # wait_* is to the final start (the run that finished); first_wait_mean_s is kept to show what spot hides
@@ -24,15 +25,9 @@ METRICS = ("cloud_cost_usd", "jobs", "jobs_burst", "wait_mean_s", "wait_p95_s", 
 
 
 def default_spot_root() -> Path:
+    """``BURSTD_SPOT_TRACES`` if set, else the traces shipped in the package (no sibling folder needed)."""
     env = os.environ.get("BURSTD_SPOT_TRACES")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parents[2]  # the repository (or site-packages) root
-    for base in (here.parent, here.parent.parent):
-        cand = base / "shared" / "traces" / "spot" / "skypilot_spot_traces"
-        if cand.is_dir():
-            return cand
-    return Path("/usr/share/burstd/spot-traces")
+    return Path(env) if env else PACKAGED_TRACES
 
 
 def _one(args):

@@ -22,6 +22,9 @@ from pathlib import Path
 CPU_TRACES = ("preemption/1-node/aws-04-19-2023", "preemption/1-node/gcp-04-30-2023")
 GPU_TRACES = ("preemption/1-node/aws-04-22-2023", "preemption/4-node/aws-08-03-2023")
 
+#: The folders above, shipped inside the package (data/spot/README.md: source, citation, licence)
+PACKAGED_TRACES = Path(__file__).resolve().parent / "data" / "spot" / "skypilot_spot_traces"
+
 
 class Reading(enum.Enum):
     """What a value in a single-node (0/1) preemption file means.

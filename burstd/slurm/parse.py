@@ -2,7 +2,7 @@
 
 Pure functions: bytes/dicts/strings in, ``burstd.domain.slurm`` objects out. No subprocess, no HTTP.
 
-Version differences handled here (see ../shared/fixtures/slurm/README.md):
+Version differences handled here (see tests/data/slurm-fixtures/README.md):
 
 * numbers: 22.05 plain ints (``null`` for NO_VAL/INFINITE) vs ``{"set","infinite","number"}`` objects;
 * job_state: 22.05 one string (which may be a flag such as ``CONFIGURING``) vs a list, base state first;

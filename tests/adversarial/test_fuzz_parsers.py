@@ -2,8 +2,8 @@
 
 The rule for each: it returns a result, or raises the one documented error type of its module (with a
 message); never another exception, never a hang. Seeds come from the captured Slurm output in
-../shared/fixtures/slurm and tests/data. Budgets are bounded (``EXAMPLES`` a test) so CI stays fast;
-``BURSTD_FUZZ_EXAMPLES`` raises them for a longer local run.
+tests/data (slurm-fixtures: 24.11 and 26.05; slurm-22.05). Budgets are bounded (``EXAMPLES`` a test) so CI
+stays fast; ``BURSTD_FUZZ_EXAMPLES`` raises them for a longer local run.
 """
 
 from __future__ import annotations

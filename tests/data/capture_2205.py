@@ -4,7 +4,7 @@
     sudo BURSTD_BED_NAME=slurmcap BURSTD_BED_SLOT=42 python tests/data/capture_2205.py
 
 Brings up its own bed with "bare" hooks (cloud nodes really boot as namespace VMs), submits a workload like
-../shared/fixtures/slurm/workload.sh, and saves, at two moments:
+tests/data/slurm-fixtures/workload.sh, and saves, at two moments:
   snapshot1/  right after a cloud job was allocated (job CONFIGURING, node POWERING_UP)
   snapshot2/  once that node is up and the job RUNNING
 each with squeue --json, sinfo --json, the cli backend's squeue -O text, scontrol show partitions -o,

@@ -83,7 +83,7 @@ def test_submitted_jobs_read_back_the_same_through_cli_text_cli_json_and_rest(sl
 
 def test_every_job_shape_of_the_fixtures_workload_reads_the_same_through_every_path(slurm_bed, bed_user, other_user,
                                                                                     cleanup, cli, cli_json, rest):
-    """The job shapes of ../shared/fixtures/slurm/workload.sh, submitted live on this bed's release: cli text,
+    """The job shapes of tests/data/slurm-fixtures/workload.sh, submitted live on this bed's release: cli text,
     cli JSON and REST give the same domain objects for each."""
     onprem, cloud = slurm_bed.onprem_partition, slurm_bed.cloud_partition
     target = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "dep_target")
@@ -138,7 +138,7 @@ def test_nodes_and_partitions_agree_between_cli_and_rest(slurm_bed, cli, rest):
         assert s1.node(name).address == slurm_bed.config.node_address(name).split("/")[0]
     parts = {p.name: p for p in s1.partitions}
     assert parts[slurm_bed.onprem_partition].max_time_min is None
-    # 24.11's partition JSON (CLI and REST) has no DEFAULT flag at all (shared/fixtures/slurm/24.11); 22.05's
+    # 24.11's partition JSON (CLI and REST) has no DEFAULT flag at all (tests/data/slurm-fixtures/24.11); 22.05's
     # text and 26.05's flags do
     assert parts[slurm_bed.onprem_partition].default is (slurm_bed.slurm_release() != (24, 11))
 

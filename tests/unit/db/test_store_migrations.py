@@ -18,6 +18,7 @@ from sqlalchemy import inspect
 from burstd.db.models import metadata
 from burstd.db.engine import MIGRATIONS, make_engine, migrate
 from burstd.db.store import Store
+from burstd.simulate.spot import CPU_TRACES, GPU_TRACES
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -88,6 +89,10 @@ def test_installed_package_migrates_without_the_source_tree(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "burstd/db/migrations/env.py" in names and "burstd/db/migrations/script.py.mako" in names
     assert any(n.startswith("burstd/db/migrations/versions/0001") for n in names)
+    # simulate's spot traces travel in the wheel too: an installed burstctl needs no folder beside it (issue 27)
+    for sub in (*CPU_TRACES, *GPU_TRACES):
+        assert any(n.startswith(f"burstd/simulate/data/spot/skypilot_spot_traces/{sub}/") and n.endswith(".json")
+                   for n in names), sub
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)

@@ -15,6 +15,7 @@ from burstd.policy import PriceError
 from burstd.policy.prices import SpotAdvisor, price_table
 from burstd.providers.aws.provider import newest_spot_prices
 from burstd.providers.base import Offering
+from tests.public_traces import public_trace
 
 ADVISOR = {"ranges": [{"index": i, "label": "", "dots": i, "max": m} for i, m in enumerate((5, 11, 16, 22, 100))],
            "spot_advisor": {"us-east-1": {"Linux": {"c5.2xlarge": {"s": 60, "r": 0}, "p3.2xlarge": {"s": 70, "r": 4}}}}}
@@ -43,9 +44,14 @@ def test_advisor_bucket_is_the_interruption_prior_and_the_worst_type_wins():
     assert t.quotes[("aws-cpu", "on-demand")].interruption_rate == 0.0
 
 
-def test_real_advisor_snapshot_loads(shared_dir):
-    adv = SpotAdvisor.load(shared_dir / "traces/spot/spot-advisor-data.json")
-    assert adv.interruption_rate("us-east-1", ["c5.2xlarge"]) is not None
+def test_real_advisor_snapshot_loads():
+    """The public Spot Advisor snapshot (its us-east-1 sample, or the whole under BURSTD_TRACES): the buckets
+    it gives, read as the advisor's interruption ranges (c5.2xlarge 5-10%, p3.2xlarge >20% a month)."""
+    adv = SpotAdvisor.load(public_trace("spot/spot-advisor-data.json"))
+    assert adv.bucket("us-east-1", "c5.2xlarge") == 1 and adv.bucket("us-east-1", "p3.2xlarge") == 4
+    assert adv.interruption_rate("us-east-1", ["c5.2xlarge"]) == pytest.approx(0.075 / 730)
+    assert adv.interruption_rate("us-east-1", ["c5.2xlarge", "p3.2xlarge"]) == pytest.approx(0.25 / 730)
+    assert adv.interruption_rate("us-east-1", ["no-such.type"]) is None
 
 
 def spot(t="c5.2xlarge", z="us-east-1a"):

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+import burstd
 from burstd.cli.app import app
+from burstd.simulate.spot import PACKAGED_TRACES
+
+REPO = Path(__file__).resolve().parents[3]
 
 SWF = ("; MaxProcs: 32\n; MaxNodes: 4\n" + "".join(
     f"{i} {i * 60} 0 {3600 + 600 * (i % 5)} {8 * (1 + i % 4)} -1 -1 -1 {7200 + 600 * (i % 5)} -1 1 {i % 3} "
@@ -86,6 +93,53 @@ def test_missing_spot_traces_are_a_clear_error(tmp_path):
     trace.write_text(SWF)
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--spot-traces", str(tmp_path)])
     assert r.exit_code == 1 and "no spot traces under" in r.output
+
+
+def test_the_spot_traces_ship_with_burstd_and_need_no_folder_beside_it(tmp_path, monkeypatch):
+    """Issue 27: from a fresh clone or an installed wheel, simulate finds its spot traces in the package."""
+    monkeypatch.delenv("BURSTD_SPOT_TRACES", raising=False)
+    monkeypatch.chdir(tmp_path)  # nothing beside the working folder either
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--policy", "spot-all"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["spot_traces"] == str(PACKAGED_TRACES)
+    assert PACKAGED_TRACES.is_relative_to(Path(burstd.__file__).parent)
+    assert rep["spot_preemption_rate_per_node_hour"] == pytest.approx(2.60, abs=0.02)  # the measured CPU rate
+    table = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--policy", "spot-all"])
+    assert table.exit_code == 0 and "spot preemptions drawn from" in table.output
+
+
+def test_the_readme_simulate_example_runs_on_the_sample_the_repository_ships(monkeypatch):
+    """Issue 27: the README's example replays a trace in the repository, from its root, with nothing beside it."""
+    monkeypatch.delenv("BURSTD_SPOT_TRACES", raising=False)
+    examples = re.findall(r"^burstctl (simulate --trace examples/\S+[^#\n]*)", (REPO / "README.md").read_text(), re.M)
+    assert examples, "README.md has no simulate example on an in-repo trace"
+    monkeypatch.chdir(REPO)
+    for example in examples:
+        r = CliRunner().invoke(app, shlex.split(example))
+        assert r.exit_code == 0, (example, r.output)
+        rep = json.loads(r.stdout)
+        assert rep["jobs_read"] == 2000 and rep["spot_traces"] == str(PACKAGED_TRACES)
+        assert rep["policies"]["ondemand-all"]["jobs_burst"] > 0 and rep["policies"]["spot-all"]["preemptions"] > 0
+
+
+def test_burstd_spot_traces_overrides_and_a_missing_folder_is_an_error_not_a_calm_market(tmp_path, monkeypatch):
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    calm = calm_spot_traces(tmp_path / "calm")
+    monkeypatch.setenv("BURSTD_SPOT_TRACES", str(calm))
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--policy", "spot-all"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["spot_traces"] == str(calm) and rep["spot_preemption_rate_per_node_hour"] == 0.0
+    monkeypatch.setenv("BURSTD_SPOT_TRACES", str(tmp_path / "nowhere"))
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--policy", "spot-all"])
+    assert r.exit_code == 1 and r.stdout == ""
+    assert f"spot traces {tmp_path / 'nowhere'}: not a folder" in r.stderr
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--spot-traces", str(tmp_path / "nowhere")])
+    assert r.exit_code == 1 and "not a folder" in r.output
 
 
 def test_market_on_demand_puts_every_pool_on_demand(tmp_path):

@@ -1,12 +1,11 @@
 """The spot trace reader: which values mean alive, and the measured preemption rates it yields."""
 
-from pathlib import Path
-
 import pytest
 
 from burstd.simulate.spot import (
     CPU_TRACES,
     GPU_TRACES,
+    PACKAGED_TRACES,
     SINGLE_NODE_READING,
     Reading,
     Segment,
@@ -15,7 +14,7 @@ from burstd.simulate.spot import (
     segments_of,
 )
 
-SPOT_ROOT = Path("/work/shared/traces/spot/skypilot_spot_traces")
+SPOT_ROOT = PACKAGED_TRACES  # shipped in the package (burstd/simulate/data/spot/README.md)
 
 
 def test_single_node_files_are_read_the_authors_way_one_means_preempted():
@@ -51,13 +50,11 @@ def test_reading_flips_the_rate_of_a_trace():
     assert readme.rate_per_hour == pytest.approx(1 / (2 * 60 / 3600))
 
 
-@pytest.mark.skipif(not SPOT_ROOT.exists(), reason="public spot traces not present")
 def test_measured_cpu_rate_matches_the_authors_reading():
     cpu = SpotModel.from_dir(SPOT_ROOT, CPU_TRACES)
     assert cpu.rate_per_hour == pytest.approx(2.60, abs=0.02)  # README's reading gave 0.41
 
 
-@pytest.mark.skipif(not SPOT_ROOT.exists(), reason="public spot traces not present")
 def test_measured_gpu_rate_with_full_gang_multi_node_files():
     gpu = SpotModel.from_dir(SPOT_ROOT, GPU_TRACES)
     # 1-node V100 files (authors' polarity) + 4-node counts at the full gang: 383 preemptions / 1013.6 h

@@ -7,6 +7,7 @@ import gzip
 import pytest
 
 from burstd.simulate.traces import TraceError, read_trace
+from tests.public_traces import public_trace
 
 SWF_HEAD = "; MaxProcs: 64\n; MaxNodes: 8\n"
 SWF_OK = "1 0 5 100 8 -1 -1 8 200 -1 1 3 2 -1 1 -1 -1 -1\n2 10 0 50 -1 -1 -1 16 -1 -1 1 4 -1 -1 1 -1 -1 -1\n"
@@ -63,11 +64,19 @@ def test_sacct_parsable2_export(tmp_path):
         read_trace(write(tmp_path, "site.sacct", bad))
 
 
-def test_real_traces_parse(shared_dir):
-    jobs, info = read_trace(shared_dir / "traces/swf/SDSC-BLUE-2000-4.2-cln.swf.gz", limit_jobs=2000)
-    assert len(jobs) == 2000 and info.max_procs == 1152
-    jobs, _ = read_trace(shared_dir / "traces/gpu/philly_trace_rfold.csv.gz", limit_jobs=2000)
-    assert len(jobs) == 2000 and all(j.gpus >= 1 for j in jobs)
+@pytest.mark.parametrize(("name", "units"), [
+    ("swf/SDSC-BLUE-2000-4.2-cln.swf.gz", 1152), ("swf/CTC-SP2-1996-3.1-cln.swf.gz", 338),
+    ("swf/KTH-SP2-1996-2.1-cln.swf.gz", 100), ("gpu/philly_trace_rfold.csv.gz", None)])
+def test_real_traces_parse(name, units):
+    """The public traces (their in-repo samples, or the whole ones under BURSTD_TRACES): the first 2,000 jobs
+    read, with the header's machine size; the samples hold exactly those jobs (examples/traces/README.md)."""
+    jobs, info = read_trace(public_trace(name), limit_jobs=2000)
+    assert len(jobs) == 2000 and info.max_procs == units
+    assert len({j.job_id for j in jobs}) == 2000 and all(j.runtime > 0 for j in jobs)
+    if units is None:  # Philly: every job asks for GPUs
+        assert all(j.gpus >= 1 for j in jobs)
+    else:
+        assert all(1 <= j.cpus <= units for j in jobs)
 
 
 def test_unknown_format_is_refused(tmp_path):

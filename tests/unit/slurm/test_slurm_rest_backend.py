@@ -70,8 +70,6 @@ def token_file(tmp_path):
 
 
 def make(version: str, token_file: str, **cfg) -> tuple[RestAdapter, Server]:
-    if not SITES[version][0].exists():
-        pytest.skip(f"fixtures not found at {FIXTURES}")
     server = Server(version)
     config = SlurmConfig(backend="rest", rest_url="http://slurmrestd.test:6820", rest_token_file=token_file, **cfg)
     client = httpx.Client(transport=httpx.MockTransport(server), base_url=config.rest_url)
@@ -136,7 +134,7 @@ def test_add_partition_reads_the_job_first(token_file):
         (lambda a: a.power_up(["c3"]), "POST", "/slurm/v0.0.45/node/c3", {"state": ["POWER_UP"]}, {}),
         (lambda a: a.set_node_address("c1", "10.0.0.5", "vm1"), "POST", "/slurm/v0.0.45/node/c1",
          {"address": ["10.0.0.5"], "hostname": ["vm1"]}, {}),
-        # v0.0.45 (26.05) serves requeue as a GET (shared/fixtures/slurm/26.05/rest/openapi_v3.json)
+        # v0.0.45 (26.05) serves requeue as a GET (tests/data/slurm-fixtures/26.05/rest/openapi_v3.json)
         (lambda a: a.requeue(8), "GET", "/slurm/v0.0.45/job/8/requeue", None, {}),
         (lambda a: a.signal(8, "USR1", batch=True), "DELETE", "/slurm/v0.0.45/job/8", None,
          {"signal": "USR1", "flags": "BATCH_JOB"}),
@@ -199,8 +197,6 @@ def test_token_from_scontrol_is_renewed_once_on_401(tmp_path):
     server = Server("v0.0.45", token="tok-2")  # the first token is already stale
     config = SlurmConfig(backend="rest", rest_url="http://x", rest_version="v0.0.45", bin_dir=str(bindir))
     rest = RestAdapter(config, client=httpx.Client(transport=httpx.MockTransport(server), base_url="http://x"))
-    if not SITES["v0.0.45"][0].exists():
-        pytest.skip("fixtures missing")
     rest.snapshot()
     assert counter.read_text() == "2"
     assert [r.headers["X-SLURM-USER-TOKEN"] for r in server.requests[:2]] == ["tok-1", "tok-2"]

@@ -36,8 +36,6 @@ def test_snapshot_from_2205_text_and_json_files():
 
 
 def test_snapshot_from_2411_files_all_jobs_and_table():
-    if not FIXTURES.is_dir():
-        pytest.skip(f"fixtures not found at {FIXTURES}")
     files = [str(FIXTURES / "24.11" / f) for f in ("squeue_t_all.json", "scontrol_show_nodes.json",
                                                    "scontrol_show_partitions.json")]
     active = json.loads(runner.invoke(app, ["snapshot", *sum((["--from", f] for f in files), []), "--json"]).stdout)
