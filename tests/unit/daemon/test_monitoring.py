@@ -62,9 +62,9 @@ def test_the_metrics_port_listens_on_loopback_unless_the_admin_says_otherwise():
     from burstd.config import parse_config
 
     cfg = parse_config({"daemon": {"metrics_port": 9464}})
-    server, thread = Metrics().serve(0, cfg.daemon.metrics_address)
+    server = Metrics().serve(0, cfg.daemon.metrics_address)
     try:
         assert server.server_address[0] == "127.0.0.1"
     finally:
         server.shutdown()
-        thread.join(5)
+        server.server_close()
