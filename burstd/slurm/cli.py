@@ -116,9 +116,9 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
             raise SlurmError(
                 f"{running.cmd} did not answer within {self.config.command_timeout_s:g} s (slurm.command_timeout_s)"
             ) from None
-        out = stdout.decode("utf-8", errors="surrogateescape")
+        out = parse.decode_output(stdout)
         if proc.returncode != 0:
-            err = stderr.decode("utf-8", errors="replace").strip() or out.strip()
+            err = parse.decode_output(stderr).strip() or out.strip()
             raise SlurmError(f"{running.cmd} {' '.join(running.args)[:200]} failed (exit {proc.returncode}): {err}")
         return out
 

@@ -411,3 +411,18 @@ def test_job_names_with_separators_never_forge_records_on_the_bed(slurm_bed, bed
     again = _jobs(adapter.snapshot(), {victim, quiet})
     assert again[quiet].comment == evil_comment and again[victim].comment == "burst:no"
     assert adapter.text_fallbacks == 1
+
+
+def test_a_held_job_named_with_invalid_utf8_leaves_every_backend_reading_the_queue(slurm_bed, bed_user, cleanup,
+                                                                                  cli, cli_json, rest):
+    """Issue 21 item 4: Slurm keeps a job's name byte for byte, and slurmrestd's job list then holds invalid
+    UTF-8. Every snapshot used to fail on the rest backend while the job sat in the queue; now the bad bytes
+    read as U+FFFD on every path, and the other jobs read as before."""
+    plain = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", "plain")
+    # a str argument holding surrogate escapes reaches sbatch as the raw bytes b"bad\xff\xfe name"
+    bad = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", "bad\udcff\udcfe name")
+    for adapter in (rest, cli, cli_json):
+        seen = _jobs(adapter.snapshot(), {plain, bad})
+        assert set(seen) == {plain, bad}, adapter
+        assert seen[bad].name == "bad\ufffd\ufffd name" and seen[plain].name == "plain"
+        assert seen[bad].state == "PENDING"
