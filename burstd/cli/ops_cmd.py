@@ -19,8 +19,9 @@ from rich.table import Table
 from burstd.cli.common import (
     ConfigOption, JsonFlag, api_call, console, fail, get_config, node_target, print_json, resolve_lease,
 )
-
+from burstd.cli.freetext import cell
 from burstd.slurm.conf import HOOK_DIR
+
 NODE_HELP = "cloud node name, or a unique prefix of its lease id or instance id"
 
 
@@ -149,7 +150,7 @@ def register(app: typer.Typer) -> None:
         for r in rows:
             t.add_row(r["lease_id"], r["node_name"], r["pool"], r["state"], _ago(r["state_since"]),
                       r.get("instance_id") or "-", ",".join(map(str, r["job_ids"])) or "-",
-                      (r.get("gang") or "-")[:8], r.get("reason") or "")
+                      (r.get("gang") or "-")[:8], cell(r.get("reason") or ""))
         console.print(t)
 
     @app.command("events")
@@ -175,7 +176,7 @@ def register(app: typer.Typer) -> None:
             at = r.get("at") or r.get("created_at") or r.get("time")
             t.add_row(time.strftime("%m-%d %H:%M:%S", time.localtime(at)) if at else "-", str(r.get("lease_id", "")),
                       str(r.get("from_state") or r.get("from") or ""),
-                      str(r.get("to_state") or r.get("state") or r.get("to") or ""), str(r.get("reason") or ""))
+                      str(r.get("to_state") or r.get("state") or r.get("to") or ""), cell(r.get("reason") or ""))
         console.print(t)
 
     @app.command("pause")
