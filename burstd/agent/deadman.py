@@ -61,22 +61,32 @@ def probe_daemons(urls: Sequence[str], node: str, token_file: str | None = None,
     return probe
 
 
-def node_runs_a_job() -> bool:
-    """A slurmstepd in this node's network namespace (a real VM has one; a bed VM shares the host's pids)."""
+def node_runs_a_job(proc: str = "/proc") -> bool:
+    """A Slurm step daemon in this node's network namespace (a real VM has one; a bed VM shares the host's pids)."""
     try:
-        own = os.readlink("/proc/self/ns/net")
+        own = os.readlink(f"{proc}/self/ns/net")
     except OSError:
         own = None
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/comm") as fh:
-                if fh.read().strip() != "slurmstepd":
-                    continue
-            if own is None or os.readlink(f"/proc/{pid}/ns/net") == own:
-                return True
-        except OSError:
-            continue
-    return False
+    return any(is_step_daemon(pid, own, proc) for pid in filter(str.isdigit, os.listdir(proc)))
+
+
+def is_step_daemon(pid: str, netns: str | None, proc: str = "/proc") -> bool:
+    """Is ``pid`` a ``slurmstepd`` whose real and effective uid are root, in network namespace ``netns`` (None: any)?
+
+    slurmd starts the step daemon as root and it stays root while the job's tasks run as the user; any job can
+    name a process of its own ``slurmstepd`` (``exec -a``, a copied binary, ``prctl``) and would otherwise keep an
+    idle VM up for ever. Its parent is no test: slurmd forks twice, so a real one is adopted by init."""
+    try:
+        with open(f"{proc}/{pid}/comm") as fh:
+            if fh.read().strip() != "slurmstepd":
+                return False
+        with open(f"{proc}/{pid}/status") as fh:  # Uid: real, effective, saved, filesystem
+            uids = next((line.split()[1:3] for line in fh if line.startswith("Uid:")), [])
+        if uids != ["0", "0"]:
+            return False
+        return netns is None or os.readlink(f"{proc}/{pid}/ns/net") == netns
+    except OSError:  # gone meanwhile
+        return False
 
 
 def run_command(argv: Sequence[str]) -> Callable[[str], None]:

@@ -11,8 +11,10 @@ import time
 from collections.abc import Callable
 
 import typer
+from rich.markup import escape
 
 from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json, sub_app
+from burstd.cli.freetext import shown
 from burstd.config import Config
 from burstd.domain.lease import LeaseState, may_own_instance
 from burstd.providers.base import ProviderError
@@ -85,7 +87,7 @@ def gc(
         return
     verb = "would terminate" if dry_run else "terminated"
     for r in rows:
-        console.print(f"{verb} {r['pool']} {r['instance_id']} node={r['node'] or '?'}: {r['reason']}",
+        console.print(f"{verb} {r['pool']} {r['instance_id']} node={r['node'] or '?'}: {escape(shown(r['reason']))}",
                       highlight=False)
 
 

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from burstd.cli.common import JsonFlag, console, fail, get_config, print_json
+from burstd.cli.freetext import cell
 from burstd.slurm.base import SlurmError
 from burstd.slurm.parse import snapshot_as_dict
 
@@ -47,11 +48,11 @@ def register(app: typer.Typer) -> None:
         jobs = Table("job", "user", "account", "partitions", "state", "reason", "cpus", "gpus", "name")
         for j in snap.jobs:
             state = "+".join((j.state, *j.state_flags))
-            jobs.add_row(j.display_id, j.user, j.account, ",".join(j.partitions), state, j.reason,
-                         str(j.cpus), str(j.gpus), repr(j.name)[1:-1])
+            jobs.add_row(j.display_id, cell(j.user), cell(j.account), ",".join(j.partitions), state, cell(j.reason),
+                         str(j.cpus), str(j.gpus), cell(j.name))
         console.print(jobs)
         nodes = Table("node", "state", "partitions", "address", "features", "reason")
         for n in snap.nodes:
             nodes.add_row(n.name, "+".join((n.state, *n.flags)), ",".join(n.partitions), n.address,
-                          ",".join(n.features), n.reason)
+                          cell(",".join(n.features)), cell(n.reason))
         console.print(nodes)

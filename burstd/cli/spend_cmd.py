@@ -14,9 +14,11 @@ micro-dollars in fields named ``*_micro_usd``; tables show dollars rounded half-
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from burstd.cli.common import ConfigOption, JsonFlag, api_call, console, err_console, fail, print_json, sub_app
+from burstd.cli.freetext import cell, shown
 from burstd.cli.timespec import SINCE_HELP, UNTIL_HELP, parse_when
 from burstd.domain.budget import NO_ACCOUNT
 from burstd.domain.money import format_usd
@@ -44,23 +46,24 @@ def _spend_reconcile(config: str | None, since: float | None, as_json: bool) -> 
     else:
         console.print(f"jobs that agree with sacct: {len(data['agree'])} ({format_usd(data['agreed_micro_usd'])}); "
                       f"overhead (boot, idle): {format_usd(data['overhead_micro_usd'])}", highlight=False)
+        # every value from sacct is shown escaped: an account string may hold newlines or terminal escapes
         t = Table("job", "difference", "burstd", "sacct")
         for job, v in data["only_burstd"].items():
-            t.add_row(job, "charged, but sacct has it on no cloud node", format_usd(v["spend_micro_usd"]), "-")
+            t.add_row(cell(job), "charged, but sacct has it on no cloud node", format_usd(v["spend_micro_usd"]), "-")
         for job in data["only_sacct"]:
-            t.add_row(str(job), "ran on a cloud node, burstd charged nothing", "-", "on a cloud node")
+            t.add_row(cell(job), "ran on a cloud node, burstd charged nothing", "-", "on a cloud node")
         for job, v in data["other_nodes"].items():
-            t.add_row(job, "other cloud nodes", ",".join(v["burstd"]), ",".join(v["sacct"]))
+            t.add_row(cell(job), "other cloud nodes", cell(",".join(v["burstd"])), cell(",".join(v["sacct"])))
         for job, v in data["other_account"].items():
-            t.add_row(job, "other account", v["burstd"], v["sacct"])
+            t.add_row(cell(job), "other account", cell(v["burstd"]), cell(v["sacct"]))
         inst = data.get("instances")
         if inst:  # Slurm 23.11+ with slurmdbd: the VMs joined on their instance id
             console.print(f"instances Slurm recorded for burstd's VMs: {len(inst['agree'])} agree"
-                          + (f"; [red]unknown to Slurm: {', '.join(inst['only_burstd'])}[/]" if inst["only_burstd"]
-                             else "")
-                          + "".join(f"; [red]{i} on {v['slurm']} in Slurm, {v['burstd']} in burstd[/]"
-                                    for i, v in inst["other_node"].items())
-                          + (f"; in Slurm without a lease here: {', '.join(inst['only_slurm'])}"
+                          + (f"; [red]unknown to Slurm: {_line(', '.join(inst['only_burstd']))}[/]"
+                             if inst["only_burstd"] else "")
+                          + "".join(f"; [red]{_line(i)} on {_line(v['slurm'])} in Slurm, {_line(v['burstd'])} in "
+                                    f"burstd[/]" for i, v in inst["other_node"].items())
+                          + (f"; in Slurm without a lease here: {_line(', '.join(inst['only_slurm']))}"
                              if inst["only_slurm"] else ""), highlight=False, soft_wrap=True)
         if data["ok"]:
             console.print("[green]burstd and slurmdbd agree[/] on which jobs ran on which cloud nodes")
@@ -72,6 +75,11 @@ def _spend_reconcile(config: str | None, since: float | None, as_json: bool) -> 
 
 def _account_label(account: str) -> str:
     return account if account else NO_ACCOUNT
+
+
+def _line(text: object) -> str:
+    """Free text inside a line with markup of its own (instance ids and nodes as Slurm recorded them)."""
+    return escape(shown(text))
 
 
 def register(app: typer.Typer) -> None:
@@ -106,7 +114,7 @@ def register(app: typer.Typer) -> None:
             return
         t = Table(by, "spend", title=f"cloud spend by {by}")
         for row in data["rows"]:
-            t.add_row(str(row["key"]), format_usd(row["spend_micro_usd"]))
+            t.add_row(cell(row["key"]), format_usd(row["spend_micro_usd"]))
         t.add_section()
         t.add_row("total", format_usd(data["total_micro_usd"]))
         console.print(t)
@@ -141,7 +149,7 @@ def register(app: typer.Typer) -> None:
         t = Table("account", "limit", "spent", "left", "limit from", title=f"budgets this {data['period']}")
         for acct, b in data["accounts"].items():
             lim, spent = b["limit_micro_usd"], b["spent_micro_usd"]
-            t.add_row(_account_label(acct), "-" if lim is None else format_usd(lim), format_usd(spent),
+            t.add_row(cell(_account_label(acct)), "-" if lim is None else format_usd(lim), format_usd(spent),
                       "-" if lim is None else format_usd(lim - spent), SOURCES.get(b["source"], b["source"]))
         console.print(t)
         site, dflt = data.get("site") or {}, data.get("default_account_micro_usd")

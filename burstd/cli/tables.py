@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from burstd.cli.freetext import shown
 from rich.console import Console
 from rich.segment import Segment, Segments
 from rich.table import Table
@@ -69,7 +70,9 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) ->
 def print_table(console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]], *,
                 wide: bool, note: str = "") -> None:
     """``rows`` of strings under ``columns``, fitted to ``console.width`` unless ``wide``; ``note``: what else the
-    reader should know (e.g. that ids are unique prefixes)."""
+    reader should know (e.g. that ids are unique prefixes). Every cell is shown escaped (``freetext.shown``): a
+    reason or an account string cannot draw on the terminal or pass for another row."""
+    rows = [[shown(c) for c in r] for r in rows]
     if wide:
         widths = {i: _widths(c, [r[i] for r in rows])[1] for i, c in enumerate(columns)}
         shortened: list[str] = []

@@ -15,7 +15,7 @@ OVERHEAD = "(overhead)"
 
 @dataclass(frozen=True)
 class SacctJob:
-    """One allocation as slurmdbd recorded it (``sacct -X``)."""
+    """One run of an allocation as slurmdbd recorded it (``sacct -X -D``: a requeued job has one per run)."""
 
     job_id: int
     account: str
@@ -88,7 +88,13 @@ def reconcile(spend_by_job: Mapping[str, int], job_nodes: Mapping[int, Iterable[
     ``sacct``: slurmdbd's allocations over the same period; ``cloud_nodes``: every node of burstd's pools."""
     cloud = set(cloud_nodes)
     out = Reconciliation()
-    recorded = {j.job_id: j for j in sacct}
+    # a requeued job has one record a run (sacct --duplicates), all under its id: it ran on the cloud nodes of
+    # any of them, and was charged to the account of one that ran there (the last record alone would hide a
+    # preempted cloud run behind the pending or on-prem run that followed it)
+    runs: dict[int, list[SacctJob]] = {}
+    for rec in sacct:
+        runs.setdefault(rec.job_id, []).append(rec)
+    cloud_runs = {jid: [r for r in recs if set(r.nodes) & cloud] for jid, recs in runs.items()}
     charged: dict[int, int] = {}
     for key, micros in spend_by_job.items():
         if key == OVERHEAD:
@@ -96,8 +102,8 @@ def reconcile(spend_by_job: Mapping[str, int], job_nodes: Mapping[int, Iterable[
         else:
             charged[int(key)] = charged.get(int(key), 0) + micros
     for job_id, micros in sorted(charged.items()):
-        rec = recorded.get(job_id)
-        on_cloud = sorted(set(rec.nodes) & cloud) if rec else []
+        there = cloud_runs.get(job_id, [])
+        on_cloud = sorted({n for r in there for n in r.nodes} & cloud)
         if not on_cloud:
             out.only_burstd[job_id] = micros
             out.unmatched_micros += micros
@@ -106,10 +112,11 @@ def reconcile(spend_by_job: Mapping[str, int], job_nodes: Mapping[int, Iterable[
         if mine and not set(mine) <= set(on_cloud):
             out.other_nodes[job_id] = (mine, on_cloud)
         acct = job_accounts.get(job_id)
-        if acct and rec is not None and rec.account and acct != rec.account:
-            out.other_account[job_id] = (acct, rec.account)
+        recorded_accounts = sorted({r.account for r in there if r.account})
+        if acct and recorded_accounts and acct not in recorded_accounts:
+            out.other_account[job_id] = (acct, ",".join(recorded_accounts))
         if job_id not in out.other_nodes and job_id not in out.other_account:
             out.agree.append(job_id)
         out.agreed_micros += micros
-    out.only_sacct = sorted(j.job_id for j in recorded.values() if set(j.nodes) & cloud and j.job_id not in charged)
+    out.only_sacct = sorted(jid for jid, recs in cloud_runs.items() if recs and jid not in charged)
     return out

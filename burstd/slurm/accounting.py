@@ -5,12 +5,17 @@ lists; a site without slurmdbd answers None / nothing, and burstd keeps its own 
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 
 from burstd.report.sacct_reconcile import SacctJob, SlurmInstance
+from burstd.slurm import sacct
 from burstd.slurm.base import SlurmError
-from burstd.slurm.hostlist import HostlistError, expand
+from burstd.slurm.parse import load_json
+
+log = logging.getLogger(__name__)
+
 
 class AccountingMixin:
     """What slurmdbd knows, for budgets and spend. Only the cli backend reads it (sacctmgr / sacct)."""
@@ -50,28 +55,26 @@ class AccountingMixin:
         return rows
 
     def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
-        """Allocations slurmdbd recorded from ``since`` on (``sacct -X -a``), optionally only those that ran
-        on ``nodes``; NodeList expanded."""
-        args = ["-X", "-a", "-n", "-P", "--noconvert", "--starttime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since)), "--endtime=now",
-                "--format=JobID,Account,User,NodeList,State,Start,End"]
+        """Every run slurmdbd recorded from ``since`` on (``sacct -X -a -D``: a requeued job once a run),
+        optionally only those on ``nodes``; NodeList expanded. ``sacct --json``, or where the release's JSON
+        plugin is missing ``-P`` with a one-time delimiter; every row checked (``burstd.slurm.sacct``)."""
+        args = ["-X", "-a", "-D", "-n", "--noconvert",
+                "--starttime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since)), "--endtime=now"]
         if nodes:
             args.append("--nodelist=" + ",".join(nodes))
-        out = self.run("sacct", args)  # type: ignore[attr-defined]
-        jobs = []
-        for line in out.splitlines():
-            parts = line.split("|")
-            if len(parts) != 7 or not _digits(parts[0].split("_")[0].split("+")[0]):
-                continue
-            jid, account, user, nodelist, state, start, end = parts
-            try:
-                hosts = () if nodelist in ("", "None assigned") else tuple(expand(nodelist))
-            except HostlistError as exc:
-                raise SlurmError(f"sacct printed a node list burstd cannot read for job {jid}: {exc}") \
-                    from None
-            jobs.append(SacctJob(job_id=int(jid.split("_")[0].split("+")[0]), account=account, user=user,
-                                 nodes=hosts, state=state.split()[0] if state else "",
-                                 start=_epoch(start), end=_epoch(end)))
-        return jobs
+        try:
+            # 22.05 re-reads --starttime in SLURM_TIME_FORMAT and cannot parse "%s" back (its JSON then holds
+            # "Unable to parse time format"); JSON times are Unix seconds whatever the format
+            out = self.run("sacct", [*args, "--json"],  # type: ignore[attr-defined]
+                           env={"SLURM_TIME_FORMAT": "standard"})
+        except SlurmError as exc:
+            log.warning("sacct --json failed (%s); reading sacct -P instead", exc)
+        else:
+            return sacct.jobs_from_json(load_json(out, "sacct --json"))
+        delimiter = sacct.new_delimiter()
+        out = self.run("sacct", [*args, "-P", f"--delimiter={delimiter}",  # type: ignore[attr-defined]
+                                 "--format=" + ",".join(sacct.TEXT_FIELDS)])
+        return sacct.jobs_from_text(out, delimiter)
 
 
 class NoSlurmdbd:

@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +86,8 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
     def _binary(self, name: str) -> str:
         return str(Path(self.config.bin_dir) / name)
 
-    def start(self, cmd: str, args: Sequence[str], *, nonce: str = "") -> _Running:
+    def start(self, cmd: str, args: Sequence[str], *, nonce: str = "",
+              env: Mapping[str, str] | None = None) -> _Running:
         """Start one Slurm command (argument list, no shell); ``finish`` collects its output.
 
         With a ``nonce``, squeue gets the text format in its environment (SQUEUE_FORMAT2): unlike argv,
@@ -94,11 +95,11 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
         """
         argv = [self._binary(cmd), *args]
         self.calls.append(argv)
-        env = self._env()
+        full_env = self._env() | dict(env or {})
         if nonce:
-            env["SQUEUE_FORMAT2"] = squeue_text.squeue_text_format(nonce)
+            full_env["SQUEUE_FORMAT2"] = squeue_text.squeue_text_format(nonce)
         try:
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise SlurmError(f"{argv[0]} not found (check slurm.bin_dir = {self.config.bin_dir!r})") from None
@@ -116,14 +117,15 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
             raise SlurmError(
                 f"{running.cmd} did not answer within {self.config.command_timeout_s:g} s (slurm.command_timeout_s)"
             ) from None
-        out = stdout.decode("utf-8", errors="surrogateescape")
+        out = parse.decode_output(stdout)
         if proc.returncode != 0:
-            err = stderr.decode("utf-8", errors="replace").strip() or out.strip()
+            err = parse.decode_output(stderr).strip() or out.strip()
             raise SlurmError(f"{running.cmd} {' '.join(running.args)[:200]} failed (exit {proc.returncode}): {err}")
         return out
 
-    def run(self, cmd: str, args: Sequence[str]) -> str:
-        return self.finish(self.start(cmd, args))
+    def run(self, cmd: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+        """One command's output; ``env`` adds to (or overrides) the scrubbed environment of ``_env``."""
+        return self.finish(self.start(cmd, args, env=env))
 
     @property
     def version(self) -> tuple[int, int]:

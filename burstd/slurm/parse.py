@@ -433,9 +433,17 @@ def data_parser(doc: Mapping[str, Any]) -> str:
     return text(plugin.get("data_parser") or plugin.get("type"))
 
 
+def decode_output(raw: bytes) -> str:
+    """What a Slurm command or slurmrestd printed, as text. Slurm passes a job's name, comment or account through
+    byte for byte, so a user can put invalid UTF-8 in any of them: each bad byte becomes U+FFFD rather than
+    making the whole listing undecodable. (Not surrogate escapes: those cannot be encoded again, and the text
+    goes on to the database, the API's JSON and the terminal.)"""
+    return raw.decode("utf-8", errors="replace")
+
+
 def load_json(raw: bytes | str, what: str) -> dict[str, Any]:
     try:
-        doc = json.loads(raw)
+        doc = json.loads(decode_output(raw) if isinstance(raw, bytes) else raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SlurmError(f"{what}: not JSON ({exc})") from None
     except RecursionError:

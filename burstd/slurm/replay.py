@@ -25,7 +25,7 @@ def load_file(path: str | Path) -> dict[str, Any]:
         raw = p.read_bytes()
     except OSError as exc:
         raise SlurmError(f"{p}: cannot read: {exc.strerror}") from None
-    body = raw.decode("utf-8", errors="surrogateescape")
+    body = parse.decode_output(raw)
     if body.lstrip().startswith("{"):
         doc = parse.load_json(body, str(p))
         if not any(k in doc for k in ("jobs", "nodes", "sinfo", "partitions")):

@@ -12,6 +12,7 @@ a 401). Actions the served version has no endpoint for raise SlurmError naming t
 
 from __future__ import annotations
 
+import json as jsonlib  # `json` is request()'s body argument
 import re
 import time
 from urllib.parse import quote
@@ -123,10 +124,12 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
             break
         if resp.status_code == 401:
             raise SlurmError(f"{what}: 401 unauthorized (check the JWT for user {self.config.rest_user!r})")
-        try:
-            doc = resp.json()
+        try:  # leniently, as the cli backend: one job named with invalid UTF-8 must not hide the whole queue
+            doc = jsonlib.loads(parse.decode_output(resp.content))
         except ValueError:
             raise SlurmError(f"{what}: HTTP {resp.status_code}, not JSON: {resp.text[:200]!r}") from None
+        except RecursionError:
+            raise SlurmError(f"{what}: HTTP {resp.status_code}, JSON nested too deeply") from None
         errors = [e for e in (doc.get("errors") or []) if e] if isinstance(doc, dict) else []
         if resp.status_code >= 400 or errors:
             detail = "; ".join(

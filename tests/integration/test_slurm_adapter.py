@@ -6,6 +6,7 @@ Run alone on a bed of your own:  BURSTD_BED_NAME=slurmad BURSTD_BED_SLOT=41 pyte
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -411,3 +412,51 @@ def test_job_names_with_separators_never_forge_records_on_the_bed(slurm_bed, bed
     again = _jobs(adapter.snapshot(), {victim, quiet})
     assert again[quiet].comment == evil_comment and again[victim].comment == "burst:no"
     assert adapter.text_fallbacks == 1
+
+
+def test_a_held_job_named_with_invalid_utf8_leaves_every_backend_reading_the_queue(slurm_bed, bed_user, cleanup,
+                                                                                  cli, cli_json, rest):
+    """Issue 21 item 4: Slurm keeps a job's name byte for byte, and slurmrestd's job list then holds invalid
+    UTF-8. Every snapshot used to fail on the rest backend while the job sat in the queue; now the bad bytes
+    read as U+FFFD on every path, and the other jobs read as before."""
+    plain = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", "plain")
+    # a str argument holding surrogate escapes reaches sbatch as the raw bytes b"bad\xff\xfe name"
+    bad = _held(slurm_bed, bed_user, cleanup, "-p", slurm_bed.onprem_partition, "-J", "bad\udcff\udcfe name")
+    for adapter in (rest, cli, cli_json):
+        seen = _jobs(adapter.snapshot(), {plain, bad})
+        assert set(seen) == {plain, bad}, adapter
+        assert seen[bad].name == "bad\ufffd\ufffd name" and seen[plain].name == "plain"
+        assert seen[bad].state == "PENDING"
+
+
+def test_sacct_reads_every_run_of_a_requeued_job_the_same_as_json_and_as_delimited_text(slurm_bed, bed_user,
+                                                                                         cleanup, cli):
+    """Issue 21 item 5 and issue 26, on the live release: ``sacct --json`` is what the adapter reads (22.05
+    included, whose JSON path chokes on SLURM_TIME_FORMAT=%s), a requeued job has a record a run, and the -P
+    fallback with its one-time delimiter reads the very same rows."""
+    assert slurm_bed.config.accounting  # the test bed runs slurmdbd unless told otherwise
+    since = time.time() - 5
+    job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-o", "/dev/null", "--requeue", "-J", "two\nruns|x"],
+                           "#!/bin/sh\nsleep 300\n", user=bed_user)
+    cleanup.append(job)
+    # (bed.job reads `scontrol show job -o`, one line: the newline in the name would cut it)
+    slurm_bed.wait_for(lambda: cli.job_state(job) == "RUNNING", 60, "the job to run")
+    cli.requeue(job)
+
+    def runs(adapter):
+        return sorted((r.job_id, r.state, r.nodes, r.account) for r in adapter.sacct_jobs(since) if r.job_id == job)
+
+    got = slurm_bed.wait_for(lambda: len(r := runs(cli)) >= 2 and r, 60, "sacct to list both runs of the job")
+    assert [state for _, state, _, _ in got] == ["PENDING", "REQUEUED"], got
+    assert got[1][2] and all(node in slurm_bed.onprem_nodes for node in got[1][2]), got
+    assert any("--json" in argv for argv in cli.calls) and not any("-P" in argv for argv in cli.calls)
+
+    class NoJson(CliAdapter):  # a Slurm without the JSON plugins: sacct -P with a one-time delimiter
+        def run(self, cmd, args, env=None):
+            if "--json" in args:
+                raise SlurmError("sacct: fatal: no JSON serializer")
+            return super().run(cmd, args, env)
+
+    text = NoJson(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir))
+    assert runs(text) == got
+    assert any("-P" in argv for argv in text.calls)

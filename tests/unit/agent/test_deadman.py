@@ -4,13 +4,17 @@ running a job never does for an outage; a node whose lease burstd no longer know
 from __future__ import annotations
 
 import json
+import os
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import pytest
 
 from burstd.agent.deadman import DeadManSwitch, Probe, probe_daemons
+
+REPO = str(Path(__file__).resolve().parents[3])
 
 
 class World:
@@ -132,3 +136,71 @@ def test_a_power_off_command_that_cannot_run_is_logged_and_the_agent_goes_on(cap
     failing.chmod(0o755)
     run_command([str(failing)])("test")
     assert "power-off command failed" in caplog.text and "power-off command exited 3" in caplog.text
+
+
+# ---------------------------------------------------------------- what counts as a job on the node (issue 21 item 8)
+def _fake_proc(root, procs, own_netns="net:[1]"):
+    """A /proc tree: ``procs`` maps pid -> (comm, real uid, effective uid, netns)."""
+    (root / "self" / "ns").mkdir(parents=True)
+    (root / "self" / "ns" / "net").symlink_to(own_netns)
+    for pid, (comm, ruid, euid, netns) in procs.items():
+        d = root / str(pid)
+        (d / "ns").mkdir(parents=True)
+        (d / "comm").write_text(comm + "\n")
+        (d / "status").write_text(f"Name:\t{comm}\nUid:\t{ruid}\t{euid}\t{euid}\t{euid}\nGid:\t0\t0\t0\t0\n")
+        (d / "ns" / "net").symlink_to(netns)
+    return str(root)
+
+
+@pytest.mark.parametrize("procs,busy", [
+    ({10: ("slurmstepd", 0, 0, "net:[1]")}, True),  # slurmd's step daemon: root, in this VM
+    ({10: ("slurmstepd", 1001, 1001, "net:[1]")}, False),  # a job's own process that took the name
+    ({10: ("slurmstepd", 1001, 0, "net:[1]")}, False),  # a user running a set-uid program under that name
+    ({10: ("slurmstepd", 0, 0, "net:[2]")}, False),  # another bed VM's step daemon (shared pids)
+    ({10: ("sleep", 0, 0, "net:[1]"), 11: ("slurmstepd", 1001, 1001, "net:[1]")}, False),
+    ({11: ("slurmstepd", 1001, 1001, "net:[1]"), 12: ("slurmstepd", 0, 0, "net:[1]")}, True),
+])
+def test_only_a_root_step_daemon_in_this_vm_counts_as_a_job(tmp_path, procs, busy):
+    from burstd.agent.deadman import node_runs_a_job
+
+    assert node_runs_a_job(_fake_proc(tmp_path, procs)) is busy
+
+
+@pytest.fixture
+def slurmstepd_copy():
+    """A copy of sleep named ``slurmstepd`` where any user can run it (pytest's tmp_path is root's alone)."""
+    import shutil
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="burstd-stepd-")
+    os.chmod(where, 0o755)
+    exe = os.path.join(where, "slurmstepd")
+    shutil.copy("/bin/sleep", exe)
+    os.chmod(exe, 0o755)
+    yield exe
+    shutil.rmtree(where)
+
+
+# Run in a network namespace of its own, so that no other slurmstepd on this machine (a bed's) is in it: start
+# the named process as the user (Popen returns once it has exec'd, named), then ask the switch's question.
+_ASK = """
+import subprocess, sys
+from burstd.agent.deadman import node_runs_a_job
+p = subprocess.Popen([sys.argv[1], "60"], user=sys.argv[2])
+try:
+    print(node_runs_a_job())
+finally:
+    p.kill()
+"""
+
+
+@pytest.mark.parametrize("user,busy", [("burstuser", False), ("root", True)])
+def test_a_process_a_job_names_slurmstepd_does_not_keep_the_node_awake(slurmstepd_copy, user, busy):
+    """The attack itself, with real processes: burstuser's ``slurmstepd`` is no job; a root one is."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(["unshare", "--net", sys.executable, "-c", _ASK, slurmstepd_copy, user],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": REPO})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(busy)

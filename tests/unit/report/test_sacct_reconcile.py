@@ -50,3 +50,22 @@ def test_instances_join_on_the_instance_id_and_name_every_difference():
         "only_slurm": ["i-9"],
     }
     assert match_instances(launched, None) is None  # before 23.11 or without slurmdbd: nothing to compare
+
+
+def test_a_requeued_job_is_judged_on_every_run_not_the_last_one():
+    """Issue 26: a preempted cloud job requeued and waiting again (or run on-prem since) has several records
+    under one id (``sacct --duplicates``); its cloud run agrees with burstd's charge, not a false alarm."""
+    def run(jid, nodes, state, account="physics"):
+        return SacctJob(job_id=jid, account=account, user="u", nodes=tuple(nodes), state=state, start=1, end=2)
+
+    recorded = [run(7, ["cloud1"], "REQUEUED"), run(7, [], "PENDING"),            # preempted, waiting again
+                run(8, ["cloud2"], "REQUEUED"), run(8, ["onprem1"], "COMPLETED"),  # then ran on-prem
+                run(9, ["cloud3"], "REQUEUED"), run(9, ["cloud1"], "RUNNING")]     # two cloud runs
+    r = reconcile({"7": 100, "8": 200, "9": 300}, {7: ["cloud1"], 8: ["cloud2"], 9: ["cloud3", "cloud1"]},
+                  {7: "physics", 8: "physics", 9: "physics"}, recorded, CLOUD)
+    assert r.ok and r.agree == [7, 8, 9] and r.agreed_micros == 600, r.to_dict()
+
+    # a run burstd never charged is still reported, and an account is checked against the cloud runs only
+    r = reconcile({"8": 200}, {8: ["cloud2"]}, {8: "chemistry"},
+                  recorded[2:4] + [run(10, ["onprem1"], "COMPLETED"), run(10, ["cloud2"], "REQUEUED")], CLOUD)
+    assert r.only_sacct == [10] and r.other_account == {8: ("chemistry", "physics")}

@@ -47,11 +47,11 @@ if name == "squeue" and "-j" in args:
     jid = args[args.index("-j") + 1]
     print("999|other"); print(jid + "|" + os.environ.get("FAKE_PARTITIONS", "onprem")); sys.exit(0)
 if name == "squeue":
-    body = open(os.environ.get("FAKE_TEXT", os.path.join(data, "squeue_text.txt"))).read()
+    body = open(os.environ.get("FAKE_TEXT", os.path.join(data, "squeue_text.txt")), "rb").read()  # bytes, as Slurm
     # like squeue: each record ends with the format's last suffix (RS + the caller's nonce)
-    end = os.environ["SQUEUE_FORMAT2"].rsplit(":0", 1)[1]
-    body = body.replace("\x1e\n", end + "\n")
-    sys.stdout.write(body * int(os.environ.get("FAKE_REPEAT", "1"))); sys.exit(0)
+    end = os.environ["SQUEUE_FORMAT2"].rsplit(":0", 1)[1].encode()
+    body = body.replace(b"\x1e\n", end + b"\n")
+    sys.stdout.buffer.write(body * int(os.environ.get("FAKE_REPEAT", "1"))); sys.exit(0)
 if name == "sinfo":
     sys.stdout.write(open(os.path.join(data, "sinfo.json")).read()); sys.exit(0)
 if name == "scontrol" and args[:2] == ["show", "job"]:
@@ -171,6 +171,19 @@ def test_a_record_that_does_not_split_falls_back_to_json_for_that_snapshot(fake_
     started = _started(a)
     assert started[0][:3] == ["squeue", "-h", "-a"] and started[-1] == ["squeue", "-a", "--json"]
     assert any(j.name == "too_long" for j in snap.jobs)  # the JSON path has the real name
+
+
+def test_invalid_utf8_in_a_job_reads_as_replacement_characters_like_the_rest_backend(fake_slurm, monkeypatch,
+                                                                                      tmp_path):
+    """Slurm prints a job's name byte for byte: invalid UTF-8 becomes U+FFFD (the one decoding of both backends,
+    ``parse.decode_output``), never a surrogate escape that the database and the API could not encode again."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes((DATA / "squeue_text.txt").read_bytes().replace(b"too_long", b"too\xff\xfe_long"))
+    monkeypatch.setenv("FAKE_TEXT", str(bad))
+    a = fake_slurm.adapter()
+    names = [j.name for j in a.snapshot().jobs]
+    assert "too\ufffd\ufffd_long" in names and len(names) == 11 and a.text_fallbacks == 0
+    "".join(names).encode("utf-8")  # strict: no surrogates
 
 
 def test_newer_slurm_reads_nodes_and_partitions_as_json(fake_slurm, monkeypatch):

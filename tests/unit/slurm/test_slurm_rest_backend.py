@@ -251,3 +251,22 @@ def test_unix_socket_url_without_token(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("version", list(SITES))
+def test_a_held_job_named_with_invalid_utf8_does_not_hide_the_queue(version, token_file, tmp_path):
+    """Issue 21 item 4: slurmrestd passes a job name through byte for byte. A held job named ``held\\xff\\xfe``
+    used to make the whole job list undecodable, and with it every snapshot; now the bad bytes read as U+FFFD
+    and every other job is as before."""
+    rest, server = make(version, token_file)
+    raw = SITES[version][1]["jobs"].read_bytes()
+    assert raw.count(b'"held_user"') == 1
+    bad = tmp_path / "jobs.json"
+    bad.write_bytes(raw.replace(b'"held_user"', b'"held\xff\xfe_user"'))
+    server.files = {**server.files, "jobs": bad}
+    snap = rest.snapshot()
+    held = [j for j in snap.jobs if j.name == "held\ufffd\ufffd_user"]
+    assert len(held) == 1 and held[0].state == "PENDING"
+    before = parse.jobs_from_doc(parse.load_json(raw, "jobs"))
+    assert {j.job_id for j in snap.jobs} == {j.job_id for j in before if j.is_active}
+    json.dumps([j.name for j in snap.jobs], ensure_ascii=False).encode()  # no surrogate: stores and prints
