@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from burstd.config import Config
+from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.intake import Intake, UnknownNode
@@ -104,7 +105,7 @@ class Reconciler:
         self.failed_jobs: dict[int, float] = {}
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
         self.health = health if health is not None else PoolHealth(store, config, clock)
-        self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
+        self.spend = SpendAccrual(store, config.budget.accrual_interval_s, self.metrics)
         # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
         advisor = _advisor(config)
         self.price_book = ProviderPrices(providers, clock, advisor=advisor)
@@ -128,7 +129,8 @@ class Reconciler:
         """An admin's pause or resume (``burstctl pause``), else the config's ``policy.paused``."""
         try:
             state = self.store.pause_state()
-        except Exception:  # noqa: BLE001 - a database hiccup must not stop the loop: the config decides
+        except Exception as exc:  # noqa: BLE001 - a database hiccup must not stop the loop: the config decides
+            step_failed(log, "pause state unreadable", exc, self.metrics)
             state = None
         return self.config.policy.paused if state is None else state.paused
 
@@ -161,6 +163,8 @@ class Reconciler:
             self.last_snapshot = self.adapter.snapshot()
         except Exception as exc:  # noqa: BLE001 - the standby's reads are best effort
             report.errors.append(f"snapshot: {exc}")
+            if not is_expected(exc):  # Slurm out of a standby's reach is quiet; a bug is not
+                step_failed(log, "slurm snapshot failed (standby)", exc, self.metrics)
         report.duration_s = time.perf_counter() - t0
         self.last_report = report
 
@@ -185,18 +189,15 @@ class Reconciler:
         try:
             snapshot = self.adapter.snapshot()
         except Exception as exc:  # noqa: BLE001
-            self.metrics.error(exc)
             report.errors.append(f"snapshot: {exc}")
-            log.error("slurm snapshot failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
+            step_failed(log, "slurm snapshot failed", exc, self.metrics)
         listings: dict[str, tuple[Instance, ...]] = {}
         for name, provider in self.providers.items():
             try:
                 listings[name] = tuple(provider.list_instances())
             except Exception as exc:  # noqa: BLE001
-                self.metrics.error(exc)
                 report.errors.append(f"list_instances({name}): {exc}")
-                log.error("provider listing failed", extra=ev(pool=name, error=str(exc),
-                                                             error_class=type(exc).__name__))
+                step_failed(log, "provider listing failed", exc, self.metrics, pool=name)
         crash_point("cycle.after_snapshot")
         if snapshot is not None:
             self.last_snapshot = snapshot
@@ -213,6 +214,7 @@ class Reconciler:
                 self.intake.applied(intents)
             except Exception as exc:  # noqa: BLE001 - applied again next cycle: harmless
                 report.errors.append(f"intents: {exc}")
+                step_failed(log, "applied intents not forgotten", exc, self.metrics)
 
         # 4. leases vs Slurm vs provider, and orphans
         now, open_leases = self.clock(), tuple(self.store.leases(states=OPEN_STATES))
@@ -236,9 +238,8 @@ class Reconciler:
                 self.last_decisions = decisions
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
-                self.metrics.error(exc)
                 report.errors.append(f"decide: {exc}")
-                log.error("decide failed", exc_info=True, extra=ev(error_class=type(exc).__name__))
+                step_failed(log, "decide failed", exc, self.metrics)
             self.markets.prune(j.job_id for j in snapshot.jobs)
             self._pressure(snapshot, report)
 
@@ -250,12 +251,7 @@ class Reconciler:
 
         self._lease_metrics()
         # 7. the spend ledger: allocations from this snapshot, spend of every lease up to now
-        try:
-            self.spend.run(snapshot, observed_at)
-        except Exception as exc:  # noqa: BLE001
-            self.metrics.error(exc)
-            report.errors.append(f"spend: {exc}")
-            log.error("spend accrual failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
+        report.errors += self.spend.run(snapshot, observed_at, fence=fence)
         self._money_metrics()
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
@@ -293,7 +289,7 @@ class Reconciler:
         try:
             return self.health.blocked()
         except Exception as exc:  # noqa: BLE001
-            log.error("pool health unreadable", extra=ev(error=str(exc)))
+            step_failed(log, "pool health unreadable", exc, self.metrics)
             return {}
 
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
@@ -355,7 +351,7 @@ class Reconciler:
             for pool, h in self.health.status().items():
                 self.metrics.pool_protected.labels(pool).set(1 if isinstance(h, dict) and h.get("protected") else 0)
         except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
-            self.metrics.error(exc)
+            step_failed(log, "pool protection metrics not read", exc, self.metrics)
 
     def _money_metrics(self) -> None:
         """Budget and spend this period per account, and the burn rate of the live leases (dollars)."""
@@ -367,7 +363,7 @@ class Reconciler:
                                    {a: b.spent_micros for a, b in book.accounts.items()},
                                    sum(le.price_per_hour_micros for le in live))
         except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
-            self.metrics.error(exc)
+            step_failed(log, "money metrics not read", exc, self.metrics)
 
 
 def _inf_if_none(micros: int | None) -> float:
