@@ -23,11 +23,11 @@ from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import jobs_to_requeue, node_drained, sane_launch_time
+from burstd.daemon.planning import jobs_to_requeue, sane_launch_time
 from burstd.db.leadership import Fence, Fenced
 from burstd.domain.lease import ALLOWED, FINAL_STATES, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
-from burstd.domain.slurm import Job, Snapshot
+from burstd.domain.slurm import Snapshot
 from burstd.providers.base import ErrorKind, LaunchRequest, Provider, ProviderError, launch_all_or_nothing
 from burstd.slurm.base import SlurmAdapter, SlurmError
 
@@ -360,7 +360,7 @@ class Executor:
     def _do_Drain(self, a: Drain) -> None:
         lease = self._move(a.lease_id, S.DRAINING, a.reason, extra={"running_jobs": list(a.jobs)} if a.jobs else None)
         node = self.snapshot.node(lease.node_name) if self.snapshot is not None else None
-        if node is not None and node_drained(node) and parse_preemption_reason(node.reason) is not None:
+        if node is not None and node.is_drained and parse_preemption_reason(node.reason) is not None:
             return  # the agent drained it with the notice in the reason: keep that (the cycle reads it back)
         self._quiet(self.adapter.drain, [lease.node_name], a.reason[:200])
 
@@ -398,11 +398,10 @@ class Executor:
 
     def _do_CreateLease(self, a: CreateLease) -> None:
         pool = self.config.pool(a.pool)
-        job = self._job(a.job_ids[0]) if a.job_ids else None
         market, price = self.markets.lease_terms(pool, a.job_ids)  # the market decided for its jobs
         lease = self.store.create_lease(
             pool=pool.name, node_name=a.node, market=market, price_per_hour_micros=price, job_ids=a.job_ids,
-            account=job.account if job else "", reason=a.reason,
+            account=self.snapshot.account_of(a.job_ids) if self.snapshot is not None else "", reason=a.reason,
         )
         log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, market=market, reason=a.reason))
         self.again = True
@@ -458,13 +457,5 @@ class Executor:
             return self.config.pool(pool).partition
         except KeyError:
             return ""
-
-    def _job(self, job_id: int) -> Job | None:
-        if self.snapshot is None:
-            return None
-        for job in self.snapshot.jobs:
-            if job.job_id == job_id:
-                return job
-        return None
 
 

@@ -31,7 +31,8 @@ from burstd.config import Config
 from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
-from burstd.daemon.intake import Intake, UnknownNode
+from burstd.daemon.actions import Intent
+from burstd.daemon.intake import GC, Intake, UnknownNode
 from burstd.daemon.leadership import Elector
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
@@ -100,6 +101,7 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
+        self.last_world: World | None = None  # what the last cycle saw (``burstctl cloud gc --dry-run`` reads it)
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
@@ -203,8 +205,10 @@ class Reconciler:
             self.last_snapshot = snapshot
             ex.snapshot = snapshot
 
-        # 3. hook / agent / admin intents (kept in the store until applied)
+        # 3. hook / agent / admin intents (kept in the store until applied); orphan sweeps wait for step 4
         intents = self.intake.pending()
+        sweeps = [i for i in intents if i.kind == GC]
+        intents = [i for i in intents if i.kind != GC]
         leases = self.store.leases(states=OPEN_STATES)
         # plus the notices the agent left in Slurm node reasons (not queued: read again every cycle)
         ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot))
@@ -220,9 +224,18 @@ class Reconciler:
         now, open_leases = self.clock(), tuple(self.store.leases(states=OPEN_STATES))
         self.unleased = unleased_since(snapshot, open_leases, self.unleased, now)
         world = World(now, observed_at, snapshot, listings, open_leases, self.unleased)
+        self.last_world = world
         with self.intake.lock:  # CreateLease must not race a resume call for the same node
             ex.apply(plan_leases(world, self.config))
-        ex.apply(plan_orphans(world, self.config))
+        ex.apply(plan_orphans(world, self.config, [self.intake.sweep_of(i) for i in sweeps]))
+        # a sweep is done once every pool it names was listed (a failed listing: the next cycle sweeps again)
+        done = [i for i in sweeps if all(world.listed(p) for p in self._sweep_pools(i))]
+        if done:
+            try:
+                self.intake.applied(done)
+            except Exception as exc:  # noqa: BLE001 - swept again next cycle: harmless
+                report.errors.append(f"intents: {exc}")
+                step_failed(log, "applied sweeps not forgotten", exc, self.metrics)
 
         # 5. decide which jobs may burst, and do it
         if snapshot is not None:
@@ -263,6 +276,11 @@ class Reconciler:
         if ex.again:
             self.wake()
         return report
+
+    def _sweep_pools(self, intent: Intent) -> list[str]:
+        """The pools a sweep names that this daemon can list (a pool since removed from the config: none)."""
+        pool = self.intake.sweep_of(intent).pool
+        return [p for p in self.providers if pool in (None, p)]
 
     # --- inputs for the guard and the decider -------------------------------------------------
     def budget_book(self) -> BudgetBook:
