@@ -264,7 +264,13 @@ class Reconciler:
 
         self._lease_metrics()
         # 7. the spend ledger: allocations from this snapshot, spend of every lease up to now
-        report.errors += self.spend.run(snapshot, observed_at, fence=fence)
+        try:
+            report.errors += self.spend.run(snapshot, observed_at, fence=fence)  # per-lease failures: in the list
+        except Fenced:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the leases unreadable: the next cycle accrues it all
+            report.errors.append(f"spend: {exc}")
+            step_failed(log, "spend accrual failed", exc, self.metrics)
         self._money_metrics()
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)

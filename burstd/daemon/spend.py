@@ -51,7 +51,6 @@ class SpendAccrual:
         self.store = store
         self.interval_s = interval_s
         self.metrics = metrics
-        self.written = 0  # spend intervals the last run recorded
         self.last_run: float | None = None  # None: look at every closed lease once
         self.last_accrual: float | None = None
         self._open: dict[str, dict[tuple[int, float], Allocation]] = {}  # lease -> its allocations without end
@@ -88,7 +87,6 @@ class SpendAccrual:
         (``accrue_spend``). Returns what failed (for the cycle's report); a failure is retried next cycle. A
         deposed leader's write raises ``Fenced``: the cycle ends there, as for any fenced write."""
         errors: list[str] = []
-        written = 0
         open_leases = self.store.leases(states=OPEN_STATES)
         if snapshot is not None:
             try:
@@ -108,12 +106,11 @@ class SpendAccrual:
             if done:
                 continue
             try:
-                written += len(self.store.accrue_spend(lease.lease_id, now, fence=fence))
+                self.store.accrue_spend(lease.lease_id, now, fence=fence)
             except Fenced:
                 raise
             except Exception as exc:  # noqa: BLE001 - the next cycle tries again
                 errors.append(f"spend {lease.lease_id}: {exc}")
                 step_failed(log, "spend accrual failed", exc, self.metrics, lease_id=lease.lease_id)
         self.last_run = now
-        self.written = written
         return errors
