@@ -1,14 +1,11 @@
 """``burstctl cloud``: look at and clean up the cloud side (instances tagged with this cluster).
 
     burstctl cloud instances [--pool P] [--json]
-    burstctl cloud gc [--dry-run] [--grace SECONDS] [--pool P] [--json]
+    burstctl cloud gc [--dry-run] [--grace SECONDS] [--pool P] [--json]   # through the daemon (queued, fenced)
     burstctl cloud unprotect POOL          # leave protected mode after N boot failures (through the daemon)
 """
 
 from __future__ import annotations
-
-import time
-from collections.abc import Callable
 
 import typer
 from rich.markup import escape
@@ -16,24 +13,9 @@ from rich.markup import escape
 from burstd.cli.common import ConfigOption, JsonFlag, console, fail, get_config, print_json, sub_app
 from burstd.cli.freetext import shown
 from burstd.config import Config
-from burstd.domain.lease import LeaseState, may_own_instance
 from burstd.providers.base import ProviderError
-from burstd.providers.orphans import collect_orphans
 
 cloud_app = sub_app("Cloud instances of this cluster: list, garbage-collect orphans, protection.")
-
-
-def _open_store(config: Config):
-    from burstd.db.store import Store
-
-    return Store.open(config.database.url)
-
-
-def live_lease_ids_from_store(config: Config) -> set[str]:
-    """Leases that may still own an instance (LIVE states and FAILED): their VMs are not orphans."""
-    store = _open_store(config)
-    states = [s for s in LeaseState if may_own_instance(s)]
-    return {lease.lease_id for lease in store.leases(states=states)}
 
 
 def _providers(config: Config, pool: str | None):
@@ -48,23 +30,18 @@ def _providers(config: Config, pool: str | None):
         fail(str(exc))
 
 
-def run_gc(config: Config, *, dry_run: bool, grace_s: float | None, pool: str | None,
-           live_ids: Callable[[Config], set[str]] = live_lease_ids_from_store) -> list[dict]:
-    grace = config.daemon.orphan_grace_s if grace_s is None else grace_s
-    providers = _providers(config, pool)  # config problems first, before touching the database
-    live = live_ids(config)
-    rows = []
-    for provider in providers:
-        try:
-            for o in collect_orphans(provider, live, grace_s=grace, dry_run=dry_run, now=time.time()):
-                rows.append({"pool": provider.name, "instance_id": o.instance.instance_id,
-                             "node": o.instance.node_name, "lease_id": o.instance.lease_id,
-                             "reason": o.reason, "terminated": not dry_run})
-        except ProviderError as exc:
-            fail(f"pool {provider.name}: {exc}")
-        finally:
-            provider.close()
-    return rows
+def request_gc(config: Config, *, dry_run: bool, grace_s: float | None, pool: str | None) -> dict:
+    """Ask the daemon (``POST /v1/cloud/gc``): it judges orphans by its own rule, and only its leader terminates
+    them, each kill recorded under the HA fence; ``burstctl`` never opens the database or the clouds for this."""
+    from burstd.daemon.client import ApiClient, ApiError
+
+    if pool is not None and pool not in {p.name for p in config.pools}:
+        fail(f"no pool named {pool!r} in the config")
+    try:
+        with ApiClient.from_config(config) as api:
+            return api.post("/v1/cloud/gc", {"dry_run": dry_run, "grace_s": grace_s, "pool": pool})
+    except ApiError as exc:  # 3: the daemon is not answering; 1: it refused (unknown pool, not listed yet)
+        fail(str(exc), 3 if exc.status is None else 1)
 
 
 @cloud_app.command("gc")
@@ -76,19 +53,26 @@ def gc(
     config: str = ConfigOption,
     as_json: bool = JsonFlag,
 ) -> None:
-    """Terminate instances tagged with this cluster that no live lease owns (after the grace period)."""
+    """Terminate instances tagged with this cluster that no open lease owns (after the grace period).
+
+    The daemon does it: the leader's next cycle terminates them, each kill recorded first, so a VM of a gang still
+    being launched is never taken for an orphan. --dry-run lists them as the daemon's last cycle saw the clouds."""
     cfg = get_config(config)
-    rows = run_gc(cfg, dry_run=dry_run, grace_s=grace, pool=pool)
+    answer = request_gc(cfg, dry_run=dry_run, grace_s=grace, pool=pool)
+    rows = answer.get("orphans", [])
     if as_json:
-        print_json({"dry_run": dry_run, "orphans": rows})
+        print_json(answer)
         return
-    if not rows:
-        console.print("no orphan instances")
-        return
-    verb = "would terminate" if dry_run else "terminated"
+    verb = "would terminate" if dry_run else "terminating"
     for r in rows:
         console.print(f"{verb} {r['pool']} {r['instance_id']} node={r['node'] or '?'}: {escape(shown(r['reason']))}",
                       highlight=False)
+    if dry_run:
+        if not rows:
+            console.print("no orphan instances")
+    else:
+        console.print(f"orphan sweep queued (grace {answer.get('grace_s', 0):.0f}s): the leading daemon terminates "
+                      "what it finds in its next cycle, each kill recorded before the cloud call (and logged)", highlight=False)
 
 
 @cloud_app.command("instances")

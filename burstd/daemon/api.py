@@ -131,6 +131,14 @@ class NoticeCall(BaseModel):
         return check_reason(value)  # the adapter's own rule: what is accepted here, Slurm will take
 
 
+class GcBody(BaseModel):
+    """``burstctl cloud gc``: list the orphans (``dry_run``), or queue their collection for the leader."""
+
+    dry_run: bool = False
+    grace_s: float | None = Field(None, ge=0, le=365 * 86400)  # None: daemon.orphan_grace_s
+    pool: str | None = Field(None, max_length=64)  # None: every pool
+
+
 class ReasonBody(BaseModel):
     reason: str = ""
 
@@ -327,6 +335,18 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         except LookupError as exc:
             raise HTTPException(409, str(exc)) from None
         return {"pool": pool, "protected": False, "was": was}
+
+    @app.post("/v1/cloud/gc", tags=["admin"], status_code=202)
+    def cloud_gc(body: GcBody, who: str = admin) -> dict:
+        """Orphan VMs by the daemon's one rule (``providers.orphans``), as the last cycle saw them. Unless
+        ``dry_run``, the sweep is queued: the leader's next cycle terminates them, each kill recorded under its
+        fence first (the store's ``orphan_termination`` table), like its own sweeps."""
+        if body.pool is not None and body.pool not in {p.name for p in config.pools}:
+            raise HTTPException(404, f"no pool {body.pool!r} in this daemon's config")
+        try:
+            return ctl.gc(dry_run=body.dry_run, grace_s=body.grace_s, pool=body.pool, by=who)
+        except NotReady as exc:
+            raise HTTPException(503, str(exc)) from None
 
     @app.post("/v1/nodes/{node}/agent-token", tags=["admin"])
     def agent_token(node: str, who: str = admin) -> dict:

@@ -77,6 +77,29 @@ class DaemonControl:
         self._rec.wake()
         return was
 
+    def gc(self, *, dry_run: bool, grace_s: float | None, pool: str | None, by: str) -> dict[str, Any]:
+        """``burstctl cloud gc``: the orphans by the one rule (``providers.orphans.find_orphans``) over the last
+        cycle's listings and open leases, judged now; unless ``dry_run``, an orphan sweep queued for the leader
+        (``Intake.request_gc``), which terminates them fenced and recorded. ``NotReady``: a dry run before
+        this daemon's first cycle listed the clouds (a standby never lists them)."""
+        from burstd.providers.orphans import find_orphans
+
+        grace = self.config.daemon.orphan_grace_s if grace_s is None else grace_s
+        world = self._rec.last_world
+        if world is None and dry_run:
+            raise NotReady("this daemon has not listed the clouds yet (a standby never does: ask the leader)")
+        if not dry_run:
+            self._rec.intake.request_gc(pool, grace, by)
+        rows = []
+        for name, instances in (world.listings if world is not None else {}).items():
+            if pool in (None, name):
+                rows += [{"pool": name, "instance_id": o.instance.instance_id, "node": o.instance.node_name,
+                          "lease_id": o.instance.lease_id, "reason": o.reason}
+                         for o in find_orphans(instances, world.leases if world else (), now=self._rec.clock(),
+                                               grace_s=grace)]
+        return {"dry_run": dry_run, "queued": not dry_run, "pool": pool, "grace_s": grace, "orphans": rows,
+                "listed_at": world.observed_at if world is not None else None}
+
     def set_budget(self, account: str, usd: Any) -> tuple[int, str | None]:
         """Store ``account``'s budget for this period: (limit in micro-dollars, a warning or None). ``ValueError``
         (nothing written): a bad amount, or an account Slurm's accounting does not know."""

@@ -17,16 +17,17 @@ from burstd.daemon.actions import (
     OWN_REASON, Action, AddPartition, Adopt, ClearReason, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown,
     PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
 )
+from burstd.daemon.cycle_errors import step_failed
 from burstd.daemon.faults import crash_point
 from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import jobs_to_requeue, node_drained, sane_launch_time
+from burstd.daemon.planning import jobs_to_requeue, sane_launch_time
 from burstd.db.leadership import Fence, Fenced
-from burstd.domain.lease import ALLOWED, FINAL_STATES, IllegalTransition, Lease, LeaseState
+from burstd.domain.lease import ALLOWED, FINAL_STATES, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
-from burstd.domain.slurm import Job, Snapshot
+from burstd.domain.slurm import Snapshot
 from burstd.providers.base import ErrorKind, LaunchRequest, Provider, ProviderError, launch_all_or_nothing
 from burstd.slurm.base import SlurmAdapter, SlurmError
 
@@ -128,13 +129,11 @@ class Executor:
 
     def _failed(self, action: Action, exc: Exception) -> None:
         name = type(action).__name__
-        self.metrics.error(exc)
         if self.report is not None:
             with self._lock:
                 self.report.errors.append(f"{name}: {exc}")
-        log.error("action failed", exc_info=not isinstance(exc, (ProviderError, SlurmError, IllegalTransition)),
-                  extra=ev(action=name, lease_id=getattr(action, "lease_id", None),
-                           node=getattr(action, "node", None), error=str(exc), error_class=type(exc).__name__))
+        step_failed(log, "action failed", exc, self.metrics, action=name, lease_id=getattr(action, "lease_id", None),
+                    node=getattr(action, "node", None))
 
     def _submit_launch(self, pool: LaunchPool, a: Launch) -> None:
         """Which leases ``a`` launches is read here, on the cycle's thread (so a gang is launched once); the
@@ -282,7 +281,7 @@ class Executor:
             with self._lock:  # a read-modify-write of the pool's record: one launch worker at a time
                 getattr(self.health, method)(*args)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must not undo the action
-            log.error("pool health not recorded", extra=ev(call=method, error=str(exc)))
+            step_failed(log, "pool health not recorded", exc, self.metrics, call=method)
 
     def _do_MarkReady(self, a: MarkReady) -> None:
         crash_point("ready.before")
@@ -334,7 +333,7 @@ class Executor:
         try:
             allocations = self.store.allocations(lease.lease_id)
         except Exception as exc:  # noqa: BLE001 - without the record only still-live jobs come back
-            log.error("allocations unreadable", extra=ev(lease_id=lease.lease_id, error=str(exc)))
+            step_failed(log, "allocations unreadable", exc, self.metrics, lease_id=lease.lease_id)
             allocations = []
         on_node = tuple(al.job_id for al in allocations if al.start <= since and (al.end is None or al.end >= since))
         candidates = tuple(dict.fromkeys(a.requeue + on_node))
@@ -365,7 +364,7 @@ class Executor:
             return
         lease = self._move(a.lease_id, S.DRAINING, a.reason, extra={"running_jobs": list(a.jobs)} if a.jobs else None)
         node = self.snapshot.node(lease.node_name) if self.snapshot is not None else None
-        if node is not None and node_drained(node) and parse_preemption_reason(node.reason) is not None:
+        if node is not None and node.is_drained and parse_preemption_reason(node.reason) is not None:
             return  # the agent drained it with the notice in the reason: keep that (the cycle reads it back)
         self._quiet(self.adapter.drain, [lease.node_name], a.reason[:200])
 
@@ -403,11 +402,10 @@ class Executor:
 
     def _do_CreateLease(self, a: CreateLease) -> None:
         pool = self.config.pool(a.pool)
-        job = self._job(a.job_ids[0]) if a.job_ids else None
         market, price = self.markets.lease_terms(pool, a.job_ids)  # the market decided for its jobs
         lease = self.store.create_lease(
             pool=pool.name, node_name=a.node, market=market, price_per_hour_micros=price, job_ids=a.job_ids,
-            account=job.account if job else "", reason=a.reason,
+            account=self.snapshot.account_of(a.job_ids) if self.snapshot is not None else "", reason=a.reason,
         )
         log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, market=market, reason=a.reason))
         self.again = True
@@ -463,13 +461,5 @@ class Executor:
             return self.config.pool(pool).partition
         except KeyError:
             return ""
-
-    def _job(self, job_id: int) -> Job | None:
-        if self.snapshot is None:
-            return None
-        for job in self.snapshot.jobs:
-            if job.job_id == job_id:
-                return job
-        return None
 
 

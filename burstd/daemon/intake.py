@@ -5,7 +5,9 @@ must never block slurmscriptd): record durably, wake the cycle, return.
   before the call returns, a multi-node job's nodes as one gang, in the market the policy decided for its jobs
   (``daemon.markets``: a spot pool's job escalated to on-demand gets an on-demand lease);
 * ``add_intent`` (SuspendProgram, ResumeFailProgram, agent notices, admin drain/terminate) queues a request
-  in the store's ``intent`` table; the next cycle applies it (``planning.plan_intents``) and forgets it.
+  in the store's ``intent`` table; the next cycle applies it (``planning.plan_intents``) and forgets it;
+* ``request_gc`` (``burstctl cloud gc``) queues an orphan sweep the same way: the leader's next cycle collects
+  the orphans with the sweep's grace (``planning.plan_orphans``), fenced and recorded like its own.
 """
 
 from __future__ import annotations
@@ -20,13 +22,18 @@ from burstd.db.errors import StoreBusy
 from burstd.daemon.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
-from burstd.daemon.planning import ResumeJob, plan_gangs, resume_order
+from burstd.daemon.planning import ResumeJob, Sweep, plan_gangs, resume_order
 from burstd.domain.lease import ACTIVE_STATES
 from burstd.domain.slurm import Snapshot
 
 from burstd.daemon.ports import LeaseStore
 
 log = get_logger("intake")
+
+#: The intent kind of an orphan sweep; its node column names the pool (``ALL_POOLS``: every pool), its reason
+#: the grace in seconds.
+GC = "gc"
+ALL_POOLS = "*"
 
 class UnknownNode(ValueError):
     """A hook or admin named a node that is in no pool."""
@@ -102,7 +109,7 @@ class Intake:
                 try:
                     lease = self.store.create_lease(
                         pool=pool.name, node_name=node, market=market, price_per_hour_micros=price,
-                        job_ids=job_ids, account=self._account_of(job_ids), reason="ResumeProgram", gang=gang,
+                        job_ids=job_ids, account=self._account(job_ids), reason="ResumeProgram", gang=gang,
                         lease_id=gang if gang is not None and leaders[node] == node else None,
                         at=self.clock(),
                     )
@@ -135,6 +142,25 @@ class Intake:
         self.store.queue_intents([(kind, n, reason, now) for n in nodes])
         self._wake()
 
+    def request_gc(self, pool: str | None, grace_s: float, by: str = "") -> None:
+        """Queue an orphan sweep of ``pool`` (None: every pool) for the leader's next cycle; durable on return."""
+        if pool is not None and pool not in {p.name for p in self.config.pools}:
+            raise LookupError(f"no pool {pool!r} in this daemon's config")
+        if not grace_s >= 0:
+            raise ValueError(f"the grace must be a number of seconds >= 0, got {grace_s!r}")
+        self.store.queue_intents([(GC, pool or ALL_POOLS, repr(float(grace_s)), self.clock())])
+        log.warning("orphan sweep queued", extra=ev(pool=pool or "all", grace_s=grace_s, by=by or None))
+        self._wake()
+
+    @staticmethod
+    def sweep_of(intent: Intent) -> Sweep:
+        """The sweep a ``gc`` intent asks for (a grace that does not read as seconds: the config's applies)."""
+        try:
+            grace = float(intent.reason)
+        except ValueError:
+            grace = float("inf")
+        return Sweep(None if intent.node == ALL_POOLS else intent.node, grace if grace >= 0 else float("inf"))
+
     def pending(self) -> list[Intent]:
         """Queued requests, oldest first (read from the store: whichever daemon queued them)."""
         return [Intent(i.kind, i.node, i.reason, i.at, i.intent_id) for i in self.store.intents()]
@@ -144,11 +170,6 @@ class Intake:
         again next cycle, which is harmless."""
         self.store.forget_intents([i.intent_id for i in intents])
 
-    def _account_of(self, job_ids: Sequence[int]) -> str:
+    def _account(self, job_ids: Sequence[int]) -> str:
         snap = self._snapshot()
-        if snap is None or not job_ids:
-            return ""
-        for job in snap.jobs:
-            if job.job_id in job_ids:
-                return job.account
-        return ""
+        return snap.account_of(job_ids) if snap is not None else ""

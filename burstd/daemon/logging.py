@@ -25,6 +25,11 @@ def ev(**fields: Any) -> dict[str, Any]:
     return {_FIELDS_KEY: {k: v for k, v in fields.items() if v is not None}}
 
 
+def fields_of(record: logging.LogRecord) -> dict[str, Any]:
+    """The fields ``ev`` attached to a log record (empty when none)."""
+    return dict(getattr(record, _FIELDS_KEY, {}))
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {

@@ -21,7 +21,8 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from burstd.config import PoolConfig
-from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.cycle_errors import step_failed
+from burstd.daemon.logging import get_logger
 from burstd.daemon.ports import LeaseStore
 from burstd.domain.money import usd_to_micros
 
@@ -49,7 +50,7 @@ class JobMarkets:
         try:
             self._markets = {j: m for j, m in store.job_markets().items() if m in MARKETS}
         except Exception as exc:  # noqa: BLE001 - unreadable: the pools' own markets until the policy decides again
-            log.error("job markets unreadable", extra=ev(error=str(exc)))
+            step_failed(log, "job markets unreadable", exc)
 
     def get(self, job_id: int) -> str | None:
         with self._lock:
@@ -82,7 +83,7 @@ class JobMarkets:
             try:
                 self._store.forget_job_markets(gone)
             except Exception as exc:  # noqa: BLE001 - pruned again next cycle
-                log.error("job markets not pruned", extra=ev(error=str(exc)))
+                step_failed(log, "job markets not pruned", exc)
                 return
             for j in gone:
                 del self._markets[j]

@@ -25,6 +25,7 @@ from burstd.domain.lease import Lease, LeaseState, may_own_instance
 from burstd.domain.preemption import Notice, parse_preemption_reason
 from burstd.domain.slurm import Node, Snapshot
 from burstd.providers.base import Instance
+from burstd.providers.orphans import find_orphans
 
 S = LeaseState
 
@@ -143,11 +144,6 @@ def settled_idle(node: Node) -> bool:
     """Powered down, not on its way up or down, and in service (no DOWN, DRAIN or FAIL): a plain idle~ node."""
     return node.is_powered_down and node.state == "IDLE" and not {
         "POWERING_UP", "POWERING_DOWN", "POWER_DOWN", "DOWN", "DRAIN", "FAIL"} & set(node.flags)
-
-
-def node_drained(node: Node) -> bool:
-    """Drained or draining in Slurm, however the state is spelled (``IDLE+DRAIN``, ``DRAINING``, ``DRAINED``)."""
-    return node.is_drained or node.state.startswith("DRAIN") or any(f.startswith("DRAIN") for f in node.flags)
 
 
 def node_released(node: Node | None) -> bool:
@@ -336,7 +332,7 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                 why = f"preempted: notice deadline {notice.deadline:.0f} passed ({node.reason})"
                 out.append(Fail(lease.lease_id, why[:200], requeue=requeue, since=since))
                 out.append(Terminate(lease.lease_id, "preempted (notice deadline passed)", _ids(inst, lease)))
-            elif st == S.DRAINING and node is not None and not node_drained(node) and node_registered(node) \
+            elif st == S.DRAINING and node is not None and not node.is_drained and node_registered(node) \
                     and not fresh:
                 out.append(Undrain(lease.lease_id))
         elif st == S.TERMINATING:
@@ -391,23 +387,22 @@ def _ids(inst: Instance | None, lease: Lease) -> tuple[str, ...]:
     return (lease.instance_id,) if lease.instance_id else ()
 
 
-def plan_orphans(world: World, config: Config) -> list[Action]:
-    """Tagged instances whose lease is not open: terminate once older than ``orphan_grace_s``."""
-    known = {lease.lease_id for lease in world.leases}
-    # A gang's VMs carry only the gang's tag until the launch labels each with its lease; a crash in between
-    # leaves them so, and the gang's relaunch (same cycle) labels them: not orphans while the gang still launches.
-    launching = {lease.gang for lease in world.leases if lease.gang and lease.state in (S.REQUESTED, S.LAUNCHING)}
+@dataclass(frozen=True)
+class Sweep:
+    """An admin's ``burstctl cloud gc``: collect the orphans of ``pool`` (None: every pool) with this grace."""
+
+    pool: str | None
+    grace_s: float
+
+
+def plan_orphans(world: World, config: Config, sweeps: Sequence[Sweep] = ()) -> list[Action]:
+    """Orphans (``providers.orphans.find_orphans``: the one rule) -> TerminateOrphan, once older than
+    ``orphan_grace_s``, or than a sweep's grace for its pool. A pool whose listing failed is not judged."""
     out: list[Action] = []
     for pool, instances in world.listings.items():
-        for inst in instances:
-            if inst.is_gone or (inst.lease_id and inst.lease_id in known):
-                continue
-            if not inst.lease_id and inst.extra.get("gang") in launching:
-                continue
-            if world.now - inst.launched_at < config.daemon.orphan_grace_s:
-                continue
-            out.append(TerminateOrphan(pool, inst.instance_id, inst.lease_id,
-                                       "no open lease" if inst.lease_id else "untagged instance"))
+        grace = min([config.daemon.orphan_grace_s, *(s.grace_s for s in sweeps if s.pool in (None, pool))])
+        for o in find_orphans(instances, world.leases, now=world.now, grace_s=grace):
+            out.append(TerminateOrphan(pool, o.instance.instance_id, o.instance.lease_id, o.reason))
     return out
 
 

@@ -23,7 +23,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from burstd.config import Config
+from burstd.daemon.cycle_errors import step_failed
 from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.ports import PoolHealthStore
 from burstd.db.daemon_state import PoolHealthRecord
 from burstd.providers.offerings import (
     Cooling,
@@ -41,7 +43,7 @@ def _utc(t: float) -> str:
 
 
 class PoolHealth:
-    def __init__(self, store, config: Config, clock: Callable[[], float] = time.time):
+    def __init__(self, store: PoolHealthStore, config: Config, clock: Callable[[], float] = time.time):
         self.store = store
         self.config = config
         self.clock = clock
@@ -49,15 +51,15 @@ class PoolHealth:
         try:
             saved = store.cooldowns(clock())
             self.cooldown.restore({k: (c.until, c.reason) for k, c in saved.items()})
-        except Exception as exc:  # noqa: BLE001 - a store without cooldowns must not stop the daemon
-            log.warning("cooldowns not restored", extra=ev(error=str(exc)))
+        except Exception as exc:  # noqa: BLE001 - an unreadable database must not stop the daemon's start
+            step_failed(log, "cooldowns not restored", exc)
 
     # --- capacity cooldown -------------------------------------------------------------------
     def _save_cooling(self, c: Cooling) -> None:
         try:
             self.store.set_cooldown(offering_key(c.offering), c.until, c.reason)
         except Exception as exc:  # noqa: BLE001 - losing the persisted copy only costs a retry after restart
-            log.warning("cooldown not saved", extra=ev(offering=offering_key(c.offering), error=str(exc)))
+            step_failed(log, "cooldown not saved", exc, offering=offering_key(c.offering))
 
     # --- the stored records --------------------------------------------------------------------
     def _records(self) -> dict[str, PoolHealthRecord]:

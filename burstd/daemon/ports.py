@@ -1,19 +1,57 @@
 """The seams the daemon's cycle is typed against: what it needs of the lease store (the Slurm adapter's is
 ``burstd.slurm.base.SlurmAdapter``, a provider's ``burstd.providers.base.Provider``). ``burstd.db.store.Store``
-is the implementation; unit-test fakes conform to these protocols, and mypy checks both in CI."""
+is the implementation; unit-test fakes conform to these protocols, and mypy checks both in CI.
+
+``LeaseStore`` is everything the cycle touches; its parts name what each piece needs: ``SpendLedger`` (the spend
+step, ``daemon.spend``), ``CooldownStore`` and ``PoolHealthStore`` (``daemon.pools``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
+from burstd.db.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
 from burstd.db.leadership import Fence, LeaderRecord
 from burstd.domain.budget import Allocation, BudgetBook, SpendInterval
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
 
-class LeaseStore(Protocol):
+class SpendLedger(Protocol):
+    """The money path: who held a lease's node (allocations, from each cycle's snapshot) and one atomic accrual
+    per lease. ``accrue_spend`` is the only way the daemon writes spend: it reads the lease, its prices and its
+    allocations and records ``burstd.policy.ledger.accrue``'s intervals in one transaction (under ``fence``,
+    checked in that transaction), so attributed + overhead is the lease's cost exactly (invariant 4) and a
+    second accruer finds nothing left to do."""
+
+    def leases(self, states: Iterable[LeaseState | str] | None = None, *, pool: str | None = None,
+               node: str | None = None, gang: str | None = None, since: float | None = None,
+               limit: int | None = None) -> list[Lease]: ...
+
+    def allocations(self, lease_id: str) -> list[Allocation]: ...
+
+    def record_allocations(self, lease_id: str, allocations: Iterable[Allocation]) -> int: ...
+
+    def accrue_spend(self, lease_id: str, until: float, *, split_every_s: float | None = 3600.0,
+                     fence: Fence | None = None) -> list[SpendInterval]: ...
+
+
+class CooldownStore(Protocol):
+    """Offerings cooling down after a capacity error, kept across restarts (offering key -> until, why)."""
+
+    def cooldowns(self, now: float | None = None) -> dict[str, Cooldown]: ...
+
+    def set_cooldown(self, offering: str, until: float, reason: str = "", *, at: float | None = None) -> None: ...
+
+
+class PoolHealthStore(CooldownStore, Protocol):
+    """Per-pool launch health (protected mode, the last launch failure) and the capacity cooldowns."""
+
+    def pool_health(self) -> dict[str, PoolHealthRecord]: ...
+
+    def save_pool_health(self, record: PoolHealthRecord, *, at: float | None = None) -> None: ...
+
+
+class LeaseStore(SpendLedger, PoolHealthStore, Protocol):
     """Leases (the durable intent before every cloud call) and the daemon's settings."""
 
     def create_lease(self, *, pool: str, node_name: str, market: str = "spot", price_per_hour_micros: int = 0,
@@ -43,17 +81,11 @@ class LeaseStore(Protocol):
 
     def set_pause(self, paused: bool, *, reason: str = "", by: str = "", at: float | None = None) -> PauseState: ...
 
-    def pool_health(self) -> dict[str, PoolHealthRecord]: ...
-
-    def save_pool_health(self, record: PoolHealthRecord, *, at: float | None = None) -> None: ...
-
     def job_markets(self) -> dict[int, str]: ...
 
     def set_job_market(self, job_id: int, market: str | None, *, at: float | None = None) -> None: ...
 
     def forget_job_markets(self, job_ids: Iterable[int]) -> int: ...
-
-    def allocations(self, lease_id: str) -> list[Allocation]: ...
 
     def budget_book(self, period: str | None, now: float, config: Any = None) -> BudgetBook: ...
 

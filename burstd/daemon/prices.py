@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from burstd.config import Config
+from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.logging import ev, get_logger
 from burstd.domain.budget import PriceQuote
 from burstd.policy.budget import PriceError
@@ -71,6 +72,8 @@ class ProviderPrices:
         except ValueError as exc:  # a price the provider could not read as money (e.g. "NaN"): refuse, not guess
             answer = _Answer(now, None, PriceError(f"pool {pool}: {exc}"))
         except Exception as exc:  # noqa: BLE001 - network, throttling, API gaps: the configured prices for now
+            if not is_expected(exc):  # a bug in the provider's price code: say so (the fallback still applies)
+                step_failed(log, "prices failed unexpectedly", exc, pool=pool)
             answer = _Answer(now, None, exc)
         self._answers[pool] = answer
         if isinstance(answer.error, PriceError):

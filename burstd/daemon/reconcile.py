@@ -28,9 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from burstd.config import Config
+from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
-from burstd.daemon.intake import Intake, UnknownNode
+from burstd.daemon.actions import Intent
+from burstd.daemon.intake import GC, Intake, UnknownNode
 from burstd.daemon.leadership import Elector
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
@@ -99,12 +101,13 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
+        self.last_world: World | None = None  # what the last cycle saw (``burstctl cloud gc --dry-run`` reads it)
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
         self.health = health if health is not None else PoolHealth(store, config, clock)
-        self.spend = SpendAccrual(store, config.budget.accrual_interval_s)
+        self.spend = SpendAccrual(store, config.budget.accrual_interval_s, self.metrics)
         # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
         advisor = _advisor(config)
         self.price_book = ProviderPrices(providers, clock, advisor=advisor)
@@ -129,7 +132,8 @@ class Reconciler:
         """An admin's pause or resume (``burstctl pause``), else the config's ``policy.paused``."""
         try:
             state = self.store.pause_state()
-        except Exception:  # noqa: BLE001 - a database hiccup must not stop the loop: the config decides
+        except Exception as exc:  # noqa: BLE001 - a database hiccup must not stop the loop: the config decides
+            step_failed(log, "pause state unreadable", exc, self.metrics)
             state = None
         return self.config.policy.paused if state is None else state.paused
 
@@ -162,6 +166,8 @@ class Reconciler:
             self.last_snapshot = self.adapter.snapshot()
         except Exception as exc:  # noqa: BLE001 - the standby's reads are best effort
             report.errors.append(f"snapshot: {exc}")
+            if not is_expected(exc):  # Slurm out of a standby's reach is quiet; a bug is not
+                step_failed(log, "slurm snapshot failed (standby)", exc, self.metrics)
         report.duration_s = time.perf_counter() - t0
         self.last_report = report
 
@@ -186,25 +192,24 @@ class Reconciler:
         try:
             snapshot = self.adapter.snapshot()
         except Exception as exc:  # noqa: BLE001
-            self.metrics.error(exc)
             report.errors.append(f"snapshot: {exc}")
-            log.error("slurm snapshot failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
+            step_failed(log, "slurm snapshot failed", exc, self.metrics)
         listings: dict[str, tuple[Instance, ...]] = {}
         for name, provider in self.providers.items():
             try:
                 listings[name] = tuple(provider.list_instances())
             except Exception as exc:  # noqa: BLE001
-                self.metrics.error(exc)
                 report.errors.append(f"list_instances({name}): {exc}")
-                log.error("provider listing failed", extra=ev(pool=name, error=str(exc),
-                                                             error_class=type(exc).__name__))
+                step_failed(log, "provider listing failed", exc, self.metrics, pool=name)
         crash_point("cycle.after_snapshot")
         if snapshot is not None:
             self.last_snapshot = snapshot
             ex.snapshot = snapshot
 
-        # 3. hook / agent / admin intents (kept in the store until applied)
+        # 3. hook / agent / admin intents (kept in the store until applied); orphan sweeps wait for step 4
         intents = self.intake.pending()
+        sweeps = [i for i in intents if i.kind == GC]
+        intents = [i for i in intents if i.kind != GC]
         leases = self.store.leases(states=OPEN_STATES)
         # plus the notices the agent left in Slurm node reasons (not queued: read again every cycle)
         ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot))
@@ -214,14 +219,24 @@ class Reconciler:
                 self.intake.applied(intents)
             except Exception as exc:  # noqa: BLE001 - applied again next cycle: harmless
                 report.errors.append(f"intents: {exc}")
+                step_failed(log, "applied intents not forgotten", exc, self.metrics)
 
         # 4. leases vs Slurm vs provider, and orphans
         now, open_leases = self.clock(), tuple(self.store.leases(states=OPEN_STATES))
         self.unleased = unleased_since(snapshot, open_leases, self.unleased, now)
         world = World(now, observed_at, snapshot, listings, open_leases, self.unleased)
+        self.last_world = world
         with self.intake.lock:  # CreateLease must not race a resume call for the same node
             ex.apply(plan_leases(world, self.config))
-        ex.apply(plan_orphans(world, self.config))
+        ex.apply(plan_orphans(world, self.config, [self.intake.sweep_of(i) for i in sweeps]))
+        # a sweep is done once every pool it names was listed (a failed listing: the next cycle sweeps again)
+        done = [i for i in sweeps if all(world.listed(p) for p in self._sweep_pools(i))]
+        if done:
+            try:
+                self.intake.applied(done)
+            except Exception as exc:  # noqa: BLE001 - swept again next cycle: harmless
+                report.errors.append(f"intents: {exc}")
+                step_failed(log, "applied sweeps not forgotten", exc, self.metrics)
 
         # 5. decide which jobs may burst, and do it
         if snapshot is not None:
@@ -237,9 +252,8 @@ class Reconciler:
                 self.last_decisions = decisions
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
-                self.metrics.error(exc)
                 report.errors.append(f"decide: {exc}")
-                log.error("decide failed", exc_info=True, extra=ev(error_class=type(exc).__name__))
+                step_failed(log, "decide failed", exc, self.metrics)
             self.markets.prune(j.job_id for j in snapshot.jobs)
             self._pressure(snapshot, report)
 
@@ -252,11 +266,12 @@ class Reconciler:
         self._lease_metrics()
         # 7. the spend ledger: allocations from this snapshot, spend of every lease up to now
         try:
-            self.spend.run(snapshot, observed_at)
-        except Exception as exc:  # noqa: BLE001
-            self.metrics.error(exc)
+            report.errors += self.spend.run(snapshot, observed_at, fence=fence)  # per-lease failures: in the list
+        except Fenced:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the leases unreadable: the next cycle accrues it all
             report.errors.append(f"spend: {exc}")
-            log.error("spend accrual failed", extra=ev(error=str(exc), error_class=type(exc).__name__))
+            step_failed(log, "spend accrual failed", exc, self.metrics)
         self._money_metrics()
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
@@ -268,6 +283,11 @@ class Reconciler:
         if ex.again:
             self.wake()
         return report
+
+    def _sweep_pools(self, intent: Intent) -> list[str]:
+        """The pools a sweep names that this daemon can list (a pool since removed from the config: none)."""
+        pool = self.intake.sweep_of(intent).pool
+        return [p for p in self.providers if pool in (None, p)]
 
     # --- inputs for the guard and the decider -------------------------------------------------
     def budget_book(self) -> BudgetBook:
@@ -294,7 +314,7 @@ class Reconciler:
         try:
             return self.health.blocked()
         except Exception as exc:  # noqa: BLE001
-            log.error("pool health unreadable", extra=ev(error=str(exc)))
+            step_failed(log, "pool health unreadable", exc, self.metrics)
             return {}
 
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
@@ -356,7 +376,7 @@ class Reconciler:
             for pool, h in self.health.status().items():
                 self.metrics.pool_protected.labels(pool).set(1 if isinstance(h, dict) and h.get("protected") else 0)
         except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
-            self.metrics.error(exc)
+            step_failed(log, "pool protection metrics not read", exc, self.metrics)
 
     def _money_metrics(self) -> None:
         """Budget and spend this period per account, and the burn rate of the live leases (dollars)."""
@@ -368,7 +388,7 @@ class Reconciler:
                                    {a: b.spent_micros for a, b in book.accounts.items()},
                                    sum(le.price_per_hour_micros for le in live))
         except Exception as exc:  # noqa: BLE001 - a metrics read must not stop the loop
-            self.metrics.error(exc)
+            step_failed(log, "money metrics not read", exc, self.metrics)
 
 
 def _inf_if_none(micros: int | None) -> float:

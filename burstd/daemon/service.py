@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from burstd.daemon.logging import ev, get_logger
+from burstd.daemon.cycle_errors import step_failed
+from burstd.daemon.logging import get_logger
 from burstd.daemon.reconcile import Reconciler
 
 log = get_logger("service")
@@ -66,8 +67,7 @@ class LoopService:
                 try:
                     self.reconciler.cycle()
                 except Exception as exc:  # noqa: BLE001 - the loop must survive anything
-                    self.reconciler.metrics.error(exc)
-                    log.error("cycle crashed", exc_info=True, extra=ev(error_class=type(exc).__name__))
+                    step_failed(log, "cycle crashed", exc, self.reconciler.metrics)
                 self.cycles += 1
                 if self.on_cycle:
                     self.on_cycle()

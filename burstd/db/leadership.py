@@ -8,7 +8,7 @@
 One row (``leader``, name ``burstd``) says who leads, since when, until when unless renewed, and the fencing
 epoch. A claim renews the holder's own lease; anyone else takes over only once it has expired, and a takeover
 always increments the epoch. Every cloud intent (a lease's LAUNCHING and TERMINATING moves, an orphan
-termination) checks the fence *in its own transaction* with an UPDATE of the leader row: on PostgreSQL that
+termination) and every spend accrual the daemon writes (``Store.accrue_spend``) checks the fence *in its own transaction* with an UPDATE of the leader row: on PostgreSQL that
 row lock orders the check against any takeover, so an intent either commits under the current epoch or is
 refused with ``Fenced`` and nothing is written. Times are the database server's clock on PostgreSQL (two heads
 with skewed clocks still agree on when a lease ran out), the local clock on SQLite.
@@ -65,6 +65,19 @@ def _row(r, now: float) -> LeaderRecord:
     return LeaderRecord(r.holder, int(r.epoch), r.since, r.renewed_at, r.expires_at, now)
 
 
+def check_fence_in(conn, fence: Fence) -> None:
+    """Inside a write transaction: the fence's epoch must still be the leader's, else ``Fenced``. The UPDATE
+    takes the leader row's lock, so a takeover waits for this transaction (or this one sees it). Call it first in
+    the transaction (the leader row's lock, then the lease's: one order for every writer)."""
+    res = conn.execute(update(_leader)
+                       .where(_leader.c.name == ELECTION, _leader.c.epoch == fence.epoch,
+                              _leader.c.holder == fence.holder)
+                       .values(epoch=_leader.c.epoch))
+    if res.rowcount != 1:
+        cur = conn.execute(select(_leader).where(_leader.c.name == ELECTION)).first()
+        raise Fenced(fence, None if cur is None else _row(cur, 0.0))
+
+
 class Leadership(StoreBase):
     def _db_now(self, conn, now: float | None) -> float:
         if now is not None:
@@ -110,15 +123,7 @@ class Leadership(StoreBase):
         return None if r is None else _row(r, t)
 
     def _check_fence(self, conn, fence: Fence) -> None:
-        """Inside a write transaction: the fence's epoch must still be the leader's, else ``Fenced``. The UPDATE
-        takes the leader row's lock, so a takeover waits for this transaction (or this one sees it)."""
-        res = conn.execute(update(_leader)
-                           .where(_leader.c.name == ELECTION, _leader.c.epoch == fence.epoch,
-                                  _leader.c.holder == fence.holder)
-                           .values(epoch=_leader.c.epoch))
-        if res.rowcount != 1:
-            cur = conn.execute(select(_leader).where(_leader.c.name == ELECTION)).first()
-            raise Fenced(fence, None if cur is None else _row(cur, 0.0))
+        check_fence_in(conn, fence)
 
     def check_fence(self, fence: Fence) -> None:
         """Raise ``Fenced`` unless ``fence`` still leads (before repeating an intent recorded earlier, e.g. a

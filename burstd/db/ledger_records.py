@@ -15,6 +15,7 @@ from sqlalchemy import and_, func, insert, select, update
 from burstd.config import _NAME as _ACCOUNT_RE  # the config file's rule for names
 from burstd.db.engine import StoreBase, _now
 from burstd.db.errors import BudgetError, LeaseNotFound, SpendConflict
+from burstd.db.leadership import Fence, check_fence_in
 from burstd.db.rows import _alloc, _budget, _event, _lease, _row_to_lease, _spend
 from burstd.domain.budget import (
     NO_ACCOUNT, PERIODS, SITE, AccountBudget, Allocation, BudgetBook, PricePoint, SpendInterval, budget_key,
@@ -203,7 +204,9 @@ class LedgerRecords(StoreBase):
     # ---- spend -------------------------------------------------------------------------------------------
 
     def add_spend(self, intervals: Iterable[SpendInterval]) -> int:
-        """Record ledger intervals in one transaction and advance each lease's ``accrued_until``.
+        """Record ledger intervals in one transaction and advance each lease's ``accrued_until``: intervals made
+        elsewhere (an import, a test, the store benchmark). The daemon never calls it: it accrues with
+        ``accrue_spend``, which computes and records in one transaction.
 
         Intervals of one lease must start at or after what is already recorded for it (a retry after a crash
         that already wrote them raises ``SpendConflict`` and writes nothing). Returns the number written.
@@ -246,14 +249,19 @@ class LedgerRecords(StoreBase):
             ],
         )
 
-    def accrue_spend(self, lease_id: str, until: float, *, split_every_s: float | None = 3600.0) -> list[SpendInterval]:
+    def accrue_spend(self, lease_id: str, until: float, *, split_every_s: float | None = 3600.0,
+                     fence: Fence | None = None) -> list[SpendInterval]:
         """Bring one lease's recorded spend up to ``until`` (or its end), in one transaction: read the lease,
         its price history and its job allocations, run ``burstd.policy.ledger.accrue`` and record the result.
         Safe to call every cycle, after a crash, and from two processes (one of them records, the other
-        finds nothing left to do). Returns the intervals written (possibly none)."""
+        finds nothing left to do). ``fence``: the leader's token, checked first in the same transaction (a
+        deposed leader's accrual raises ``Fenced`` and writes nothing). Returns the intervals written (possibly
+        none). This is the daemon's only way to write spend (``daemon.spend``)."""
         from burstd.policy.ledger import accrue  # pure; imported here to keep the Store importable on its own
 
         with self._write() as conn:
+            if fence is not None:
+                check_fence_in(conn, fence)
             # FOR UPDATE: a second accruer on PostgreSQL waits here, then sees the advanced accrued_until
             # (SQLite's BEGIN IMMEDIATE already serialises writers)
             cur = conn.execute(select(_lease).where(_lease.c.id == lease_id).with_for_update()).first()

@@ -10,7 +10,8 @@
     store.set_budget("chem", "500") / store.budget_book("month", now, config) -> BudgetBook
     store.record_allocations(lease_id, [Allocation(job_id, start, end, account, user)])   # each cycle
     store.close_allocations(lease_id, now, still_running=[job_id, ...])                   # jobs that left
-    store.accrue_spend(lease_id, now)        # ledger.accrue over the stored prices and allocations, recorded
+    store.accrue_spend(lease_id, now, fence=fence)   # ledger.accrue over the stored prices and allocations,
+                                                     # recorded in one transaction (the daemon's only spend write)
     store.spend(by="account", since=..., until=...)
     store.get_setting("paused") / store.set_setting("paused", "1")
 

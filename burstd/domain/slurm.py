@@ -9,6 +9,7 @@ when unlimited); memory is MiB; states are Slurm's upper-case names.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 # Base job states that count as "not finished" for burstd.
@@ -117,7 +118,10 @@ class Node:
 
     @property
     def is_drained(self) -> bool:
-        return "DRAIN" in self.flags or self.state == "DRAINED"
+        """Drained or draining (takes no new jobs), however Slurm spells it: a ``DRAIN`` flag (``IDLE+DRAIN``),
+        or a ``DRAINED``/``DRAINING`` base state or flag. The one definition: the cycle, the policy's on-prem
+        model and the CLI all ask this."""
+        return self.state.startswith("DRAIN") or any(f.startswith("DRAIN") for f in self.flags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +171,18 @@ class Snapshot:
                     continue
             object.__setattr__(self, "_jobs_by_node", {k: tuple(v) for k, v in index.items()})
         return self._jobs_by_node  # type: ignore[return-value]
+
+    def job(self, job_id: int) -> Job | None:
+        return next((job for job in self.jobs if job.job_id == job_id), None)
+
+    def account_of(self, job_ids: Iterable[int]) -> str:
+        """The Slurm account a lease for ``job_ids`` is charged to: that of the first of them this snapshot
+        lists ("" when it lists none). The one rule, for a lease from a resume call and one drift repair records."""
+        for job_id in job_ids:
+            job = self.job(job_id)
+            if job is not None:
+                return job.account
+        return ""
 
     def jobs_on(self, node: str) -> tuple[Job, ...]:
         return self.jobs_by_node().get(node, ())

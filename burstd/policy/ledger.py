@@ -5,7 +5,8 @@
     intervals = accrue(lease, until=now,
                        prices=[PricePoint(at=t_change, price_per_hour_micros=455_000)],
                        allocations=[Allocation(job_id=1234, start=t_start, end=None, account="chem", user="ann")])
-    store.add_spend(intervals)            # advances lease.accrued_until; the next accrue() carries on from there
+    # the Store runs it over its own records and writes the result in one transaction (advancing
+    # lease.accrued_until, so the next accrual carries on from there): Store.accrue_spend(lease_id, now)
 
 Pure: no clock, no I/O. Rules (ARCHITECTURE.md invariant 4):
 

@@ -1,4 +1,5 @@
-"""`burstctl cloud gc`: orphans (tagged, no live lease, past the grace) are terminated on both clouds."""
+"""`burstctl cloud gc` on both clouds (moto, the GCE fake): orphans (tagged, no open lease, past the grace) are
+listed by the daemon's rule and terminated by its cycle, each kill recorded first."""
 
 from __future__ import annotations
 
@@ -8,13 +9,18 @@ import pytest
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
-from burstd.cli.cloud_cmd import run_gc
 from burstd.config import parse_config
+from burstd.daemon.control import DaemonControl
+from burstd.daemon.reconcile import Reconciler
+from burstd.db.store import Store
+from burstd.domain.lease import LeaseState as S
 from burstd.providers.base import LaunchRequest
 from burstd.providers import make_provider
 from tests.fakes.toml_out import dumps as _toml
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401
+from tests.unit.daemon.fakes import FakeAdapter
+from tests.unit.daemon.first_rule import first_rule
 
 
 def site_config(aws_env, gce_env, grace=0.0):
@@ -49,28 +55,56 @@ def alive(providers) -> dict[str, set[str]]:
     return {name: {i.lease_id for i in p.list_instances() if not i.is_gone} for name, p in providers.items()}
 
 
-def test_dry_run_changes_nothing_and_gc_terminates_only_orphans(aws_env, gce_env):
-    cfg = parse_config(site_config(aws_env, gce_env))
+def daemon(cfg, providers, tmp_path, live=()):
+    """A daemon (real Store, real cloud providers, a fake Slurm) whose open leases own the VMs of ``live``."""
+    store = Store.open(f"sqlite:///{tmp_path}/burstd.db")
+    by_lease = {i.lease_id: i for p in providers.values() for i in p.list_instances()}
+    for lease_id in live:
+        inst = by_lease[lease_id]
+        store.create_lease(pool=inst.pool, node_name=inst.node_name, lease_id=lease_id)
+        store.transition(lease_id, S.LAUNCHING, "launch")
+        store.transition(lease_id, S.BOOTING, "up", instance_id=inst.instance_id, launched_at=inst.launched_at)
+    rec = Reconciler(cfg, store, FakeAdapter(), providers, first_rule)
+    return rec, DaemonControl(rec, cfg), store
+
+
+def orphan_leases(answer) -> list[str]:
+    return sorted(o["lease_id"] for o in answer["orphans"])
+
+
+def test_dry_run_changes_nothing_and_gc_terminates_only_orphans_recorded(aws_env, gce_env, tmp_path):
+    cfg = parse_config(site_config(aws_env, gce_env, grace=3600))  # the daemon's own sweep spares them all
     providers = launch_some(cfg)
-    live = {"aws-lease-1", "gcp-lease-2"}
+    rec, ctl, store = daemon(cfg, providers, tmp_path, live=("aws-lease-1", "gcp-lease-2"))
+    rec.cycle()
     before = alive(providers)
-    rows = run_gc(cfg, dry_run=True, grace_s=None, pool=None, live_ids=lambda c: live)
-    assert sorted(r["lease_id"] for r in rows) == ["aws-lease-2", "aws-lease-3", "gcp-lease-1", "gcp-lease-3"]
-    assert alive(providers) == before
-    rows = run_gc(cfg, dry_run=False, grace_s=None, pool=None, live_ids=lambda c: live)
-    assert all(r["terminated"] for r in rows) and len(rows) == 4
+    answer = ctl.gc(dry_run=True, grace_s=0, pool=None, by="test")
+    assert orphan_leases(answer) == ["aws-lease-2", "aws-lease-3", "gcp-lease-1", "gcp-lease-3"]
+    assert alive(providers) == before and store.orphan_terminations() == [] and store.intents() == []
+    assert ctl.gc(dry_run=False, grace_s=0, pool=None, by="test")["queued"] is True
+    assert alive(providers) == before  # queued: the cycle does it
+    rec.cycle()
     assert alive(providers) == {"aws": {"aws-lease-1"}, "gcp": {"gcp-lease-2"}}
-    # Running it again finds nothing (idempotent).
-    assert run_gc(cfg, dry_run=False, grace_s=None, pool=None, live_ids=lambda c: live) == []
+    assert sorted(r["lease_id"] for r in store.orphan_terminations()) == orphan_leases(answer)  # each recorded
+    rec.cycle()  # running it again finds nothing (idempotent)
+    assert orphan_leases(ctl.gc(dry_run=True, grace_s=0, pool=None, by="test")) == []
+    assert len(store.orphan_terminations()) == 4
+    store.close()
 
 
-def test_instances_younger_than_the_grace_are_left_alone(aws_env, gce_env):
+def test_instances_younger_than_the_grace_are_left_alone(aws_env, gce_env, tmp_path):
     cfg = parse_config(site_config(aws_env, gce_env, grace=3600))
     providers = launch_some(cfg)
-    assert run_gc(cfg, dry_run=False, grace_s=None, pool=None, live_ids=lambda c: set()) == []
+    rec, ctl, store = daemon(cfg, providers, tmp_path)
+    rec.cycle()
+    assert ctl.gc(dry_run=False, grace_s=None, pool=None, by="test")["orphans"] == []
+    rec.cycle()
     assert sum(len(v) for v in alive(providers).values()) == 6
-    rows = run_gc(cfg, dry_run=False, grace_s=0, pool="gcp", live_ids=lambda c: set())
-    assert {r["pool"] for r in rows} == {"gcp"} and alive(providers)["gcp"] == set()
+    ctl.gc(dry_run=False, grace_s=0, pool="gcp", by="test")
+    rec.cycle()
+    assert alive(providers)["gcp"] == set() and len(alive(providers)["aws"]) == 3
+    assert {r["pool"] for r in store.orphan_terminations()} == {"gcp"}
+    store.close()
 
 
 def test_burstctl_cloud_instances_lists_both_clouds_as_json(aws_env, gce_env, tmp_path):

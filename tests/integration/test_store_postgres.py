@@ -13,7 +13,7 @@ import pytest
 
 from burstd.db.store import Store
 from burstd.domain.lease import LeaseState as S
-from burstd.policy.ledger import Allocation, accrue, lease_cost
+from burstd.policy.ledger import Allocation, lease_cost
 
 pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[2]
@@ -90,9 +90,10 @@ def test_budget_set_by_burstctl_is_seen_by_the_daemon_and_spend_adds_up(postgres
     t0 = 1_773_144_000.0
     daemon.transition(lease.lease_id, S.LAUNCHING, "launch", at=t0)
     daemon.transition(lease.lease_id, S.BOOTING, "up", at=t0 + 30, launched_at=t0 + 5.5, instance_id="i-1")
-    allocs = [Allocation(42, t0 + 90, t0 + 5000, "chem", "ann")]
-    for now in (t0 + 60, t0 + 3000, t0 + 7000):
-        daemon.add_spend(accrue(daemon.lease(lease.lease_id), now, allocations=allocs))
+    daemon.record_allocations(lease.lease_id, [Allocation(42, t0 + 90, t0 + 5000, "chem", "ann")])
+    fence = daemon.claim_leadership("head1", 60).fence
+    for now in (t0 + 60, t0 + 3000, t0 + 7000):  # the daemon's one accrual path, under its fence
+        daemon.accrue_spend(lease.lease_id, now, fence=fence)
     book = ctl.budget_book("day", t0 + 7000)
     total = lease_cost(daemon.lease(lease.lease_id), t0 + 7000)
     assert book.accounts["chem"].limit_micros == 25_500_000

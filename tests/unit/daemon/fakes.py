@@ -9,11 +9,12 @@ import dataclasses
 import itertools
 from dataclasses import replace
 
-from burstd.db.daemon_state import PauseState, PoolHealthRecord, StoredIntent
+from burstd.db.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
 from burstd.db.leadership import Fenced, LeaderRecord
 from burstd.domain.budget import BudgetBook
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
+from burstd.policy.ledger import accrue
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
 
 
@@ -36,7 +37,9 @@ class FakeStore:
         self._settings: dict[str, str] = {}
         self._job_markets: dict[int, str] = {}
         self._intents: list[StoredIntent] = []
-        self._allocations: dict[str, list] = {}  # lease id -> Allocations (what the spend ledger records)
+        self._allocations: dict[str, dict] = {}  # lease id -> (job, start) -> Allocation (the spend ledger's)
+        self._cooldowns: dict[str, Cooldown] = {}
+        self.spend_log: list = []  # SpendIntervals accrued
         self._pause: PauseState | None = None
         self._health: dict[str, PoolHealthRecord] = {}
         self._ids = itertools.count(1)
@@ -132,10 +135,11 @@ class FakeStore:
         self._health[record.pool] = record
 
     def cooldowns(self, now=None):
-        return {}
+        t = self.clock() if now is None else now
+        return {k: c for k, c in self._cooldowns.items() if c.until > t}
 
     def set_cooldown(self, offering, until, reason="", *, at=None):
-        pass
+        self._cooldowns[offering] = Cooldown(offering, until, reason)
 
     # the election row, with the real store's rules (burstd.db.leadership), on the fake clock
     def claim_leadership(self, holder, lease_s, *, now=None):
@@ -170,7 +174,27 @@ class FakeStore:
         return len(self.orphan_log)
 
     def allocations(self, lease_id):
-        return list(self._allocations.get(lease_id, ()))
+        return sorted(self._allocations.get(lease_id, {}).values(), key=lambda a: (a.start, a.job_id))
+
+    def record_allocations(self, lease_id, allocations):
+        """Keyed by (job, start) like the real store: seeing a job again updates its end."""
+        rows = self._allocations.setdefault(self.lease(lease_id).lease_id, {})
+        allocations = list(allocations)
+        for a in allocations:
+            rows[(a.job_id, a.start)] = a
+        return len(allocations)
+
+    def accrue_spend(self, lease_id, until, *, split_every_s=3600.0, fence=None):
+        """The real store's one accrual path over the fake's records (no price changes): ledger.accrue, then
+        the intervals recorded and ``accrued_until`` advanced, all at once."""
+        if fence is not None:
+            self.check_fence(fence)
+        lease = self.lease(lease_id)
+        items = accrue(lease, until, allocations=self.allocations(lease_id), split_every_s=split_every_s)
+        if items:
+            self.spend_log.extend(items)
+            self._leases[lease_id] = replace(lease, accrued_until=max(iv.end for iv in items))
+        return items
 
     def spend_intervals(self, lease_id=None, since=None, until=None):
         return []  # no spend ledger here: nothing charged (tests/integration/live_api.py has the real Store)

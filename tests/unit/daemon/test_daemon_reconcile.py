@@ -327,7 +327,7 @@ def test_plan_orphans_spares_open_leases_and_young_instances():
     insts = (_inst("L1"), Instance("i-2", "L9", "cloud2", "local", "running", 0.0),
              Instance("i-3", "", "cloud3", "local", "running", NOW - 5))
     acts = plan_orphans(World(NOW, NOW, None, {"local": insts}, (lease,)), CFG)
-    assert acts == [TerminateOrphan("local", "i-2", "L9", "no open lease")]
+    assert acts == [TerminateOrphan("local", "i-2", "L9", "lease L9 is not open; up 1000s (grace 30s)")]
 
 
 def test_plan_orphans_spares_a_gang_vm_not_yet_labelled_while_its_gang_launches_but_not_after():
@@ -339,7 +339,7 @@ def test_plan_orphans_spares_a_gang_vm_not_yet_labelled_while_its_gang_launches_
         assert plan_orphans(World(NOW, NOW, None, {"local": (old,)}, (lease,)), CFG) == []
     for leases in [(_lease(S.BOOTING, lid="L1", gang="G1"),), ()]:  # the gang launched without it, or is gone
         acts = plan_orphans(World(NOW, NOW, None, {"local": (old,)}, leases), CFG)
-        assert acts == [TerminateOrphan("local", "i-9", "", "untagged instance")]
+        assert acts == [TerminateOrphan("local", "i-9", "", "untagged instance; up 1000s (grace 30s)")]
 
 
 def test_a_multi_node_resume_call_arriving_within_the_grace_is_one_gang_not_drift_repaired_node_by_node(env):

@@ -121,7 +121,7 @@ def test_one_launch_worker_launches_one_after_another():
     assert rec.last_report.actions["Launch"] == 6
 
 
-def test_a_failing_launch_does_not_touch_the_others():
+def test_a_failing_launch_does_not_touch_the_others(unexpected_cycle_errors):
     rec, store, provider, nodes = storm(8, 12, {"gate": 5})  # the ten that succeed pass the gate five at a time
     provider.fail = {"cloud3": ProviderError(ErrorKind.CONFIG, "bad template", code="InvalidTemplate"),
                      "cloud7": RuntimeError("a bug in the provider")}
@@ -133,6 +133,8 @@ def test_a_failing_launch_does_not_touch_the_others():
     assert len(provider.live()) == 10
     assert [e for e in report.errors if "a bug in the provider" in e] == ["Launch: a bug in the provider"]
     assert report.actions["Launch"] == 11  # the failed config launch is carried out (as a failure); the bug is not
+    # the bug is logged as one (with its traceback); the provider's CONFIG error is the weather
+    assert [r.exc_info[1] for r in unexpected_cycle_errors.records] == [provider.fail["cloud7"]]
 
 
 def test_a_lease_s_next_action_waits_for_its_launch_and_a_node_is_launched_once_at_a_time():

@@ -63,7 +63,7 @@ def test_a_cancelled_job_never_returns_when_its_node_is_reclaimed_later(env):
     lease = ready(clock, store, adapter, provider, rec, "cloud1", (11,))
     adapter.ended[11] = "CANCELLED"  # scancel 11: squeue no longer lists it
     adapter.add_job(12, "RUNNING", "cloud1")
-    store._allocations[lease.lease_id] = [Allocation(11, clock() - 60, clock() - 30), Allocation(12, clock() - 20)]
+    store.record_allocations(lease.lease_id, [Allocation(11, clock() - 60, clock() - 30), Allocation(12, clock() - 20)])
     provider.instances.clear()  # reclaimed, no notice
     clock.advance(5)
     rec.cycle()
@@ -77,7 +77,7 @@ def test_a_job_killed_by_the_notice_signal_comes_back_and_one_that_finished_does
     clock, store, adapter, provider, rec = env
     lease = ready(clock, store, adapter, provider, rec, "cloud1", (21,))
     t0 = clock()
-    store._allocations[lease.lease_id] = [Allocation(21, t0 - 100, t0 - 50), Allocation(22, t0 - 40, None)]
+    store.record_allocations(lease.lease_id, [Allocation(21, t0 - 100, t0 - 50), Allocation(22, t0 - 40, None)])
     adapter.ended[21] = "COMPLETED"
     deadline = clock() + 30
     adapter.set_node("cloud1", "ALLOCATED", "DRAIN")
@@ -89,7 +89,7 @@ def test_a_job_killed_by_the_notice_signal_comes_back_and_one_that_finished_does
     assert store.lease(lease.lease_id).state == S.DRAINING
     notice_at = store.lease(lease.lease_id).state_since
     adapter.ended[22] = "FAILED"  # the agent's signal (or the VM's end) killed it after the notice
-    store._allocations[lease.lease_id][1] = Allocation(22, t0 - 40, notice_at + 5)
+    store.record_allocations(lease.lease_id, [Allocation(22, t0 - 40, notice_at + 5)])
     clock.advance(40)  # past the deadline
     rec.cycle()
     assert store.lease(lease.lease_id).state in (S.FAILED, S.TERMINATING, S.TERMINATED)

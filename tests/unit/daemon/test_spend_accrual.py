@@ -3,11 +3,17 @@ and a lease that closed while the daemon was down is accrued by the first run af
 
 from __future__ import annotations
 
+import pytest
+
+from burstd.daemon.reconcile import Reconciler
 from burstd.daemon.spend import SpendAccrual
-from burstd.db.store import Store
+from burstd.db.store import Fenced, Store
 from burstd.domain.lease import LeaseState as S
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.ledger import lease_cost
+from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
+from tests.unit.daemon.first_rule import first_rule
+from tests.unit.daemon.test_daemon_reconcile import CFG
 
 T0 = 1_773_144_000.0
 
@@ -76,3 +82,41 @@ def test_open_leases_accrue_once_per_interval_closed_ones_at_once(tmp_path):
     assert store.lease(lease.lease_id).accrued_until == T0 + 170
     assert sum(store.spend(by="lease").values()) == 170_000
     store.close()
+
+
+def test_the_accrual_is_written_under_the_leaders_fence(tmp_path):
+    """The daemon's one accrual path (``Store.accrue_spend``) checks the fence in its own transaction: a deposed
+    leader writes no spend and its cycle ends (``Fenced`` is not swallowed like a retryable failure)."""
+    store = Store.open(f"sqlite:///{tmp_path}/b.db")
+    lease = _lease(store)
+    first = store.claim_leadership("head1", 10, now=T0).fence
+    acc = SpendAccrual(store)
+    acc.run(_snap(), T0 + 100, fence=first)
+    assert store.lease(lease.lease_id).accrued_until == T0 + 100
+    store.claim_leadership("head2", 10, now=T0 + 200)  # head1's claim ran out: head2 leads a new epoch
+    with pytest.raises(Fenced):
+        acc.run(_snap(), T0 + 300, fence=first)
+    assert store.lease(lease.lease_id).accrued_until == T0 + 100
+    assert sum(store.spend(by="lease").values()) == 100_000
+    store.close()
+
+
+def test_the_cycle_accrues_through_the_spend_ledger_port():
+    """With the unit fakes the spend step runs for real (it failed silently inside every cycle before the ports
+    declared it): a READY lease's spend is accrued up to the cycle, attributed to the job on its node."""
+    clock = FakeClock(T0)
+    store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
+    rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
+    adapter.set_node("cloud1", "IDLE", "POWERING_UP")
+    rec.request_resume(["cloud1"], {"cloud1": (7,)})
+    rec.cycle()
+    adapter.set_node("cloud1", "MIXED")
+    adapter.add_job(7, "RUNNING", "cloud1")
+    clock.advance(600)
+    rec.cycle()  # job 7 is seen on the node from here
+    clock.advance(600)
+    report = rec.cycle()
+    lease = store.leases()[0]
+    assert report.errors == [] and lease.launched_at == T0 and lease.accrued_until == T0 + 1200
+    assert sum(iv.cost_micros for iv in store.spend_log) == lease_cost(lease, T0 + 1200) == 166_667  # $0.50/h
+    assert sum(iv.cost_micros for iv in store.spend_log if iv.job_id == 7) == 166_667 - 83_333  # its 600 s
