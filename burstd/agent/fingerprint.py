@@ -91,8 +91,8 @@ def python_facts(job_python: str) -> dict[str, str]:
     """The job environment: its Python version, every installed distribution, torch apart."""
     out = _ok_output([job_python, "-c", _PACKAGES_SNIPPET], timeout_s=30.0)
     try:
-        data = json.loads(out) if out else None
-        version, packages = data["version"], data["packages"]
+        data = json.loads(out or "null")
+        version, packages = data["version"], dict(data["packages"])
     except (ValueError, TypeError, KeyError):
         return {}
     facts = {"python.version": str(version)}

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "burstd.cli.preempt_cmd",
     "burstd.cli.policy_cmd",
     "burstd.cli.spend_cmd",
+    "burstd.cli.image_cmd",
 ]
 
 app = typer.Typer(
