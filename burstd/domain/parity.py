@@ -82,10 +82,19 @@ def compare(reference: Fingerprint, node: Fingerprint, allowed: Iterable[str] = 
     return out
 
 
-def reason(differences: list[Difference], limit: int = 3) -> str:
-    """One line for a lease's failure reason: the first ``limit`` differences, then how many more."""
-    if not differences:
+def reason(differences: list[Difference], max_len: int = 200) -> str:
+    """One line for a lease's failure reason (Slurm's reasons are bounded: ``max_len``)."""
+    return reason_of([d.message for d in differences], max_len)
+
+
+def reason_of(messages: list[str], max_len: int = 200) -> str:
+    """``parity: <first>; <second>; and N more``: as many messages as fit in ``max_len`` characters."""
+    if not messages:
         return "parity: the node matches the on-prem reference"
-    shown = "; ".join(d.message for d in differences[:limit])
-    more = len(differences) - limit
-    return f"parity: {shown}" + (f"; and {more} more" if more > 0 else "")
+    for shown in range(len(messages), 0, -1):
+        more = len(messages) - shown
+        text = "parity: " + "; ".join(messages[:shown]) + (f"; and {more} more" if more else "")
+        if len(text) <= max_len:
+            return text
+    tail = f"; and {len(messages) - 1} more" if len(messages) > 1 else ""
+    return "parity: " + messages[0][: max(max_len - len("parity: ...") - len(tail), 0)] + "..." + tail

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from burstd.domain.parity import WHERE_PRESENT, Difference, compare, label, reason
+from burstd.domain.parity import WHERE_PRESENT, Difference, compare, label, reason, reason_of
 
 REFERENCE = {
     "slurm.release": "22.05.8",
@@ -66,13 +66,23 @@ def test_allowed_patterns_silence_only_the_keys_they_match():
     assert len(compare(REFERENCE, node, ["python.package.scipy"])) == 2
 
 
-def test_reason_names_the_first_differences_and_counts_the_rest():
+def test_reason_names_the_differences_that_fit_and_counts_the_rest():
     node = {"slurm.release": "24.11.5"}  # lacks everything else
     diffs = compare(REFERENCE, node)
-    text = reason(diffs, limit=2)
-    assert text.startswith("parity: ")
-    assert text.count(" on-prem") == 2 and text.endswith(f"and {len(diffs) - 2} more")
-    assert "slurmd 24.11.5 on the node, 22.05.8 on-prem" in reason(compare(REFERENCE, dict(REFERENCE, **node)))
+    text = reason(diffs, max_len=120)
+    assert text.startswith("parity: ") and len(text) <= 120
+    shown = text.count(" on-prem")
+    assert shown >= 1 and text.endswith(f"; and {len(diffs) - shown} more")
+    assert reason(compare(REFERENCE, dict(REFERENCE, **node))) == "parity: slurmd 24.11.5 on the node, 22.05.8 on-prem"
+
+
+@given(st.lists(st.text(alphabet="abc xyz.0123", min_size=1, max_size=300), max_size=20),
+       st.integers(min_value=60, max_value=400))
+def test_reason_always_fits_and_names_at_least_the_first_difference(messages, max_len):
+    text = reason_of(messages, max_len)
+    assert len(text) <= max_len and text.startswith("parity: ")
+    if messages:
+        assert messages[0][:5] in text
 
 
 def test_unknown_keys_are_labelled_by_themselves():
