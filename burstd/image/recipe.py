@@ -26,8 +26,9 @@ MARK = "/etc/burstd-image"  # JSON: what the image was built from (release, suit
 BOOTSTRAP_IN_IMAGE = "/usr/lib/burstd/node-bootstrap.sh"
 AGENT_VENV = "/opt/burstd/agent"
 # Slurm's node side and what node-bootstrap.sh and the agent use; per provider what fetches the munge key
-BASE_PACKAGES = ("slurmd", "slurm-client", "slurm-wlm-basic-plugins", "munge", "libpmix2", "python3", "python3-venv",
-                 "curl", "ca-certificates", "nftables", "procps", "util-linux")
+# (slurmd loads AuthAltTypes' plugins too: a site with auth/jwt for slurmrestd needs slurm-wlm-jwt-plugin on nodes)
+BASE_PACKAGES = ("slurmd", "slurm-client", "slurm-wlm-basic-plugins", "slurm-wlm-jwt-plugin", "munge", "libpmix2",
+                 "python3", "python3-venv", "curl", "ca-certificates", "nftables", "procps", "util-linux")
 PROVIDER_PACKAGES = {"local": (), "aws": ("awscli",), "gcp": ()}
 _APT = "apt-get -q -o Acquire::Check-Valid-Until=false"  # sid's Release file can be past its Valid-Until
 

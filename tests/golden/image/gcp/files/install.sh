@@ -15,7 +15,7 @@ chmod 0755 /usr/sbin/policy-rc.d
 
 step "Debian packages: Slurm 22.05 (bookworm), munge, Python, the site's additions"
 apt-get -q -o Acquire::Check-Valid-Until=false update
-apt-get -q -o Acquire::Check-Valid-Until=false install -y --no-install-recommends slurmd slurm-client slurm-wlm-basic-plugins munge libpmix2 python3 python3-venv curl ca-certificates nftables procps util-linux libopenmpi3 lmod
+apt-get -q -o Acquire::Check-Valid-Until=false install -y --no-install-recommends slurmd slurm-client slurm-wlm-basic-plugins slurm-wlm-jwt-plugin munge libpmix2 python3 python3-venv curl ca-certificates nftables procps util-linux libopenmpi3 lmod
 release="$(slurmd -V)"
 case "$release" in "slurm 22.05."* | "slurm-wlm 22.05."*) ;;
     *) step "expected Slurm 22.05, the packages gave: $release"; exit 1 ;;
