@@ -72,10 +72,6 @@ def register(app: typer.Typer) -> None:
         image_file, source = load_image_file(spec, config)
         try:
             tgt = target(image_file.image, provider, slurm_release)
-            if tgt.provider == "local":
-                from burstd.image.rootfs import plan
-
-                plan(out, tgt)  # refuse early, before a wheel is built
             wheel = agent_wheel or make_wheel(out / "wheel")
             made = build_image(image_file.image, tgt, out, wheel)
         except (ImageError, BedError) as exc:

@@ -50,6 +50,6 @@ def build_image(spec: ImageSpec, tgt: Target, out_dir: Path, wheel: Path) -> lis
         return [rootfs.build(rootfs.plan(out_dir, tgt), stage_files(spec, tgt), wheel)]
     files = render(spec, tgt)  # first: a target Packer cannot build leaves nothing behind
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "image.pkr.json").write_text(files["image.pkr.json"])
-    write_stage(stage_files(spec, tgt), out_dir / "files", wheel)
+    (out_dir / "image.pkr.json").write_text(files.pop("image.pkr.json"))
+    write_stage({name.removeprefix("files/"): text for name, text in files.items()}, out_dir / "files", wheel)
     return [out_dir / "image.pkr.json", out_dir / "files"]
