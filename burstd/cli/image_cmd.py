@@ -64,7 +64,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build the local provider's rootfs into OUT, or render the AWS / GCP Packer template and first-boot
         files into OUT. No cluster secret goes into any of them."""
-        from burstd.image.build import agent_wheel as make_wheel
         from burstd.image.build import build_image
         from burstd.image.recipe import ImageError, target
         from burstd.testbed.host import BedError
@@ -72,8 +71,7 @@ def register(app: typer.Typer) -> None:
         image_file, source = load_image_file(spec, config)
         try:
             tgt = target(image_file.image, provider, slurm_release)
-            wheel = agent_wheel or make_wheel(out / "wheel")
-            made = build_image(image_file.image, tgt, out, wheel)
+            made = build_image(image_file.image, tgt, out, agent_wheel)
         except (ImageError, BedError) as exc:
             fail(str(exc), 2 if isinstance(exc, ImageError) else 1)
         err_console.print(f"spec: {source}; Slurm {tgt.slurm_release} (Debian {tgt.suite}), provider {provider}")

@@ -42,14 +42,17 @@ def agent_wheel(dest: Path) -> Path:
     return wheels[-1]
 
 
-def build_image(spec: ImageSpec, tgt: Target, out_dir: Path, wheel: Path) -> list[Path]:
-    """Build (local) or render (aws, gcp) the image; the paths made."""
-    if not wheel.name.startswith("burstd-") or wheel.suffix != ".whl" or not wheel.is_file():
+def build_image(spec: ImageSpec, tgt: Target, out_dir: Path, wheel: Path | None = None) -> list[Path]:
+    """Build (local) or render (aws, gcp) the image; the paths made. ``wheel``: the agent's burstd wheel (None:
+    built from the running burstd, once the target is known to be buildable)."""
+    if wheel is not None and (not wheel.name.startswith("burstd-") or wheel.suffix != ".whl" or not wheel.is_file()):
         raise ImageError(f"--agent-wheel {wheel}: not a burstd-*.whl file")
     if tgt.provider == "local":
-        return [rootfs.build(rootfs.plan(out_dir, tgt), stage_files(spec, tgt), wheel)]
+        plan = rootfs.plan(out_dir, tgt)
+        return [rootfs.build(plan, stage_files(spec, tgt), wheel or agent_wheel(out_dir / "wheel"))]
     files = render(spec, tgt)  # first: a target Packer cannot build leaves nothing behind
     out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = wheel or agent_wheel(out_dir / "wheel")
     (out_dir / "image.pkr.json").write_text(files.pop("image.pkr.json"))
     write_stage({name.removeprefix("files/"): text for name, text in files.items()}, out_dir / "files", wheel)
     return [out_dir / "image.pkr.json", out_dir / "files"]
