@@ -105,3 +105,18 @@ def test_check_refuses_a_reference_that_is_not_a_fingerprint(tmp_path, spec_file
     result = runner.invoke(app, ["image", "check", "--reference", str(tmp_path / "ref.json"),
                                  "--facts", str(tmp_path / "ref.json"), "--spec", str(spec_file)])
     assert result.exit_code == 2 and "not a fingerprint" in result.output
+
+
+def test_the_spec_comes_from_the_site_config_and_its_errors_name_that_file(tmp_path, wheel):
+    site = tmp_path / "burstd.toml"
+    site.write_text('[image]\nslurm_release = "24.11"\napt_packages = ["lmod"]\n')
+    out = tmp_path / "gcp"
+    result = runner.invoke(app, ["image", "build", "--provider", "gcp", "--out", str(out), "--config", str(site),
+                                 "--agent-wheel", str(wheel)])
+    assert result.exit_code == 0, result.output
+    install = (out / "files" / "install.sh").read_text()
+    assert "Slurm 24.11 (Debian trixie)" in install and " lmod" in install
+    site.write_text('[image]\nslurm_release = "9.9"\n')
+    result = runner.invoke(app, ["image", "build", "--provider", "gcp", "--out", str(out), "--config", str(site),
+                                 "--agent-wheel", str(wheel)])
+    assert result.exit_code == 2 and f"{site}: image.slurm_release:" in result.output
