@@ -65,15 +65,17 @@ def register(app: typer.Typer) -> None:
         """Build the local provider's rootfs into OUT, or render the AWS / GCP Packer template and first-boot
         files into OUT. No cluster secret goes into any of them."""
         from burstd.image.build import build_image
-        from burstd.image.recipe import ImageError, target
+        from burstd.image.recipe import ImageBuildFailed, ImageError, target
         from burstd.testbed.host import BedError
 
         image_file, source = load_image_file(spec, config)
         try:
             tgt = target(image_file.image, provider, slurm_release)
             made = build_image(image_file.image, tgt, out, agent_wheel)
-        except (ImageError, BedError) as exc:
-            fail(str(exc), 2 if isinstance(exc, ImageError) else 1)
+        except ImageError as exc:  # the spec or the options
+            fail(str(exc), 2)
+        except (ImageBuildFailed, BedError) as exc:  # a build step (BedError: the bed's debootstrap / chroot run)
+            fail(str(exc), 1)
         err_console.print(f"spec: {source}; Slurm {tgt.slurm_release} (Debian {tgt.suite}), provider {provider}")
         for path in made:
             typer.echo(str(path))

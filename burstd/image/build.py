@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from burstd.image import packer, rootfs
-from burstd.image.recipe import ImageError, Target, stage_files, write_stage
+from burstd.image.recipe import ImageBuildFailed, ImageError, Target, stage_files, write_stage
 from burstd.image.spec import ImageSpec
 
 
@@ -32,13 +32,13 @@ def agent_wheel(dest: Path) -> Path:
 
     source = Path(burstd.__file__).resolve().parents[1]
     if not (source / "pyproject.toml").is_file():
-        raise ImageError(f"burstd at {source} is not a source tree: pass --agent-wheel")
+        raise ImageBuildFailed(f"burstd at {source} is not a source tree: pass --agent-wheel")
     dest.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                            "-w", str(dest), str(source)], capture_output=True, text=True, timeout=600)
     wheels = sorted(dest.glob("burstd-*.whl"))
     if proc.returncode != 0 or not wheels:
-        raise ImageError(f"could not build the burstd wheel from {source}: {proc.stderr.strip()[-500:]}")
+        raise ImageBuildFailed(f"could not build the burstd wheel from {source}: {proc.stderr.strip()[-500:]}")
     return wheels[-1]
 
 

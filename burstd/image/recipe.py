@@ -37,6 +37,10 @@ class ImageError(ValueError):
     """The spec and the options cannot make an image (no release named, no cloud image for the suite)."""
 
 
+class ImageBuildFailed(RuntimeError):
+    """A build step failed, or its result is not an image burstd may use (a secret left in it)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """What one build makes: the provider and the Slurm release (hence the Debian suite)."""

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageError, Target
+from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageBuildFailed, ImageError, Target
 from burstd.providers.local.netns import SANE_PATH
 
 # paths that would hold a cluster secret or a node's credential: they arrive at boot, never in the image
@@ -64,7 +64,7 @@ def build(p: RootfsPlan, files: dict[str, str], wheel: Path) -> Path:
     from burstd.testbed.release import debootstrap, run_logged
 
     if shutil.which("debootstrap", path=SANE_PATH) is None:
-        raise ImageError("debootstrap is missing; run: bash scripts/install-deps.sh")
+        raise ImageBuildFailed("debootstrap is missing; run: bash scripts/install-deps.sh")
     p.out_dir.mkdir(parents=True, exist_ok=True)
     write_stage(files, p.out_dir / "files", wheel)
     with open(p.log, "ab") as out:
@@ -75,8 +75,8 @@ def build(p: RootfsPlan, files: dict[str, str], wheel: Path) -> Path:
     shutil.rmtree(p.stage)
     leaked = leaked_secrets(p.rootfs)
     if leaked:
-        raise ImageError(f"the image holds {', '.join(leaked)}: a cluster secret must arrive at boot, never be "
+        raise ImageBuildFailed(f"the image holds {', '.join(leaked)}: a cluster secret must arrive at boot, never be "
                          "baked in")
     if not (p.rootfs / MARK.lstrip("/")).exists():
-        raise ImageError(f"install.sh ended without writing {MARK}; see {p.log}")
+        raise ImageBuildFailed(f"install.sh ended without writing {MARK}; see {p.log}")
     return p.rootfs

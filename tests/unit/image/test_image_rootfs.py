@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from burstd.image import rootfs
-from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageError, stage_files, target
+from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageBuildFailed, ImageError, stage_files, target
 from burstd.image.spec import ImageSpec
 from burstd.testbed import release
 
@@ -83,7 +83,7 @@ def test_build_stages_runs_unstages_and_keeps_a_record(tmp_path, wheel, monkeypa
 
 def test_build_refuses_an_image_that_kept_a_munge_key(tmp_path, wheel, monkeypatch):
     _, _, run = _build(tmp_path, wheel, monkeypatch, removes_key=False)
-    with pytest.raises(ImageError, match="etc/munge/munge.key"):
+    with pytest.raises(ImageBuildFailed, match="etc/munge/munge.key"):
         run()
 
 
