@@ -51,7 +51,7 @@ def label(key: str) -> str:
     return key
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Difference:
     key: str
     reference: str | None  # the on-prem value; never None in a Difference that compare() returns
@@ -64,15 +64,32 @@ class Difference:
         return f"{label(self.key)} {have} on the node, {self.reference} on-prem"
 
 
+# the order differences are named in (a lease's reason has room for a few): the root causes first
+_FIRST = ("slurm.release", "munge.version", "os.release", "python.version", "torch.version", "cuda.driver",
+          "gpu.model", "slurm.gres", "slurm.features")
+_THEN = ("check.", "python.package.", "slurm.plugin.")
+
+
+def rank(key: str) -> tuple[int, str]:
+    """Sort key of a fact: the Slurm release first, then munge, OS, Python, torch, GPU, the site's checks, packages,
+    and Slurm's plugins last (a release change takes many plugins with it)."""
+    if key in _FIRST:
+        return _FIRST.index(key), key
+    for i, prefix in enumerate(_THEN):
+        if key.startswith(prefix):
+            return len(_FIRST) + i, key
+    return len(_FIRST) + len(_THEN), key
+
+
 def is_allowed(key: str, allowed: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(key, pattern) for pattern in allowed)
 
 
 def compare(reference: Fingerprint, node: Fingerprint, allowed: Iterable[str] = ()) -> list[Difference]:
-    """Every fact of the reference the node lacks or has with another value, unless allowed; sorted by key."""
+    """Every fact of the reference the node lacks or has with another value, unless allowed; in ``rank`` order."""
     allowed = tuple(allowed)
     out = []
-    for key in sorted(reference):
+    for key in sorted(reference, key=rank):
         want, have = reference[key], node.get(key)
         if have == want or is_allowed(key, allowed):
             continue

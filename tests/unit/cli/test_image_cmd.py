@@ -82,10 +82,10 @@ def test_check_names_each_difference_and_exits_1(tmp_path, spec_file):
     result = runner.invoke(app, args)
     assert result.exit_code == 1
     # numpy is allowed by the spec's parity.allow
-    assert result.stdout.splitlines() == ["munge missing on the node, 0.5.15 on-prem",
-                                          "slurmd 24.11.5 on the node, 22.05.8 on-prem"]
+    assert result.stdout.splitlines() == ["slurmd 24.11.5 on the node, 22.05.8 on-prem",
+                                          "munge missing on the node, 0.5.15 on-prem"]
     as_json = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
-    assert [d["key"] for d in as_json] == ["munge.version", "slurm.release"]
+    assert [d["key"] for d in as_json] == ["slurm.release", "munge.version"]
     (tmp_path / "node.json").write_text(json.dumps(ref))
     assert runner.invoke(app, args).exit_code == 0
 

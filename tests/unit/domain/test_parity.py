@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from burstd.domain.parity import WHERE_PRESENT, Difference, compare, label, reason, reason_of
+from burstd.domain.parity import WHERE_PRESENT, Difference, compare, label, rank, reason, reason_of
 
 REFERENCE = {
     "slurm.release": "22.05.8",
@@ -85,6 +85,16 @@ def test_reason_always_fits_and_names_at_least_the_first_difference(messages, ma
         assert messages[0][:5] in text
 
 
+def test_the_root_causes_come_first_so_a_short_reason_names_them():
+    """A 24.11 image against 22.05 on-prem also lacks dozens of plugins; the reason must lead with slurmd."""
+    ref = dict(REFERENCE, **{f"slurm.plugin.p{i:02d}": "present" for i in range(40)})
+    node = {k: v for k, v in REFERENCE.items() if k != "python.package.numpy"}
+    node.update({"slurm.release": "24.11.5", "munge.version": "0.5.16"})
+    diffs = compare(ref, node)
+    assert [d.key for d in diffs[:3]] == ["slurm.release", "munge.version", "python.package.numpy"]
+    assert reason(diffs).startswith("parity: slurmd 24.11.5 on the node, 22.05.8 on-prem; munge 0.5.16 on the node")
+
+
 def test_unknown_keys_are_labelled_by_themselves():
     assert label("some.new.fact") == "some.new.fact"
     assert label("slurm.release") == "slurmd"
@@ -103,7 +113,7 @@ def test_allowing_every_key_silences_every_difference(ref, node):
 @given(fingerprints, fingerprints)
 def test_every_difference_is_a_reference_fact_the_node_does_not_match(ref, node):
     diffs = compare(ref, node)
-    assert diffs == sorted(diffs)
+    assert [d.key for d in diffs] == sorted((d.key for d in diffs), key=rank)
     for d in diffs:
         assert d.reference == ref[d.key] and d.node == node.get(d.key) and d.node != d.reference
         assert not (d.node is None and d.key in WHERE_PRESENT)
