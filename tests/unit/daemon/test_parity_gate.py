@@ -142,3 +142,26 @@ def test_no_reference_configured_opens_the_gate(tmp_path):
         agent = AgentConfig(daemon_url=served.url, daemon_token_file=str(tmp_path / "t"), daemon_ca_file=served.ca)
         measure, seen = _measured(NODE_24)
         assert run_gate(agent, "cloud1", measure=measure) == MATCHES and seen == {}
+
+
+@pytest.mark.parametrize(("on_prem_release", "code"), [("host", MATCHES), ("24.11.5", DIFFERS)])
+def test_burstd_agent_parity_gate_measures_this_host_for_real(tmp_path, on_prem_release, code):
+    """``burstd-agent --parity-gate`` as node-bootstrap.sh runs it, with the real probes: this host (Slurm 22.05)
+    passes a reference of its own release and is refused by a 24.11 one, the lease reason naming both."""
+    from burstd.agent.fingerprint import slurm_facts
+    from burstd.agent.main import main
+
+    here = slurm_facts()["slurm.release"]
+    reference = {"slurm.release": here if on_prem_release == "host" else on_prem_release}
+    (tmp_path / "reference.json").write_text(json.dumps(reference))
+    with serving(tmp_path, {"parity": {"reference_file": str(tmp_path / "reference.json")}}) as served:
+        post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud1"})
+        with ApiClient(served.config.api.socket) as api:
+            (tmp_path / "agent.token").write_text(api.post("/v1/nodes/cloud1/agent-token")["token"])
+        (tmp_path / "agent.token").chmod(0o600)
+        (tmp_path / "node.toml").write_text(
+            f'[agent]\ndaemon_url = "{served.url}"\ndaemon_token_file = "{tmp_path / "agent.token"}"\n'
+            f'daemon_ca_file = "{served.ca}"\n')
+        assert main(["--config", str(tmp_path / "node.toml"), "--node", "cloud1", "--parity-gate"]) == code
+        reasons = [i.reason for i in served.store_.intents() if i.kind == "parity"]
+    assert reasons == ([] if code == MATCHES else [f"parity: slurmd {here} on the node, 24.11.5 on-prem"])
