@@ -40,8 +40,8 @@ _PACKAGES_SNIPPET = (
 def run(argv: Sequence[str], timeout_s: float = 10.0) -> tuple[int, str] | None:
     """(exit status, stdout) of ``argv``; None when it cannot run at all (not installed, timed out)."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-                              env={"PATH": SANE_PATH, "LANG": "C"}, errors="replace")
+        proc = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, env={"PATH": SANE_PATH, "LANG": "C"})
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return None
     return proc.returncode, proc.stdout
@@ -121,9 +121,8 @@ def check_facts(checks: Iterable[ParityCheck]) -> dict[str, str]:
         if result is None:
             continue
         status, out = result
-        lines = out.strip().splitlines()
-        facts[f"check.{check.name}"] = (lines[0].strip()[:_CHECK_OUTPUT_MAX] if lines else "") if status == 0 \
-            else f"exit {status}"
+        first = (out.strip().splitlines() or [""])[0].strip()[:_CHECK_OUTPUT_MAX]
+        facts[f"check.{check.name}"] = first if status == 0 else f"exit {status}"
     return facts
 
 

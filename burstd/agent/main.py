@@ -59,8 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--slurm-conf", help="slurm.conf for scontrol (default: [slurm] conf, else $SLURM_CONF)")
     ap.add_argument("--once", action="store_true", help="poll once and exit")
     ap.add_argument("--parity-gate", action="store_true",
-                    help="compare this node with the on-prem reference the daemon keeps, report a difference, and "
-                         "exit (0: matches or no reference; 1: differs; 2, 3: could not check): before slurmd starts")
+                    help="before slurmd starts: compare this node with the on-prem reference the daemon keeps, "
+                         "report a difference, exit (0: matches or no reference; 1: differs; 2, 3: not checked)")
     ap.add_argument("--log-level", default="INFO")
     return ap
 

@@ -56,7 +56,8 @@ class DaemonControl:
         except (OSError, ValueError) as exc:
             raise NotReady(f"parity.reference_file {p.reference_file}: {exc}") from None
         if not isinstance(reference, dict) or not all(isinstance(v, str) for v in reference.values()):
-            raise NotReady(f"parity.reference_file {p.reference_file}: not a fingerprint (burstctl image fingerprint)")
+            raise NotReady(f"parity.reference_file {p.reference_file}: not a fingerprint "
+                           "(make it with burstctl image fingerprint)")
         return {"reference": reference, "allow": list(p.allow), "job_python": p.job_python,
                 "checks": [c.model_dump() for c in p.checks]}
 

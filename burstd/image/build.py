@@ -45,7 +45,7 @@ def agent_wheel(dest: Path) -> Path:
 def build_image(spec: ImageSpec, tgt: Target, out_dir: Path, wheel: Path | None = None) -> list[Path]:
     """Build (local) or render (aws, gcp) the image; the paths made. ``wheel``: the agent's burstd wheel (None:
     built from the running burstd, once the target is known to be buildable)."""
-    if wheel is not None and (not wheel.name.startswith("burstd-") or wheel.suffix != ".whl" or not wheel.is_file()):
+    if wheel is not None and not (wheel.name.startswith("burstd-") and wheel.suffix == ".whl" and wheel.is_file()):
         raise ImageError(f"--agent-wheel {wheel}: not a burstd-*.whl file")
     if tgt.provider == "local":
         plan = rootfs.plan(out_dir, tgt)

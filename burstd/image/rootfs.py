@@ -75,8 +75,8 @@ def build(p: RootfsPlan, files: dict[str, str], wheel: Path) -> Path:
     shutil.rmtree(p.stage)
     leaked = leaked_secrets(p.rootfs)
     if leaked:
-        raise ImageBuildFailed(f"the image holds {', '.join(leaked)}: a cluster secret must arrive at boot, never be "
-                         "baked in")
+        raise ImageBuildFailed(f"the image holds {', '.join(leaked)}: a cluster secret must arrive at boot, "
+                               "never be baked in")
     if not (p.rootfs / MARK.lstrip("/")).exists():
         raise ImageBuildFailed(f"install.sh ended without writing {MARK}; see {p.log}")
     return p.rootfs
