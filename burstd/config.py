@@ -19,9 +19,11 @@ import signal as _signal
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from burstd.image.spec import ImageSpec, ParityConfig
 
 DEFAULT_CONFIG_PATH = Path("/etc/burstd/burstd.toml")
 CONFIG_ENV = "BURSTD_CONFIG"
@@ -500,6 +502,8 @@ class Config(_Section):
     agent: AgentConfig = AgentConfig()
     cloud: CloudConfig = CloudConfig()
     ha: HaConfig = HaConfig()
+    image: ImageSpec = ImageSpec()  # the node image recipe (burstd.image, `burstctl image build`)
+    parity: ParityConfig = ParityConfig()  # the parity gate: on-prem reference, allowed differences, checks
 
     @model_validator(mode="after")
     def _ha_needs_postgres(self) -> Config:
@@ -546,6 +550,9 @@ class Config(_Section):
         return None
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 class ConfigError(Exception):
     """The config file is unreadable or invalid. ``problems`` holds one line per problem."""
 
@@ -570,9 +577,10 @@ def config_path(explicit: str | os.PathLike | None = None) -> Path:
     return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
 
 
-def parse_config(data: dict, path: str = "<config>") -> Config:
+def validate_model(model: type[M], data: dict, path: str) -> M:
+    """``model`` from ``data``; every problem as ``path: key.path: reason`` in one ConfigError."""
     try:
-        return Config.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -583,16 +591,23 @@ def parse_config(data: dict, path: str = "<config>") -> Config:
         raise ConfigError(path, problems) from None
 
 
-def load_config(path: str | os.PathLike | None = None) -> Config:
-    p = config_path(path)
+def parse_config(data: dict, path: str = "<config>") -> Config:
+    return validate_model(Config, data, path)
+
+
+def read_toml(p: Path) -> dict:
     try:
         raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(str(p), [f"cannot read: {exc.strerror}"]) from None
     try:
-        data = tomllib.loads(raw.decode())
+        return tomllib.loads(raw.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
     except RecursionError:  # tomllib recurses per nesting level
         raise ConfigError(str(p), ["not valid TOML: nested too deeply"]) from None
-    return parse_config(data, str(p))
+
+
+def load_config(path: str | os.PathLike | None = None) -> Config:
+    p = config_path(path)
+    return parse_config(read_toml(p), str(p))

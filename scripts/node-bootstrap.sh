@@ -10,7 +10,8 @@
 # 4. close the metadata endpoint (169.254.169.254) to every user but root (nftables owner match, or iptables):
 #    the node's role can read the munge key's secret and the metadata service hands that role's credentials to
 #    any local caller, so no job may reach it; root (this script, burstd-agent) still can
-# 5. start slurmd configless (--conf-server) under the node name, then burstd-agent (no job runs before this)
+# 5. the parity gate (burstd-agent --parity-gate): a node unlike the on-prem reference stops here, reported
+# 6. start slurmd configless (--conf-server) under the node name, then burstd-agent (no job runs before this)
 #
 # Idempotent: running it again converges on the same state. Logs to the journal (tag burstd-bootstrap) and to
 # stderr; any failure stops the script with a message naming the step. The key never reaches a log, an argument
@@ -160,6 +161,23 @@ NFT
     log "metadata endpoint $METADATA_ADDR closed to every user but root"
 }
 
+# The parity gate: burstd-agent compares this node with the on-prem reference the daemon keeps. On a difference it
+# reports it (the lease fails with the difference as its reason) and slurmd is never started. No agent, or no agent
+# config, on this image: no gate (logged).
+parity_gate() {  # node
+    local conf="${BURSTD_ROOT}/etc/burstd/burstd.toml" rc=0
+    if ! command -v burstd-agent >/dev/null 2>&1 || [[ ! -f "$conf" ]]; then
+        log "no burstd-agent or no $conf on this image: no parity gate"
+        return 0
+    fi
+    burstd-agent --config "$conf" --node "$1" --parity-gate || rc=$?
+    case "$rc" in
+        0) log "parity gate: node $1 may take jobs" ;;
+        1) die "parity gate: node $1 differs from the on-prem reference (reported to burstd); slurmd not started" ;;
+        *) die "parity gate: could not check node $1 (burstd-agent exit $rc); slurmd not started" ;;
+    esac
+}
+
 main() {
     local node
     node="$(node_name)" || die "could not read the node name from the $BURSTD_CLOUD metadata"
@@ -171,6 +189,7 @@ main() {
     install_key
     systemctl restart munge || die "munge did not start"
     lock_metadata  # before slurmd: no job may ever see it open
+    parity_gate "$node"  # before slurmd: a node unlike the on-prem ones never takes a job
 
     # slurmd configless under the node's Slurm name; a drop-in makes it survive reboots and stay idempotent.
     install -d -m 0755 "${BURSTD_ROOT}/etc/systemd/system/slurmd.service.d"

@@ -4,7 +4,8 @@
     burstd-agent --provider local --metadata-url http://169.254.169.254:1338 --node cloud1 \\
                  --daemon-url unix:/run/burstd/burstd.sock          # flags override the file
 
-Runs until SIGTERM/SIGINT. ``--once`` polls a single time (for scripts and tests).
+Runs until SIGTERM/SIGINT. ``--once`` polls a single time (for scripts and tests). ``--parity-gate`` checks the
+node against the on-prem reference once and exits (``burstd.agent.gate``; node-bootstrap.sh runs it before slurmd).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--slurm-bin-dir", help="where scontrol lives")
     ap.add_argument("--slurm-conf", help="slurm.conf for scontrol (default: [slurm] conf, else $SLURM_CONF)")
     ap.add_argument("--once", action="store_true", help="poll once and exit")
+    ap.add_argument("--parity-gate", action="store_true",
+                    help="before slurmd starts: compare this node with the on-prem reference the daemon keeps, "
+                         "report a difference, exit (0: matches or no reference; 1: differs; 2, 3: not checked)")
     ap.add_argument("--log-level", default="INFO")
     return ap
 
@@ -162,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # pydantic ValidationError of a flag
         print(f"burstd-agent: invalid option: {exc}", file=sys.stderr)
         return 2
+    if args.parity_gate:
+        from burstd.agent.gate import run_gate
+
+        return run_gate(agent, agent.node_name or socket.gethostname().split(".")[0])
     stop = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: stop.set())

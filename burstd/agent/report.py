@@ -21,6 +21,7 @@ from burstd.secure_files import UnsafeFileError, read_secret
 log = logging.getLogger("burstd.agent")
 
 NOTICE_PATH = "/v1/notices"
+PARITY_PATH = "/v1/parity"
 KINDS = {"interruption": "spot-interruption", "rebalance": "rebalance"}
 
 
@@ -91,3 +92,51 @@ def report_notice(
     except (httpx.HTTPError, OSError) as exc:
         log.error("daemon unreachable at %s node=%s error=%s", daemon_url, node, exc)
         return False
+
+
+class DaemonUnreachable(RuntimeError):
+    """The daemon could not be asked (network, TLS, its answer): the parity gate cannot decide."""
+
+
+def fetch_parity_settings(daemon_url: str, *, token_file: str | None = None, ca_file: str | None = None,
+                          timeout_s: float = 10.0) -> dict | None:
+    """``GET /v1/parity``: the reference, allowed differences and checks; None when the daemon has no reference
+    (404). ``DaemonUnreachable`` otherwise, ``ReportConfigError`` for unsafe settings."""
+    try:
+        client, base = _client(daemon_url, token_file, timeout_s, ca_file)
+        with client:
+            r = client.get(base + PARITY_PATH)
+    except (httpx.HTTPError, OSError) as exc:
+        raise DaemonUnreachable(f"daemon unreachable at {daemon_url}: {exc}") from None
+    if r.status_code == 404:
+        return None
+    if r.status_code != 200:
+        raise DaemonUnreachable(f"daemon answered {r.status_code} for {PARITY_PATH}: {r.text[:200]}")
+    try:
+        data = r.json()
+    except ValueError:
+        raise DaemonUnreachable(f"daemon's {PARITY_PATH} answer is not JSON") from None
+    if not isinstance(data, dict) or not isinstance(data.get("reference"), dict):
+        raise DaemonUnreachable(f"daemon's {PARITY_PATH} answer has no reference")
+    return data
+
+
+def report_parity(daemon_url: str | None, node: str, differences: list[str], *, token_file: str | None = None,
+                  ca_file: str | None = None, timeout_s: float = 10.0) -> bool:
+    """``POST /v1/parity``: the node differs; True when the daemon took it. Never raises: failures are logged."""
+    if not daemon_url:
+        return False
+    try:
+        client, base = _client(daemon_url, token_file, timeout_s, ca_file)
+        with client:
+            r = client.post(base + PARITY_PATH, json={"node": node, "differences": differences})
+    except ReportConfigError as exc:
+        log.error("parity result not reported: %s", exc)
+        return False
+    except (httpx.HTTPError, OSError) as exc:
+        log.error("daemon unreachable at %s node=%s error=%s", daemon_url, node, exc)
+        return False
+    if r.status_code >= 300:
+        log.error("daemon refused parity result node=%s status=%s body=%s", node, r.status_code, r.text[:200])
+        return False
+    return True

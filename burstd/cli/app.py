@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "burstd.cli.policy_cmd",
     "burstd.cli.spend_cmd",
     "burstd.cli.jobenv_cmd",
+    "burstd.cli.image_cmd",
 ]
 
 app = typer.Typer(

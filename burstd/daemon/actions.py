@@ -175,7 +175,7 @@ LAUNCH_FAILED_HELD = "launch_failed_requeued_held"
 class Intent:
     """Something a hook, the agent or an admin asked for; applied by the next cycle."""
 
-    kind: str  # "suspend" | "resume-fail" | "drain" | "terminate" | "notice" | "gc" (an orphan sweep: intake.GC)
+    kind: str  # "suspend" | "resume-fail" | "drain" | "terminate" | "notice" | "parity" | "gc" (an orphan sweep: intake.GC)
     node: str
     reason: str = ""
     at: float = 0.0

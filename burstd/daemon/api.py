@@ -6,7 +6,8 @@ from the socket file's mode:
 * **read** (GET): root, the daemon's own user, members of ``api.socket_group`` or ``api.admin_group``;
 * **admin** (pause, drain, terminate, budgets): root, the daemon's own user, members of ``admin_group``;
 * **hook** (resume/suspend/resume-fail, agent notices): admins and the users in ``api.hook_users``;
-* **agent** (TCP only): notices for its own node while its lease is open.
+* **agent** (TCP only): notices and parity-gate results for its own node while its lease is open, and the
+  parity gate's settings (``GET /v1/parity``).
 
 The socket is created ``0660`` and group-owned by ``socket_group``. A TCP listener (``api.tcp_listen``)
 serves the same app over TLS only; there the admin token (``api.token_file``) counts as admin and a node's
@@ -49,8 +50,9 @@ from burstd.db.errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.budget import NO_ACCOUNT
 from burstd.domain.jobref import MAX_JOB_ID, JobRefError, parse_job_ref
+from burstd.domain.parity import reason_of as parity_reason
 from burstd.report.job_history import STATES as JOB_STATES
-from burstd.slurm.base import check_reason
+from burstd.slurm.base import MAX_REASON, check_reason
 from burstd.slurm.hostlist import HostlistError, expand
 
 log = get_logger("api")
@@ -137,6 +139,12 @@ class GcBody(BaseModel):
     dry_run: bool = False
     grace_s: float | None = Field(None, ge=0, le=365 * 86400)  # None: daemon.orphan_grace_s
     pool: str | None = Field(None, max_length=64)  # None: every pool
+
+
+class ParityCall(BaseModel):
+    node: str = Field(max_length=256)
+    differences: list[str] = Field(min_length=1, max_length=1000,
+                                   description="each difference in words (burstd.domain.parity.Difference.message)")
 
 
 class ReasonBody(BaseModel):
@@ -270,6 +278,35 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         nodes = nodes_of(body.node)
         ctl.queue("notice", nodes, check_reason(notice_reason(body.kind, body.deadline, body.detail)))
         log.warning("preemption notice", extra=ev(node=body.node, kind=body.kind, deadline=body.deadline))
+        return {"queued": nodes}
+
+    @app.get("/v1/parity", tags=["agent"])
+    def parity_settings(who: Principal = agent) -> dict:
+        """burstd-agent's parity gate: the on-prem reference fingerprint, the allowed differences, the site's
+        checks. 404: no reference is configured (the gate is open)."""
+        try:
+            settings = ctl.parity_settings()
+        except NotReady as exc:
+            raise HTTPException(503, str(exc)) from None
+        if settings is None:
+            raise HTTPException(404, "no parity.reference_file configured: the parity gate is open")
+        return settings
+
+    @app.post("/v1/parity", tags=["agent"], status_code=202)
+    def parity_refused(body: ParityCall, who: Principal = agent) -> dict:
+        """burstd-agent: the node differs from the on-prem reference and slurmd was not started; its lease fails
+        with the differences as its reason (a boot failure), its jobs go back to the queue."""
+        if who.role == "agent" and body.node != who.node:
+            raise HTTPException(403, f"permission denied for {who.who}: it may report for {who.node} only")
+        nodes = nodes_of(body.node)
+        try:
+            why = check_reason(parity_reason(body.differences, MAX_REASON))
+        except ValueError as exc:
+            raise HTTPException(422, f"differences: {exc}") from None
+        ctl.queue("parity", nodes, why)
+        pool = ctl.config.pool_of_node(body.node)
+        ctl.metrics.parity_refusals.labels(pool.name if pool else "unknown").inc()
+        log.warning("parity gate refused a node", extra=ev(node=body.node, reason=why))
         return {"queued": nodes}
 
     @app.get("/v1/status", tags=["read"])

@@ -45,6 +45,26 @@ class DaemonControl:
     def metrics(self) -> Metrics:
         return self._rec.metrics
 
+    def parity_settings(self) -> dict | None:
+        """What a new node's parity gate needs (burstd.agent.gate): the on-prem reference, the site's allowed
+        differences and checks, the job Python. None: no reference configured (the gate is open).
+        ``NotReady``: the reference file is missing or not a fingerprint."""
+        import json
+
+        p = self.config.parity
+        if p.reference_file is None:
+            return None
+        try:
+            with open(p.reference_file) as fh:
+                reference = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise NotReady(f"parity.reference_file {p.reference_file}: {exc}") from None
+        if not isinstance(reference, dict) or not all(isinstance(v, str) for v in reference.values()):
+            raise NotReady(f"parity.reference_file {p.reference_file}: not a fingerprint "
+                           "(make it with burstctl image fingerprint)")
+        return {"reference": reference, "allow": list(p.allow), "job_python": p.job_python,
+                "checks": [c.model_dump() for c in p.checks]}
+
     # --- commands: hooks, agent, admin ---------------------------------------------------------------
     def check_nodes(self, nodes: Sequence[str]) -> None:
         self._rec.check_nodes(nodes)
@@ -55,7 +75,7 @@ class DaemonControl:
         return self._rec.request_resume(nodes, jobs, hook_t0=hook_t0, info=info, wait_s=wait_s)
 
     def queue(self, kind: str, nodes: Sequence[str], reason: str) -> None:
-        """suspend, resume-fail, notice, drain or terminate: applied by the next cycle."""
+        """suspend, resume-fail, notice, drain, terminate or parity: applied by the next cycle."""
         self._rec.add_intent(kind, nodes, reason)
 
     def pause(self, reason: str, by: str) -> PauseState:

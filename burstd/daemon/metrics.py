@@ -51,6 +51,8 @@ class Metrics:
         self.last_cycle = Gauge("burstd_last_cycle_timestamp_seconds", "Unix time the last cycle ended", registry=r)
         self.hook_calls = Counter("burstd_hook_calls", "Slurm hook calls", ["hook", "outcome"], registry=r)
         self.errors = Counter("burstd_errors", "Errors by class", ["error_class"], registry=r)
+        self.parity_refusals = Counter("burstd_parity_refusals", "Cloud nodes the parity gate refused before slurmd "
+                                       "started (they differ from the on-prem reference)", ["pool"], registry=r)
         self.actions = Counter("burstd_actions", "Reconcile actions applied", ["action"], registry=r)
         self.preemptions = Counter(
             "burstd_preemptions", "Cloud nodes lost to their provider (notice deadline passed, or instance vanished)",

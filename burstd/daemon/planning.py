@@ -272,6 +272,12 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
             elif st != S.TERMINATING:
                 out.append(PowerDown(it.node, it.reason or "terminated by admin", force=True))
                 out.append(Terminate(lease.lease_id, it.reason or "terminated by admin"))
+        elif it.kind == "parity":
+            # the node's parity gate refused it before slurmd started: a boot failure (it counts toward the pool's
+            # protection), and the jobs it was started for go back to the queue with their priority
+            if st in (S.LAUNCHING, S.BOOTING):
+                requeue = tuple(dict.fromkeys(lease.job_ids + jobs_on_node(snapshot, it.node)))
+                out.append(Fail(lease.lease_id, it.reason or "parity gate refused the node", requeue=requeue))
         elif it.kind in ("drain", "notice"):
             if st == S.READY and lease.lease_id not in draining:  # one drain, however many ways it was asked
                 draining.add(lease.lease_id)

@@ -26,7 +26,7 @@ class StoredIntent:
     """A hook, agent or admin request waiting for the next cycle."""
 
     intent_id: int
-    kind: str  # "suspend" | "resume-fail" | "drain" | "terminate" | "notice"
+    kind: str  # "suspend" | "resume-fail" | "drain" | "terminate" | "notice" | "parity"
     node: str
     reason: str
     at: float

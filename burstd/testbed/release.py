@@ -41,7 +41,7 @@ def chroot_path(release: str) -> Path:
     return CHROOT_ROOT / CHROOT_RELEASES[release]
 
 
-def _apt_env() -> dict[str, str]:
+def apt_env() -> dict[str, str]:
     return {"PATH": netns.SANE_PATH, "LANG": "C", "DEBIAN_FRONTEND": "noninteractive"}
 
 
@@ -59,17 +59,12 @@ def ensure_chroot(release: str, log: Path | None = None) -> Path:
     CHROOT_ROOT.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab") if log else subprocess.DEVNULL
     try:
-        if not (partial / "usr/bin/apt-get").exists():
-            shutil.rmtree(partial, ignore_errors=True)
-            _run(["debootstrap", "--variant=minbase", suite, str(partial), MIRROR], f"debootstrap {suite}", out)
-        # no init system in a chroot: package scripts must not start the daemons they install
-        (partial / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")
-        os.chmod(partial / "usr/sbin/policy-rc.d", 0o755)
+        debootstrap(partial, suite, out)
         # sid's Release file can be past its Valid-Until on a mirror snapshot; the packages are still signed
         apt = "apt-get -q -o Acquire::Check-Valid-Until=false"
         script = f"{apt} update && {apt} install -y --no-install-recommends {' '.join(CHROOT_PACKAGES)}"
-        _run(["chroot", str(partial), "/usr/bin/env", "-i", *[f"{k}={v}" for k, v in _apt_env().items()],
-              "sh", "-c", script], f"install Slurm in the {suite} chroot", out)
+        run_logged(["chroot", str(partial), "/usr/bin/env", "-i", *[f"{k}={v}" for k, v in apt_env().items()],
+                    "sh", "-c", script], f"install Slurm in the {suite} chroot", out)
         (partial / CHROOT_MARK.lstrip("/")).write_text(f"burstd test bed chroot: Slurm {release} ({suite})\n")
     finally:
         if log:
@@ -80,12 +75,23 @@ def ensure_chroot(release: str, log: Path | None = None) -> Path:
     return root
 
 
-def _run(argv: list[str], what: str, out) -> None:
-    proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=_apt_env(), stdin=subprocess.DEVNULL,
+def debootstrap(target: Path, suite: str, out) -> None:
+    """A minimal Debian ``suite`` in ``target`` (kept when an earlier run got that far), its services held off.
+
+    Also how ``burstctl image build --provider local`` starts a node image's root filesystem."""
+    if not (target / "usr/bin/apt-get").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        run_logged(["debootstrap", "--variant=minbase", suite, str(target), MIRROR], f"debootstrap {suite}", out)
+    # no init system in a chroot: package scripts must not start the daemons they install
+    (target / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")
+    os.chmod(target / "usr/sbin/policy-rc.d", 0o755)
+
+
+def run_logged(argv: list[str], what: str, out, log_name: str = "the bed's log/chroot-build.log") -> None:
+    proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=apt_env(), stdin=subprocess.DEVNULL,
                           timeout=1800)
     if proc.returncode != 0:
-        raise BedError(f"{what}: `{' '.join(argv[:4])} ...` failed (exit {proc.returncode}); see the bed's "
-                       "log/chroot-build.log")
+        raise BedError(f"{what}: `{' '.join(argv[:4])} ...` failed (exit {proc.returncode}); see {log_name}")
 
 
 def sync_users(root: Path, users: tuple[str, ...]) -> None:

@@ -13,6 +13,8 @@ import tempfile
 import threading
 import time
 
+from contextlib import contextmanager
+
 import httpx
 import pytest
 
@@ -40,6 +42,13 @@ def _free_port() -> int:
 @pytest.fixture
 def served(tmp_path):
     """A daemon API on a unix socket nobody (uid 65534) can reach as a reader, plus a TLS TCP listener."""
+    with serving(tmp_path) as s:
+        yield s
+
+
+@contextmanager
+def serving(tmp_path, extra_config: dict | None = None):
+    """``served``, with ``extra_config`` sections added to the daemon's config."""
     run = tempfile.mkdtemp(prefix="burstd-api-")  # outside pytest's 0700 tmp dirs: nobody must traverse it
     os.chmod(run, 0o755)
     tls = make_tls(tmp_path)
@@ -53,6 +62,7 @@ def served(tmp_path):
                 "tls_key": str(tls.key)},
         "daemon": {"state_dir": str(tmp_path / "state")},
         "pools": [POOL],
+        **(extra_config or {}),
     })
     clock = FakeClock()
     store = FakeStore(clock)
@@ -69,9 +79,11 @@ def served(tmp_path):
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             return httpx.Client(base_url=self.url, verify=self.ca, headers=headers, timeout=10)
 
-    yield Served()
-    server.stop()
-    os.rmdir(run) if not os.listdir(run) else None
+    try:
+        yield Served()
+    finally:
+        server.stop()
+        os.rmdir(run) if not os.listdir(run) else None
 
 
 def _as_nobody(code: str, *args: str) -> subprocess.CompletedProcess:

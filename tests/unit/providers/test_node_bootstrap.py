@@ -240,3 +240,43 @@ def test_aws_node_tag_that_never_appears_fails_visibly_within_the_bound(tmp_path
     assert meta_server.tag_reads >= 2  # it asked again before giving up
     assert not (tmp_path / "root/etc/munge/munge.key").exists()
     assert "enable --now slurmd" not in (tmp_path / "argv.log").read_text()
+
+
+def _agent_stub(tmp: Path, bin_dir: Path, rc: int, config: bool = True) -> None:
+    """burstd-agent as the bootstrap sees it: records its argv, answers the gate with ``rc``."""
+    (bin_dir / "burstd-agent").write_text(f'#!/bin/bash\necho "burstd-agent $*" >> {tmp / "argv.log"}\nexit {rc}\n')
+    (bin_dir / "burstd-agent").chmod(0o755)
+    if config:
+        (tmp / "root/etc/burstd").mkdir(parents=True, exist_ok=True)
+        (tmp / "root/etc/burstd/burstd.toml").write_text("[agent]\n")
+
+
+def test_the_parity_gate_runs_before_slurmd_and_a_matching_node_goes_on(tmp_path, meta):
+    bin_dir = stubs(tmp_path)
+    _agent_stub(tmp_path, bin_dir, rc=0)
+    proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    rec = (tmp_path / "argv.log").read_text()
+    gate = f"burstd-agent --config {tmp_path}/root/etc/burstd/burstd.toml --node aws-7 --parity-gate"
+    assert gate in rec and rec.index(gate) < rec.index("systemctl enable --now slurmd")
+    assert "parity gate: node aws-7 may take jobs" in proc.stderr
+
+
+@pytest.mark.parametrize(("rc", "says"), [(1, "differs from the on-prem reference"),
+                                           (3, "could not check node aws-7 (burstd-agent exit 3)")])
+def test_a_node_the_parity_gate_refuses_never_starts_slurmd(tmp_path, meta, rc, says):
+    bin_dir = stubs(tmp_path)
+    _agent_stub(tmp_path, bin_dir, rc=rc)
+    proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, bin_dir)
+    assert proc.returncode != 0 and says in proc.stderr and "slurmd not started" in proc.stderr
+    rec = (tmp_path / "argv.log").read_text()
+    assert "--parity-gate" in rec and "systemctl enable --now slurmd" not in rec and "slurmd.service.d" not in rec
+    assert not (tmp_path / "root/etc/systemd/system/slurmd.service.d").exists()
+
+
+def test_an_image_without_agent_config_has_no_gate_and_says_so(tmp_path, meta):
+    bin_dir = stubs(tmp_path)
+    _agent_stub(tmp_path, bin_dir, rc=1, config=False)
+    proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "no parity gate" in proc.stderr and "--parity-gate" not in (tmp_path / "argv.log").read_text()

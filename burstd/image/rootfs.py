@@ -1,0 +1,82 @@
+"""The local provider's node image: a Debian root filesystem built with debootstrap, then install.sh in a chroot.
+
+    DIR/rootfs/     the image (Debian <suite>, Slurm <release>, munge, the job environment, burstd-agent)
+    DIR/files/      what was staged into it (install.sh, node-bootstrap.sh, ...), kept as the build's record
+    DIR/build.log   debootstrap's and install.sh's output
+
+debootstrap is the test bed's (``burstd.testbed.release.debootstrap``, the same that builds the 24.11 / 26.05
+chroots), so a bed and an image of one release start from the same Debian. Building needs root, debootstrap and
+the Debian mirror; it takes minutes (torch is the largest part).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageBuildFailed, ImageError, Target
+from burstd.providers.local.netns import SANE_PATH
+
+# paths that would hold a cluster secret or a node's credential: they arrive at boot, never in the image
+SECRET_PATHS = ("etc/munge/munge.key", "etc/burstd/agent.token", "var/lib/burstd-node/agent.token")
+
+
+@dataclass(frozen=True)
+class RootfsPlan:
+    """Where a local build puts things and the chroot command that runs the recipe (no I/O to make one)."""
+
+    out_dir: Path
+    suite: str
+
+    @property
+    def rootfs(self) -> Path:
+        return self.out_dir / "rootfs"
+
+    @property
+    def stage(self) -> Path:
+        return self.rootfs / STAGE_IN_IMAGE.lstrip("/")
+
+    @property
+    def log(self) -> Path:
+        return self.out_dir / "build.log"
+
+    @property
+    def install_argv(self) -> list[str]:
+        return ["chroot", str(self.rootfs), "/usr/bin/env", "-i", f"PATH={SANE_PATH}", "LANG=C",
+                "DEBIAN_FRONTEND=noninteractive", "/bin/bash", f"{STAGE_IN_IMAGE}/install.sh", STAGE_IN_IMAGE]
+
+
+def plan(out_dir: Path, tgt: Target) -> RootfsPlan:
+    if tgt.provider != "local":
+        raise ImageError(f"a root filesystem is the local provider's image, not {tgt.provider!r}'s")
+    return RootfsPlan(out_dir.resolve(), tgt.suite)
+
+
+def leaked_secrets(rootfs: Path) -> list[str]:
+    """The secret paths present in ``rootfs`` (each one a reason to refuse the image)."""
+    return [p for p in SECRET_PATHS if (rootfs / p).exists()]
+
+
+def build(p: RootfsPlan, files: dict[str, str], wheel: Path) -> Path:
+    """Run the plan: debootstrap (kept from an earlier run when complete), stage, install.sh, unstage, check."""
+    from burstd.image.recipe import write_stage
+    from burstd.testbed.release import debootstrap, run_logged
+
+    if shutil.which("debootstrap", path=SANE_PATH) is None:
+        raise ImageBuildFailed("debootstrap is missing; run: bash scripts/install-deps.sh")
+    p.out_dir.mkdir(parents=True, exist_ok=True)
+    write_stage(files, p.out_dir / "files", wheel)
+    with open(p.log, "ab") as out:
+        debootstrap(p.rootfs, p.suite, out)
+        shutil.rmtree(p.stage, ignore_errors=True)
+        write_stage(files, p.stage, wheel)
+        run_logged(p.install_argv, "the image recipe (install.sh) in the rootfs", out, log_name=str(p.log))
+    shutil.rmtree(p.stage)
+    leaked = leaked_secrets(p.rootfs)
+    if leaked:
+        raise ImageBuildFailed(f"the image holds {', '.join(leaked)}: a cluster secret must arrive at boot, "
+                               "never be baked in")
+    if not (p.rootfs / MARK.lstrip("/")).exists():
+        raise ImageBuildFailed(f"install.sh ended without writing {MARK}; see {p.log}")
+    return p.rootfs
