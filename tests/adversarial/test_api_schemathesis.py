@@ -15,7 +15,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from burstd.config import parse_config
-from burstd.daemon.api import _PeerApp, create_app
+from burstd.daemon.api import create_app
+from burstd.daemon.api_server import _PeerApp
 from burstd.daemon.api_auth import Gate
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.store import Store

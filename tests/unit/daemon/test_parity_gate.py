@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from burstd.agent.gate import BAD_SETTINGS, DIFFERS, MATCHES, UNREACHABLE, run_gate
+from burstd.agent.gate import DIFFERS, MATCHES, UNREACHABLE, run_gate
 from burstd.config import AgentConfig
 from burstd.daemon.actions import Fail, Intent
 from burstd.daemon.client import ApiClient, post_unix_json
@@ -128,8 +128,8 @@ def test_the_gate_is_open_without_a_reference_and_closed_when_the_daemon_cannot_
     unreachable = AgentConfig(daemon_url=url, daemon_ca_file=str(tmp_path / "none.pem"))
     assert run_gate(unreachable, "cloud1", measure=measure, attempts=2, sleep=lambda s: None) == UNREACHABLE
     assert run_gate(AgentConfig(), "cloud1", measure=measure) == MATCHES  # no daemon to ask: open, and logged
-    plain = AgentConfig(daemon_url="http://head:8787")
-    assert run_gate(plain, "cloud1", measure=measure) == BAD_SETTINGS  # a token never crosses in clear
+    with pytest.raises(ValueError, match="TLS required"):  # a token never crosses in clear: refused at load
+        AgentConfig(daemon_url="http://head:8787")
 
 
 def test_no_reference_configured_opens_the_gate(tmp_path):
