@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "burstd.cli.spend_cmd",
     "burstd.cli.jobenv_cmd",
     "burstd.cli.image_cmd",
+    "burstd.cli.doctor_cmd",
 ]
 
 app = typer.Typer(
