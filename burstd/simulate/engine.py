@@ -23,6 +23,7 @@ order), as Starburst does to measure the steady state; their cost is left out to
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from burstd.config import Config
 from burstd.domain.budget import AccountBudget, BudgetBook, PriceQuote
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.slurm import Gres, Job, Node, Snapshot
+from burstd.policy.budget import cost_micros
+from burstd.policy.context import Prepared
 from burstd.policy.decide import decide
 from burstd.simulate.placement import PLACEMENTS, FirstFit
 from burstd.simulate.shapes import cannot_burst_reason, count_reasons
@@ -84,6 +87,7 @@ class SimResult:
     warmup_jobs: int = 0  # left out of every metric at each end of the replay (cost included)
     unfinished: int = 0  # jobs that could never run (too big for on-prem and not allowed to burst)
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # CPU time of the replay (this process's), what bench_simulate.py reports
     cost_by_market: dict[str, float] = field(default_factory=dict)
     cannot_burst: dict[str, int] = field(default_factory=dict)  # jobs no cloud pool fits, by reason
 
@@ -125,6 +129,8 @@ class Simulator:
         self.free = setup.onprem_units
         self.queue: list[SimJob] = []
         self.running: dict[int, SimJob] = {}
+        # the running on-prem jobs as (time-limit end, units, job id), kept sorted for the backfill shadow
+        self.by_end: list[tuple[float, int, int]] = []
         self.run_jobs: dict[int, Job] = {}  # Slurm view of running jobs (on-prem and cloud)
         self.leases: dict[int, list[Lease]] = {}
         self.events: list[tuple[float, int, int, SimJob]] = []
@@ -132,6 +138,7 @@ class Simulator:
         self.tick_at: float | None = None
         self.res = SimResult(name)
         self.spent: dict[str, int] = {}
+        self.spent_books: dict[str, AccountBudget] = {}
         self.site_spent = 0
         self.period = PERIOD_S[self.cfg.budget.period]
         self.period_idx = 0
@@ -150,6 +157,8 @@ class Simulator:
             raise ValueError(f"unknown placement {setup.placement!r}; known: {', '.join(PLACEMENTS)}")
         self.placer = FirstFit(n_nodes, upn) if setup.placement == "first-fit" else None
         self.quotes = self._quotes()
+        # the config and prices never change during a replay: decide() reads them once, not every cycle
+        self.prepared = Prepared(self.cfg, self.quotes)
 
     # ---- setup helpers
     def _quotes(self) -> dict[tuple[str, str], PriceQuote]:
@@ -201,13 +210,15 @@ class Simulator:
         idx = int(now // self.period)
         if idx != self.period_idx:
             self.period_idx, self.spent, self.site_spent, self.book_cache = idx, {}, 0, None
+            self.spent_books = {}
         if self.book_cache is None:
             self.book_cache = BudgetBook(idx * self.period, (idx + 1) * self.period, None, self.site_spent, None,
-                                         {a: AccountBudget(a, None, v) for a, v in self.spent.items()})
+                                         dict(self.spent_books))
         return self.book_cache
 
     def _charge(self, account: str, micros: int, market: str) -> None:
-        self.spent[account] = self.spent.get(account, 0) + micros
+        spent = self.spent[account] = self.spent.get(account, 0) + micros
+        self.spent_books[account] = AccountBudget(account, None, spent)  # the book's entry, kept up to date
         self.site_spent += micros
         self.book_cache = None
         self.res.cloud_cost_usd += micros / 1e6
@@ -222,6 +233,7 @@ class Simulator:
         j.last_start = t
         j.exp_end = t + j.limit
         self.running[j.tj.job_id] = j
+        bisect.insort(self.by_end, (j.exp_end, j.units, j.tj.job_id))
         self.run_jobs[j.tj.job_id] = self._running_view(j, self.home, t, j.exp_end)
         self._push(t + j.remaining, 0, j)
 
@@ -257,7 +269,7 @@ class Simulator:
         if k < n and free > 0 and self.s.backfill_depth > 0:
             head = q[k]
             avail, shadow, extra = free, math.inf, 0
-            for e, u in sorted((r.exp_end, r.units) for r in self.running.values()):
+            for e, u, _ in self.by_end:
                 avail += u
                 if avail >= head.units:
                     shadow, extra = e, avail - head.units
@@ -299,7 +311,6 @@ class Simulator:
         j.queued_at = t
         j.pending_job = None
         if self.queue and (self.queue[-1].tj.submit, self.queue[-1].tj.job_id) > (j.tj.submit, j.tj.job_id):
-            import bisect
             keys = [(x.tj.submit, x.tj.job_id) for x in self.queue]
             self.queue.insert(bisect.bisect(keys, (j.tj.submit, j.tj.job_id)), j)
         else:
@@ -339,7 +350,6 @@ class Simulator:
         else:
             billed = boot + run
             self._push(t + billed, 1, j)
-        from burstd.policy.budget import cost_micros
         micros = j.nodes * cost_micros(price, billed)
         j.costs.append((market, micros / 1e6))
         self._charge(j.tj.account, micros, market)
@@ -348,11 +358,12 @@ class Simulator:
         self.tick_at = None
         if not self.queue or not self.s.decide_enabled:
             return
-        pending = [self._pending_view(j) for j in self.queue if not j.gone]
+        pending = [j.pending_job or self._pending_view(j) for j in self.queue if not j.gone]
         snap = Snapshot(t, tuple(pending) + tuple(self.run_jobs.values()), self.nodes)
         leases = [lease for ls in self.leases.values() for lease in ls]
         done = {j.tj.job_id: j.tj.runtime - j.remaining for j in self.queue if j.restarts and not j.gone}
-        d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done)
+        d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done,
+                   prepared=self.prepared)
         self.res.decide_calls += 1
         if d.eligible:
             by_id = {j.tj.job_id: j for j in self.queue}
@@ -372,7 +383,7 @@ class Simulator:
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         import time
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         arrivals = [self._sim_job(tj) for tj in self.trace]
         for i, a in enumerate(arrivals):
             a.idx = i
@@ -398,6 +409,8 @@ class Simulator:
             t, _, kind, j = heapq.heappop(ev)
             if kind == 0:  # on-prem finish
                 del self.running[j.tj.job_id]
+                by_end = self.by_end
+                del by_end[bisect.bisect_left(by_end, (j.exp_end, j.units, j.tj.job_id))]
                 del self.run_jobs[j.tj.job_id]
                 self.free += j.units
                 if self.placer is not None:
@@ -423,6 +436,7 @@ class Simulator:
             self._want_tick(t)
         self._summarise()
         self.res.wall_s = time.perf_counter() - t0
+        self.res.cpu_s = time.process_time() - c0
         return self.res
 
     def _finish(self, j: SimJob, t: float) -> None:
