@@ -37,7 +37,7 @@ class Prepared:
 
     __slots__ = ("config", "prices", "quotes", "pools", "part_to_pool", "cloud_parts", "onprem", "od_price",
                  "wait_unit", "pool_cap", "acct_pools", "_partition_max", "part_cache", "fit_cache",
-                 "cand_cache", "th_cache", "valid_book")
+                 "cand_cache", "th_cache", "valid_book", "excluded")
 
     def __init__(self, config: Config, prices: PriceInput):
         self.config, self.prices = config, prices
@@ -56,6 +56,10 @@ class Prepared:
         self.wait_unit = _wait_units(self.pools, self.od_price)
         self.pool_cap = {name: pv.cap for name, pv in self.pools.items()}
         self.acct_pools = any(p.accounts is not None for p in config.pools)
+        pol = config.policy
+        # the hard gates' sets: excluded accounts, users, QOS, and the pending reasons that may burst
+        self.excluded = (frozenset(pol.exclude_accounts), frozenset(pol.exclude_users), frozenset(pol.exclude_qos),
+                         frozenset(pol.burst_reasons))
         self._partition_max: dict[str, int | None] | None = None
         self.part_cache: dict[tuple[str, ...], _Parts] = {}
         self.fit_cache: dict[tuple, dict[str, str]] = {}

@@ -153,9 +153,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     ahead = [0, 0]
     partition_max = {p.name: p.max_time_min for p in snapshot.partitions}
     ctx.begin(partition_max)
-    excl_acct, excl_user = frozenset(pol.exclude_accounts), frozenset(pol.exclude_users)
-    excl_qos = frozenset(pol.exclude_qos)
-    burst_reasons = frozenset(pol.burst_reasons)
+    excl_acct, excl_user, excl_qos, burst_reasons = ctx.excluded
     opt_out = pol.opt_out_comment
     max_total, max_spot, min_prio = pol.max_preemptions_total, pol.max_preemptions_spot, pol.min_priority
     qos_floor = pol.min_wait_s_by_qos

@@ -133,6 +133,8 @@ class Simulator:
         self.by_end: list[tuple[float, int, int]] = []
         self.run_jobs: dict[int, Job] = {}  # Slurm view of running jobs (on-prem and cloud)
         self.leases: dict[int, list[Lease]] = {}
+        self.lease_list: list[Lease] | None = None  # self.leases flattened, rebuilt after a change
+        self.requeued: dict[int, SimJob] = {}  # queued jobs that ran before (their progress goes to decide())
         self.events: list[tuple[float, int, int, SimJob]] = []
         self.seq = 0
         self.tick_at: float | None = None
@@ -228,6 +230,7 @@ class Simulator:
     def _start_onprem(self, j: SimJob, t: float) -> None:
         self.free -= j.units
         j.gone = True
+        self.requeued.pop(j.tj.job_id, None)
         if j.first_start is None:
             j.first_start = t
         j.last_start = t
@@ -333,10 +336,14 @@ class Simulator:
             life = min(self.s.spot.draw() for _ in range(j.nodes))
         part = self.part[pool]
         self.run_jobs[j.tj.job_id] = self._running_view(j, part, start, start + j.limit)
+        # one lease a node, all one object: decide() counts a job's leases (the guard's commitment, the pool's
+        # nodes) and tells them apart only by node name, for cloud nodes this snapshot never lists
         self.leases[j.tj.job_id] = [
-            Lease(f"sim-{j.tj.job_id}-{i}", pool, f"{pool}-{i}", LeaseState.READY, market=market,
+            Lease(f"sim-{j.tj.job_id}", pool, f"{pool}-{j.tj.job_id}", LeaseState.READY, market=market,
                   price_per_hour_micros=price, launched_at=t, job_ids=(j.tj.job_id,), account=j.tj.account)
-            for i in range(j.nodes)]
+        ] * j.nodes
+        self.lease_list = None
+        self.requeued.pop(j.tj.job_id, None)
         if life < boot + run:
             billed = life
             progress = max(0.0, life - boot)
@@ -360,8 +367,10 @@ class Simulator:
             return
         pending = [j.pending_job or self._pending_view(j) for j in self.queue if not j.gone]
         snap = Snapshot(t, tuple(pending) + tuple(self.run_jobs.values()), self.nodes)
-        leases = [lease for ls in self.leases.values() for lease in ls]
-        done = {j.tj.job_id: j.tj.runtime - j.remaining for j in self.queue if j.restarts and not j.gone}
+        leases = self.lease_list
+        if leases is None:
+            leases = self.lease_list = [lease for ls in self.leases.values() for lease in ls]
+        done = {jid: j.tj.runtime - j.remaining for jid, j in self.requeued.items()}
         d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done,
                    prepared=self.prepared)
         self.res.decide_calls += 1
@@ -421,11 +430,14 @@ class Simulator:
             elif kind == 1:  # cloud finish
                 self.run_jobs.pop(j.tj.job_id, None)
                 self.leases.pop(j.tj.job_id, None)
+                self.lease_list = None
                 self._finish(j, t)
             elif kind == 2:  # spot preemption: requeue on-prem
                 self.run_jobs.pop(j.tj.job_id, None)
                 self.leases.pop(j.tj.job_id, None)
+                self.lease_list = None
                 j.restarts += 1
+                self.requeued[j.tj.job_id] = j
                 self._enqueue(j, t)
                 self._schedule(t)
             else:
