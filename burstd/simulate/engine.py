@@ -230,6 +230,7 @@ class Simulator:
     def _start_onprem(self, j: SimJob, t: float) -> None:
         self.free -= j.units
         j.gone = True
+        j.pending_job = None  # rebuilt if it is ever queued again: a finished job keeps no Slurm view (memory)
         self.requeued.pop(j.tj.job_id, None)
         if j.first_start is None:
             j.first_start = t
@@ -322,6 +323,7 @@ class Simulator:
     # ---- cloud
     def _burst(self, j: SimJob, pool: str, market: str, t: float) -> None:
         j.gone = True
+        j.pending_job = None
         j.burst = True
         q = self.quotes.get((pool, market))
         price = q.price_per_hour_micros if q else 0
