@@ -145,14 +145,16 @@ class Snapshot:
     partitions: tuple[Partition, ...] = ()
     slurm_version: str = ""
     source: str = ""  # "cli", "rest", "pyslurm", or the files it was read from
-    _node_index: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)
+    _node_index: dict[str, Node] | None = field(default=None, compare=False, repr=False)
     _jobs_by_node: dict[str, tuple[Job, ...]] | None = field(default=None, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_node_index", {n.name: n for n in self.nodes})
-
     def node(self, name: str) -> Node | None:
-        return self._node_index.get(name)
+        # indexed on first use: the simulator makes a snapshot a cycle and never looks a node up
+        index = self._node_index
+        if index is None:
+            index = {n.name: n for n in self.nodes}
+            object.__setattr__(self, "_node_index", index)
+        return index.get(name)
 
     def jobs_by_node(self) -> dict[str, tuple[Job, ...]]:
         """node -> the jobs whose node list names it (whatever their state), in queue order. Built on first use,

@@ -144,8 +144,13 @@ def launch_seconds(time_limit_s: float, config: Config) -> float:
 
 def lease_commitment_s(lease: Lease, jobs_by_id: Mapping[int, Job], now: float, config: Config) -> float:
     """Seconds of a live lease's future billing that are already promised (plus one accrual interval)."""
+    return lease_commitment_s_of(lease.job_ids, jobs_by_id, now, config)
+
+
+def lease_commitment_s_of(job_ids: Iterable[int], jobs_by_id: Mapping[int, Job], now: float, config: Config) -> float:
+    """``lease_commitment_s`` for a lease running ``job_ids``."""
     horizon = now + config.policy.idle_commit_s
-    for jid in lease.job_ids:
+    for jid in job_ids:
         job = jobs_by_id.get(jid)
         if job is None or not job.is_active:
             continue
@@ -171,14 +176,18 @@ def committed_spend(
     config: Config,
     prices: Mapping[tuple[str, str], PriceQuote] | None = None,
 ) -> Committed:
-    out = Committed()
+    # a multi-node job's leases are alike but for their names: each distinct (jobs, account, pool, market,
+    # price) is priced once and counted n times (the same sums; pricing every lease was most of a simulated cycle)
+    alike: dict[tuple, int] = {}
     for lease in leases:
-        if not lease.is_live:
-            continue
-        price = max(lease.price_per_hour_micros,
-                    quote_price(prices, lease.pool, lease.market, lease.price_per_hour_micros))
-        secs = lease_commitment_s(lease, jobs_by_id, now, config)
-        out.add(lease.account, lease.pool, cost_micros(price, secs), price, 1)
+        if lease.is_live:
+            key = (lease.job_ids, lease.account, lease.pool, lease.market, lease.price_per_hour_micros)
+            alike[key] = alike.get(key, 0) + 1
+    out = Committed()
+    for (job_ids, account, pool, market, launch_price), n in alike.items():
+        price = max(launch_price, quote_price(prices, pool, market, launch_price))
+        secs = lease_commitment_s_of(job_ids, jobs_by_id, now, config)
+        out.add(account, pool, n * cost_micros(price, secs), n * price, n)
     return out
 
 

@@ -62,9 +62,9 @@ from burstd.policy.budget import (
 )
 from burstd.policy import reasons as R
 from burstd.policy.progress import behind_s, off_spot, worth_micros
-from burstd.policy.offers import (
-    Offer, PoolView, PriceInput, effective_cost, job_fit, normalize_prices, pool_offers, risk_cost,
-)
+from burstd.policy.context import Prepared, _candidates, _parts_info
+from burstd.policy.context import _wait_units  # noqa: F401 (re-exported: tests read it here)
+from burstd.policy.offers import Offer, PoolView, PriceInput, normalize_prices, pool_offers
 from burstd.policy.onprem_model import (
     INF, OnPremModel, array_task_count, array_throttle, node_summary, parse_features,
 )
@@ -84,79 +84,6 @@ class DecideStats:
     guard_checks: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Parts:
-    """What a job's partition list means for policy (cached per distinct list)."""
-
-    cloud: tuple[str, ...]  # cloud partitions it already carries
-    home: tuple[str, ...]  # its on-prem partitions
-    managed: bool  # at least one home partition is in policy.onprem_partitions
-    excluded: str  # excluded home partitions, "" if none
-    floor: float  # min wait from policy.min_wait_s_by_partition
-    allowed: frozenset[str] | None  # pools from policy.burst_to; None = every pool
-    max_time_min: int | None  # the first home partition's MaxTime (for jobs without a limit)
-
-
-def _parts_info(parts, cloud_parts, onprem, pol, partition_max) -> _Parts:
-    cloud = tuple(p for p in parts if p in cloud_parts)
-    home = tuple(p for p in parts if p not in cloud_parts)
-    managed = not onprem or bool(set(home) & onprem)
-    excluded = ",".join(sorted(set(home) & set(pol.exclude_partitions)))
-    floor = max([pol.min_wait_s_by_partition.get(p, 0.0) for p in home] + [0.0])
-    allowed = None
-    for p in home:
-        if p in pol.burst_to:
-            allowed = (allowed or frozenset()) | frozenset(pol.burst_to[p])
-    max_time = next((partition_max[p] for p in home if partition_max.get(p)), None)
-    return _Parts(cloud, home, managed, excluded, floor, allowed, max_time)
-
-
-def _candidates(job: Job, pools: dict[str, PoolView], allowed: frozenset[str] | None, fits: dict[str, str],
-                escalated: bool, node_units: int, limit_s: float, ckpt_s: float, boot_s: float,
-                stats: DecideStats | None, risk_nodes: int = 0) -> tuple[list[tuple[float, Offer]], str]:
-    candidates: list[tuple[float, Offer]] = []
-    misfit = ""
-    for name, pool in pools.items():
-        if allowed is not None and name not in allowed:
-            continue
-        if pool.cfg.accounts is not None and job.account not in pool.cfg.accounts:
-            misfit = misfit or f"account {job.account} may not use pool {name}"
-            continue
-        why = fits.get(name)
-        if why is None:
-            if stats is not None:
-                stats.fit_checks += 1
-            why = fits[name] = job_fit(job, pool)
-        if why:
-            misfit = misfit or why
-            continue
-        for market, offer in pool.offers.items():
-            if escalated and market == "spot":
-                continue
-            if risk_nodes:
-                c = risk_cost(offer, risk_nodes, node_units, limit_s, ckpt_s, boot_s)
-            else:
-                c = effective_cost(offer, node_units, limit_s, ckpt_s, boot_s)
-            candidates.append((c, offer))  # INF (never finishes on spot) ranks last, still an option
-    candidates.sort(key=lambda c: (c[0], c[1].pool, c[1].market))
-    return candidates, misfit
-
-
-def _wait_units(pools: dict[str, PoolView], od_price: dict[str, int]) -> tuple[int, int]:
-    """The price of an hour of wait, per job kind (CPU, GPU): the site's cheapest on-demand node of that kind.
-
-    One price for every job of a kind, whatever node it needs: mean JCT counts every job once, so an hour of an
-    8-GPU job's wait is worth no more than an hour of a 1-GPU job's (pricing it at the job's own node made big
-    jobs burst as readily as small ones). CPU and GPU jobs keep their own units (prices a hundredfold apart).
-    0: no on-demand offer of that kind (the job's own pool's price is used)."""
-    units = [0, 0]
-    for name, price in od_price.items():
-        kind = 1 if pools[name].cfg.gpus > 0 else 0
-        if not units[kind] or price < units[kind]:
-            units[kind] = price
-    return units[0], units[1]
-
-
 def _priority_key(j: Job) -> tuple:
     return (-j.priority, j.submit_time or 0, j.job_id)
 
@@ -172,17 +99,23 @@ def decide(
     stats: DecideStats | None = None,
     explain: bool = True,
     progress: Mapping[int, float] | None = None,
+    prepared: Prepared | None = None,
 ) -> Decisions:
     """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing).
 
     ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
     ``progress``: seconds of work a requeued job keeps from its checkpoints, by job id (unknown: none), for
     the Uniform Progress escalation (``burstd.policy.progress``).
+    ``prepared``: ``Prepared(config, prices)`` kept across cycles (``burstd.policy.context``), so each cycle
+    pays only for its snapshot; decisions are the same. It must have been built from these very objects.
     """
+    if prepared is not None and (prepared.config is not config or prepared.prices is not prices):
+        raise ValueError("decide(): prepared was built from another config or price list; "
+                         "build it with Prepared(config, prices) from the ones passed")
     gc_was_on = gc.isenabled()
     gc.disable()  # the loop allocates ~1 record a job and makes no cycles: no collector passes over the snapshot
     try:
-        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain, progress or {})
+        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain, progress or {}, prepared)
     finally:
         if gc_was_on:
             gc.enable()
@@ -190,30 +123,25 @@ def decide(
 
 def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None, prices: PriceInput,
             config: Config, now: float | None, stats: DecideStats | None, explain: bool,
-            progress: Mapping[int, float]) -> Decisions:
+            progress: Mapping[int, float], prepared: Prepared | None) -> Decisions:
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     if budgets is None:  # no store budgets: the config's [budget] section decides
         budgets = BudgetBook(now, now)
-    validate_book(budgets)
-    quotes = normalize_prices(prices)
+    if prepared is None or budgets is not prepared.valid_book:  # a prepared caller's unchanged book: checked already
+        validate_book(budgets)
+    ctx = prepared or Prepared(config, prices)
+    ctx.valid_book = budgets
+    quotes = ctx.quotes
     pol = config.policy
     w = pol.waiting
     out = Decisions()
 
-    pools: dict[str, PoolView] = {}
-    part_to_pool: dict[str, str] = {}
-    for pc in config.pools:
-        gpu_types = frozenset(t.gpu_type for t in pc.instance_types)
-        cap = pc.node_count if pc.max_nodes is None else min(pc.max_nodes, pc.node_count)
-        pools[pc.name] = PoolView(pc, cap, pool_offers(pc, quotes), frozenset(pc.features), gpu_types)
-        part_to_pool[pc.partition] = pc.name
-    cloud_parts = frozenset(part_to_pool)
-    onprem = frozenset(pol.onprem_partitions)
-    jobs_by_id = {j.job_id: j for j in snapshot.jobs}
+    pools, part_to_pool, cloud_parts, onprem = ctx.pools, ctx.part_to_pool, ctx.cloud_parts, ctx.onprem
     live = [lease for lease in leases if lease.is_live]
-    commit: Committed = committed_spend(live, jobs_by_id, now, config, quotes)
     leased_jobs = {jid for lease in live for jid in lease.job_ids}
+    jobs_by_id = {j.job_id: j for j in snapshot.jobs if j.job_id in leased_jobs}  # all the guard looks up
+    commit: Committed = committed_spend(live, jobs_by_id, now, config, quotes)
     model = OnPremModel(snapshot, cloud_parts, onprem, now)
     limits = Limits(budgets, config)
     s_limit = limits.site
@@ -224,17 +152,14 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     accrual = config.budget.accrual_interval_s
     ahead = [0, 0]
     partition_max = {p.name: p.max_time_min for p in snapshot.partitions}
-    excl_acct, excl_user = frozenset(pol.exclude_accounts), frozenset(pol.exclude_users)
-    excl_qos = frozenset(pol.exclude_qos)
-    burst_reasons = frozenset(pol.burst_reasons)
+    ctx.begin(partition_max)
+    excl_acct, excl_user, excl_qos, burst_reasons = ctx.excluded
     opt_out = pol.opt_out_comment
     max_total, max_spot, min_prio = pol.max_preemptions_total, pol.max_preemptions_spot, pol.min_priority
     qos_floor = pol.min_wait_s_by_qos
-    acct_pools = any(p.accounts is not None for p in config.pools)
+    acct_pools = ctx.acct_pools
     newly: dict[str, int] = {}
-    part_cache: dict[tuple[str, ...], _Parts] = {}
-    fit_cache: dict[tuple, dict[str, str]] = {}
-    cand_cache: dict[tuple, tuple[list[tuple[float, Offer]], str]] = {}
+    part_cache, fit_cache, cand_cache, th_cache = ctx.part_cache, ctx.fit_cache, ctx.cand_cache, ctx.th_cache
 
     pending = [j for j in snapshot.jobs if j.state == "PENDING"]
     pending.sort(key=_priority_key)
@@ -243,17 +168,13 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     records = explanations.records
     revoke = out.revoke
     add_revoke = revoke.append
-    th_cache: dict[tuple, tuple] = {}
     vow = w.wait_value_per_hour if w.kind == "burstd" else 0.0
-    od_price = {name: pv.offers["on-demand"].price_micros for name, pv in pools.items() if "on-demand" in pv.offers}
-    wait_unit = _wait_units(pools, od_price)
-    pool_cap = {name: pv.cap for name, pv in pools.items()}
+    od_price, wait_unit, pool_cap = ctx.od_price, ctx.wait_unit, ctx.pool_cap
     r_direct, r_gate, r_wait, r_stay, r_burst = R.r_direct, R.r_gate, R.r_wait, R.r_stay, R.r_burst  # hot-loop locals
     acct_caps, acct_default = pol.max_nodes_per_account, pol.default_max_nodes_per_account
     esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" and not vow else 0.0
     slack = pol.progress_slack
     bound_ratio = w.max_wait_to_limit_ratio if vow else 0.0
-    gpn_cache: dict[tuple, int] = {}
     expected_start_in = model.expected_start_in
     if stats is not None:
         stats.jobs += len(pending)
@@ -268,12 +189,10 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         nodes = job.node_count if job.node_count > 1 else 1
         tasks = array_task_count(job.array_tasks) if job.array_tasks else 1
         gres = job.gres
-        if gres:
-            gpn = gpn_cache.get(gres)
-            if gpn is None:
-                gpn = gpn_cache[gres] = sum(g.count for g in gres if g.name == "gpu")
-        else:
-            gpn = 0
+        gpn = 0
+        for g in gres:  # inlined, not cached: a gres (a tuple of frozen dataclasses) is slow to hash
+            if g.name == "gpu":
+                gpn += g.count
         if gpn:
             track, own = 1, gpn * nodes
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from burstd.domain.slurm import Node, Snapshot
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from burstd.policy.decide import DecideStats
 
 INF = float("inf")
+_RUNNING = ("RUNNING", "CONFIGURING", "COMPLETING")  # Job.is_running's states
 
 _FEATURE_SPLIT = re.compile(r"[&,()\[\]]")
 
@@ -101,35 +103,47 @@ class OnPremModel:
         ends_gpu: list[tuple[float, int]] = []
         limits = []
         for j in snapshot.jobs:
-            if not j.is_running or (j.partitions and j.partitions[0] in cloud_partitions):
+            # Job.is_running inlined: this loop runs over every job every cycle
+            if j.state not in _RUNNING or (j.partitions and j.partitions[0] in cloud_partitions):
                 continue
+            limit_min = j.time_limit_min
             if j.end_time is not None:
                 end = float(j.end_time)
-            elif j.start_time is not None and j.time_limit_min:
-                end = float(j.start_time) + j.time_limit_min * 60
+            elif j.start_time is not None and limit_min:
+                end = float(j.start_time) + limit_min * 60
             else:
                 end = now + 86400.0
-            end = max(end, now)
-            if j.time_limit_min:
-                limits.append(j.time_limit_min * 60.0)
-            gpus = j.gpus * max(j.node_count, 1)
-            used_cpu += j.cpus
-            ends_cpu.append((end, j.cpus))
-            if gpus:
+            if end < now:
+                end = now
+            if limit_min:
+                limits.append(limit_min * 60.0)
+            gpn = 0
+            for g in j.gres:  # Job.gpus inlined (a gres is a tuple of frozen dataclasses: slow to hash)
+                if g.name == "gpu":
+                    gpn += g.count
+            cpus = j.cpus
+            used_cpu += cpus
+            ends_cpu.append((end, cpus))
+            if gpn:
+                gpus = gpn * (j.node_count if j.node_count > 1 else 1)
                 used_gpu += gpus
                 ends_gpu.append((end, gpus))
         self.total = (total_cpu, total_gpu)
         self.free = (max(total_cpu - used_cpu, 0), max(total_gpu - used_gpu, 0))
         self.mean_limit = (sum(limits) / len(limits)) if limits else 3600.0
-        self.tracks = []
-        for ends in (ends_cpu, ends_gpu):
+        # each track's (end times, cumulative units freed) is built on first need: a cycle whose queue fits
+        # in the free units never sorts the running jobs
+        self._ends = (ends_cpu, ends_gpu)
+        self._tracks: list[tuple[list[float], list[int]] | None] = [None, None]
+
+    def track(self, track: int) -> tuple[list[float], list[int]]:
+        """Running on-prem jobs of a track (0 CPUs, 1 GPUs) by end time: (end times, cumulative units freed)."""
+        got = self._tracks[track]
+        if got is None:
+            ends = self._ends[track]
             ends.sort()
-            times = [e for e, _ in ends]
-            cum, acc = [], 0
-            for _, c in ends:
-                acc += c
-                cum.append(acc)
-            self.tracks.append((times, cum))
+            got = self._tracks[track] = ([e for e, _ in ends], list(accumulate(c for _, c in ends)))
+        return got
 
     def expected_start_in(self, track: int, own: int, ahead: int, stats: DecideStats | None = None) -> float:
         """Seconds until ``own`` units fit after ``ahead`` units queued before them (INF: never fits)."""
@@ -139,7 +153,7 @@ class OnPremModel:
         need = own + ahead - self.free[track]
         if need <= 0:
             return 0.0
-        times, cum = self.tracks[track]
+        times, cum = self._tracks[track] or self.track(track)
         if cum and need <= cum[-1]:
             k = bisect.bisect_left(cum, need)
             if stats is not None:

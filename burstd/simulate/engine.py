@@ -23,6 +23,7 @@ order), as Starburst does to measure the steady state; their cost is left out to
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from burstd.config import Config
 from burstd.domain.budget import AccountBudget, BudgetBook, PriceQuote
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.slurm import Gres, Job, Node, Snapshot
+from burstd.policy.budget import cost_micros
+from burstd.policy.context import Prepared
 from burstd.policy.decide import decide
 from burstd.simulate.placement import PLACEMENTS, FirstFit
 from burstd.simulate.shapes import cannot_burst_reason, count_reasons
@@ -84,6 +87,7 @@ class SimResult:
     warmup_jobs: int = 0  # left out of every metric at each end of the replay (cost included)
     unfinished: int = 0  # jobs that could never run (too big for on-prem and not allowed to burst)
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # CPU time of the replay (this process's), what bench_simulate.py reports
     cost_by_market: dict[str, float] = field(default_factory=dict)
     cannot_burst: dict[str, int] = field(default_factory=dict)  # jobs no cloud pool fits, by reason
 
@@ -125,13 +129,18 @@ class Simulator:
         self.free = setup.onprem_units
         self.queue: list[SimJob] = []
         self.running: dict[int, SimJob] = {}
+        # the running on-prem jobs as (time-limit end, units, job id), kept sorted for the backfill shadow
+        self.by_end: list[tuple[float, int, int]] = []
         self.run_jobs: dict[int, Job] = {}  # Slurm view of running jobs (on-prem and cloud)
         self.leases: dict[int, list[Lease]] = {}
+        self.lease_list: list[Lease] | None = None  # self.leases flattened, rebuilt after a change
+        self.requeued: dict[int, SimJob] = {}  # queued jobs that ran before (their progress goes to decide())
         self.events: list[tuple[float, int, int, SimJob]] = []
         self.seq = 0
         self.tick_at: float | None = None
         self.res = SimResult(name)
         self.spent: dict[str, int] = {}
+        self.spent_books: dict[str, AccountBudget] = {}
         self.site_spent = 0
         self.period = PERIOD_S[self.cfg.budget.period]
         self.period_idx = 0
@@ -150,6 +159,8 @@ class Simulator:
             raise ValueError(f"unknown placement {setup.placement!r}; known: {', '.join(PLACEMENTS)}")
         self.placer = FirstFit(n_nodes, upn) if setup.placement == "first-fit" else None
         self.quotes = self._quotes()
+        # the config and prices never change during a replay: decide() reads them once, not every cycle
+        self.prepared = Prepared(self.cfg, self.quotes)
 
     # ---- setup helpers
     def _quotes(self) -> dict[tuple[str, str], PriceQuote]:
@@ -201,13 +212,15 @@ class Simulator:
         idx = int(now // self.period)
         if idx != self.period_idx:
             self.period_idx, self.spent, self.site_spent, self.book_cache = idx, {}, 0, None
+            self.spent_books = {}
         if self.book_cache is None:
             self.book_cache = BudgetBook(idx * self.period, (idx + 1) * self.period, None, self.site_spent, None,
-                                         {a: AccountBudget(a, None, v) for a, v in self.spent.items()})
+                                         dict(self.spent_books))
         return self.book_cache
 
     def _charge(self, account: str, micros: int, market: str) -> None:
-        self.spent[account] = self.spent.get(account, 0) + micros
+        spent = self.spent[account] = self.spent.get(account, 0) + micros
+        self.spent_books[account] = AccountBudget(account, None, spent)  # the book's entry, kept up to date
         self.site_spent += micros
         self.book_cache = None
         self.res.cloud_cost_usd += micros / 1e6
@@ -217,11 +230,14 @@ class Simulator:
     def _start_onprem(self, j: SimJob, t: float) -> None:
         self.free -= j.units
         j.gone = True
+        j.pending_job = None  # rebuilt if it is ever queued again: a finished job keeps no Slurm view (memory)
+        self.requeued.pop(j.tj.job_id, None)
         if j.first_start is None:
             j.first_start = t
         j.last_start = t
         j.exp_end = t + j.limit
         self.running[j.tj.job_id] = j
+        bisect.insort(self.by_end, (j.exp_end, j.units, j.tj.job_id))
         self.run_jobs[j.tj.job_id] = self._running_view(j, self.home, t, j.exp_end)
         self._push(t + j.remaining, 0, j)
 
@@ -257,7 +273,7 @@ class Simulator:
         if k < n and free > 0 and self.s.backfill_depth > 0:
             head = q[k]
             avail, shadow, extra = free, math.inf, 0
-            for e, u in sorted((r.exp_end, r.units) for r in self.running.values()):
+            for e, u, _ in self.by_end:
                 avail += u
                 if avail >= head.units:
                     shadow, extra = e, avail - head.units
@@ -299,7 +315,6 @@ class Simulator:
         j.queued_at = t
         j.pending_job = None
         if self.queue and (self.queue[-1].tj.submit, self.queue[-1].tj.job_id) > (j.tj.submit, j.tj.job_id):
-            import bisect
             keys = [(x.tj.submit, x.tj.job_id) for x in self.queue]
             self.queue.insert(bisect.bisect(keys, (j.tj.submit, j.tj.job_id)), j)
         else:
@@ -308,6 +323,7 @@ class Simulator:
     # ---- cloud
     def _burst(self, j: SimJob, pool: str, market: str, t: float) -> None:
         j.gone = True
+        j.pending_job = None
         j.burst = True
         q = self.quotes.get((pool, market))
         price = q.price_per_hour_micros if q else 0
@@ -322,10 +338,14 @@ class Simulator:
             life = min(self.s.spot.draw() for _ in range(j.nodes))
         part = self.part[pool]
         self.run_jobs[j.tj.job_id] = self._running_view(j, part, start, start + j.limit)
+        # one lease a node, all one object: decide() counts a job's leases (the guard's commitment, the pool's
+        # nodes) and tells them apart only by node name, for cloud nodes this snapshot never lists
         self.leases[j.tj.job_id] = [
-            Lease(f"sim-{j.tj.job_id}-{i}", pool, f"{pool}-{i}", LeaseState.READY, market=market,
+            Lease(f"sim-{j.tj.job_id}", pool, f"{pool}-{j.tj.job_id}", LeaseState.READY, market=market,
                   price_per_hour_micros=price, launched_at=t, job_ids=(j.tj.job_id,), account=j.tj.account)
-            for i in range(j.nodes)]
+        ] * j.nodes
+        self.lease_list = None
+        self.requeued.pop(j.tj.job_id, None)
         if life < boot + run:
             billed = life
             progress = max(0.0, life - boot)
@@ -339,7 +359,6 @@ class Simulator:
         else:
             billed = boot + run
             self._push(t + billed, 1, j)
-        from burstd.policy.budget import cost_micros
         micros = j.nodes * cost_micros(price, billed)
         j.costs.append((market, micros / 1e6))
         self._charge(j.tj.account, micros, market)
@@ -348,11 +367,14 @@ class Simulator:
         self.tick_at = None
         if not self.queue or not self.s.decide_enabled:
             return
-        pending = [self._pending_view(j) for j in self.queue if not j.gone]
+        pending = [j.pending_job or self._pending_view(j) for j in self.queue if not j.gone]
         snap = Snapshot(t, tuple(pending) + tuple(self.run_jobs.values()), self.nodes)
-        leases = [lease for ls in self.leases.values() for lease in ls]
-        done = {j.tj.job_id: j.tj.runtime - j.remaining for j in self.queue if j.restarts and not j.gone}
-        d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done)
+        leases = self.lease_list
+        if leases is None:
+            leases = self.lease_list = [lease for ls in self.leases.values() for lease in ls]
+        done = {jid: j.tj.runtime - j.remaining for jid, j in self.requeued.items()}
+        d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done,
+                   prepared=self.prepared)
         self.res.decide_calls += 1
         if d.eligible:
             by_id = {j.tj.job_id: j for j in self.queue}
@@ -372,7 +394,7 @@ class Simulator:
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         import time
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         arrivals = [self._sim_job(tj) for tj in self.trace]
         for i, a in enumerate(arrivals):
             a.idx = i
@@ -398,6 +420,8 @@ class Simulator:
             t, _, kind, j = heapq.heappop(ev)
             if kind == 0:  # on-prem finish
                 del self.running[j.tj.job_id]
+                by_end = self.by_end
+                del by_end[bisect.bisect_left(by_end, (j.exp_end, j.units, j.tj.job_id))]
                 del self.run_jobs[j.tj.job_id]
                 self.free += j.units
                 if self.placer is not None:
@@ -408,11 +432,14 @@ class Simulator:
             elif kind == 1:  # cloud finish
                 self.run_jobs.pop(j.tj.job_id, None)
                 self.leases.pop(j.tj.job_id, None)
+                self.lease_list = None
                 self._finish(j, t)
             elif kind == 2:  # spot preemption: requeue on-prem
                 self.run_jobs.pop(j.tj.job_id, None)
                 self.leases.pop(j.tj.job_id, None)
+                self.lease_list = None
                 j.restarts += 1
+                self.requeued[j.tj.job_id] = j
                 self._enqueue(j, t)
                 self._schedule(t)
             else:
@@ -423,6 +450,7 @@ class Simulator:
             self._want_tick(t)
         self._summarise()
         self.res.wall_s = time.perf_counter() - t0
+        self.res.cpu_s = time.process_time() - c0
         return self.res
 
     def _finish(self, j: SimJob, t: float) -> None:

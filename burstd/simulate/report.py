@@ -117,6 +117,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         row["cost_by_market"] = {k: round(v, 2) for k, v in r.cost_by_market.items()}
         row["cannot_burst"] = r.cannot_burst
         row["wall_s"] = round(r.wall_s, 2)
+        row["cpu_s"] = round(r.cpu_s, 2)
         od = by.get("ondemand-all")
         nv = by.get("never")
         if od is not None and od.cloud_cost_usd > 0:
