@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from burstd.cli.common import ConfigOption, err_console, fail, print_json, sub_app
+from burstd.cli.common import ConfigOption, JsonFlag, err_console, fail, print_json, sub_app
 from burstd.config import ConfigError, config_path, load_config, read_toml, validate_model
 from burstd.image.spec import ImageFile
 
@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
         reference: str = typer.Option(None, "--reference", help="The on-prem fingerprint [default: "
                                                                 "parity.reference_file]"),
         facts: str = typer.Option(None, "--facts", help="A fingerprint to check [default: this machine's]"),
-        as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
+        as_json: bool = JsonFlag,
         spec: str = SpecOption,
         config: str = ConfigOption,
     ) -> None:

@@ -70,7 +70,7 @@ class AccountingMixin:
         except SlurmError as exc:
             log.warning("sacct --json failed (%s); reading sacct -P instead", exc)
         else:
-            return sacct.jobs_from_json(load_json(out, "sacct --json"))
+            return sacct.jobs_from_json(load_json(out, "sacct --json", sacct.NOTHING_FOUND))
         delimiter = sacct.new_delimiter()
         out = self.run("sacct", [*args, "-P", f"--delimiter={delimiter}",  # type: ignore[attr-defined]
                                  "--format=" + ",".join(sacct.TEXT_FIELDS)])

@@ -441,7 +441,9 @@ def decode_output(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def load_json(raw: bytes | str, what: str) -> dict[str, Any]:
+def load_json(raw: bytes | str, what: str, empty_ok: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """A Slurm JSON document; its ``errors`` raise SlurmError, except those whose ``error_number`` is in
+    ``empty_ok`` (codes that only say the answer is empty)."""
     try:
         doc = json.loads(decode_output(raw) if isinstance(raw, bytes) else raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -450,7 +452,8 @@ def load_json(raw: bytes | str, what: str) -> dict[str, Any]:
         raise SlurmError(f"{what}: JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise SlurmError(f"{what}: expected a JSON object")
-    errors = [e for e in doc.get("errors") or [] if e]
+    errors = [e for e in doc.get("errors") or []
+              if e and not (isinstance(e, dict) and e.get("error_number") in empty_ok)]
     if errors:
         raise SlurmError(f"{what}: Slurm reported errors: {errors}")
     return doc

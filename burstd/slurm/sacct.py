@@ -80,9 +80,16 @@ def _json_state(state: Any) -> Any:
     return current
 
 
+#: slurmdbd's "Nothing found" (ESLURM_REST_EMPTY_RESULT): no job matched, which is an empty answer, not an error
+#: (a job slurmdbd has not recorded yet, or a quiet period). Seen on the 22.05 bed.
+NOTHING_FOUND = frozenset({9003})
+
 def jobs_from_json(doc: Mapping[str, Any], what: str = "sacct --json") -> list[SacctJob]:
     """``sacct --json`` (22.05's dbv0.0.38 and 23.02+'s data_parser shapes): one row per recorded run."""
     records = doc.get("jobs")
+    if records is None and any(isinstance(e, Mapping) and e.get("error_number") in NOTHING_FOUND
+                               for e in doc.get("errors") or []):
+        return []
     if not isinstance(records, list):
         raise SlurmError(f"{what}: no list of jobs")
     rows = []

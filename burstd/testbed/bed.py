@@ -111,10 +111,10 @@ class Bed:
             ensure_munge()
             return
         self.paths["log"].mkdir(parents=True, exist_ok=True)
-        with release.build_lock(self.config.slurm_release):
+        with release.build_lock(self.config.slurm_release):  # two beds share the chroot: one writer at a time
             root = release.ensure_chroot(self.config.slurm_release, self.paths["log"] / "chroot-build.log")
-        release.sync_users(root, (self.config.rest_user,))
-        release.sync_hosts(root)
+            release.sync_users(root, (self.config.rest_user,))
+            release.sync_hosts(root)
         release.write_wrappers(root, self.state_dir, self.paths["bin"])
         release.ensure_munge(root, self.paths["bin"])
 

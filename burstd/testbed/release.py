@@ -113,14 +113,23 @@ def sync_users(root: Path, users: tuple[str, ...]) -> None:
 
 def sync_hosts(root: Path) -> None:
     """debootstrap's minbase has no /etc/hosts: give the chroot the host's (localhost, the head node's name)."""
-    shutil.copyfile("/etc/hosts", root / "etc/hosts")
+    _replace(root / "etc/hosts", Path("/etc/hosts").read_text())
 
 
 def _ensure_line(path: Path, name: str, line: str) -> None:
     lines = path.read_text().splitlines()
     if any(existing.split(":", 1)[0] == name for existing in lines):
         return
-    path.write_text("\n".join(lines + [line]) + "\n")
+    _replace(path, "\n".join(lines + [line]) + "\n")
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a reader never sees it truncated (two beds once did, at once, and the
+    chroot's /etc/passwd lost every system user, munge's among them)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def enter_script(root: Path, state_dir: Path) -> str:

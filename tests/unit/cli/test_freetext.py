@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from burstd.cli import spend_cmd
+from burstd.cli import common, spend_cmd
 from burstd.cli.app import app
 from burstd.cli.freetext import cell, shown
 
@@ -34,7 +34,9 @@ def test_a_cell_is_never_read_as_markup():
 
 def _run(monkeypatch, answer, *args):
     monkeypatch.setattr(spend_cmd, "api_call", lambda config, fn: answer)
-    return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+    # wide enough for the whole row on one line, whatever terminal (or COLUMNS) the suite runs under
+    monkeypatch.setattr(common.console, "_width", 250)
+    return CliRunner().invoke(app, list(args))
 
 
 def _assert_escaped(output):

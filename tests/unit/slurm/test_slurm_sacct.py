@@ -146,3 +146,31 @@ def test_json_records_of_the_wrong_shape_are_errors():
                 {"jobs": [{"job_id": 7, "nodes": ["n1"], "state": {"current": ["COMPLETED"]}}]}):
         with pytest.raises(SlurmError):
             sacct.jobs_from_json(doc)
+
+
+class NothingYet(Sacct):
+    """slurmdbd with no matching job: 22.05's sacct --json answers with error 9003, "Nothing found" (seen on the
+    bed when sacct ran before slurmdbd had recorded the job)."""
+
+    def __init__(self, jobs_key: bool):
+        super().__init__([])
+        self.jobs_key = jobs_key
+
+    def run(self, cmd, args, env=None):
+        doc = {"meta": {}, "errors": [{"description": "Nothing found", "error_number": 9003,
+                                       "error": "Nothing found with query", "source": "slurmdb_jobs_get"}]}
+        return json.dumps(doc | ({"jobs": []} if self.jobs_key else {}))
+
+
+@pytest.mark.parametrize("jobs_key", [True, False])
+def test_nothing_found_is_an_empty_answer_not_an_error(jobs_key):
+    assert NothingYet(jobs_key).sacct_jobs(0) == []
+
+
+def test_any_other_error_in_the_json_still_fails_the_read():
+    class Broken(Sacct):
+        def run(self, cmd, args, env=None):
+            return json.dumps({"errors": [{"description": "Unable to parse time", "error_number": 2}], "jobs": []})
+
+    with pytest.raises(SlurmError, match="Unable to parse time"):
+        Broken([]).sacct_jobs(0)
