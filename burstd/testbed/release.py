@@ -107,7 +107,7 @@ def sync_users(root: Path, users: tuple[str, ...]) -> None:
         _ensure_line(root / "etc/group", gr.gr_name, f"{gr.gr_name}:x:{gr.gr_gid}:")
         home = root / pw.pw_dir.lstrip("/")
         if not home.exists():
-            home.mkdir(parents=True)
+            home.mkdir(parents=True, exist_ok=True)
             os.chown(home, pw.pw_uid, pw.pw_gid)
 
 
