@@ -73,10 +73,18 @@ def _json_time(value: Any) -> float | None:
     return float(t) if t is not None else None
 
 
+#: The flags that name a run's state in sacct's text, in the order Slurm's job_state_string() tests them; 23.02+'s
+#: JSON lists the base state first and these flags after it (a requeued run: ["PENDING", "REQUEUED"]).
+_STATE_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING")
+
+
 def _json_state(state: Any) -> Any:
     current = state.get("current") if isinstance(state, Mapping) else state  # 22.05 a string, 23.02+ a list
     if isinstance(current, list):
-        return current[0] if current and isinstance(current[0], str) else None
+        if not current or not all(isinstance(w, str) for w in current):
+            return None
+        return next((flag for flag in _STATE_FLAGS if flag in current[1:]), current[0])
     return current
 
 

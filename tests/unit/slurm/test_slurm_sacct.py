@@ -174,3 +174,18 @@ def test_any_other_error_in_the_json_still_fails_the_read():
 
     with pytest.raises(SlurmError, match="Unable to parse time"):
         Broken([]).sacct_jobs(0)
+
+
+@pytest.mark.parametrize("current,word", [
+    (["PENDING", "REQUEUED"], "REQUEUED"),  # 24.11 on the bed: a requeued run, as sacct -P says
+    (["COMPLETED"], "COMPLETED"),
+    (["RUNNING", "COMPLETING"], "COMPLETING"),
+    (["FAILED", "REQUEUE_HOLD"], "REQUEUE_HOLD"),
+    (["CANCELLED", "UNKNOWN_FLAG"], "CANCELLED"),
+])
+def test_json_state_lists_read_as_the_text_names_them(current, word):
+    doc = {"jobs": [{"job_id": 5, "account": "a", "user": "u", "nodes": "onprem1",
+                     "state": {"current": current, "reason": "None"}, "time": {"start": 100, "end": 200}}]}
+    from burstd.slurm.sacct import jobs_from_json
+
+    assert jobs_from_json(doc)[0].state == word
