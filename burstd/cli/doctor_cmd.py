@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,8 +18,11 @@ from burstd.report.preflight import (
     slurm_findings,
 )
 
+if TYPE_CHECKING:
+    from burstd.config import Config
 
-def _config(path: str | None) -> tuple[object | None, list[Finding]]:
+
+def _config(path: str | None) -> tuple[Config | None, list[Finding]]:
     from burstd.config import ConfigError, load_config
     from burstd.config_host import host_problems
 
@@ -31,7 +35,7 @@ def _config(path: str | None) -> tuple[object | None, list[Finding]]:
         Finding("config", "ok", "the model and this host's checks pass")]
 
 
-def _daemon(cfg) -> Finding:
+def _daemon(cfg: Config) -> Finding:
     from burstd.daemon.client import ApiClient, ApiError
 
     try:
@@ -47,17 +51,17 @@ def collect(path: str | None) -> list[Finding]:
     cfg, found = _config(path)
     if cfg is None:
         return found
-    scontrol = os.path.join(cfg.slurm.bin_dir, "scontrol")  # type: ignore[attr-defined]
+    scontrol = os.path.join(cfg.slurm.bin_dir, "scontrol")
     rc, text = run_command([scontrol, "show", "config"])
     if rc != 0:
         found.append(Finding("slurmctld", "fail", text.strip().splitlines()[-1] if text.strip() else f"exit {rc}",
                              "is slurmctld running, and slurm.bin_dir right?"))
     else:
-        found += slurm_findings(parse_show_config(text), cfg)  # type: ignore[arg-type]
+        found += slurm_findings(parse_show_config(text), cfg)
     found.append(munge_finding())
     found.append(_daemon(cfg))
-    found += credential_findings(cfg)  # type: ignore[arg-type]
-    found += config_findings(cfg)  # type: ignore[arg-type]
+    found += credential_findings(cfg)
+    found += config_findings(cfg)
     return found
 
 
