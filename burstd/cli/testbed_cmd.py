@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from burstd.cli.common import JsonFlag, console, fail, print_json, sub_app
 
 
 def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
-            suspend_time, burstd_config, slurm_release=None):
+            suspend_time, burstd_config, slurm_release=None, cloud_image=None):
     from burstd.testbed.config import BedConfig
 
     try:
@@ -16,7 +18,7 @@ def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_no
             name=name, slot=slot, subnet=subnet, ctld_port=ctld_port, rest_port=rest_port,
             state_dir=state_dir, hooks=hooks, cloud_count=cloud_nodes, onprem_count=onprem_nodes,
             suspend_time=suspend_time, slurm_release=slurm_release,
-            burstd_config=burstd_config,
+            burstd_config=burstd_config, cloud_image=cloud_image,
         )
     except ValueError as exc:
         fail(f"bad test bed settings: {exc}", 2)
@@ -51,6 +53,11 @@ def register(app: typer.Typer) -> None:
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (Debian chroots the bed "
                                                "builds once) [env BURSTD_BED_SLURM_RELEASE; default the host's]"),
+        cloud_image: str = typer.Option(None, "--cloud-image",
+                                        help="Boot the cloud VMs from this node image (a DIR of `burstctl image "
+                                             "build --provider local --out DIR`; 'default': the bed's release, "
+                                             "built once and cached) [env BURSTD_BED_CLOUD_IMAGE; default: they "
+                                             "share the head's files]"),
         no_install: bool = typer.Option(False, "--no-install", help="Fail instead of installing Slurm."),
         as_json: bool = JsonFlag,
     ) -> None:
@@ -58,7 +65,8 @@ def register(app: typer.Typer) -> None:
         from burstd.testbed.bed import Bed, BedError
 
         cfg = _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
-                      suspend_time, burstd_config, slurm_release)
+                      suspend_time, burstd_config, slurm_release,
+                      cloud_image if cloud_image in (None, "default") else str(Path(cloud_image).resolve()))
         bed = Bed(cfg)
         try:
             bed.up(install=not no_install)
