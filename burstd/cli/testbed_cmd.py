@@ -139,6 +139,32 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(3)
 
 
+    @tb.command("image")
+    def image(slurm_release: str = typer.Option("22.05", "--slurm-release", help="22.05, 24.11 or 26.05"),
+              as_json: bool = JsonFlag) -> None:
+        """Build the bed's default cloud image of a release into the image cache, unless it is there (minutes the
+        first time; CI runs it once: scripts/build-bed-images.sh). Prints the folder `--cloud-image` takes."""
+        from burstd.image import cache
+        from burstd.image.recipe import ImageBuildFailed, ImageError
+        from burstd.testbed.cloud_image import default_spec
+        from burstd.testbed.host import BedError
+
+        from burstd.image.spec import DEBIAN_SUITES
+
+        if slurm_release not in DEBIAN_SUITES:
+            fail(f"--slurm-release {slurm_release!r}: one of {', '.join(DEBIAN_SUITES)}", 2)
+        try:
+            spec = default_spec(slurm_release)
+            was_built = cache.is_built(cache.image_dir(spec, slurm_release))
+            folder = cache.ensure(spec, slurm_release)
+        except (ValueError, ImageError, ImageBuildFailed, BedError, RuntimeError) as exc:
+            fail(str(exc))
+        if as_json:
+            print_json({"slurm_release": slurm_release, "image": str(folder), "built_now": not was_built})
+        else:
+            typer.echo(str(folder))
+
+
 def next_steps(bed, hooks: str) -> list[str]:
     """What to type next: Slurm's environment, then the daemon in the foreground and burstctl against it."""
     import shlex
