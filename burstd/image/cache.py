@@ -1,9 +1,9 @@
-"""Local node images built once per machine and kept: ``/var/lib/burstd-testbed/images/<release>-<digest>``.
+"""Local node images built once per machine and kept: ``/var/lib/burstd-testbed/images/<release>-<digests>``.
 
     root = ensure(ImageSpec(slurm_release="22.05", torch=False), "22.05") / "rootfs"
 
-The key is the spec's digest (``recipe.spec_digest``: the spec, the provider, the release), so a changed spec
-is another image and an unchanged one is never rebuilt: tests and CI reuse it (``scripts/install-deps.sh``
+The key is the spec's digest (``recipe.spec_digest``: the spec, the provider, the release) and the rendered
+recipe's, so a changed spec or recipe is another image and an unchanged one is never rebuilt: tests and CI reuse it (``scripts/install-deps.sh``
 builds the bed's default image once). A build goes into ``<key>.partial`` and is renamed when complete, under a
 lock per key, so two beds asking at once build it once and an interrupted build is never used.
 """
@@ -11,20 +11,25 @@ lock per key, so two beds asking at once build it once and an interrupted build 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
 
-from burstd.image.recipe import MARK, spec_digest, target
+from burstd.image.recipe import MARK, spec_digest, stage_files, target
 from burstd.image.spec import ImageSpec
 
 IMAGES_ROOT = Path(os.environ.get("BURSTD_IMAGE_CACHE", "/var/lib/burstd-testbed/images"))
 
 
 def image_dir(spec: ImageSpec, release: str, root: Path | None = None) -> Path:
-    """Where the image of ``spec`` for Slurm ``release`` is (or will be) kept; no I/O."""
+    """Where the image of ``spec`` for Slurm ``release`` is (or will be) kept; no I/O. The name carries the spec's
+    digest and the rendered recipe's (install.sh, node-bootstrap.sh, the agent's unit): a burstd whose recipe
+    changed builds a new image instead of booting a stale one."""
     tgt = target(spec, "local", release)
-    return (root or IMAGES_ROOT) / f"{release}-{spec_digest(spec, tgt)}"
+    files = json.dumps(stage_files(spec, tgt), sort_keys=True).encode()
+    return (root or IMAGES_ROOT) / f"{release}-{spec_digest(spec, tgt)}-{hashlib.sha256(files).hexdigest()[:8]}"
 
 
 def is_built(folder: Path) -> bool:

@@ -95,3 +95,11 @@ def test_a_folder_that_is_no_image_is_refused_naming_it(tmp_path):
 def test_a_bad_cloud_image_setting_is_refused(bad):
     with pytest.raises(ValidationError, match="cloud_image"):
         BedConfig(cloud_image=bad)
+
+
+def test_a_changed_recipe_is_another_image(tmp_path, monkeypatch):
+    spec = ImageSpec(slurm_release="22.05", torch=False)
+    before = cache.image_dir(spec, "22.05", tmp_path)
+    monkeypatch.setattr(cache, "stage_files", lambda s, t: {"install.sh": "#!/bin/bash\necho changed\n"})
+    after = cache.image_dir(spec, "22.05", tmp_path)
+    assert before != after and before.name.rsplit("-", 1)[0] == after.name.rsplit("-", 1)[0]
