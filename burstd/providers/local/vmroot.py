@@ -36,6 +36,7 @@ from pathlib import Path
 
 GATE_OUT = "gate.out"  # under <vm_dir>/boot: the parity gate's differences, when it refused the image
 GATE_REFUSED = 3  # the boot's exit status when the gate refused
+GATE_OUT_MAX = 4000  # characters of the gate's answer read back (a lease reason is bounded further)
 STAGE_IN_DIR = "/usr/lib/burstd/stage-in.d"  # in the image: data staging's hooks, run before slurmd starts
 IMAGE_AGENT_CLI = "/opt/burstd/agent/bin/burstctl"  # burstd in the image (burstd.image.recipe.AGENT_VENV)
 
@@ -162,11 +163,16 @@ def boot_argv(root: VmRoot, hostname: str, command: list[str], delay_s: float = 
 
 
 def gate_refusal(vm_dir: str | Path) -> str | None:
-    """The parity gate's differences from the VM's last boot, one per line; None when it did not refuse."""
+    """The parity gate's differences from the VM's last boot, one per line; None when it did not refuse.
+
+    Written inside the VM, so read as outside input: at most ``GATE_OUT_MAX`` characters, control characters
+    (but newlines) replaced, before any of it reaches a lease's reason or a log."""
     try:
-        text = (Path(vm_dir) / "boot" / GATE_OUT).read_text().strip()
+        with open(Path(vm_dir) / "boot" / GATE_OUT, "rb") as fh:
+            raw = fh.read(GATE_OUT_MAX)
     except OSError:
         return None
+    text = "".join(c if c.isprintable() or c == "\n" else "?" for c in raw.decode("utf-8", "replace")).strip()
     return text or None
 
 
