@@ -206,6 +206,14 @@ class LocalPoolConfig(_Section):
     capacity: int | None = Field(default=None, ge=0, le=100_000)  # live VMs at most; None = max_nodes, else node_count
     slurmd_path: str = "/usr/sbin/slurmd"
     records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
+    # boot each VM from a node image (`burstctl image build --provider local --out DIR`: DIR/rootfs) in its own
+    # mount namespace, seeing none of the head's files (providers/local/vmroot.py); None: share the head's
+    image_rootfs: str | None = None
+    munge_key_file: str = "/etc/munge/munge.key"  # the cluster key an image VM gets at each boot
+    vm_users: list[str] = []  # job users whose passwd/group lines an image VM gets (a site's directory service)
+    vm_dirs: list[str] = []  # folders slurm.conf names for slurmd (spool, log, pid), made in an image VM
+    parity_reference_file: str | None = None  # the on-prem fingerprint an image VM is gated on before slurmd
+    parity_spec_file: str | None = None  # TOML with [parity] (allow, job_python) for that gate
 
     @field_validator("subnet")
     @classmethod

@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/setup-venv.sh
+# The bed's node images (22.05, and the 24.11 one the parity gate must refuse), built once per machine into the
+# image cache: in the background, since a build mostly waits on the Debian mirror; a test that needs an image
+# before its build is done waits on the cache's lock for that same build (burstd/image/cache.py).
+mkdir -p /var/lib/burstd-testbed
+bash scripts/build-bed-images.sh > /var/lib/burstd-testbed/build-bed-images.log 2>&1 &
+images_pid=$!
 set +e
 # Two workers (pytest-xdist), a whole test file to a worker: the bed tests mostly wait on Slurm, so the second
 # worker (with a Slurm bed of its own, see tests/bed.py) halves the wall time. BURSTD_TEST_WORKERS=0: serial.
@@ -27,6 +33,10 @@ if [ "$#" -eq 0 ]; then
         BURSTD_BED_SLURM_RELEASE="$release" .venv/bin/python -m pytest -n "${BURSTD_TEST_WORKERS:-2}" \
             --dist loadfile "${RELEASE_SUBSET[@]}" || rc=1
     done
+fi
+if ! wait "$images_pid"; then
+    echo "scripts/test.sh: building the bed's images failed; see /var/lib/burstd-testbed/build-bed-images.log" >&2
+    rc=1
 fi
 set -e
 # pytest exits 5 when a selection collected no test; treat that as a failure of the selection, not success.

@@ -31,7 +31,7 @@ DEMO_BED = "demo"
 DEMO_SLOT = "21"
 
 
-def _bed(slurm_release: str | None = None):
+def _bed(slurm_release: str | None = None, shared_fs: bool = False):
     os.environ.setdefault("BURSTD_BED_NAME", DEMO_BED)
     os.environ.setdefault("BURSTD_BED_SLOT", DEMO_SLOT)
     from burstd.testbed import Bed, BedConfig
@@ -40,6 +40,10 @@ def _bed(slurm_release: str | None = None):
                                     if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
     if slurm_release:
         overrides["slurm_release"] = slurm_release
+    # the cloud VMs boot from the bed's node image (built once, cached) and see none of the head's files, unless
+    # --shared-fs or BURSTD_BED_CLOUD_IMAGE says otherwise
+    if not shared_fs and not os.environ.get("BURSTD_BED_CLOUD_IMAGE"):
+        overrides["cloud_image"] = "default"
     return Bed(BedConfig.from_env(None, **overrides))
 
 
@@ -84,6 +88,9 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(600, "--timeout", help="give up after this many seconds"),
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (a Debian chroot the bed builds)"),
+        shared_fs: bool = typer.Option(False, "--shared-fs",
+                                       help="cloud VMs share the head node's files (the old bed) instead of "
+                                            "booting from the node image"),
     ) -> None:
         """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
         if os.geteuid() != 0:
@@ -93,7 +100,7 @@ def register(app: typer.Typer) -> None:
         from burstd.daemon.wiring import make_providers
 
         try:
-            bed = _bed(slurm_release)
+            bed = _bed(slurm_release, shared_fs)
         except ValueError as exc:
             fail(f"bad test bed settings: {exc}", 2)
         console.print(f"[bold]1/5[/] bringing up the Slurm test bed [cyan]{bed.name}[/] (slurmctld, "

@@ -105,12 +105,12 @@ class Watch:
 
 
 def host_of_jobs(bed, user: str, ids: list[int]) -> dict[int, str]:
-    """Where each job ran: the first word of its output (the script prints ``hostname``)."""
-    workdir = bed.workdir(user)
+    """Where each job ran: Slurm's NodeList of the job ("" when it never ran). The output files cannot say: a
+    burst job's stays on its cloud node."""
     hosts = {}
     for j in ids:
-        out = workdir / f"demo-{j}.out"
-        hosts[j] = out.read_text().split()[0] if out.exists() and out.read_text().strip() else ""
+        nodes = bed.job(j).get("NodeList", "")
+        hosts[j] = "" if nodes in ("", "(null)") else nodes
     return hosts
 
 
@@ -129,8 +129,10 @@ def submit_jobs(bed, user: str, *, jobs: int, job_seconds: int) -> list[int]:
     """``jobs`` whole-node jobs with plain sbatch, as ``user``, to the on-prem partition (more than it holds)."""
     script = f"#!/bin/sh\nhostname\nsleep {job_seconds}\n"
     cpus = bed.config.onprem_cpus
-    return [bed.sbatch(["-p", bed.onprem_partition, "-N", "1", "-n", str(cpus), "-t", "10", "-o", "demo-%j.out"],
-                       script, user=user) for _ in range(jobs)]
+    # a cloud VM booted from the node image has none of the head's folders: the job works in /tmp, which every
+    # node has (its output stays on the node that ran it; where it ran is Slurm's NodeList, host_of_jobs)
+    return [bed.sbatch(["-p", bed.onprem_partition, "-N", "1", "-n", str(cpus), "-t", "10", "--chdir=/tmp",
+                        "-o", "/tmp/burstd-demo-%j.out"], script, user=user) for _ in range(jobs)]
 
 
 def watch_jobs(bed, ids: list[int], socket: str, prefix: str, *, timeout: float, look: Look | None = None) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from burstd.cli.common import JsonFlag, console, fail, print_json, sub_app
 
 
 def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
-            suspend_time, burstd_config, slurm_release=None):
+            suspend_time, burstd_config, slurm_release=None, cloud_image=None):
     from burstd.testbed.config import BedConfig
 
     try:
@@ -16,7 +18,7 @@ def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_no
             name=name, slot=slot, subnet=subnet, ctld_port=ctld_port, rest_port=rest_port,
             state_dir=state_dir, hooks=hooks, cloud_count=cloud_nodes, onprem_count=onprem_nodes,
             suspend_time=suspend_time, slurm_release=slurm_release,
-            burstd_config=burstd_config,
+            burstd_config=burstd_config, cloud_image=cloud_image,
         )
     except ValueError as exc:
         fail(f"bad test bed settings: {exc}", 2)
@@ -51,6 +53,11 @@ def register(app: typer.Typer) -> None:
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="22.05 (the host's), 24.11 or 26.05 (Debian chroots the bed "
                                                "builds once) [env BURSTD_BED_SLURM_RELEASE; default the host's]"),
+        cloud_image: str = typer.Option(None, "--cloud-image",
+                                        help="Boot the cloud VMs from this node image (a DIR of `burstctl image "
+                                             "build --provider local --out DIR`; 'default': the bed's release, "
+                                             "built once and cached) [env BURSTD_BED_CLOUD_IMAGE; default: they "
+                                             "share the head's files]"),
         no_install: bool = typer.Option(False, "--no-install", help="Fail instead of installing Slurm."),
         as_json: bool = JsonFlag,
     ) -> None:
@@ -58,7 +65,8 @@ def register(app: typer.Typer) -> None:
         from burstd.testbed.bed import Bed, BedError
 
         cfg = _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
-                      suspend_time, burstd_config, slurm_release)
+                      suspend_time, burstd_config, slurm_release,
+                      cloud_image if cloud_image in (None, "default") else str(Path(cloud_image).resolve()))
         bed = Bed(cfg)
         try:
             bed.up(install=not no_install)
@@ -129,6 +137,32 @@ def register(app: typer.Typer) -> None:
             console.print(f"  namespaces: {', '.join(st['namespaces']) or 'none'}")
         if not st["up"]:
             raise typer.Exit(3)
+
+
+    @tb.command("image")
+    def image(slurm_release: str = typer.Option("22.05", "--slurm-release", help="22.05, 24.11 or 26.05"),
+              as_json: bool = JsonFlag) -> None:
+        """Build the bed's default cloud image of a release into the image cache, unless it is there (minutes the
+        first time; CI runs it once: scripts/build-bed-images.sh). Prints the folder `--cloud-image` takes."""
+        from burstd.image import cache
+        from burstd.image.recipe import ImageBuildFailed, ImageError
+        from burstd.testbed.cloud_image import default_spec
+        from burstd.testbed.host import BedError
+
+        from burstd.image.spec import DEBIAN_SUITES
+
+        if slurm_release not in DEBIAN_SUITES:
+            fail(f"--slurm-release {slurm_release!r}: one of {', '.join(DEBIAN_SUITES)}", 2)
+        try:
+            spec = default_spec(slurm_release)
+            was_built = cache.is_built(cache.image_dir(spec, slurm_release))
+            folder = cache.ensure(spec, slurm_release)
+        except (ValueError, ImageError, ImageBuildFailed, BedError, RuntimeError) as exc:
+            fail(str(exc))
+        if as_json:
+            print_json({"slurm_release": slurm_release, "image": str(folder), "built_now": not was_built})
+        else:
+            typer.echo(str(folder))
 
 
 def next_steps(bed, hooks: str) -> list[str]:

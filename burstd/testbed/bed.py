@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from burstd.providers.local import netns
+from burstd.providers.local import netns, vmroot
 from burstd.slurm.features import parse_release
-from burstd.testbed import release, render
+from burstd.testbed import cloud_image, release, render
 from burstd.testbed.accounting import Accounting
 from burstd.testbed.config import HOOK_MODES, STATE_ROOT, BedConfig
 from burstd.testbed.host import (  # noqa: F401  (re-exported: tests and tools import them from here)
@@ -209,6 +209,7 @@ class Bed:
         with _global_lock():
             ensure_users(self.config.rest_user)
         self._ensure_release()  # may build a chroot (minutes): outside the lock every bed takes
+        cloud_image.ensure_image(self.config)  # the cloud VMs' image: may build it once (minutes), also outside
         with _global_lock():
             if self.ctld_pid() is not None:
                 self._check_same_settings()
@@ -218,6 +219,7 @@ class Bed:
                 self._clear_leftovers()  # first: our own leftovers (a slurmdbd) would hold our ports
                 self._check_conflicts()
                 self._prepare_state_dir()
+                cloud_image.write_gate_files(self.config)
                 netns.ensure_bridge(self.bridge, self.config.bridge_address)
                 if self.chroot:
                     self._start_anchor()
@@ -455,6 +457,8 @@ class Bed:
         netns.delete_bridge(self.bridge)
         for rec in netns.list_vms(self.vms_dir):
             netns.remove_record(self.vms_dir, rec.netns)
+        for vm_dir in self.vms_dir.glob("*.vm"):  # image VMs' disks (their namespaces are gone above)
+            vmroot.remove(vm_dir)
         return stopped
 
     # ------------------------------------------------------------------ status

@@ -77,6 +77,9 @@ class BedConfig(BaseModel):
     max_array_size: int = Field(100_001, ge=1002)
     rest_user: str = "slurmrest"
     extra_conf: tuple[str, ...] = ()  # extra slurm.conf lines, appended verbatim
+    # cloud VMs boot from this node image (a DIR of `image build --provider local`, or "default": the bed's
+    # release, built once into the image cache) in their own mount namespace; None: they share the head's files
+    cloud_image: str | None = Field(None, pattern=r"^(default|/[A-Za-z0-9_./-]{1,200})$")
 
     @model_validator(mode="after")
     def _fits(self) -> BedConfig:

@@ -15,6 +15,7 @@ import burstd
 from burstd.providers.local import netns
 from burstd.slurm.conf import slurm_conf_lines
 from burstd.slurm.features import Release
+from burstd.testbed import cloud_image
 from burstd.testbed.config import BedConfig
 
 HOOK_NAMES = ("resume", "suspend", "resume_fail")
@@ -162,11 +163,13 @@ CGROUP_CONF_CHROOT = "CgroupPlugin=disabled\n"
 
 
 def vm_spec(cfg: BedConfig, node: str, *, boot_flag: bool) -> netns.VmSpec:
+    root = cloud_image.cloud_root(cfg, node)
     return netns.VmSpec(
         netns=cfg.netns_of(node), node_name=node, address=cfg.node_address(node), bridge=cfg.bridge_,
         conf_server=cfg.conf_server, slurmd_args=("-b",) if boot_flag else (),
-        slurmd=str(paths(cfg)["bin"] / "slurmd") if uses_chroot(cfg) else "/usr/sbin/slurmd",
-        tags={"burstd:bed": cfg.name, "burstd:node": node},
+        slurmd=cloud_image.IMAGE_SLURMD if root is not None else
+        str(paths(cfg)["bin"] / "slurmd") if uses_chroot(cfg) else "/usr/sbin/slurmd",
+        tags={"burstd:bed": cfg.name, "burstd:node": node}, root=root,
     )
 
 
@@ -327,5 +330,5 @@ first_host = {cfg.cloud_first_host}
 netns_prefix = {q(cfg.netns_prefix_)}
 conf_server = {q(cfg.conf_server)}
 boot_delay_s = {cfg.vm_boot_delay_s}
-slurmd_path = {q(p['bin'] / 'slurmd' if chroot else '/usr/sbin/slurmd')}
-"""
+slurmd_path = {q(p['bin'] / 'slurmd' if chroot and not cfg.cloud_image else '/usr/sbin/slurmd')}
+""" + cloud_image.burstd_toml_lines(cfg)

@@ -23,8 +23,11 @@ def test_demo_piped_prints_progress_lines_a_clean_summary_and_names_its_kept_fol
            "BURSTD_BED_SUSPEND_TIME": str(c.suspend_time), "BURSTD_BED_SUSPEND_TIMEOUT": str(c.suspend_timeout),
            "BURSTD_BED_CRED_EXPIRE": str(c.cred_expire), "COLUMNS": "100"}
     summary = tmp_path / "summary.json"
+    # the demo runs on the session's bed as it is: cloud VMs from the node image (BURSTD_BED_CLOUD_IMAGE=default,
+    # the demo's own default) or, on a session bed without one, sharing the head's files
+    shared = [] if c.cloud_image else ["--shared-fs"]
     r = subprocess.run([sys.executable, "-m", "burstd.cli.app", "demo", "--jobs", "4", "--job-seconds", "20",
-                        "--user", bed_user, "--keep", "--json", str(summary), "--timeout", "240"],
+                        "--user", bed_user, "--keep", "--json", str(summary), "--timeout", "240", *shared],
                        capture_output=True, text=True, env=env, timeout=420)
     out = r.stdout
     kept = re.search(r"working folder (/\S+)", out)
@@ -54,8 +57,9 @@ def test_demo_ha_kills_the_leader_mid_storm_and_the_standby_finishes_it(slurm_be
            "BURSTD_BED_SUSPEND_TIME": str(c.suspend_time), "BURSTD_BED_SUSPEND_TIMEOUT": str(c.suspend_timeout),
            "BURSTD_BED_CRED_EXPIRE": str(c.cred_expire), "COLUMNS": "100"}
     summary = tmp_path / "summary.json"
+    shared = [] if c.cloud_image else ["--shared-fs"]  # the session bed as it is (see the test above)
     r = subprocess.run([sys.executable, "-m", "burstd.cli.app", "demo", "--ha", "--jobs", "4", "--job-seconds", "20",
-                        "--user", bed_user, "--keep", "--json", str(summary), "--timeout", "240"],
+                        "--user", bed_user, "--keep", "--json", str(summary), "--timeout", "240", *shared],
                        capture_output=True, text=True, env=env, timeout=420)
     out = r.stdout
     kept = re.search(r"working folder (/\S+)", out)

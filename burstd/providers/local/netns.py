@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from burstd.providers.local import vmroot
 from burstd.secure_files import private_lock
 
 NETNS_DIR = Path("/run/netns")
@@ -53,6 +54,11 @@ _IFNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
 
 class NetnsError(RuntimeError):
     """A namespace VM could not be created or destroyed; the message names the VM and the failing step."""
+
+
+class ParityRefused(NetnsError):
+    """An image VM's parity gate found the image unlike on-prem: slurmd never started; the message names each
+    difference."""
 
 
 def check_name(what: str, value: str, pattern: re.Pattern[str] = _NAME_RE) -> str:
@@ -82,6 +88,8 @@ class VmSpec:
     boot_delay_s: float = 0.0  # slurmd starts this long after the network is up
     instance_id: str = ""
     tags: dict[str, str] = field(default_factory=dict)
+    # boot from a node image in a mount namespace of its own (vmroot); None: slurmd shares the host's filesystem
+    root: vmroot.VmRoot | None = None
 
     def __post_init__(self) -> None:
         check_name("namespace name", self.netns)
@@ -121,6 +129,7 @@ class VmRecord:
     tags: dict[str, str] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)  # for hooks (e.g. a metadata endpoint's address)
     services_up: bool = False  # every hook's vm_started returned (the provider's last launch step)
+    vm_dir: str = ""  # a VM booted from an image: its disk on the host (vmroot), removed with the VM
     alive: bool = False
 
     @property
@@ -180,7 +189,11 @@ def slurmd_argv(spec: VmSpec) -> list[str]:
 
 
 def start_argv(spec: VmSpec) -> list[str]:
-    """The command that starts slurmd inside the VM (slurmd daemonizes itself: fork + setsid)."""
+    """The command that starts slurmd inside the VM (slurmd daemonizes itself: fork + setsid); from the VM's
+    image when it has one."""
+    if spec.root is not None:
+        return enter_argv(spec.netns) + vmroot.boot_argv(spec.root, spec.host, slurmd_argv(spec),
+                                                         spec.boot_delay_s)
     return enter_argv(spec.netns, spec.host) + slurmd_argv(spec)
 
 
@@ -208,14 +221,18 @@ def shell_create(spec: VmSpec, console_log: str) -> str:
 
 
 def shell_destroy(spec: VmSpec) -> str:
-    """Kill everything in the namespace, delete it and its veth (shell lines, errors ignored)."""
+    """Kill everything in the namespace, delete it and its veth (and an image VM's disk); shell lines, errors
+    ignored."""
     ns = shlex.quote(spec.netns)
-    return "\n".join([
+    lines = [
         f"pids=$(ip netns pids {ns} 2>/dev/null) || true",
         "if [ -n \"$pids\" ]; then kill -9 $pids 2>/dev/null || true; fi",
         f"ip netns del {ns} 2>/dev/null || true",
         f"ip link del {shlex.quote(spec.veth)} 2>/dev/null || true",
-    ])
+    ]
+    if spec.root is not None:
+        lines.append(f"sleep 0.2; rm -rf {shlex.quote(spec.root.vm_dir)}")
+    return "\n".join(lines)
 
 
 def _run(argv: list[str], what: str, check: bool = True, env: dict[str, str] | None = None,
@@ -448,18 +465,20 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
         bridge=spec.bridge, veth=spec.veth, instance_id=spec.instance_id, state="launching",
         created_at=existing.created_at if existing else now, boot_at=now + spec.boot_delay_s,
         tags=dict(spec.tags), extra=dict(existing.extra) if existing else {},
+        vm_dir=spec.root.vm_dir if spec.root is not None else "",
     )
     write_record(records_dir, rec)  # durable first: a crash from here on leaves a findable trace
-    teardown(spec.netns, spec.veth)
+    teardown(spec.netns, spec.veth, rec.vm_dir)
     for argv in network_commands(spec):
         try:
             _run(argv, f"create VM {spec.netns}")
         except NetnsError:
-            teardown(spec.netns, spec.veth)
+            teardown(spec.netns, spec.veth, rec.vm_dir)
             raise
     console = Path(console_dir or records_dir) / f"{spec.netns}.console.log"
     with open(console, "ab") as log:
-        if spec.boot_delay_s > 0:
+        # an image VM boots (and passes its gate, or not) at once and delays only slurmd: start_argv below
+        if spec.boot_delay_s > 0 and spec.root is None:
             _run(delayed_start_argv(spec), f"start slurmd in {spec.netns}", env=slurmd_env(spec), stdout=log)
             # setsid -f returns before its child has entered the namespace: wait until it has, so that the
             # VM's "boot" is visibly under way (and killed by a destroy) once create returns
@@ -472,23 +491,30 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
             # from the controller). A VM reported running must have a slurmd in it: otherwise the launch
             # failed, visibly, and the caller retries it
             if proc.returncode != 0 or not _wait_for_pids(spec.netns, 5.0):
-                teardown(spec.netns, spec.veth, power_off=True)
+                refusal = vmroot.gate_refusal(rec.vm_dir) if rec.vm_dir else None
+                teardown(spec.netns, spec.veth, rec.vm_dir, power_off=True)
+                if refusal is not None and proc.returncode == vmroot.GATE_REFUSED:
+                    image = spec.root.image if spec.root else ""
+                    raise ParityRefused(f"{spec.netns}: the parity gate refused the image {image}: "
+                                        + "; ".join(refusal.splitlines()))
                 raise NetnsError(f"start slurmd in {spec.netns}: exit {proc.returncode}, "
                                  f"no process left in the VM; see {console}")
-            rec.state = "running"
+            rec.state = "booting" if spec.boot_delay_s > 0 else "running"
     write_record(records_dir, rec)
     rec.alive = True
     return rec
 
 
-def teardown(netns: str, veth: str | None = None, *, power_off: bool = False) -> bool:
+def teardown(netns: str, veth: str | None = None, vm_dir: str = "", *, power_off: bool = False) -> bool:
     """Kill everything in ``netns`` (``power_off``: SIGKILL at once, no grace) and delete it and its host
-    veth. Returns whether anything existed."""
+    veth, and an image VM's disk (``vm_dir``). Returns whether anything existed."""
     veth = veth or veth_name(netns)
     existed = netns_exists(netns)
     if existed:
         kill_all(netns, grace_s=0.0) if power_off else kill_all(netns)
         _run(["ip", "netns", "del", netns], f"delete namespace {netns}", check=False)
+    if vm_dir:
+        vmroot.remove(vm_dir)
     if link_exists(veth):
         existed = True
         _run(["ip", "link", "del", veth], f"delete veth {veth}", check=False)
@@ -500,7 +526,7 @@ def destroy(netns: str, records_dir: Path | None = None, keep_record_as: str | N
     """Tear the VM down; drop its record (or keep it with state ``keep_record_as``, e.g. "preempted").
     ``power_off``: every process SIGKILLed at once, as when a cloud reclaims a spot VM."""
     rec = read_record(records_dir, netns) if records_dir else None
-    existed = teardown(netns, rec.veth if rec else None, power_off=power_off)
+    existed = teardown(netns, rec.veth if rec else None, rec.vm_dir if rec else "", power_off=power_off)
     if records_dir is not None:
         if keep_record_as and rec is not None:
             rec.state = keep_record_as

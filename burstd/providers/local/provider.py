@@ -32,7 +32,7 @@ from typing import Protocol
 from burstd.config import Config, LocalPoolConfig, PoolConfig
 from burstd.domain.money import usd_to_micros
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
-from burstd.providers.local import netns
+from burstd.providers.local import netns, vmroot
 from burstd.secure_files import LockTimeout
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,8 @@ class LocalProvider:
         self.capacity = next(c for c in limits if c is not None)
         self.offering = Offering(instance_type=pool.instance_types[0].name, zone=ZONE, market=pool.market)
         self.lock_timeout_s = netns.RECORDS_LOCK_TIMEOUT_S
+        if self.local.image_rootfs is not None:
+            self.root_of("check")  # a bad path fails here, naming the setting, not at the first launch
 
     @classmethod
     def from_config(cls, config: Config, pool_name: str, hooks: Sequence[VmHook] = ()) -> LocalProvider:
@@ -91,6 +93,19 @@ class LocalProvider:
                 yield
         except LockTimeout as exc:
             raise ProviderError(ErrorKind.TRANSIENT, str(exc), code="LockTimeout") from None
+
+    def root_of(self, ns: str) -> vmroot.VmRoot | None:
+        """What a VM boots from: the pool's image, in a folder of its own beside the records (None: no image)."""
+        local = self.local
+        if local.image_rootfs is None:
+            return None
+        try:
+            return vmroot.VmRoot(
+                image=local.image_rootfs, vm_dir=str(self.records_dir / f"{ns}.vm"),
+                munge_key=local.munge_key_file, users=tuple(local.vm_users), make_dirs=tuple(local.vm_dirs),
+                parity_reference=local.parity_reference_file, parity_spec=local.parity_spec_file)
+        except vmroot.VmRootError as exc:
+            raise ValueError(f"pools.{self.name}.local: {exc}") from None
 
     def netns_of(self, node_name: str) -> str:
         return f"{self.local.netns_prefix}{node_name}"
@@ -184,6 +199,7 @@ class LocalProvider:
             spec = netns.VmSpec(
                 netns=ns, node_name=request.node_name, address=address, bridge=self.local.bridge,
                 conf_server=self.conf_server, slurmd=self.local.slurmd_path, slurmd_args=("-b",),
+                root=self.root_of(ns),
                 boot_delay_s=self.local.boot_delay_s, instance_id=instance_id_for(request.lease_id),
                 tags={TAG_CLUSTER: self.cluster_id, TAG_LEASE: request.lease_id, TAG_NODE: request.node_name,
                       TAG_POOL: self.name, "burstd:market": request.market,
@@ -191,6 +207,9 @@ class LocalProvider:
             )
             try:
                 rec = netns.create(spec, self.records_dir)
+            except netns.ParityRefused as exc:  # the same image would be refused again: never retried
+                netns.remove_record(self.records_dir, ns)
+                raise ProviderError(ErrorKind.CONFIG, str(exc), code="ParityRefused") from exc
             except (netns.NetnsError, ValueError) as exc:
                 raise ProviderError(ErrorKind.TRANSIENT, str(exc), code="LaunchFailed") from exc
             if self.hooks and not rec.services_up:

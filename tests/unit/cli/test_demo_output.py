@@ -36,3 +36,14 @@ def test_summary_rows_are_labelled_and_flat():
     assert "ran on cloud nodes" in text and "TERMINATED 4" in text and "finished cleanly" in text
     assert "yes" in text and "True" not in text
     assert "Slurm" in text and "24.11.5" in text and "slurmdbd" in text
+
+
+def test_where_a_job_ran_is_slurms_nodelist_not_its_output_file():
+    # a burst job's output stays on its cloud node (booted from the node image): the head cannot read it
+    class Bed:
+        jobs = {1: {"NodeList": "cloud1"}, 2: {"NodeList": "onprem2"}, 3: {"NodeList": "(null)"}, 4: {}}
+
+        def job(self, j):
+            return self.jobs[j]
+
+    assert demo_watch.host_of_jobs(Bed(), "burstuser", [1, 2, 3, 4]) == {1: "cloud1", 2: "onprem2", 3: "", 4: ""}

@@ -1,0 +1,114 @@
+"""Local VMs that boot from a node image, on the live bed (issue 23 items 1 and 4; providers/local/vmroot.py).
+
+The images are the bed's default ones (``burstd.testbed.cloud_image.default_spec``), from the image cache: built
+once per machine (scripts/install-deps.sh), here only when missing. A VM booted from the 22.05 image joins the
+bed's 22.05 slurmctld, runs a job as a test user from the image's Slurm and job environment, and does not see a
+file that exists only on the head node; the 24.11 image is refused by the parity gate before slurmd starts,
+with the mismatch named.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from burstd.config import parse_config
+from burstd.image import cache
+from burstd.providers.base import ErrorKind, LaunchRequest, ProviderError
+from burstd.providers.local import netns
+from burstd.providers.local.provider import LocalProvider
+from burstd.testbed import cloud_image
+from burstd.testbed.host import TEST_USERS
+
+pytestmark = pytest.mark.bed
+
+
+@pytest.fixture(scope="module")
+def host_bed(slurm_bed):
+    if slurm_bed.config.slurm_release is not None:
+        pytest.skip("the gate's on-prem reference is measured on the head: a bed of the host's Slurm (22.05)")
+    return slurm_bed
+
+
+def _image(release: str) -> Path:
+    return cache.ensure(cloud_image.default_spec(release), release) / "rootfs"
+
+
+def _provider(bed, tmp_path, release: str) -> LocalProvider:
+    gate_cfg = bed.config.model_copy(update={"cloud_image": cloud_image.DEFAULT, "state_dir": str(tmp_path)})
+    cloud_image.write_gate_files(gate_cfg)  # the head's fingerprint: the on-prem side of this bed
+    reference, spec = cloud_image.gate_files(tmp_path)
+    cfg = parse_config({
+        "cluster": {"id": f"t{uuid.uuid4().hex[:8]}"},
+        "daemon": {"state_dir": str(tmp_path / "state")},
+        "pools": [{
+            "name": "local", "provider": "local", "partition": bed.cloud_partition,
+            "node_prefix": bed.config.cloud_prefix, "node_count": bed.config.cloud_count, "price_per_hour": 0.1,
+            "instance_types": [{"name": "ns.small", "cpus": 2, "memory_mb": 1000}],
+            "local": {"subnet": bed.subnet, "bridge": bed.bridge, "first_host": bed.config.cloud_first_host,
+                      "netns_prefix": bed.netns_prefix, "conf_server": bed.config.conf_server,
+                      "image_rootfs": str(_image(release)), "vm_users": list(TEST_USERS),
+                      "vm_dirs": list(cloud_image.slurmd_dirs(bed.config)),
+                      "parity_reference_file": str(reference), "parity_spec_file": str(spec)},
+        }],
+    })
+    return LocalProvider.from_config(cfg, "local")
+
+
+def _req(node: str) -> LaunchRequest:
+    return LaunchRequest(lease_id=f"lease-{uuid.uuid4().hex[:8]}", node_name=node, pool="local")
+
+
+def test_a_vm_from_the_matching_image_runs_a_job_that_cannot_see_the_head_nodes_files(host_bed, tmp_path):
+    bed = host_bed
+    provider = _provider(bed, tmp_path, "22.05")
+    node = bed.cloud_nodes[2]
+    head_only = bed.workdir("burstuser") / f"head-only-{uuid.uuid4().hex[:6]}.txt"
+    head_only.write_text("on the head node only\n")
+    head_only.chmod(0o644)
+    try:
+        inst = provider.launch(_req(node))
+        assert inst.state == "running"
+        bed.wait_for(lambda: "IDLE" in bed.node(node).get("State", ""), 60, f"{node} (from the image) to register")
+        script = (f"#!/bin/sh\nhostname\npwd\ncat /etc/burstd-image\n/opt/burstd/jobenv/bin/python -c "
+                  f"'import six; print(\"six\", six.__version__)'\n"
+                  f"cat {head_only} || echo HEAD-FILE-MISSING\nls {bed.workdir('burstuser')} || echo WORKDIR-MISSING\n")
+        job = bed.sbatch(["-p", bed.cloud_partition, "-w", node, "--chdir=/scratch", "-o", "/scratch/out-%j.txt"],
+                         script, user="burstuser")
+        bed.wait_for(lambda: bed.job(job).get("JobState") in ("COMPLETED", "FAILED"), 90, f"job {job} to end")
+        assert bed.job(job)["JobState"] == "COMPLETED"
+        vm_dir = provider.records_dir / f"{provider.netns_of(node)}.vm"
+        out = (vm_dir / "scratch" / f"out-{job}.txt").read_text()  # the VM's own scratch disk
+        lines = out.splitlines()
+        assert lines[0] == node and lines[1] == "/scratch"
+        assert '"slurm_release": "22.05"' in lines[2]  # the job ran on the image...
+        assert "six 1.16.0" in out  # ...with its job environment
+        assert "HEAD-FILE-MISSING" in out and "on the head node only" not in out
+        assert "WORKDIR-MISSING" in out
+        assert not Path(f"/scratch/out-{job}.txt").exists()  # the output stayed on the node
+
+        provider.terminate([inst.instance_id])
+        assert not netns.netns_exists(provider.netns_of(node)) and not vm_dir.exists()  # its disk went with it
+    finally:
+        provider.terminate([i.instance_id for i in provider.list_instances()])
+        head_only.unlink(missing_ok=True)
+        bed.reset_cloud_nodes()
+
+
+def test_an_image_of_another_slurm_release_is_refused_by_the_gate_before_slurmd_starts(host_bed, tmp_path):
+    bed = host_bed
+    provider = _provider(bed, tmp_path, "24.11")
+    node = bed.cloud_nodes[3]
+    try:
+        with pytest.raises(ProviderError) as caught:
+            provider.launch(_req(node))
+        assert caught.value.kind == ErrorKind.CONFIG and caught.value.code == "ParityRefused"
+        message = str(caught.value)
+        assert "slurmd 24.11." in message and "on the node, 22.05.8 on-prem" in message
+        assert not netns.netns_exists(provider.netns_of(node))  # no VM left, no slurmd ever ran
+        assert "POWERED_DOWN" in bed.node(node).get("State", "")  # it never registered
+        assert provider.list_instances() == []
+    finally:
+        provider.terminate([i.instance_id for i in provider.list_instances()])

@@ -1,0 +1,119 @@
+"""An image VM's boot (providers/local/vmroot.py): what it mounts and hands in, checked without booting one (the
+live boot is tests/integration/test_image_vm_bed.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from burstd.config import parse_config
+from burstd.providers.local import netns, vmroot
+from burstd.providers.local.provider import LocalProvider
+
+
+def _root(tmp_path: Path, **kw) -> vmroot.VmRoot:
+    return vmroot.VmRoot(image=str(tmp_path / "img" / "rootfs"), vm_dir=str(tmp_path / "vm"), **kw)
+
+
+def _spec(root: vmroot.VmRoot | None, **kw) -> netns.VmSpec:
+    return netns.VmSpec(netns="sl-cloud1", node_name="cloud1", address="10.77.0.101/24", bridge="br-slurm",
+                        conf_server="10.77.0.1:6817", root=root, **kw)
+
+
+def test_an_image_vm_boots_in_its_own_mount_namespace_and_runs_the_images_slurmd(tmp_path):
+    root = _root(tmp_path, users=("burstuser",), make_dirs=("/var/spool/slurmd",))
+    argv = netns.start_argv(_spec(root))
+    # the network namespace is entered without a hostname wrapper: the boot makes its own UTS namespace
+    assert argv[:2] == ["nsenter", "--net=/run/netns/sl-cloud1"]
+    assert argv[2:7] == ["unshare", "--mount", "--uts", "--propagation", "private"]
+    script = argv[10]
+    assert "mount -t overlay overlay" in script and 'lowerdir=$img,upperdir=$vm/upper' in script
+    assert 'exec chroot "$r"' in script
+    positional = argv[11:]
+    assert positional[:10] == ["boot", root.image, root.vm_dir, "cloud1", "/etc/munge/munge.key", "burstuser",
+                               "/var/spool/slurmd", "", "", "0"]
+    assert positional[10:] == ["/usr/sbin/slurmd", "-b", "-N", "cloud1", "--conf-server", "10.77.0.1:6817"]
+    assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0
+    assert subprocess.run(["sh", "-n", "-c", vmroot.inner_script()], check=False).returncode == 0
+
+
+def test_the_head_nodes_folders_are_never_mounted_into_the_vm():
+    script = vmroot._BOOT
+    binds = [line for line in script.splitlines() if line.startswith("mount ")]
+    sources = {line.split()[-2] for line in binds}
+    # only the kernel's views, a tmpfs, and the VM's own folders: no /home, no /usr, no state dir of the head
+    overlay = '"lowerdir=$img,upperdir=$vm/upper,workdir=$vm/work"'  # the image, read-only, under the VM's own
+    assert sources == {'/proc', '/sys', '/dev', 'tmpfs', '"$vm/boot"', '"$vm/scratch"', overlay}, sources
+
+
+def test_the_key_arrives_at_boot_and_the_gate_runs_before_slurmd_and_staging_before_it_too():
+    inner = vmroot.inner_script()
+    gate, stage, slurmd = (inner.index("image check"), inner.index(vmroot.STAGE_IN_DIR), inner.index('exec "$@"'))
+    assert gate < stage < slurmd
+    assert f"exit {vmroot.GATE_REFUSED}" in inner and vmroot.IMAGE_AGENT_CLI in inner
+    assert 'install -m 0400 "$key" "$r/etc/munge/munge.key"' in vmroot._BOOT
+
+
+def test_a_boot_delay_delays_slurmd_not_the_gate(tmp_path):
+    argv = netns.start_argv(_spec(_root(tmp_path), boot_delay_s=2.5))
+    assert argv[11:][9] == "2.500"
+    assert netns.delayed_start_argv(_spec(None, boot_delay_s=2.5))[0] == "setsid"  # the shared mode as before
+
+
+@pytest.mark.parametrize("field, value", [
+    ("image", "relative/rootfs"), ("image", "/img,upperdir=/etc"), ("vm_dir", "/vm:/x"), ("vm_dir", "/a/../b"),
+    ("munge_key", "/key with space"), ("users", ("Bad User",)), ("make_dirs", ("/ok", "/not;ok")),
+])
+def test_paths_that_would_change_a_mount_option_or_a_shell_word_are_refused(tmp_path, field, value):
+    kw = {"image": "/img/rootfs", "vm_dir": "/var/lib/vm", field: value}
+    with pytest.raises(vmroot.VmRootError, match=field.rstrip("s") if field != "users" else "user"):
+        vmroot.VmRoot(**kw)
+
+
+def test_the_gate_needs_both_its_reference_and_its_settings():
+    with pytest.raises(vmroot.VmRootError, match="go together"):
+        vmroot.VmRoot(image="/img/rootfs", vm_dir="/vm", parity_reference="/ref.json")
+    with pytest.raises(vmroot.VmRootError, match="of its own"):
+        vmroot.VmRoot(image="/img/rootfs", vm_dir="/")
+
+
+def test_gate_refusal_reads_what_the_gate_wrote(tmp_path):
+    assert vmroot.gate_refusal(tmp_path) is None
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / vmroot.GATE_OUT).write_text("")
+    assert vmroot.gate_refusal(tmp_path) is None  # it ran and passed
+    (tmp_path / "boot" / vmroot.GATE_OUT).write_text("slurmd 24.11.5 on the node, 22.05.8 on-prem\n")
+    assert vmroot.gate_refusal(tmp_path) == "slurmd 24.11.5 on the node, 22.05.8 on-prem"
+
+
+def test_shell_destroy_removes_an_image_vms_disk(tmp_path):
+    root = _root(tmp_path)
+    assert f"rm -rf {root.vm_dir}" in netns.shell_destroy(_spec(root))
+    assert "rm -rf" not in netns.shell_destroy(_spec(None))
+
+
+def _pool(tmp_path, **local):
+    return parse_config({
+        "cluster": {"id": "c1"}, "daemon": {"state_dir": str(tmp_path)},
+        "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
+                   "node_count": 2, "price_per_hour": 0.1,
+                   "instance_types": [{"name": "ns.small", "cpus": 2, "memory_mb": 1000}], "local": local}],
+    })
+
+
+def test_the_local_provider_boots_from_the_pools_image_in_a_folder_beside_its_records(tmp_path):
+    provider = LocalProvider.from_config(_pool(tmp_path, image_rootfs="/images/x/rootfs", vm_users=["burstuser"],
+                                               parity_reference_file="/r.json", parity_spec_file="/p.toml"),
+                                         "local")
+    root = provider.root_of("sl-cloud1")
+    assert root is not None and root.image == "/images/x/rootfs" and root.users == ("burstuser",)
+    assert root.vm_dir == str(tmp_path / "local" / "local" / "sl-cloud1.vm")
+    assert (root.parity_reference, root.parity_spec) == ("/r.json", "/p.toml")
+    assert LocalProvider.from_config(_pool(tmp_path), "local").root_of("sl-cloud1") is None
+
+
+def test_a_bad_image_setting_fails_when_the_provider_is_made_naming_it(tmp_path):
+    with pytest.raises(ValueError, match=r"pools.local.local: invalid image 'images/x'"):
+        LocalProvider.from_config(_pool(tmp_path, image_rootfs="images/x"), "local")
