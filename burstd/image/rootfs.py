@@ -11,12 +11,21 @@ the Debian mirror; it takes minutes (torch is the largest part).
 
 from __future__ import annotations
 
+import configparser
+import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageBuildFailed, ImageError, Target
 from burstd.providers.local.netns import SANE_PATH
+
+# pip settings a build inherits from the host, so a site behind a TLS-inspecting proxy or with its own package
+# index builds the image as it installs anything else; nothing else of the caller's environment reaches the chroot
+PIP_PASSTHROUGH = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT",
+                   "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+PIP_CA_IN_STAGE = "pip-ca.crt"  # the host's CA bundle for pip, staged for the build and removed with the stage
 
 # paths that would hold a cluster secret or a node's credential: they arrive at boot, never in the image
 SECRET_PATHS = ("etc/munge/munge.key", "etc/burstd/agent.token", "var/lib/burstd-node/agent.token")
@@ -28,6 +37,7 @@ class RootfsPlan:
 
     out_dir: Path
     suite: str
+    build_env: tuple[str, ...] = field(default=())  # NAME=value pairs install.sh runs with (host_build_env)
 
     @property
     def rootfs(self) -> Path:
@@ -44,13 +54,34 @@ class RootfsPlan:
     @property
     def install_argv(self) -> list[str]:
         return ["chroot", str(self.rootfs), "/usr/bin/env", "-i", f"PATH={SANE_PATH}", "LANG=C",
-                "DEBIAN_FRONTEND=noninteractive", "/bin/bash", f"{STAGE_IN_IMAGE}/install.sh", STAGE_IN_IMAGE]
+                "DEBIAN_FRONTEND=noninteractive", *self.build_env, "/bin/bash", f"{STAGE_IN_IMAGE}/install.sh", STAGE_IN_IMAGE]
 
 
 def plan(out_dir: Path, tgt: Target) -> RootfsPlan:
     if tgt.provider != "local":
         raise ImageError(f"a root filesystem is the local provider's image, not {tgt.provider!r}'s")
     return RootfsPlan(out_dir.resolve(), tgt.suite)
+
+
+def host_pip_ca(environ: Mapping[str, str], pip_conf: Path = Path("/etc/pip.conf")) -> Path | None:
+    """The CA bundle the host's pip trusts (``PIP_CERT``, else ``cert`` in /etc/pip.conf), if it names one."""
+    named = environ.get("PIP_CERT")
+    if not named and pip_conf.is_file():
+        conf = configparser.ConfigParser()
+        try:
+            conf.read(pip_conf)
+        except configparser.Error:
+            return None
+        named = conf.get("global", "cert", fallback=None)
+    return Path(named) if named and Path(named).is_file() else None
+
+
+def host_build_env(environ: Mapping[str, str], ca_staged: bool) -> tuple[str, ...]:
+    """The pip settings install.sh inherits (a pure read of ``environ``)."""
+    pairs = [f"{k}={environ[k]}" for k in PIP_PASSTHROUGH if environ.get(k)]
+    if ca_staged:
+        pairs.append(f"PIP_CERT={STAGE_IN_IMAGE}/{PIP_CA_IN_STAGE}")
+    return tuple(pairs)
 
 
 def leaked_secrets(rootfs: Path) -> list[str]:
@@ -71,6 +102,10 @@ def build(p: RootfsPlan, files: dict[str, str], wheel: Path) -> Path:
         debootstrap(p.rootfs, p.suite, out)
         shutil.rmtree(p.stage, ignore_errors=True)
         write_stage(files, p.stage, wheel)
+        ca = host_pip_ca(os.environ)
+        if ca is not None:
+            shutil.copyfile(ca, p.stage / PIP_CA_IN_STAGE)
+        p = RootfsPlan(p.out_dir, p.suite, host_build_env(os.environ, ca is not None))
         run_logged(p.install_argv, "the image recipe (install.sh) in the rootfs", out, log_name=str(p.log))
     shutil.rmtree(p.stage)
     leaked = leaked_secrets(p.rootfs)

@@ -32,10 +32,13 @@ def test_plan_debootstraps_the_releases_suite_and_runs_the_recipe_in_a_chroot(tm
 class FakeDebian:
     """debootstrap and the chroot run, as burstd.testbed.release offers them (same signatures)."""
 
-    def __init__(self, plan: rootfs.RootfsPlan, *, removes_key: bool = True):
+    def __init__(self, plan: rootfs.RootfsPlan, *, removes_key: bool = True, build_env: tuple[str, ...] = ()):
         self.plan = plan
         self.removes_key = removes_key
+        self.build_env = build_env
         self.calls: list[str] = []
+        self.staged: list[str] = []
+        self.argv: list[str] = []
 
     def debootstrap(self, target: Path, suite: str, out) -> None:
         assert (target, suite) == (self.plan.rootfs, self.plan.suite)
@@ -44,10 +47,12 @@ class FakeDebian:
         self.calls.append("debootstrap")
 
     def run_logged(self, argv: list[str], what: str, out, log_name: str = "") -> None:
-        assert argv == self.plan.install_argv and log_name == str(self.plan.log)
-        staged = sorted(p.name for p in self.plan.stage.iterdir())
-        assert staged == ["burstd-0.1.0-py3-none-any.whl", "burstd-agent.service", "install.sh",
-                          "node-bootstrap.sh"]
+        expected = rootfs.RootfsPlan(self.plan.out_dir, self.plan.suite, self.build_env).install_argv
+        assert argv == expected and log_name == str(self.plan.log)
+        self.argv = argv
+        self.staged = sorted(p.name for p in self.plan.stage.iterdir())
+        assert {"burstd-0.1.0-py3-none-any.whl", "burstd-agent.service", "install.sh",
+                "node-bootstrap.sh"} <= set(self.staged)
         # what munge's package does, and what install.sh's last steps undo and record
         (self.plan.rootfs / "etc/munge").mkdir(parents=True)
         (self.plan.rootfs / "etc/munge/munge.key").write_bytes(b"k" * 32)
@@ -65,6 +70,9 @@ def wheel(tmp_path):
 
 
 def _build(tmp_path, wheel, monkeypatch, **fake_kw):
+    for name in (*rootfs.PIP_PASSTHROUGH, "PIP_CERT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(rootfs, "host_pip_ca", lambda environ: None)
     tgt = target(SPEC, "local", None)
     p = rootfs.plan(tmp_path / "img", tgt)
     fake = FakeDebian(p, **fake_kw)
@@ -92,3 +100,38 @@ def test_leaked_secrets_lists_each_credential_path(tmp_path):
     (tmp_path / "etc/burstd").mkdir(parents=True)
     (tmp_path / "etc/burstd/agent.token").write_text("t")
     assert rootfs.leaked_secrets(tmp_path) == ["etc/burstd/agent.token"]
+
+
+def test_build_inherits_the_hosts_pip_trust_and_index_but_bakes_nothing_in(tmp_path, wheel, monkeypatch):
+    """Behind a TLS-inspecting proxy or with a site index, pip inside the chroot needs the host's settings; the CA
+    bundle is staged for the build only, and nothing else of the caller's environment reaches install.sh."""
+    ca = tmp_path / "site-ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    tgt = target(SPEC, "local", None)
+    p = rootfs.plan(tmp_path / "img", tgt)
+    monkeypatch.setenv("PIP_CERT", str(ca))
+    monkeypatch.setenv("PIP_INDEX_URL", "https://pypi.example.org/simple")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-the-chroot")
+    for name in set(rootfs.PIP_PASSTHROUGH) - {"PIP_INDEX_URL"}:
+        monkeypatch.delenv(name, raising=False)
+    env = ("PIP_INDEX_URL=https://pypi.example.org/simple", f"PIP_CERT={STAGE_IN_IMAGE}/{rootfs.PIP_CA_IN_STAGE}")
+    fake = FakeDebian(p, build_env=env)
+    monkeypatch.setattr(release, "debootstrap", fake.debootstrap)
+    monkeypatch.setattr(release, "run_logged", fake.run_logged)
+    rootfs.build(p, stage_files(SPEC, tgt), wheel)
+    assert rootfs.PIP_CA_IN_STAGE in fake.staged  # there while install.sh ran
+    assert not p.stage.exists()  # and gone with the stage
+    assert not any("AWS_SECRET" in a for a in fake.argv) and env[0] in fake.argv
+
+
+def test_the_hosts_pip_ca_comes_from_the_environment_or_pip_conf(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\ncert = {ca}\n")
+    assert rootfs.host_pip_ca({"PIP_CERT": str(ca)}, tmp_path / "none.conf") == ca
+    assert rootfs.host_pip_ca({}, conf) == ca
+    assert rootfs.host_pip_ca({}, tmp_path / "none.conf") is None
+    conf.write_text("[global\ncert")  # a broken pip.conf is pip's problem, not a build failure here
+    assert rootfs.host_pip_ca({}, conf) is None
+    assert rootfs.host_pip_ca({"PIP_CERT": str(tmp_path / "missing.pem")}, tmp_path / "none.conf") is None
