@@ -58,8 +58,9 @@ class Metrics:
             "burstd_preemptions", "Cloud nodes lost to their provider (notice deadline passed, or instance vanished)",
             registry=r,
         )
-        self.jobs_requeued = Counter("burstd_jobs_requeued", "Jobs requeued because their cloud node was lost",
-                                     registry=r)
+        self.jobs_requeued = Counter("burstd_jobs_requeued", "Jobs that went back to the queue from a cloud node: "
+                                     "requeued by burstd when the node was lost, or by the job itself (the "
+                                     "templates requeue on a notice)", registry=r)
         self.lease_oldest = Gauge("burstd_lease_oldest_seconds", "Time in its state of the oldest open lease",
                                   ["state", "pool"], registry=r)
         self.lease_timeout = Gauge("burstd_lease_timeout_seconds",

@@ -42,6 +42,7 @@ from burstd.daemon.planning import (
     plan_node_notices, plan_orphans, unleased_since,
 )
 from burstd.daemon.pools import PoolHealth
+from burstd.daemon.requeue_watch import RequeueWatch
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
@@ -56,6 +57,7 @@ from burstd.policy.decide import decide
 from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
+from burstd.slurm.hostlist import HostlistError, expand
 
 __all__ = ["Decider", "Reconciler", "UnknownNode"]
 
@@ -105,6 +107,8 @@ class Reconciler:
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
+        self.requeue_watch = RequeueWatch()  # requeues of cloud jobs burstd did not make (the templates' own)
+        self._our_requeues: set[int] = set()  # burstd's requeues since the watch last looked
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s, self.metrics)
@@ -205,6 +209,8 @@ class Reconciler:
         if snapshot is not None:
             self.last_snapshot = snapshot
             ex.snapshot = snapshot
+            self._watch_requeues(snapshot, self._our_requeues | set(ex.requeued))
+        watched = len(ex.requeued)
 
         # 3. hook / agent / admin intents (kept in the store until applied); orphan sweeps wait for step 4
         intents = self.intake.pending()
@@ -273,6 +279,7 @@ class Reconciler:
             report.errors.append(f"spend: {exc}")
             step_failed(log, "spend accrual failed", exc, self.metrics)
         self._money_metrics()
+        self._our_requeues = set(ex.requeued[watched:])
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
         self.metrics.last_cycle.set(time.time())  # wall time, for the "cycle stalled" alert
@@ -362,6 +369,16 @@ class Reconciler:
         report.pending_jobs = len(snapshot.pending)
         report.eligible_jobs = eligible
         self.metrics.set_pressure(jobs, hours, eligible)
+
+    def _watch_requeues(self, snapshot: Snapshot, ours: set[int]) -> None:
+        """Count the requeues of cloud jobs that burstd did not make (``burstd.daemon.requeue_watch``)."""
+        def on_cloud(job: Job) -> bool:
+            try:
+                return any(self.config.pool_of_node(n) is not None for n in expand(job.nodes))
+            except HostlistError:
+                return False
+
+        self.metrics.jobs_requeued.inc(self.requeue_watch.observe(snapshot.jobs, on_cloud, ours))
 
     def _lease_metrics(self) -> None:
         counts: dict[tuple[str, str], int] = {(s.value, p.name): 0 for s in OPEN_STATES for p in self.config.pools}
