@@ -82,6 +82,9 @@ class ApiConfig(_Section):
     max_connections: int = Field(default=256, ge=8, le=16384)
     max_connections_per_peer: int = Field(default=32, ge=1, le=16384)
     header_timeout_s: Annotated[float, Field(ge=1, le=300, allow_inf_nan=False)] = 10.0  # silent: closed
+    # munged's socket for checking the MUNGE credentials jobs sign their progress reports with (None: munge's
+    # default, /run/munge/munge.socket.2)
+    munge_socket: str | None = None
 
     @field_validator("tcp_listen")
     @classmethod

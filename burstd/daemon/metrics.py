@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from burstd.daemon import actions as _actions
+from burstd.daemon.job_progress import JobProgress
 from burstd.domain.lease import OPEN_STATES
 from burstd.domain.money import MICROS_PER_USD
 
@@ -75,6 +76,22 @@ class Metrics:
         self.burn_rate = Gauge("burstd_burn_rate_usd_per_hour", "What the live leases cost an hour now", registry=r)
         self.burn_cap = Gauge("burstd_burn_rate_cap_usd_per_hour", "budget.burn_rate_usd_per_hour (+Inf: no cap)",
                               registry=r)
+        # training progress the jobs report (burstd.daemon.job_progress): one series a running job that reports
+        job_labels = ["job", "account", "side"]
+        self.training_step = Gauge("burstd_training_step", "Steps done, as the job last reported", job_labels,
+                                   registry=r)
+        self.training_step_seconds = Gauge("burstd_training_step_seconds", "Seconds a training step, as the job "
+                                           "last reported", job_labels, registry=r)
+        self.training_gpu_util = Gauge("burstd_training_gpu_utilization_ratio", "GPU utilisation (0-1) on the "
+                                       "job's reporting node, where NVML is present", job_labels, registry=r)
+        self.training_cost_per_step = Gauge("burstd_training_cost_per_step_usd", "What a step costs on the job's "
+                                            "cloud leases (cloud runs only)", job_labels, registry=r)
+        self.training_reports = Counter("burstd_training_reports", "Progress reports from jobs, by outcome "
+                                        "(ok, refused: not the job's own; invalid: malformed)", ["outcome"],
+                                        registry=r)
+        for outcome in ("ok", "refused", "invalid"):
+            self.training_reports.labels(outcome)
+        self._training_keys: set[tuple[str, str, str]] = set()
         for name in ACTION_NAMES:
             self.actions.labels(name)
         self.burn_cap.set(math.inf)
@@ -120,6 +137,27 @@ class Metrics:
             self.pending_node_hours.labels(part).set(hours if math.isfinite(hours) else 0.0)  # never NaN/inf
         self._partition_keys |= set(jobs)
         self.burst_eligible.set(eligible)
+
+    def set_training(self, running: Iterable[JobProgress]) -> None:
+        """One series per running job that reported; a job that stopped running loses its series."""
+        keys = set()
+        for p in running:
+            key = (str(p.job_id), p.account, p.side)
+            keys.add(key)
+            self.training_step.labels(*key).set(p.step)
+            self.training_step_seconds.labels(*key).set(p.step_time_s)
+            if p.gpu_util is not None:
+                self.training_gpu_util.labels(*key).set(p.gpu_util / 100.0)
+            if p.cost_per_step_micros is not None:
+                self.training_cost_per_step.labels(*key).set(p.cost_per_step_micros / MICROS_PER_USD)
+        for key in self._training_keys - keys:
+            for gauge in (self.training_step, self.training_step_seconds, self.training_gpu_util,
+                          self.training_cost_per_step):
+                try:
+                    gauge.remove(*key)
+                except KeyError:
+                    pass
+        self._training_keys = keys
 
     def lost_node(self, requeued_jobs: int) -> None:
         """A cloud node its provider took away (preempted or vanished), with the jobs that went back to the queue."""

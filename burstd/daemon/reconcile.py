@@ -33,6 +33,7 @@ from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.actions import Intent
 from burstd.daemon.intake import GC, Intake, UnknownNode
+from burstd.daemon.job_progress import ProgressBook
 from burstd.daemon.leadership import Elector
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
@@ -107,6 +108,7 @@ class Reconciler:
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
+        self.progress = ProgressBook()  # what training jobs report about themselves (burstd.daemon.job_progress)
         self.requeue_watch = RequeueWatch()  # requeues of cloud jobs burstd did not make (the templates' own)
         self._our_requeues: set[int] = set()  # burstd's requeues since the watch last looked
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
@@ -210,6 +212,7 @@ class Reconciler:
             self.last_snapshot = snapshot
             ex.snapshot = snapshot
             self._watch_requeues(snapshot, self._our_requeues | set(ex.requeued))
+            self.metrics.set_training(self.progress.running(j.job_id for j in snapshot.jobs if j.is_running))
         watched = len(ex.requeued)
 
         # 3. hook / agent / admin intents (kept in the store until applied); orphan sweeps wait for step 4
