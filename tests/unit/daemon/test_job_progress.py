@@ -48,7 +48,7 @@ def munged():
 @pytest.fixture
 def daemon(tmp_path, munged):
     """A daemon API over TLS whose snapshot runs job 7 (nobody's) on cloud1 (a lease at $0.50/h, the host that
-    makes the credentials: 127.0.0.1) and job 8 (nobody's too) on cloud2 (elsewhere)."""
+    makes the credentials: 127.0.0.1), job 8 (nobody's too) on cloud2 (elsewhere) and job 10 (root's) on cloud1."""
     tls = make_tls(tmp_path)
     token = tmp_path / "admin.token"
     token.write_text("admin-s3cret\n")
@@ -70,7 +70,7 @@ def daemon(tmp_path, munged):
         store.transition(lease.lease_id, state)
     store.record_allocations(lease.lease_id, [Allocation(7, clock() - 60, account="chem", user="nobody")])
     adapter = FakeAdapter()
-    adapter.jobs = [running(7, "cloud1"), running(8, "cloud2")]
+    adapter.jobs = [running(7, "cloud1"), running(8, "cloud2"), running(10, "cloud1", user="root")]
     adapter.nodes = {"cloud1": Node("cloud1", "ALLOCATED", ("CLOUD",), address="127.0.0.1"),
                      "cloud2": Node("cloud2", "ALLOCATED", ("CLOUD",), address="10.9.9.9")}
     rec = Reconciler(cfg, store, adapter, {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
@@ -79,6 +79,7 @@ def daemon(tmp_path, munged):
     server.start()
     assert server.wait_started()
     client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=str(tls.ca), timeout=10)
+    client.ca = str(tls.ca)  # type: ignore[attr-defined]  # for a reporter's own client (tests/unit/train)
     try:
         yield client, rec, munged
     finally:
