@@ -68,8 +68,9 @@ def parse_report(payload: bytes) -> ProgressReport:
     try:
         return ProgressReport.model_validate(data)
     except ValidationError as exc:
-        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "(report)" for e in exc.errors())
-        raise ValueError(f"progress report: bad or missing {fields}") from None
+        # field names as ascii() writes them, shortened: a key is the job's text, never echoed raw
+        fields = ", ".join(".".join(ascii(p)[:40] for p in e["loc"]) or "(report)" for e in exc.errors()[:5])
+        raise ValueError(f"progress report: bad, missing or unknown {fields}") from None
 
 
 def judge(caller: JobCaller, report: ProgressReport, job_id: int, job: Job | None, nodes: Iterable[Node],
