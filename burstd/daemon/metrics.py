@@ -23,6 +23,11 @@ ACTION_NAMES = sorted(n for n, c in vars(_actions).items() if isinstance(c, type
                       and hasattr(c, "__dataclass_fields__") and n != "Intent")
 
 
+#: Slurm's hooks and what a call can come to (``burstd_hook_calls_total{hook,outcome}``, daemon/api.py)
+HOOKS = ("resume", "suspend", "resume-fail")
+HOOK_OUTCOMES = ("ok", "rejected", "busy", "late")
+
+
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
@@ -105,6 +110,10 @@ class Metrics:
         self.set_leases({(s.value, p): 0 for s in OPEN_STATES for p in pools}, {})
         for p in pools:
             self.pool_protected.labels(p).set(0)
+            self.parity_refusals.labels(p)
+        for hook in HOOKS:  # the dashboard's failed-hook panel reads 0, not "no data", before the first refusal
+            for outcome in HOOK_OUTCOMES:
+                self.hook_calls.labels(hook, outcome)
         self.lease_timeout.labels("LAUNCHING").set(launch_timeout_s)
         self.lease_timeout.labels("BOOTING").set(boot_timeout_s)
         self.burn_cap.set(math.inf if burn_cap_micros_per_hour is None else burn_cap_micros_per_hour / MICROS_PER_USD)
