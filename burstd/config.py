@@ -85,6 +85,10 @@ class ApiConfig(_Section):
     # munged's socket for checking the MUNGE credentials jobs sign their progress reports with (None: munge's
     # default, /run/munge/munge.socket.2)
     munge_socket: str | None = None
+    # a progress report must be made on one of the job's nodes (munged's origin address is the node's name,
+    # hostname or address in Slurm); false where it is not (the local provider's VMs share the head node's munged):
+    # the uid must still own the job
+    progress_require_node: bool = True
 
     @field_validator("tcp_listen")
     @classmethod

@@ -213,7 +213,7 @@ class DaemonControl:
         job = next((j for j in snap.jobs if j.job_id == job_id), None)
         names = set(expand(job.nodes)) if job is not None and job.nodes else set()
         nodes = [n for n in snap.nodes if n.name in names]
-        judge(caller, report, job_id, job, nodes, _uid_of)
+        judge(caller, report, job_id, job, nodes, _uid_of, self.config.api.progress_require_node)
         assert job is not None
         cloud = [n for n in sorted(names) if self.config.pool_of_node(n) is not None]
         leases = [le for le in (self._rec.store.lease_for_node(n) for n in cloud) if le is not None and le.is_live]

@@ -74,9 +74,10 @@ def parse_report(payload: bytes) -> ProgressReport:
 
 
 def judge(caller: JobCaller, report: ProgressReport, job_id: int, job: Job | None, nodes: Iterable[Node],
-          uid_of: Callable[[str], int | None]) -> Job:
+          uid_of: Callable[[str], int | None], require_node: bool = True) -> Job:
     """The job this report may speak for, or ReportRefused (see the module doc). ``nodes``: the job's nodes as
-    Slurm lists them (their names, hostnames and addresses are where a credential may come from)."""
+    Slurm lists them (their names, hostnames and addresses are where a credential may come from; not checked
+    when ``require_node`` is false: ``api.progress_require_node``)."""
     if report.job != job_id:
         raise ReportRefused(f"the sealed report is about job {report.job}, not job {job_id}")
     if job is None or not job.is_running:
@@ -85,7 +86,7 @@ def judge(caller: JobCaller, report: ProgressReport, job_id: int, job: Job | Non
     if owner is None or owner != caller.uid:
         raise ReportRefused(f"uid {caller.uid} does not own job {job_id}")
     places = {x for n in nodes for x in (n.name, n.hostname, n.address) if x}
-    if caller.host not in places:
+    if require_node and caller.host not in places:
         raise ReportRefused(f"the credential was made on {caller.host}, not on a node of job {job_id}")
     return job
 

@@ -171,6 +171,12 @@ def test_the_judge_and_the_book_pure():
     assert judge(caller, r, 5, job, nodes, lambda u: NOBODY) is job
     with pytest.raises(ReportRefused, match="does not own"):
         judge(caller, r, 5, job, nodes, lambda u: None)
+    elsewhere = [Node("n1", "ALLOCATED", address="10.0.0.6")]
+    with pytest.raises(ReportRefused, match="made on 10.0.0.5"):
+        judge(caller, r, 5, job, elsewhere, lambda u: NOBODY)
+    assert judge(caller, r, 5, job, elsewhere, lambda u: NOBODY, require_node=False) is job  # uid still checked
+    with pytest.raises(ReportRefused, match="does not own"):
+        judge(caller, r, 5, job, elsewhere, lambda u: 0, require_node=False)
     book = ProgressBook(limit=2)
     onprem = book.record(job, r, 100.0, 0, on_cloud=False)
     assert onprem.side == "onprem" and onprem.cost_per_step_micros is None
