@@ -153,6 +153,12 @@ class ProgressBook:
     def all(self) -> list[JobProgress]:
         return sorted(self._jobs.values(), key=lambda p: -p.reported_at)
 
+    def work_done_s(self) -> dict[int, float]:
+        """Seconds of training each job has done, as it reported (steps x step time): what the Uniform Progress
+        escalation weighs for a requeued job (``decide(progress=...)``). An estimate: the steps since its last
+        checkpoint are lost in a preemption, and an earlier run's step time may differ."""
+        return {p.job_id: p.step * p.step_time_s for p in self._jobs.values()}
+
     def running(self, running: Mapping[int, Job] | Iterable[int]) -> list[JobProgress]:
         ids = set(running)
         return [p for p in self._jobs.values() if p.job_id in ids]

@@ -256,8 +256,11 @@ class Reconciler:
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
-                decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
-                                         self._budget_book(), self._prices(), cfg, self.clock())
+                args = (snapshot, list(self.store.leases(states=OPEN_STATES)), self._budget_book(), self._prices(),
+                        cfg, self.clock())
+                # the policy's own decide() weighs the work a requeued training job reported (Uniform Progress)
+                decisions = (decide(*args, progress=self.progress.work_done_s()) if self.decider is decide
+                             else self.decider(*args))
                 self.last_decisions = decisions
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001

@@ -4,6 +4,7 @@ metrics. Real munged (a private one) and real uvicorn over TLS; the daemon's edg
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -184,3 +185,23 @@ def test_the_judge_and_the_book_pure():
     book.record(job, r, 102.0, 0, on_cloud=False)  # job 5 again: now the newest, its count kept
     book.record(running(9, "n1"), parse_report(report(9)), 103.0, 0, on_cloud=False)
     assert [p.job_id for p in book.all()] == [9, 5] and book.get(5).reports == 2
+
+
+def test_the_work_a_requeued_job_reported_keeps_it_on_spot_where_without_it_it_would_escalate():
+    """Uniform Progress: a preempted job behind its line may only go on-demand. Without a report burstd counts
+    none of its work done; with one (steps x step time) it sees the job is on its line and keeps it on spot."""
+    from tests.unit.daemon.test_job_markets import config as market_config, env, pending, running as busy
+
+    def market(with_report: bool) -> str:
+        clock, _, adapter, _, rec = env(market_config(max_preemptions_spot=5))
+        # submitted 3000 s ago with an hour's limit: at progress_slack 2, 1500 s of work are due by now
+        job = dataclasses.replace(pending(clock, restart_count=1), submit_time=int(clock() - 3000), time_limit_min=60)
+        adapter.jobs = [busy(clock), job]
+        if with_report:
+            rec.progress.record(job, parse_report(report(7, step=3000, step_time_s=0.5)), clock(), 0, on_cloud=True)
+        rec.cycle()
+        [eligible] = rec.last_decisions.eligible
+        return eligible.market
+
+    assert market(with_report=False) == "on-demand"
+    assert market(with_report=True) == "spot"
