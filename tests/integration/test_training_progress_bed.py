@@ -33,7 +33,7 @@ sys.path.insert(0, sys.argv[1])  # this checkout's burstd
 from burstd.train.progress import ProgressReporter, http_post, munge_seal
 import os
 r = ProgressReporter.from_env(steps_per_epoch=50)
-for step in range(1, 31):
+for step in range(1, 81):  # 8 s: several reports, even with one still on its way on a loaded machine
     time.sleep(0.1)
     r.step_done(step)
 r.close(10)
@@ -55,8 +55,13 @@ def _free_port() -> int:
 
 def test_training_jobs_on_prem_and_in_the_cloud_report_their_progress_as_themselves(slurm_bed, tmp_path):
     from burstd.cli.app import app
-    from tests.integration.daemon_bed import (bed_daemon_config, job_states, running_daemon, wait_for,
-                                               world_readable_dir)
+    from tests.integration.daemon_bed import (
+        bed_daemon_config,
+        job_states,
+        running_daemon,
+        wait_for,
+        world_readable_dir,
+    )
 
     bed = slurm_bed
     head = str(next(ipaddress.ip_network(bed.config.subnet).hosts()))
@@ -91,7 +96,7 @@ def test_training_jobs_on_prem_and_in_the_cloud_report_their_progress_as_themsel
                      diagnose=lambda: "\n".join(p.read_text() for p in outs.glob("progress-*.out")))
             said = {side: json.loads((outs / f"progress-{side}.out").read_text().strip().splitlines()[-1])
                     for side in jobs}
-            assert said["onprem"]["sent"] >= 2 and said["cloud"]["sent"] >= 2, said
+            assert said["onprem"]["sent"] >= 1 and said["cloud"]["sent"] >= 1 and not said["cloud"]["failed"], said
             assert said["cloud"]["forged"] == 403, said
 
             r = CliRunner().invoke(app, ["jobs", "--training", "--json", "-c", str(cfg_path)])
@@ -101,7 +106,7 @@ def test_training_jobs_on_prem_and_in_the_cloud_report_their_progress_as_themsel
             onprem, cloud = seen[jobs["onprem"]], seen[jobs["cloud"]]
             assert onprem["side"] == "onprem" and onprem["cost_per_step_micro_usd"] is None
             assert cloud["side"] == "cloud" and cloud["cost_per_step_micro_usd"] > 0
-            assert cloud["user"] == onprem["user"] == TEST_USER and 2 <= cloud["step"] <= 30
+            assert cloud["user"] == onprem["user"] == TEST_USER and 2 <= cloud["step"] <= 80
             assert 0.05 <= cloud["step_time_s"] <= 2.0, cloud
             bed.run(["scancel", str(victim)], check=False)
     finally:

@@ -45,8 +45,8 @@ def test_the_check_names_a_figure_whose_numbers_or_image_changed(figures, tmp_pa
     assert figures.stale((spend,)) == []
     record["spend-plot.png"]["budgets"]["chem"] += 1
     (docs / "figures.json").write_text(json.dumps(record))
-    assert figures.stale((spend,)) == ["docs/spend-plot.png: today's code draws other numbers than "
-                                       "docs/figures.json records"]
+    assert figures.stale((spend,)) == [("docs/spend-plot.png: today's code draws other numbers than "
+                                        "docs/figures.json records")]
     record["spend-plot.png"]["budgets"]["chem"] -= 1
     (docs / "figures.json").write_text(json.dumps(record))
     numbers = dict(record["spend-plot.png"], series=record["spend-plot.png"]["series"][::2])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import socket
 import tempfile
 
@@ -155,9 +154,8 @@ def test_a_malformed_report_is_422_and_changes_nothing(daemon):
 def test_unmunge_output_reads_and_a_credential_made_with_another_key_is_refused(munged, tmp_path):
     caller = verify_munge(munged.encode(b"hello", uid=NOBODY, gid=NOBODY), socket=munged.socket)
     assert caller == JobCaller(NOBODY, NOBODY, "127.0.0.1", b"hello")
-    with private_munged() as other:
-        with pytest.raises(MungeRefused):
-            verify_munge(other.encode(b"hello"), socket=munged.socket)
+    with private_munged() as other, pytest.raises(MungeRefused):
+        verify_munge(other.encode(b"hello"), socket=munged.socket)
     with pytest.raises(MungeRefused, match="not a MUNGE credential"):
         verify_munge("MUNGE:abc;rm -rf /:", socket=munged.socket)
     with pytest.raises(MungeRefused, match="status"):
@@ -190,7 +188,9 @@ def test_the_judge_and_the_book_pure():
 def test_the_work_a_requeued_job_reported_keeps_it_on_spot_where_without_it_it_would_escalate():
     """Uniform Progress: a preempted job behind its line may only go on-demand. Without a report burstd counts
     none of its work done; with one (steps x step time) it sees the job is on its line and keeps it on spot."""
-    from tests.unit.daemon.test_job_markets import config as market_config, env, pending, running as busy
+    from tests.unit.daemon.test_job_markets import config as market_config
+    from tests.unit.daemon.test_job_markets import env, pending
+    from tests.unit.daemon.test_job_markets import running as busy
 
     def market(with_report: bool) -> str:
         clock, _, adapter, _, rec = env(market_config(max_preemptions_spot=5))

@@ -93,11 +93,11 @@ def test_gpu_utilization_reads_the_jobs_gpus_through_nvml_and_is_none_without_it
 
 def test_a_preemptible_loop_reports_to_the_daemon_as_its_own_job(daemon, tmp_path, monkeypatch):  # noqa: F811
     torch = pytest.importorskip("torch")
-    client, rec, munged = daemon
+    client, rec, private = daemon
     monkeypatch.setenv("BURSTD_PROGRESS_URL", str(client.base_url))
     monkeypatch.setenv("BURSTD_PROGRESS_CA", client.ca)
     monkeypatch.setenv("BURSTD_PROGRESS_EVERY_S", "0.2")
-    monkeypatch.setenv("MUNGE_SOCKET", munged.socket)
+    monkeypatch.setenv("MUNGE_SOCKET", private.socket)
     monkeypatch.setenv("SLURM_JOB_ID", "10")  # root's job on cloud1 (127.0.0.1): this process is root there
     from burstd.train.preemptible import Preemptible
 
