@@ -82,6 +82,13 @@ class ApiConfig(_Section):
     max_connections: int = Field(default=256, ge=8, le=16384)
     max_connections_per_peer: int = Field(default=32, ge=1, le=16384)
     header_timeout_s: Annotated[float, Field(ge=1, le=300, allow_inf_nan=False)] = 10.0  # silent: closed
+    # munged's socket for checking the MUNGE credentials jobs sign their progress reports with (None: munge's
+    # default, /run/munge/munge.socket.2)
+    munge_socket: str | None = None
+    # a progress report must be made on one of the job's nodes (munged's origin address is the node's name,
+    # hostname or address in Slurm); false where it is not (the local provider's VMs share the head node's munged):
+    # the uid must still own the job
+    progress_require_node: bool = True
 
     @field_validator("tcp_listen")
     @classmethod

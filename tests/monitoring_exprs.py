@@ -22,9 +22,26 @@ def alert_exprs() -> dict[str, str]:
     return {r["alert"]: r["expr"] for g in groups for r in g["rules"] if "alert" in r}
 
 
+#: What Grafana puts for the dashboard's variables when "All" is chosen (each variable's ``allValue``)
+VARIABLES = {"$pool": ".*", "$account": ".*"}
+#: Panels that have data only while a job using burstd.train reports (a bed without one evaluates them, empty)
+NEEDS_TRAINING_JOB = "Training: "
+
+
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def with_variables(expr: str) -> str:
+    for name, value in VARIABLES.items():
+        expr = expr.replace(name, value)
+    return expr
+
+
 def panel_exprs() -> dict[str, str]:
-    dash = json.loads(DASHBOARD.read_text())
-    return {f"{p['title']} [{t['refId']}]": t["expr"] for p in dash["panels"] for t in p.get("targets", [])}
+    """Every panel target's expression, the variables set to "All"."""
+    return {f"{p['title']} [{t['refId']}]": with_variables(t["expr"]) for p in dashboard()["panels"]
+            for t in p.get("targets", [])}
 
 
 def metric_names(expr: str) -> set[str]:

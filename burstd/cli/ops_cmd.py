@@ -227,6 +227,10 @@ def register(app: typer.Typer) -> None:
         ref = job_ref_arg(job_id)
 
         def render(data: dict) -> None:
+            from burstd.cli.jobs_cmd import progress_sentence
+
+            if data.get("progress"):
+                console.print(progress_sentence(data["progress"]), highlight=False, soft_wrap=True)
             if data.get("sentence"):
                 console.print(data["sentence"], highlight=False, soft_wrap=True)  # one line: greppable
                 return

@@ -30,7 +30,9 @@ from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
 
 from burstd.config import Config
+from burstd.daemon import api_progress
 from burstd.daemon.agent_auth import AgentCredentials
+from burstd.daemon.job_credentials import verify_munge
 from burstd.daemon.api_auth import Access, Principal
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
@@ -150,7 +152,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             creds.append(AgentCredentials.load(config.daemon.state_dir))
         return creds[0]
 
-    access = Access(config.api, token, agent_node=lambda t: credentials().live_node(ctl.lease)(t))
+    access = Access(config.api, token, agent_node=lambda t: credentials().live_node(ctl.lease)(t),
+                    job_caller=lambda c: verify_munge(c, socket=config.api.munge_socket))
     app = FastAPI(title="burstd control API", version="1", description=__doc__)
     app.state.access = access
     read, admin, hook = access.need("read"), access.need("admin"), access.need("hooks")
@@ -434,6 +437,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     @app.get("/metrics", tags=["read"])
     def metrics(who: str = read) -> PlainTextResponse:
         return PlainTextResponse(ctl.metrics_text(), media_type="text/plain; version=0.0.4")
+
+    api_progress.register(app, ctl, access)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -17,6 +17,7 @@ therefore neither make the daemon parse a huge body nor hold a worker while it u
 
 from __future__ import annotations
 
+import asyncio
 import grp
 import hmac
 import json
@@ -30,13 +31,15 @@ from fastapi import Depends, HTTPException, Request
 from starlette.routing import Match
 
 from burstd.config import ApiConfig
+from burstd.daemon.job_credentials import JobCaller, MungeRefused
 
 PEER_KEY = "burstd.peer"  # ASGI scope key: (pid, uid, gid) of the unix-socket peer; None on TCP
 PRINCIPAL_KEY = "burstd.principal"
+JOB_CALLER_KEY = "burstd.job_caller"  # ASGI scope key: the JobCaller a MUNGE credential proved (role "job")
 
 # what each route tag needs; agent tokens reach only routes tagged "agent"
-LEVELS = {"public": 0, "read": 1, "agent": 2, "hooks": 2, "admin": 3}
-RANK = {"none": 0, "read": 1, "agent": 0, "hook": 2, "admin": 3}
+LEVELS = {"public": 0, "read": 1, "agent": 2, "hooks": 2, "admin": 3, "job": 2}
+RANK = {"none": 0, "read": 1, "agent": 0, "hook": 2, "admin": 3, "job": 0}
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class Principal:
             return True
         if level == "agent":  # notices: hooks and admins, and a node's own agent
             return self.role in ("agent", "hook", "admin")
+        if level == "job":  # a job's report on itself: a MUNGE credential, and nothing else
+            return self.role == "job"
         return RANK[self.role] >= LEVELS[level]
 
 
@@ -81,20 +86,24 @@ class Access:
     """The role of a connection: peer credentials on the unix socket, a bearer token on TCP."""
 
     def __init__(self, api: ApiConfig, token: str | None = None,
-                 agent_node: Callable[[str], str | None] | None = None):
+                 agent_node: Callable[[str], str | None] | None = None,
+                 job_caller: Callable[[str], JobCaller] | None = None):
         self.api = api
         self.token = token.encode() if token else None
         self.agent_node = agent_node  # agent token -> its node while the lease is open, else None
+        self.job_caller = job_caller  # MUNGE credential -> who made it, where (MungeRefused if not good)
         self.own_uid = os.getuid()
 
     def set_token(self, token: str) -> None:
         self.token = token.encode()
 
     def principal(self, scope: MutableMapping[str, Any]) -> Principal:
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if auth.startswith(b"Munge ") and self.job_caller is not None:
+            return self._munge(scope, auth[6:].strip())
         peer = scope.get(PEER_KEY)
         if peer is not None:
             return self._peer(peer)
-        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
         if not auth.startswith(b"Bearer "):
             return Principal("none", "unauthenticated")
         presented = auth[7:].strip()
@@ -108,6 +117,19 @@ class Access:
             if node:
                 return Principal("agent", f"agent of {node}", node)
         return Principal("none", "a bad or revoked token")
+
+    def _munge(self, scope: MutableMapping[str, Any], credential: bytes) -> Principal:
+        """A job's own credential: the "job" role (its progress report only), whatever the transport."""
+        assert self.job_caller is not None
+        if isinstance(scope.get(JOB_CALLER_KEY), JobCaller):  # decoded once: a second unmunge reads as a replay
+            caller = scope[JOB_CALLER_KEY]
+            return Principal("job", f"uid {caller.uid} on {caller.host} (munge)")
+        try:
+            caller = self.job_caller(credential.decode("ascii"))
+        except (UnicodeDecodeError, MungeRefused) as exc:
+            return Principal("none", f"a refused MUNGE credential ({exc or 'not ASCII'})")
+        scope[JOB_CALLER_KEY] = caller
+        return Principal("job", f"uid {caller.uid} on {caller.host} (munge)")
 
     def _peer(self, peer: tuple[int, int, int]) -> Principal:
         _pid, uid, gid = peer
@@ -129,7 +151,8 @@ class Access:
         return {"read": f"a member of group {self.api.socket_group!r}",
                 "agent": f"SlurmUser ({', '.join(self.api.hook_users)}), the node's agent or an admin",
                 "hooks": f"SlurmUser ({', '.join(self.api.hook_users)}) or an admin",
-                "admin": f"a member of group {self.api.admin_group!r}"}.get(level, level)
+                "admin": f"a member of group {self.api.admin_group!r}",
+                "job": "the job's own MUNGE credential (Authorization: Munge ...)"}.get(level, level)
 
     def check(self, request: Request, level: str) -> Principal:
         p = request.scope.get(PRINCIPAL_KEY) or self.principal(request.scope)
@@ -175,7 +198,11 @@ class Gate:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        principal = self.access.principal(scope)
+        if dict(scope.get("headers") or []).get(b"authorization", b"").startswith(b"Munge "):
+            # unmunge is a process (about 20 ms on a loaded head node): off the event loop, so hooks are not held
+            principal = await asyncio.to_thread(self.access.principal, scope)
+        else:
+            principal = self.access.principal(scope)
         scope[PRINCIPAL_KEY] = principal
         level = route_level(self.app, scope)
         if not principal.may(level):

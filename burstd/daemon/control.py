@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from burstd.config import Config
+from burstd.daemon.job_credentials import JobCaller
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import ResumeJob
@@ -27,6 +28,15 @@ log = get_logger("control")
 
 JOBS_LOOKBACK_S = 30 * 86400  # burstctl jobs / explain look this far back unless told --since
 MAX_JOB_LEASES = 5000  # the newest leases read for them (each one is an allocations and an events query)
+
+
+def _uid_of(user: str) -> int | None:
+    import pwd
+
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
 
 
 class NotReady(RuntimeError):
@@ -178,8 +188,38 @@ class DaemonControl:
                   if e.to_state == LeaseState.FAILED]
         spend = self._store.spend_intervals(since=min((le.created_at for le in leases.values()), default=since))
         histories = job_histories(leases.values(), allocations, spend, events)
-        return [h.as_dict() for h in select_histories(histories, job=job, account=account, user=user,
-                                                      state=state, since=since)]
+        return [self._with_progress(h.as_dict()) for h in select_histories(histories, job=job, account=account,
+                                                                           user=user, state=state, since=since)]
+
+    def _with_progress(self, story: dict[str, Any]) -> dict[str, Any]:
+        known = self._rec.progress.get(story["job_id"])
+        story["progress"] = known.as_dict() if known else None
+        return story
+
+    def progress(self) -> list[dict[str, Any]]:
+        """The latest training report of every job that sent one (newest first), on-prem and cloud alike."""
+        return [p.as_dict() for p in self._rec.progress.all()]
+
+    def record_progress(self, caller: JobCaller, job_id: int, payload: bytes) -> dict[str, Any]:
+        """A job's report on itself (``burstd.daemon.job_progress``): ValueError if malformed, ReportRefused if
+        the credential does not speak for this job, NotReady before the first snapshot."""
+        from burstd.daemon.job_progress import judge, parse_report
+        from burstd.slurm.hostlist import expand
+
+        report = parse_report(payload)
+        snap = self._rec.last_snapshot
+        if snap is None:
+            raise NotReady("no Slurm snapshot yet: the first cycle has not run")
+        job = next((j for j in snap.jobs if j.job_id == job_id), None)
+        names = set(expand(job.nodes)) if job is not None and job.nodes else set()
+        nodes = [n for n in snap.nodes if n.name in names]
+        judge(caller, report, job_id, job, nodes, _uid_of, self.config.api.progress_require_node)
+        assert job is not None
+        cloud = [n for n in sorted(names) if self.config.pool_of_node(n) is not None]
+        leases = [le for le in (self._rec.store.lease_for_node(n) for n in cloud) if le is not None and le.is_live]
+        progress = self._rec.progress.record(job, report, self._rec.clock(),
+                                             sum(le.price_per_hour_micros for le in leases), bool(cloud))
+        return progress.as_dict()
 
     def spend_series(self, by: str, since: float | None, until: float | None) -> list[tuple[float, str, int]]:
         series = self._store.spend_series(by=by, since=since, until=until)
@@ -259,6 +299,8 @@ class DaemonControl:
             if told:
                 answer.update(sentence=told[0]["sentence"], reason="not in the queue; burstd's records",
                               history=told[0])
+        known = rec.progress.get(job.job_id) if job.plain else None
+        answer["progress"] = known.as_dict() if known else None
         return answer
 
     def budgets(self) -> dict[str, Any]:

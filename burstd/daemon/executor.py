@@ -80,6 +80,7 @@ class Executor:
         self.hook_started = hook_started if hook_started is not None else {}
         # job id -> when a lease it asked for failed (held jobs to release); shared across cycles
         self.failed_jobs = failed_jobs if failed_jobs is not None else {}
+        self.requeued: list[int] = []  # jobs this executor requeued (the requeue watch does not count them again)
         # active/standby: every lease move is written under the leader's fencing token; None = single daemon
         self.fence = fence
         self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
@@ -322,6 +323,7 @@ class Executor:
         expedite = lease.state in (S.READY, S.DRAINING)
         for job_id in requeue:
             self.failed_jobs[job_id] = self.clock()
+            self.requeued.append(job_id)
             self._quiet(self.adapter.requeue, job_id, expedite=expedite)
         self.again = True
 

@@ -14,12 +14,18 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from burstd.daemon import actions as _actions
+from burstd.daemon.job_progress import JobProgress
 from burstd.domain.lease import OPEN_STATES
 from burstd.domain.money import MICROS_PER_USD
 
 #: Every action the executor applies (``burstd_actions_total{action}``), TerminateOrphan included.
 ACTION_NAMES = sorted(n for n, c in vars(_actions).items() if isinstance(c, type) and c.__module__ == _actions.__name__
                       and hasattr(c, "__dataclass_fields__") and n != "Intent")
+
+
+#: Slurm's hooks and what a call can come to (``burstd_hook_calls_total{hook,outcome}``, daemon/api.py)
+HOOKS = ("resume", "suspend", "resume-fail")
+HOOK_OUTCOMES = ("ok", "rejected", "busy", "late")
 
 
 class Metrics:
@@ -58,8 +64,9 @@ class Metrics:
             "burstd_preemptions", "Cloud nodes lost to their provider (notice deadline passed, or instance vanished)",
             registry=r,
         )
-        self.jobs_requeued = Counter("burstd_jobs_requeued", "Jobs requeued because their cloud node was lost",
-                                     registry=r)
+        self.jobs_requeued = Counter("burstd_jobs_requeued", "Jobs that went back to the queue from a cloud node: "
+                                     "requeued by burstd when the node was lost, or by the job itself (the "
+                                     "templates requeue on a notice)", registry=r)
         self.lease_oldest = Gauge("burstd_lease_oldest_seconds", "Time in its state of the oldest open lease",
                                   ["state", "pool"], registry=r)
         self.lease_timeout = Gauge("burstd_lease_timeout_seconds",
@@ -74,6 +81,22 @@ class Metrics:
         self.burn_rate = Gauge("burstd_burn_rate_usd_per_hour", "What the live leases cost an hour now", registry=r)
         self.burn_cap = Gauge("burstd_burn_rate_cap_usd_per_hour", "budget.burn_rate_usd_per_hour (+Inf: no cap)",
                               registry=r)
+        # training progress the jobs report (burstd.daemon.job_progress): one series a running job that reports
+        job_labels = ["job", "account", "side"]
+        self.training_step = Gauge("burstd_training_step", "Steps done, as the job last reported", job_labels,
+                                   registry=r)
+        self.training_step_seconds = Gauge("burstd_training_step_seconds", "Seconds a training step, as the job "
+                                           "last reported", job_labels, registry=r)
+        self.training_gpu_util = Gauge("burstd_training_gpu_utilization_ratio", "GPU utilisation (0-1) on the "
+                                       "job's reporting node, where NVML is present", job_labels, registry=r)
+        self.training_cost_per_step = Gauge("burstd_training_cost_per_step_usd", "What a step costs on the job's "
+                                            "cloud leases (cloud runs only)", job_labels, registry=r)
+        self.training_reports = Counter("burstd_training_reports", "Progress reports from jobs, by outcome "
+                                        "(ok, refused: not the job's own; invalid: malformed)", ["outcome"],
+                                        registry=r)
+        for outcome in ("ok", "refused", "invalid"):
+            self.training_reports.labels(outcome)
+        self._training_keys: set[tuple[str, str, str]] = set()
         for name in ACTION_NAMES:
             self.actions.labels(name)
         self.burn_cap.set(math.inf)
@@ -87,6 +110,10 @@ class Metrics:
         self.set_leases({(s.value, p): 0 for s in OPEN_STATES for p in pools}, {})
         for p in pools:
             self.pool_protected.labels(p).set(0)
+            self.parity_refusals.labels(p)
+        for hook in HOOKS:  # the dashboard's failed-hook panel reads 0, not "no data", before the first refusal
+            for outcome in HOOK_OUTCOMES:
+                self.hook_calls.labels(hook, outcome)
         self.lease_timeout.labels("LAUNCHING").set(launch_timeout_s)
         self.lease_timeout.labels("BOOTING").set(boot_timeout_s)
         self.burn_cap.set(math.inf if burn_cap_micros_per_hour is None else burn_cap_micros_per_hour / MICROS_PER_USD)
@@ -119,6 +146,27 @@ class Metrics:
             self.pending_node_hours.labels(part).set(hours if math.isfinite(hours) else 0.0)  # never NaN/inf
         self._partition_keys |= set(jobs)
         self.burst_eligible.set(eligible)
+
+    def set_training(self, running: Iterable[JobProgress]) -> None:
+        """One series per running job that reported; a job that stopped running loses its series."""
+        keys = set()
+        for p in running:
+            key = (str(p.job_id), p.account, p.side)
+            keys.add(key)
+            self.training_step.labels(*key).set(p.step)
+            self.training_step_seconds.labels(*key).set(p.step_time_s)
+            if p.gpu_util is not None:
+                self.training_gpu_util.labels(*key).set(p.gpu_util / 100.0)
+            if p.cost_per_step_micros is not None:
+                self.training_cost_per_step.labels(*key).set(p.cost_per_step_micros / MICROS_PER_USD)
+        for key in self._training_keys - keys:
+            for gauge in (self.training_step, self.training_step_seconds, self.training_gpu_util,
+                          self.training_cost_per_step):
+                try:
+                    gauge.remove(*key)
+                except KeyError:
+                    pass
+        self._training_keys = keys
 
     def lost_node(self, requeued_jobs: int) -> None:
         """A cloud node its provider took away (preempted or vanished), with the jobs that went back to the queue."""

@@ -33,6 +33,7 @@ from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.actions import Intent
 from burstd.daemon.intake import GC, Intake, UnknownNode
+from burstd.daemon.job_progress import ProgressBook
 from burstd.daemon.leadership import Elector
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
@@ -42,6 +43,7 @@ from burstd.daemon.planning import (
     plan_node_notices, plan_orphans, unleased_since,
 )
 from burstd.daemon.pools import PoolHealth
+from burstd.daemon.requeue_watch import RequeueWatch
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
@@ -56,6 +58,7 @@ from burstd.policy.decide import decide
 from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
+from burstd.slurm.hostlist import HostlistError, expand
 
 __all__ = ["Decider", "Reconciler", "UnknownNode"]
 
@@ -105,6 +108,9 @@ class Reconciler:
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
         self.failed_jobs: dict[int, float] = {}
+        self.progress = ProgressBook()  # what training jobs report about themselves (burstd.daemon.job_progress)
+        self.requeue_watch = RequeueWatch()  # requeues of cloud jobs burstd did not make (the templates' own)
+        self._our_requeues: set[int] = set()  # burstd's requeues since the watch last looked
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s, self.metrics)
@@ -205,6 +211,9 @@ class Reconciler:
         if snapshot is not None:
             self.last_snapshot = snapshot
             ex.snapshot = snapshot
+            self._watch_requeues(snapshot, self._our_requeues | set(ex.requeued))
+            self.metrics.set_training(self.progress.running(j.job_id for j in snapshot.jobs if j.is_running))
+        watched = len(ex.requeued)
 
         # 3. hook / agent / admin intents (kept in the store until applied); orphan sweeps wait for step 4
         intents = self.intake.pending()
@@ -247,8 +256,11 @@ class Reconciler:
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
-                decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
-                                         self._budget_book(), self._prices(), cfg, self.clock())
+                args = (snapshot, list(self.store.leases(states=OPEN_STATES)), self._budget_book(), self._prices(),
+                        cfg, self.clock())
+                # the policy's own decide() weighs the work a requeued training job reported (Uniform Progress)
+                decisions = (decide(*args, progress=self.progress.work_done_s()) if self.decider is decide
+                             else self.decider(*args))
                 self.last_decisions = decisions
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
@@ -273,6 +285,7 @@ class Reconciler:
             report.errors.append(f"spend: {exc}")
             step_failed(log, "spend accrual failed", exc, self.metrics)
         self._money_metrics()
+        self._our_requeues = set(ex.requeued[watched:])
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
         self.metrics.last_cycle.set(time.time())  # wall time, for the "cycle stalled" alert
@@ -362,6 +375,16 @@ class Reconciler:
         report.pending_jobs = len(snapshot.pending)
         report.eligible_jobs = eligible
         self.metrics.set_pressure(jobs, hours, eligible)
+
+    def _watch_requeues(self, snapshot: Snapshot, ours: set[int]) -> None:
+        """Count the requeues of cloud jobs that burstd did not make (``burstd.daemon.requeue_watch``)."""
+        def on_cloud(job: Job) -> bool:
+            try:
+                return any(self.config.pool_of_node(n) is not None for n in expand(job.nodes))
+            except HostlistError:
+                return False
+
+        self.metrics.jobs_requeued.inc(self.requeue_watch.observe(snapshot.jobs, on_cloud, ours))
 
     def _lease_metrics(self) -> None:
         counts: dict[tuple[str, str], int] = {(s.value, p.name): 0 for s in OPEN_STATES for p in self.config.pools}

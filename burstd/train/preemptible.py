@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from burstd.train.checkpoint import CheckpointManager
 from burstd.train.interval import RATE_ENV, Interval, choose_interval, rate_from_env
+from burstd.train.progress import ProgressReporter
 from burstd.train.signals import PreemptionFlag, install_handlers, requeue_exit_code
 
 log = logging.getLogger("burstd.train")
@@ -40,6 +41,9 @@ class Preemptible:
     set, the first step after start is checkpointed to measure the save's cost, the next one times a step, and
     Young/Daly picks the interval (``burstd.train.interval``), printed once on rank 0 and kept in
     :attr:`interval`; without it, 0.
+
+    ``steps_per_epoch``: told to burstd with the progress reports (``burstd.train.progress``: rank 0 reports
+    where ``BURSTD_PROGRESS_URL`` is set), so it can show the cost of an epoch as well as of a step.
     """
 
     def __init__(
@@ -56,6 +60,7 @@ class Preemptible:
         signals: tuple[str | int | signal.Signals, ...] | None = None,
         exit_code: int | None = None,
         flag: PreemptionFlag | None = None,
+        steps_per_epoch: int | None = None,
     ):
         if (every is not None and every < 0) or sync_every < 1:
             raise ValueError(f"every must be >= 0 and sync_every >= 1 (got every={every}, sync_every={sync_every})")
@@ -74,6 +79,9 @@ class Preemptible:
         self._rate = rate or None
         self._save_cost_s: float | None = None
         self._after_save: float | None = None
+        # rank 0 tells burstd its steps, step time and GPU use where BURSTD_PROGRESS_URL is set (train.progress)
+        rank0 = not self.distributed or dist.get_rank() == 0
+        self.progress = ProgressReporter.from_env(steps_per_epoch=steps_per_epoch) if rank0 else None
 
     def resume(self) -> int:
         """Load the newest complete checkpoint; return the number of steps already done."""
@@ -95,6 +103,8 @@ class Preemptible:
         preemption signal arrived on any rank, saves (synchronously), and exits with the requeue code."""
         if self.should_stop(step):
             self.stop(step)
+        if self.progress is not None:
+            self.progress.step_done(step)
         if self._rate is not None and self.interval is None:
             self._measure(step)
         elif self.every and step % self.every == 0:
@@ -139,4 +149,6 @@ class Preemptible:
         if save and step is not None:
             self.manager.save(step, reason="final", block=True)
         self.manager.wait()
+        if self.progress is not None:
+            self.progress.close()
         self.flag.uninstall()
