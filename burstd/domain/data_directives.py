@@ -34,7 +34,7 @@ _UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "M": 10**6, "MB": 10**6, "G": 
           "TiB": 2**40, "PiB": 2**50}
 _SIZE = re.compile(r"([0-9]{1,19})(?:\.([0-9]{1,9}))?([A-Za-z]{0,3})")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _BB_PREFIXES = ("#DW", "#BB", "#BB_LUA")
 
 
@@ -132,7 +132,8 @@ def parse_data_directives(script: str, source: str = "the batch script") -> Data
     outputs: list[DataItem] = []
     never = False
     count = 0
-    for lineno, raw in enumerate(script.splitlines()[:_SCAN_LINES], start=1):
+    # lines end at '\n' only, as for sbatch (str.splitlines would also split at U+0085 inside a path)
+    for lineno, raw in enumerate(script.split("\n")[:_SCAN_LINES], start=1):
         line = raw.strip()
         if not line:
             continue
