@@ -27,7 +27,8 @@ from burstd.image.spec import ImageSpec, ParityConfig
 
 # the sections' field types and the policy sections live beside this file; names other modules import from
 # here are re-exported (``as``) so ``from burstd.config import WaitingPolicy`` keeps working
-from burstd.config_data import DataConfig, PoolDataConfig
+from burstd.config_data import DataConfig as DataConfig
+from burstd.config_data import PoolDataConfig as PoolDataConfig
 from burstd.config_policy import BudgetConfig, PolicyConfig
 from burstd.config_policy import WaitingPolicy as WaitingPolicy
 from burstd.config_types import (

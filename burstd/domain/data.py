@@ -97,3 +97,19 @@ def format_bytes(n: int) -> str:
             value = n / size
             return f"{value:.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}"
     return f"{n} B"
+
+
+@dataclass(frozen=True, slots=True)
+class DataSpend:
+    """One booked data cost: a finished transfer (``transfer_in`` / ``transfer_out``) or storage near a pool.
+    ``key`` identifies it (a transfer's id): booking the same key twice books it once."""
+
+    key: str
+    kind: str  # burstd.domain.money.DATA_SPEND_KINDS
+    pool: str
+    account: str
+    n_bytes: int
+    at: float
+    cost_micros: int
+    job_id: int | None = None
+    user: str | None = None

@@ -52,6 +52,18 @@ def _per_gb(n_bytes: int, usd_per_gb: float) -> int:
     return (n_bytes * usd_to_micros(usd_per_gb) + GB // 2) // GB
 
 
+def transfer_micros(n_bytes: int, cfg: PoolDataConfig, direction: str) -> int:
+    """What moving ``n_bytes`` to the pool (``"in"``) or home from it (``"out"``) costs at its per-GB prices."""
+    if direction not in ("in", "out"):
+        raise ValueError(f"transfer direction {direction!r}: use 'in' (to the pool) or 'out' (home)")
+    return _per_gb(n_bytes, cfg.transfer_in_per_gb if direction == "in" else cfg.transfer_out_per_gb)
+
+
+def storage_micros(n_bytes: int, seconds: float, cfg: PoolDataConfig) -> int:
+    """What keeping ``n_bytes`` near the pool for ``seconds`` costs at its per-GB-month price."""
+    return _per_gb(round(n_bytes * max(seconds, 0.0) / MONTH_S), cfg.storage_per_gb_month)
+
+
 def transfer_seconds(n_bytes: int, link_mbps: float | None) -> float:
     """Seconds to move ``n_bytes`` over a link of ``link_mbps`` megabits a second (None: not metered, 0 s)."""
     if not n_bytes or link_mbps is None:
@@ -64,8 +76,7 @@ def data_move(needs: DataNeeds, pool: str, cfg: PoolDataConfig, near: Collection
     cached = sum(i.size_bytes or 0 for i in needs.inputs if i.cache_key in near)
     bytes_in = needs.input_bytes - cached
     bytes_out = needs.output_bytes
-    transfer = _per_gb(bytes_in, cfg.transfer_in_per_gb) + _per_gb(bytes_out, cfg.transfer_out_per_gb)
-    kept_gb_months = max(run_s, 0.0) / MONTH_S
-    storage = _per_gb(round((bytes_in + bytes_out) * kept_gb_months), cfg.storage_per_gb_month)
+    transfer = transfer_micros(bytes_in, cfg, "in") + transfer_micros(bytes_out, cfg, "out")
+    storage = storage_micros(bytes_in + bytes_out, run_s, cfg)
     return DataMove(pool, bytes_in, cached, bytes_out, transfer_seconds(bytes_in, cfg.link_mbps), transfer, storage)
 

@@ -327,8 +327,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 # a burst that cannot start before the on-prem one would is no burst
                 soon = [c for c in ranked if expected == INF or moves[c[1].pool].stage_in_s + boot_s < expected]
                 if not soon and not wcode:
-                    move = moves[ranked[0][1].pool]
-                    wcode, wnum, wkind = 6, float(move.cost_micros), (move, 0.0, 0.0)
+                    first = moves[ranked[0][1].pool]
+                    wcode, wnum, wkind = 6, float(first.cost_micros), (first, 0.0, 0.0)
                     out.kept_home_for_data.append(jid)
                 candidates = soon
             if (esc_ratio and candidates and expected < esc_ratio * limit_s
