@@ -53,6 +53,7 @@ from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
 from burstd.policy.decide import decide
+from burstd.daemon.data_needs import JobDataNeeds
 from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
@@ -108,6 +109,8 @@ class Reconciler:
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s, self.metrics)
+        # each pending job's data directives, read from its batch script (issue 24; docs/researchers.md)
+        self.data_needs = JobDataNeeds(getattr(adapter, "batch_script", None))
         # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
         advisor = _advisor(config)
         self.price_book = ProviderPrices(providers, clock, advisor=advisor)
@@ -247,8 +250,9 @@ class Reconciler:
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
+                data = {"data": self.data_needs.view(snapshot)} if self.decider is decide else {}
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
-                                         self._budget_book(), self._prices(), cfg, self.clock())
+                                         self._budget_book(), self._prices(), cfg, self.clock(), **data)
                 self.last_decisions = decisions
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001

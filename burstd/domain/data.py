@@ -35,10 +35,12 @@ class DataNeeds:
     inputs: tuple[DataItem, ...] = ()
     outputs: tuple[DataItem, ...] = ()
     never_leaves: bool = False
+    # why it stays home when not by its own declaration (directives refused, script not read yet); "" = none
+    held: str = ""
 
     @property
     def declared(self) -> bool:
-        return bool(self.inputs or self.outputs or self.never_leaves)
+        return bool(self.inputs or self.outputs or self.never_leaves or self.held)
 
     @property
     def input_bytes(self) -> int:

@@ -39,6 +39,8 @@ def stays_home(needs: DataNeeds | None, account: str, cfg: DataConfig) -> str:
         return f"account {account} is in data.never_leave_accounts"
     if needs is None:
         return ""
+    if needs.held:
+        return needs.held
     if needs.never_leaves:
         return "the job declares #BURSTD data-never-leaves"
     path = never_leave_path(needs, cfg.never_leave_paths) if cfg.never_leave_paths else ""

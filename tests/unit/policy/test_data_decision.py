@@ -87,6 +87,7 @@ def test_never_leave_jobs_stay_home_whatever_the_queue():
         (cfg(), DataView({1: reads(0.001, never_leaves=True)}), "the job declares #BURSTD data-never-leaves"),
         (cfg(data={"never_leave_accounts": ["chem"]}), None, "account chem is in data.never_leave_accounts"),
         (cfg(data={"never_leave_paths": ["/proj"]}), DataView({1: reads(1)}), "/proj/imagenet is under"),
+        (cfg(), DataView({1: DataNeeds(held="its batch script is not read yet")}), "its batch script is not read"),
     ]:
         d = run(snap, config, data)
         assert d.eligible == [] and d.kept_home_for_data == [1], why
