@@ -380,3 +380,11 @@ def test_set_instance_refuses_odd_values_before_any_command(fake_slurm, bad):
     with pytest.raises(ValueError):
         adapter.set_instance("c1", bad, "t3.micro")
     assert _started(adapter) == []
+
+
+def test_a_jobs_batch_script_is_read_through_scontrol_write_to_stdout(fake_slurm):
+    a = fake_slurm.adapter()
+    assert a.batch_script(42) == ""  # the fake scontrol prints nothing for it
+    assert _started(a) == [["scontrol", "write", "batch_script", "42", "-"]]
+    with pytest.raises(ValueError):
+        a.batch_script(-1)  # a job id is checked before it reaches the command line
