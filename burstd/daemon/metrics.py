@@ -77,6 +77,9 @@ class Metrics:
                                   "storage) and pool", ["kind", "pool"], registry=r)
         self.data_bytes = Counter("burstd_data_bytes", "Bytes moved between the site and a pool, by direction",
                                   ["direction", "pool"], registry=r)
+        self.kept_home_for_data = Gauge("burstd_jobs_kept_home_for_data", "Pending jobs the last cycle kept on-prem "
+                                        "for their data (never-leave, or moving it is not worth the wait)",
+                                        registry=r)
         self.burn_cap = Gauge("burstd_burn_rate_cap_usd_per_hour", "budget.burn_rate_usd_per_hour (+Inf: no cap)",
                               registry=r)
         for name in ACTION_NAMES:

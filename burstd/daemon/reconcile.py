@@ -254,6 +254,7 @@ class Reconciler:
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
                                          self._budget_book(), self._prices(), cfg, self.clock(), **data)
                 self.last_decisions = decisions
+                self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
                 report.errors.append(f"decide: {exc}")

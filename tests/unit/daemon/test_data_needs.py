@@ -47,3 +47,33 @@ def test_reads_are_bounded_a_cycle_and_an_unread_job_stays_home_until_read():
     second = needs.view(snap(1, 2, 3))
     assert second is not None and second.needs[3] == NO_DATA
     assert JobDataNeeds(None).view(snap(1)) is None  # a backend without batch_script: no view
+
+
+def test_the_cycle_reads_scripts_through_the_adapter_and_keeps_never_leave_jobs_home():
+    from burstd.config import parse_config
+    from burstd.daemon.reconcile import Reconciler
+    from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
+
+    cfg = parse_config({
+        "pools": [{"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud",
+                   "node_count": 4, "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}],
+                   "price_per_hour": 0.5}],
+        "policy": {"onprem_partitions": ["batch"], "waiting": {"kind": "none"}},
+        "budget": {"default_account_usd": 100},
+    })
+
+    class ScriptAdapter(FakeAdapter):
+        def batch_script(self, job_id: int) -> str:
+            return "#!/bin/sh\n#BURSTD data-never-leaves\n" if job_id == 1 else "#!/bin/sh\ntrue\n"
+
+    clock = FakeClock()
+    adapter = ScriptAdapter()
+    rec = Reconciler(cfg, FakeStore(clock), adapter, {"local": FakeProvider("local", clock)}, clock=clock)
+    adapter.jobs.extend(Job(i, "j", "alice", "chem", ("batch",), "PENDING", reason="Resources", time_limit_min=10,
+                            cpus=1, submit_time=int(clock() - 3600)) for i in (1, 2))
+    rec.cycle()
+    d = rec.last_decisions
+    assert d is not None and d.kept_home_for_data == [1]
+    assert "declares #BURSTD data-never-leaves" in d.explanations[1].reason
+    assert "declared no data" in d.explanations[2].reason and d.explanations[2].burst
+    assert "burstd_jobs_kept_home_for_data 1.0" in rec.metrics.render().decode()
