@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from burstd.config import Config
 from burstd.daemon.cycle_errors import is_expected, step_failed
+from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.actions import Intent
@@ -53,7 +54,6 @@ from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
 from burstd.policy.decide import decide
-from burstd.daemon.data_needs import JobDataNeeds
 from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter

@@ -26,7 +26,7 @@ def cli(*args: str):
 
 
 def test_data_spend_shows_by_kind_in_spend_plot_budget_and_metrics(live, tmp_path):
-    path, rec, store, adapter, provider, clock = live
+    path, rec, store, _adapter, _provider, clock = live
     priced = parse_config({"pools": [{**POOL, "data": {"transfer_in_per_gb": 0.09, "transfer_out_per_gb": 0.12,
                                                        "storage_per_gb_month": 0.023}}]})
     now = clock()
