@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from burstd.config import Config
 from burstd.domain.budget import AccountBudget, BudgetBook, PriceQuote
-from burstd.domain.data import DataMove
+from burstd.domain.data import DataMove, DataNeeds
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.slurm import Gres, Job, Node, Snapshot
 from burstd.policy.budget import cost_micros
@@ -172,6 +172,7 @@ class Simulator:
         self.prepared = Prepared(self.cfg, self.quotes)
         self.near: dict[str, set[str]] = {p.name: set() for p in self.cfg.pools}  # cache keys near each pool
         self.kept_for_data: set[int] = set()
+        self.needs_cache: dict[int, DataNeeds] = {}  # the data model's draw per job (drawn once)
 
     # ---- setup helpers
     def _quotes(self) -> dict[tuple[str, str], PriceQuote]:
@@ -346,7 +347,7 @@ class Simulator:
             self.res.data_usd += move.cost_micros / 1e6
             self.res.data_gb_in += move.bytes_in / 1e9
             self.res.cache_hits += bool(move.bytes_cached)
-            self.near[pool].update(i.cache_key for i in self.s.data.needs(j.tj.job_id).inputs)  # type: ignore[union-attr]
+            self.near[pool].update(i.cache_key for i in self._needs(j.tj.job_id).inputs)
         run = j.remaining
         start = t + boot
         if j.first_start is None:
@@ -393,7 +394,7 @@ class Simulator:
             leases = self.lease_list = [lease for ls in self.leases.values() for lease in ls]
         done = {jid: j.tj.runtime - j.remaining for jid, j in self.requeued.items()}
         model = self.s.data
-        data = None if model is None else DataView({j.job_id: model.needs(j.job_id) for j in pending}, self.near)
+        data = None if model is None else DataView({j.job_id: self._needs(j.job_id) for j in pending}, self.near)
         d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done,
                    prepared=self.prepared, data=data)
         self.kept_for_data.update(d.kept_home_for_data)
@@ -405,6 +406,13 @@ class Simulator:
                 if j is not None and not j.gone:
                     self._burst(j, e.pool, e.market, t, d.data_moves.get(e.job_id))
             self.queue = [j for j in self.queue if not j.gone]
+
+    def _needs(self, job_id: int) -> DataNeeds:
+        got = self.needs_cache.get(job_id)
+        if got is None:
+            assert self.s.data is not None
+            got = self.needs_cache[job_id] = self.s.data.needs(job_id)
+        return got
 
     def _want_tick(self, t: float) -> None:
         if self.s.decide_enabled and self.queue and self.tick_at is None:
