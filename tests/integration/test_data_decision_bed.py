@@ -15,14 +15,21 @@ import sys
 import pytest
 
 from burstd.config import load_config
-from tests.integration.daemon_bed import Gate, all_jobs, bed_daemon_config, diagnosis, running_daemon, wait_for
+from tests.integration.daemon_bed import (
+    Gate,
+    all_jobs,
+    bed_daemon_config,
+    diagnosis,
+    running_daemon,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
 
 
 def explain(cfg_path, job: int) -> dict:
     proc = subprocess.run([sys.executable, "-m", "burstd.cli.app", "explain", str(job), "--json", "--config",
-                           str(cfg_path)], capture_output=True, text=True, timeout=60)
+                           str(cfg_path)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     return json.loads(proc.stdout)
 
