@@ -27,6 +27,8 @@ from burstd.image.spec import ImageSpec, ParityConfig
 
 # the sections' field types and the policy sections live beside this file; names other modules import from
 # here are re-exported (``as``) so ``from burstd.config import WaitingPolicy`` keeps working
+from burstd.config_data import DataConfig as DataConfig
+from burstd.config_data import PoolDataConfig as PoolDataConfig
 from burstd.config_policy import BudgetConfig, PolicyConfig
 from burstd.config_policy import WaitingPolicy as WaitingPolicy
 from burstd.config_types import (
@@ -261,6 +263,7 @@ class PoolConfig(_Section):
     aws: AwsPoolConfig | None = None
     gcp: GcpPoolConfig | None = None
     local: LocalPoolConfig | None = None
+    data: PoolDataConfig = PoolDataConfig()  # link and data prices (burstd.config_data)
 
     @model_validator(mode="before")
     @classmethod
@@ -385,6 +388,7 @@ class Config(_Section):
     cloud: CloudConfig = CloudConfig()
     ha: HaConfig = HaConfig()
     image: ImageSpec = ImageSpec()  # the node image recipe (burstd.image, `burstctl image build`)
+    data: DataConfig = DataConfig()  # data that never leaves the site (burstd.config_data)
     parity: ParityConfig = ParityConfig()  # the parity gate: on-prem reference, allowed differences, checks
 
     @model_validator(mode="after")

@@ -78,6 +78,10 @@ def register(app: typer.Typer) -> None:
             None, "--warmup-jobs", min=0, help="Leave the first and the last N jobs out of the metrics "
                                                "[default: 0; the setting's]"),
         workers: int = typer.Option(1, "--workers", min=1, help="Policies simulated in parallel processes"),
+        data_median_gb: Optional[float] = typer.Option(
+            None, "--data-median-gb", min=0, help="Replay with the data-size model: each job reads a log-normal "
+                                                  "input of this median size, half of them shared datasets "
+                                                  "(docs/policy.md) [default: no data]"),
         calibrate: bool = typer.Option(
             False, "--calibrate", help="Replay with no bursting and compare each job's modelled wait with the "
                                        "wait the trace recorded (how far the on-prem model is from the site)"),
@@ -121,7 +125,7 @@ def register(app: typer.Typer) -> None:
                                     market=market, checkpoint_share=checkpoint_share,
                                     checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
                                     backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
-                                    out_of_order=out_of_order)
+                                    out_of_order=out_of_order, data_median_gb=data_median_gb)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -152,6 +156,11 @@ def register(app: typer.Typer) -> None:
         for name, row in report["policies"].items():
             for why, n in row.get("cannot_burst", {}).items():
                 console.print(f"{name}: {n} jobs could not burst: {why}")
+        for name, row in report["policies"].items():
+            if "data" in row:
+                d = row["data"]
+                console.print(f"{name}: data {d['gb_in']} GB moved in, ${d['usd']:,.2f}, {d['cache_hits']} cache "
+                              f"hits, {d['jobs_kept_home_for_data']} jobs kept home for their data")
         if report["too_big_for_onprem"]:
             console.print(f"{report['too_big_for_onprem']} jobs larger than the on-prem site were left out")
         if plot:

@@ -23,7 +23,7 @@ from burstd.cli.timespec import SINCE_HELP, UNTIL_HELP, parse_when
 from burstd.domain.budget import NO_ACCOUNT
 from burstd.domain.money import format_usd
 
-GROUPS = ("account", "user", "job", "pool")
+GROUPS = ("account", "user", "job", "pool", "kind")  # kind: compute, transfer_in, transfer_out, storage
 PLOT_SUFFIXES = (".png", ".html", ".htm")
 SOURCES = {"set": "budget set", "config": "[budget.accounts]", "default": "default_account_usd", "none": "no budget"}
 
@@ -85,7 +85,8 @@ def _line(text: object) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("spend")
     def spend(
-        by: str = typer.Option("account", "--by", help="Group by account, user, job or pool."),
+        by: str = typer.Option("account", "--by", help="Group by account, user, job, pool or kind (compute, "
+                                                        "transfer_in, transfer_out, storage)."),
         since: str = typer.Option(None, "--since", help=SINCE_HELP + " [default: the first record]"),
         until: str = typer.Option(None, "--until", help=UNTIL_HELP),
         plot: str = typer.Option(None, "--plot", metavar="FILE",

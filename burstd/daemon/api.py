@@ -406,8 +406,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def spend(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
               who: str = read) -> dict:
         """Spend of intervals starting in [since, until), grouped, largest first (micro-dollars)."""
-        if by not in ("account", "user", "job", "pool"):
-            raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
+        if by not in ("account", "user", "job", "pool", "kind"):
+            raise HTTPException(422, f"by must be account, user, job, pool or kind, not {by!r}")
         rows = ctl.spend(by, since, until)
         return {"by": by, "since": since, "until": until, "total_micro_usd": sum(rows.values()),
                 "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
@@ -429,8 +429,8 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
                      who: str = read) -> dict:
         """Spend by interval start and key, sorted by time: what ``burstctl spend --plot`` draws."""
-        if by not in ("account", "user", "job", "pool"):
-            raise HTTPException(422, f"by must be account, user, job or pool, not {by!r}")
+        if by not in ("account", "user", "job", "pool", "kind"):
+            raise HTTPException(422, f"by must be account, user, job, pool or kind, not {by!r}")
         series = ctl.spend_series(by, since, until)
         return {"by": by, "points": [{"t": t, "key": k, "spend_micro_usd": c} for t, k, c in series]}
 

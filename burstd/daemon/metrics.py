@@ -79,6 +79,14 @@ class Metrics:
         self.budget_spent = Gauge("burstd_budget_spent_usd", "Recorded spend in the current period", ["account"],
                                   registry=r)
         self.burn_rate = Gauge("burstd_burn_rate_usd_per_hour", "What the live leases cost an hour now", registry=r)
+        # issue 24: data moved to and from the pools, and what it cost (booked by burstd.daemon.data_spend)
+        self.data_spend = Counter("burstd_data_spend_usd", "Data cost booked, by kind (transfer_in, transfer_out, "
+                                  "storage) and pool", ["kind", "pool"], registry=r)
+        self.data_bytes = Counter("burstd_data_bytes", "Bytes moved between the site and a pool, by direction",
+                                  ["direction", "pool"], registry=r)
+        self.kept_home_for_data = Gauge("burstd_jobs_kept_home_for_data", "Pending jobs the last cycle kept on-prem "
+                                        "for their data (never-leave, or moving it is not worth the wait)",
+                                        registry=r)
         self.burn_cap = Gauge("burstd_burn_rate_cap_usd_per_hour", "budget.burn_rate_usd_per_hour (+Inf: no cap)",
                               registry=r)
         # training progress the jobs report (burstd.daemon.job_progress): one series a running job that reports

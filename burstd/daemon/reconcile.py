@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from burstd.config import Config
 from burstd.daemon.cycle_errors import is_expected, step_failed
+from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.actions import Intent
@@ -114,6 +115,8 @@ class Reconciler:
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call
         self.health = health if health is not None else PoolHealth(store, config, clock)
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s, self.metrics)
+        # each pending job's data directives, read from its batch script (issue 24; docs/researchers.md)
+        self.data_needs = JobDataNeeds(getattr(adapter, "batch_script", None))
         # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
         advisor = _advisor(config)
         self.price_book = ProviderPrices(providers, clock, advisor=advisor)
@@ -259,9 +262,11 @@ class Reconciler:
                 args = (snapshot, list(self.store.leases(states=OPEN_STATES)), self._budget_book(), self._prices(),
                         cfg, self.clock())
                 # the policy's own decide() weighs the work a requeued training job reported (Uniform Progress)
-                decisions = (decide(*args, progress=self.progress.work_done_s()) if self.decider is decide
-                             else self.decider(*args))
+                # and each job's declared data; a decider a test passes gets the positional arguments only
+                decisions = (decide(*args, progress=self.progress.work_done_s(), data=self.data_needs.view(snapshot))
+                             if self.decider is decide else self.decider(*args))
                 self.last_decisions = decisions
+                self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
                 report.errors.append(f"decide: {exc}")

@@ -16,15 +16,17 @@ from burstd.config import _NAME as _ACCOUNT_RE  # the config file's rule for nam
 from burstd.db.engine import StoreBase, _now
 from burstd.db.errors import BudgetError, LeaseNotFound, SpendConflict
 from burstd.db.leadership import Fence, check_fence_in
-from burstd.db.rows import _alloc, _budget, _event, _lease, _row_to_lease, _spend
+from burstd.db.rows import _alloc, _budget, _data_spend, _event, _lease, _row_to_lease, _spend
 from burstd.domain.budget import (
     NO_ACCOUNT, PERIODS, SITE, AccountBudget, Allocation, BudgetBook, PricePoint, SpendInterval, budget_key,
     period_bounds,
 )
-from burstd.domain.money import MICROS_PER_USD
+from burstd.domain.data import DataSpend
+from burstd.domain.money import DATA_SPEND_KINDS, MICROS_PER_USD
 
-SPEND_GROUPS = ("account", "user", "job", "pool", "lease")
+SPEND_GROUPS = ("account", "user", "job", "pool", "lease", "kind")
 OVERHEAD = "(overhead)"
+DATA = "(data)"  # a data cost grouped by lease: it belongs to no lease
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +285,50 @@ class LedgerRecords(StoreBase):
         if by not in SPEND_GROUPS:
             raise ValueError(f"cannot group spend by {by!r}; use one of: {', '.join(SPEND_GROUPS)}")
         return {"account": _spend.c.account, "user": _spend.c.user, "job": _spend.c.job_id, "pool": _spend.c.pool,
-                "lease": _spend.c.lease_id}[by]
+                "lease": _spend.c.lease_id, "kind": None}[by]  # None: one group (named in Python, not SQL)
+
+    @staticmethod
+    def _data_key(by: str) -> Any:
+        d = _data_spend.c
+        return {"account": d.account, "user": d.user, "job": d.job_id, "pool": d.pool, "lease": None,
+                "kind": d.kind}[by]
+
+    @staticmethod
+    def _data_range(q: Any, since: float | None, until: float | None) -> Any:
+        if since is not None:
+            q = q.where(_data_spend.c.at >= since)
+        if until is not None:
+            q = q.where(_data_spend.c.at < until)
+        return q
+
+    # ---- data spend (issue 24): transfers and storage, booked to the job's account like compute -------------
+
+    def book_data_spend(self, item: DataSpend, *, fence: Fence | None = None) -> bool:
+        """Book one data cost; False if its ``key`` is booked already (the transfer engine may retry freely).
+        ``fence``: the leader's token, checked in the same transaction."""
+        if item.kind not in DATA_SPEND_KINDS:
+            raise ValueError(f"data spend kind {item.kind!r}: use one of {', '.join(DATA_SPEND_KINDS)}")
+        if item.cost_micros < 0 or item.n_bytes < 0 or not math.isfinite(item.at):
+            raise ValueError(f"bad data spend {item}")
+        if not item.key or len(item.key) > 128:
+            raise ValueError(f"data spend key must be 1..128 characters, got {item.key!r}")
+        _valid_account(item.account)
+        with self._write() as conn:
+            if fence is not None:
+                check_fence_in(conn, fence)
+            if conn.execute(select(_data_spend.c.id).where(_data_spend.c.key == item.key)).first() is not None:
+                return False
+            conn.execute(insert(_data_spend).values(
+                key=item.key, kind=item.kind, pool=item.pool, account=item.account, user=item.user,
+                job_id=item.job_id, n_bytes=item.n_bytes, at=item.at, cost_micros=item.cost_micros))
+        return True
+
+    def data_spend(self, since: float | None = None, until: float | None = None) -> list[DataSpend]:
+        q = self._data_range(select(_data_spend), since, until).order_by(_data_spend.c.at, _data_spend.c.id)
+        with self._read() as conn:
+            rows = conn.execute(q).all()
+        return [DataSpend(r.key, r.kind, r.pool, r.account, int(r.n_bytes), r.at, int(r.cost_micros),
+                          None if r.job_id is None else int(r.job_id), r.user) for r in rows]
 
     @staticmethod
     def _range(q: Any, since: float | None, until: float | None) -> Any:
@@ -294,13 +339,20 @@ class LedgerRecords(StoreBase):
         return q
 
     def spend(self, by: str = "account", since: float | None = None, until: float | None = None) -> dict[str, int]:
-        """Recorded spend in micro-dollars grouped by account, user, job, pool or lease, for intervals starting
-        in [since, until). Overhead (no job) is keyed ``"(overhead)"`` when grouping by user or job."""
-        key = self._spend_key(by)
-        q = self._range(select(key.label("k"), func.sum(_spend.c.cost_micros).label("c")).group_by(key), since, until)
+        """Recorded spend in micro-dollars grouped by account, user, job, pool, lease or kind (compute,
+        transfer_in, transfer_out, storage), for intervals starting (data costs booked) in [since, until).
+        Overhead (no job) is keyed ``"(overhead)"`` when grouping by user or job; data by lease is ``"(data)"``."""
+        out: dict[str, int] = {}
         with self._read() as conn:
-            rows = conn.execute(q).all()
-        out = {(OVERHEAD if r.k is None else str(r.k)): int(r.c) for r in rows}
+            for key, cost, rng, one in ((self._spend_key(by), _spend.c.cost_micros, self._range, "compute"),
+                                        (self._data_key(by), _data_spend.c.cost_micros, self._data_range, DATA)):
+                total = func.sum(cost).label("c")
+                q = select(total) if key is None else select(key.label("k"), total).group_by(key)
+                for r in conn.execute(rng(q, since, until)).all():
+                    if r.c is None:  # an empty table's sum
+                        continue
+                    k = one if key is None else OVERHEAD if r.k is None else str(r.k)
+                    out[k] = out.get(k, 0) + int(r.c)
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def spend_intervals(
@@ -321,15 +373,19 @@ class LedgerRecords(StoreBase):
         self, by: str = "account", since: float | None = None, until: float | None = None
     ) -> list[tuple[float, str, int]]:
         """(interval start, key, micro-dollars) sorted by time: the raw material of the spend plot."""
-        key = self._spend_key(by)
-        q = self._range(
-            select(_spend.c.start, key.label("k"), func.sum(_spend.c.cost_micros).label("c")).group_by(
-                _spend.c.start, key
-            ),
-            since,
-            until,
-        ).order_by(_spend.c.start)
+        key, dkey = self._spend_key(by), self._data_key(by)
+        total = func.sum(_spend.c.cost_micros).label("c")
+        q = self._range(select(_spend.c.start, total).group_by(_spend.c.start) if key is None else
+                        select(_spend.c.start, key.label("k"), total).group_by(_spend.c.start, key), since, until)
+        d = _data_spend.c
+        dq = self._data_range(select(d.at.label("start"), d.cost_micros.label("c"))
+                              if dkey is None else select(d.at.label("start"), dkey.label("k"), d.cost_micros.label("c")),
+                              since, until)
+        out: list[tuple[float, str, int]] = []
         with self._read() as conn:
-            rows = conn.execute(q).all()
-        return [(r.start, OVERHEAD if r.k is None else str(r.k), int(r.c)) for r in rows]
+            for query, one, grouped in ((q, "compute", key is not None), (dq, DATA, dkey is not None)):
+                for r in conn.execute(query).all():
+                    k = (OVERHEAD if r.k is None else str(r.k)) if grouped else one
+                    out.append((r.start, k, int(r.c)))
+        return sorted(out, key=lambda p: p[0])
 

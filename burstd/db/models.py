@@ -112,6 +112,26 @@ class SpendIntervalRow(Base, table=True):
     cost_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+class DataSpendRow(Base, table=True):
+    """The data side of the spend ledger: a transfer to or from a pool, or storage kept near it, booked to the
+    job's account like compute (``LedgerRecords.book_data_spend``). ``key`` makes a booking idempotent: the
+    transfer engine books each finished transfer once, whatever it retries."""
+
+    __tablename__ = "data_spend"
+    __table_args__ = (Index("ix_data_spend_account_at", "account", "at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(sa_column=Column(String(128), nullable=False, unique=True))
+    kind: str = Field(sa_column=Column(String(16), nullable=False))  # transfer_in, transfer_out, storage
+    pool: str = Field(sa_column=Column(String(64), nullable=False))
+    account: str = Field(sa_column=Column(String(64), nullable=False))
+    user: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    job_id: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    n_bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+    at: float = Field(sa_column=Column(Float, nullable=False))
+    cost_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 class AllocationRow(Base, table=True):
     """A job's stay on a lease's node [start, end), as Slurm reported it: who the ledger charges (revision 0002).
     A job requeued onto the same node again gets a second row (another start)."""

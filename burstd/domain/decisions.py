@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from burstd.domain.data import DataMove
+
 
 @dataclass(frozen=True, slots=True)
 class MakeEligible:
@@ -115,6 +117,9 @@ class Decisions:
     # change (escalated to on-demand after preemptions) while its partition stays, so no MakeEligible says so
     markets: dict[int, tuple[str, str]] = field(default_factory=dict)
     explanations: MutableMapping[int, Explanation] = field(default_factory=dict)  # or an ExplanationMap
+    # job -> what bursting it moves (bytes, stage-in time, cost): for the transfer engine and the ledger
+    data_moves: dict[int, DataMove] = field(default_factory=dict)
+    kept_home_for_data: list[int] = field(default_factory=list)  # never-leave, or moving its data is not worth it
 
     def is_empty(self) -> bool:
         return not (self.eligible or self.revoke or self.prewarm or self.release)

@@ -48,3 +48,9 @@ def cost_micros(price_per_hour_micros: Micros, seconds: float) -> Micros:
     """Cost of ``seconds`` of one node at an hourly price, rounded half-even to the micro-dollar."""
     exact = Decimal(price_per_hour_micros) * Decimal(str(seconds)) / 3600
     return int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+# What a booked amount paid for: compute (a lease's node time, the spend intervals) or data (burstd.domain.data:
+# moving a job's data to a pool and back, and keeping it near the pool).
+SPEND_KINDS = ("compute", "transfer_in", "transfer_out", "storage")
+DATA_SPEND_KINDS = SPEND_KINDS[1:]

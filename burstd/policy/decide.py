@@ -45,6 +45,7 @@ from burstd.domain.decisions import (
     Release,
     RevokeEligible,
 )
+from burstd.domain.data import DataMove, DataNeeds
 from burstd.domain.lease import Lease
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy import waiting
@@ -61,6 +62,7 @@ from burstd.policy.budget import (
     validate_book,
 )
 from burstd.policy import reasons as R
+from burstd.policy.data_cost import DataView, data_move, stays_home
 from burstd.policy.progress import behind_s, off_spot, worth_micros
 from burstd.policy.context import Prepared, _candidates, _parts_info
 from burstd.policy.context import _wait_units  # noqa: F401 (re-exported: tests read it here)
@@ -100,6 +102,7 @@ def decide(
     explain: bool = True,
     progress: Mapping[int, float] | None = None,
     prepared: Prepared | None = None,
+    data: DataView | None = None,
 ) -> Decisions:
     """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing).
 
@@ -108,6 +111,9 @@ def decide(
     the Uniform Progress escalation (``burstd.policy.progress``).
     ``prepared``: ``Prepared(config, prices)`` kept across cycles (``burstd.policy.context``), so each cycle
     pays only for its snapshot; decisions are the same. It must have been built from these very objects.
+    ``data``: the jobs' data declarations and what each pool's cache holds (``burstd.policy.data_cost``): a
+    job's transfer time is added to its expected cloud start and its transfer and storage cost to its bill;
+    never-leave jobs and accounts stay on-prem. None: only ``[data] never_leave_accounts`` applies.
     """
     if prepared is not None and (prepared.config is not config or prepared.prices is not prices):
         raise ValueError("decide(): prepared was built from another config or price list; "
@@ -115,7 +121,8 @@ def decide(
     gc_was_on = gc.isenabled()
     gc.disable()  # the loop allocates ~1 record a job and makes no cycles: no collector passes over the snapshot
     try:
-        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain, progress or {}, prepared)
+        return _decide(snapshot, leases, budgets, prices, config, now, stats, explain, progress or {}, prepared,
+                       data)
     finally:
         if gc_was_on:
             gc.enable()
@@ -123,7 +130,7 @@ def decide(
 
 def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None, prices: PriceInput,
             config: Config, now: float | None, stats: DecideStats | None, explain: bool,
-            progress: Mapping[int, float], prepared: Prepared | None) -> Decisions:
+            progress: Mapping[int, float], prepared: Prepared | None, data: DataView | None) -> Decisions:
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     if budgets is None:  # no store budgets: the config's [budget] section decides
@@ -176,6 +183,11 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     slack = pol.progress_slack
     bound_ratio = w.max_wait_to_limit_ratio if vow else 0.0
     expected_start_in = model.expected_start_in
+    data_on = data is not None
+    data = data or DataView()
+    data_needs, data_near, data_cfg = data.needs, data.near, config.data
+    data_gated = bool(data_needs) or bool(data_cfg.never_leave_accounts)
+    pool_data = {pc.name: pc.data for pc in config.pools}
     if stats is not None:
         stats.jobs += len(pending)
 
@@ -230,6 +242,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             gate, garg = R.G_PRIORITY, (job.priority, min_prio)
         elif job.time_limit_min is None and pi.max_time_min is None:
             gate, garg = R.G_NOLIMIT, ()
+        elif data_gated and (home_why := stays_home(data_needs.get(jid), job.account, data_cfg)):
+            gate, garg = R.G_DATA, (home_why,)
+            out.kept_home_for_data.append(jid)
         if gate is not None:
             ahead[track] += own * tasks
             for p in has_cloud:
@@ -283,6 +298,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         escalated = False
         vow_bill = vow_worth = 0.0
         bound_hit = False
+        needs: DataNeeds | None = None
+        moves: dict[str, DataMove] = {}
         if not wcode:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
             restarts = job.restart_count
@@ -299,6 +316,21 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 cached = cand_cache[ckey] = _candidates(job, pools, pi.allowed, fits, escalated, nodes * tasks,
                                                         limit_s, ckpt_s, boot_s, stats, risk_nodes and nodes)
             candidates, misfit = cached
+            needs = data_needs.get(jid) if data_needs else None
+            if needs is not None and needs.declared and candidates:
+                # the job's own data: its bill grows by the transfer and storage, its start by the stage-in
+                run_s = limit_s * nodes * tasks
+                moves = {pv: data_move(needs, pv, pool_data[pv], data_near.get(pv, ()), run_s)
+                         for pv in {c[1].pool for c in candidates}}
+                ranked = sorted(((c + moves[o.pool].cost_micros, o) for c, o in candidates),
+                                key=lambda c: (c[0], c[1].pool, c[1].market))
+                # a burst that cannot start before the on-prem one would is no burst
+                soon = [c for c in ranked if expected == INF or moves[c[1].pool].stage_in_s + boot_s < expected]
+                if not soon and not wcode:
+                    first = moves[ranked[0][1].pool]
+                    wcode, wnum, wkind = 6, float(first.cost_micros), (first, 0.0, 0.0)
+                    out.kept_home_for_data.append(jid)
+                candidates = soon
             if (esc_ratio and candidates and expected < esc_ratio * limit_s
                     and candidates[0][1].market != "spot"
                     and (escalated or (risk_nodes and any(c[1].market == "spot" and c[1].pool == candidates[0][1].pool
@@ -312,7 +344,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 # value of waiting: burst only when the wait it saves is worth the expected bill
                 best = candidates[0][1]
                 ref = wait_unit[track] or od_price.get(best.pool, best.price_micros)
-                saved = expected - boot_s
+                move = moves.get(best.pool)
+                saved = expected - boot_s - (move.stage_in_s if move is not None else 0.0)
                 bill = candidates[0][0]
                 if not risk_nodes:  # the plain ranking leaves out the boot every node bills (the restart model has it)
                     bill += best.price_micros * nodes * tasks * boot_s / 3600.0
@@ -328,6 +361,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     if not bound_hit:
                         wcode, wnum = 5, bill
                         wkind = (vow_worth, best, vow)
+                        if move is not None and move.moves_anything:
+                            wcode, wkind = 6, (move, vow_worth, bill)
+                            out.kept_home_for_data.append(jid)
                         candidates = []
             if not candidates:
                 if not wcode:
@@ -364,6 +400,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     if secs < 0:
                         secs = launch_seconds(limit_s, config) + accrual
                     cost = 0 if already else nodes * tasks * cost_micros(offer.price_micros, secs)
+                    if not already and moves:
+                        cost += moves[offer.pool].cost_micros
                     if stats is not None:
                         stats.guard_checks += 1
                     v = check_launch(budgets, commit, account=job.account, cost_micros=cost,
@@ -386,6 +424,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         out.markets[jid] = (chosen.pool, chosen.market)  # carried to the lease (burstd.daemon.markets)
+        chosen_move = moves.get(chosen.pool)
+        if chosen_move is not None:
+            out.data_moves[jid] = chosen_move  # what the transfer engine stages (burstd.data)
         for p in has_cloud:
             if p != chosen.partition:
                 add_revoke(RevokeEligible(jid, p))
@@ -400,7 +441,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 late = (behind_s(now, submitted, limit_s, progress.get(jid, 0.0), slack)
                         if escalated and slack > 0.0 else None)
                 why_mkt = (vow_bill, vow_worth, late, job.restart_count, bound_ratio if bound_hit else None)
-            records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt)
+            records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt,
+                            chosen_move, data_on and not moves)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 

@@ -31,11 +31,14 @@ from dataclasses import dataclass, field
 
 from burstd.config import Config
 from burstd.domain.budget import AccountBudget, BudgetBook, PriceQuote
+from burstd.domain.data import DataMove, DataNeeds
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.slurm import Gres, Job, Node, Snapshot
 from burstd.policy.budget import cost_micros
 from burstd.policy.context import Prepared
+from burstd.policy.data_cost import DataView
 from burstd.policy.decide import decide
+from burstd.simulate.data_model import DataModel
 from burstd.simulate.placement import PLACEMENTS, FirstFit
 from burstd.simulate.shapes import cannot_burst_reason, count_reasons
 from burstd.simulate.spot import SpotModel
@@ -90,6 +93,11 @@ class SimResult:
     cpu_s: float = 0.0  # CPU time of the replay (this process's), what bench_simulate.py reports
     cost_by_market: dict[str, float] = field(default_factory=dict)
     cannot_burst: dict[str, int] = field(default_factory=dict)  # jobs no cloud pool fits, by reason
+    # with a data model (SimSetup.data): data moved and what it cost (included in cloud_cost_usd)
+    data_usd: float = 0.0
+    data_gb_in: float = 0.0
+    cache_hits: int = 0  # bursts whose input was already near the pool
+    kept_home_for_data: int = 0  # jobs decide() kept home at least once for their data
 
     def as_dict(self) -> dict:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in
@@ -118,6 +126,7 @@ class SimSetup:
     gpu_slices: bool = False  # a GPU job bursts as one one-GPU node per GPU (GPU-hour billing and wait)
     warmup_jobs: int = 0  # jobs left out of the metrics at each end of the replay
     out_of_order: bool = False  # on-prem: any queued job that fits starts (Starburst's "loop"), no backfill
+    data: DataModel | None = None  # what each job reads and writes (burstd.simulate.data_model); None: no data
 
 
 class Simulator:
@@ -161,6 +170,9 @@ class Simulator:
         self.quotes = self._quotes()
         # the config and prices never change during a replay: decide() reads them once, not every cycle
         self.prepared = Prepared(self.cfg, self.quotes)
+        self.near: dict[str, set[str]] = {p.name: set() for p in self.cfg.pools}  # cache keys near each pool
+        self.kept_for_data: set[int] = set()
+        self.needs_cache: dict[int, DataNeeds] = {}  # the data model's draw per job (drawn once)
 
     # ---- setup helpers
     def _quotes(self) -> dict[tuple[str, str], PriceQuote]:
@@ -321,13 +333,21 @@ class Simulator:
             self.queue.append(j)
 
     # ---- cloud
-    def _burst(self, j: SimJob, pool: str, market: str, t: float) -> None:
+    def _burst(self, j: SimJob, pool: str, market: str, t: float, move: DataMove | None = None) -> None:
         j.gone = True
         j.pending_job = None
         j.burst = True
         q = self.quotes.get((pool, market))
         price = q.price_per_hour_micros if q else 0
         boot = self.s.boot_s
+        if move is not None:  # the inputs cross the link while the node boots and before the job starts
+            boot += move.stage_in_s
+            self._charge(j.tj.account, move.cost_micros, "data")
+            j.costs.append(("data", move.cost_micros / 1e6))
+            self.res.data_usd += move.cost_micros / 1e6
+            self.res.data_gb_in += move.bytes_in / 1e9
+            self.res.cache_hits += bool(move.bytes_cached)
+            self.near[pool].update(i.cache_key for i in self._needs(j.tj.job_id).inputs)
         run = j.remaining
         start = t + boot
         if j.first_start is None:
@@ -373,16 +393,26 @@ class Simulator:
         if leases is None:
             leases = self.lease_list = [lease for ls in self.leases.values() for lease in ls]
         done = {jid: j.tj.runtime - j.remaining for jid, j in self.requeued.items()}
+        model = self.s.data
+        data = None if model is None else DataView({j.job_id: self._needs(j.job_id) for j in pending}, self.near)
         d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done,
-                   prepared=self.prepared)
+                   prepared=self.prepared, data=data)
+        self.kept_for_data.update(d.kept_home_for_data)
         self.res.decide_calls += 1
         if d.eligible:
             by_id = {j.tj.job_id: j for j in self.queue}
             for e in d.eligible:
                 j = by_id.get(e.job_id)
                 if j is not None and not j.gone:
-                    self._burst(j, e.pool, e.market, t)
+                    self._burst(j, e.pool, e.market, t, d.data_moves.get(e.job_id))
             self.queue = [j for j in self.queue if not j.gone]
+
+    def _needs(self, job_id: int) -> DataNeeds:
+        got = self.needs_cache.get(job_id)
+        if got is None:
+            assert self.s.data is not None
+            got = self.needs_cache[job_id] = self.s.data.needs(job_id)
+        return got
 
     def _want_tick(self, t: float) -> None:
         if self.s.decide_enabled and self.queue and self.tick_at is None:
@@ -472,6 +502,7 @@ class Simulator:
                     r.cloud_cost_usd += usd
                     r.cost_by_market[market] = r.cost_by_market.get(market, 0.0) + usd
         r.jobs = len(done)
+        r.kept_home_for_data = len(self.kept_for_data)
         if not done:
             return
         waits = sorted(_was(j.last_start) - j.tj.submit for j in done)

@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from burstd.config import Config
+from burstd.config import Config, PoolDataConfig
+from burstd.simulate.data_model import DEFAULT_LINK, DataModel
+from burstd.simulate.engine import SimSetup
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
 from burstd.simulate.placement import PLACEMENTS
 from burstd.simulate.settings import BILLING, get_setting
@@ -42,11 +45,13 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    market: str | None = None, checkpoint_share: float | None = None,
                    checkpoint_s: float | None = None, setting: str | None = None, placement: str | None = None,
                    warmup_jobs: int | None = None, backfill_depth: int | None = None,
-                   bill_per: str | None = None, out_of_order: bool = False) -> dict:
+                   bill_per: str | None = None, out_of_order: bool = False,
+                   data_median_gb: float | None = None) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
 
     ``setting`` names a group of the options below (``burstd.simulate.settings``); an option given
-    explicitly overrides the setting's."""
+    explicitly overrides the setting's. ``data_median_gb``: replay with the data-size model
+    (``burstd.simulate.data_model``), pools without a ``[pools.data]`` link getting its default link."""
     policies = list(policies or POLICIES)
     for p in policies:
         if p not in POLICIES:
@@ -87,6 +92,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                        placement=placement, gpu_slices=slices, warmup_jobs=warmup, backfill_depth=depth,
                        gpus_per_node=st.gpus_per_node if st else 8,
                        constant_wait_s=st.constant_wait_s if st else None, out_of_order=out_of_order)
+    if data_median_gb is not None:
+        setup = with_data(setup, DataModel(data_median_gb, seed=seed))
     tasks = [(p, setup, jobs, seed) for p in policies]
     if workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(min(workers, len(tasks))) as ex:
@@ -109,6 +116,9 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         "out_of_order": setup.out_of_order,
         "billing": "gpu-hour" if setup.gpu_slices else "node-hour", "warmup_jobs": setup.warmup_jobs,
         "boot_s": setup.boot_s,
+        "data_model": None if setup.data is None else {"median_gb": setup.data.median_gb, "sigma": setup.data.sigma,
+                                                        "shared_share": setup.data.shared_share,
+                                                        "datasets": setup.data.datasets},
         "policies": {},
     }
     by = {r.policy: r for r in results}
@@ -116,6 +126,9 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         row = {m: _round(getattr(r, m)) for m in METRICS}
         row["cost_by_market"] = {k: round(v, 2) for k, v in r.cost_by_market.items()}
         row["cannot_burst"] = r.cannot_burst
+        if setup.data is not None:
+            row["data"] = {"usd": round(r.data_usd, 2), "gb_in": round(r.data_gb_in, 1), "cache_hits": r.cache_hits,
+                           "jobs_kept_home_for_data": r.kept_home_for_data}
         row["wall_s"] = round(r.wall_s, 2)
         row["cpu_s"] = round(r.cpu_s, 2)
         od = by.get("ondemand-all")
@@ -183,3 +196,10 @@ def plot_frontier(report: dict, path: str | Path, sweeps: dict[str, list[tuple[f
     fig.savefig(out, format="png")
     plt.close(fig)
     return out
+
+
+def with_data(setup: SimSetup, model: DataModel) -> SimSetup:
+    """``setup`` replaying ``model``'s data; a pool whose config names no link gets ``DEFAULT_LINK``."""
+    pools = [p if p.data.link_mbps is not None else p.model_copy(update={"data": PoolDataConfig(**DEFAULT_LINK)})
+             for p in setup.config.pools]
+    return dataclasses.replace(setup, data=model, config=setup.config.model_copy(update={"pools": pools}))

@@ -280,6 +280,14 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
     def release_hold(self, job_id: int) -> None:
         self._scontrol("release", str(_job_id(job_id)))
 
+    def batch_script(self, job_id: int) -> str:
+        """The job's batch script as Slurm stored it (``scontrol write batch_script N -``: to stdout), where
+        its data directives are (``burstd.domain.data_directives``). SlurmError for a job without one."""
+        out = self.run("scontrol", ["write", "batch_script", str(_job_id(job_id)), "-"])
+        if not out:  # an unknown job: scontrol says so on stderr but exits 0 (seen on 22.05)
+            raise SlurmError(f"scontrol write batch_script {job_id}: no batch script (no such job?)")
+        return out
+
     def job_state(self, job_id: int) -> str | None:
         try:  # -t all: ended jobs too (the snapshot's plain squeue lists only live ones)
             out = self.run("squeue", ["-h", "-t", "all", "-j", str(_job_id(job_id)), "-O", "JobID:0|,State:0"])

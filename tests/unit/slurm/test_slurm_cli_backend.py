@@ -380,3 +380,12 @@ def test_set_instance_refuses_odd_values_before_any_command(fake_slurm, bad):
     with pytest.raises(ValueError):
         adapter.set_instance("c1", bad, "t3.micro")
     assert _started(adapter) == []
+
+
+def test_a_jobs_batch_script_is_read_through_scontrol_write_to_stdout(fake_slurm):
+    a = fake_slurm.adapter()
+    with pytest.raises(SlurmError, match="no batch script"):  # the fake prints nothing, as for an unknown job
+        a.batch_script(42)
+    assert _started(a) == [["scontrol", "write", "batch_script", "42", "-"]]
+    with pytest.raises(ValueError):
+        a.batch_script(-1)  # a job id is checked before it reaches the command line

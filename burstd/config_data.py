@@ -1,0 +1,40 @@
+"""The data sections of burstd's configuration: each pool's link and data prices (``[pools.data]``) and the
+site-wide rules for data that never leaves (``[data]``). What ``burstd.policy.data_cost`` reads; docs/policy.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from burstd.config_types import Name, Usd, _Section
+
+# link speed in megabits per second: 1 kbit/s at least (a 0 or 1e-9 link is a typo that keeps every job home)
+Mbps = Annotated[float, Field(ge=0.001, le=10_000_000, allow_inf_nan=False)]
+Gigabytes = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+
+
+class PoolDataConfig(_Section):
+    """A pool's link to the site and what moving and keeping data there costs (USD per GB = 10^9 bytes)."""
+
+    link_mbps: Mbps | None = None  # usable bandwidth between the site and the pool; None = not metered
+    transfer_in_per_gb: Usd = 0.0  # site -> pool (ingress; often free, or a site egress charge)
+    transfer_out_per_gb: Usd = 0.0  # pool -> site (the cloud's egress: typically $0.02-0.12)
+    storage_per_gb_month: Usd = 0.0  # storage kept near the pool (staged inputs, the cache)
+    cache_gb: Gigabytes = 0.0  # storage near the pool the cache may hold; 0 = no cache
+
+
+class DataConfig(_Section):
+    """Site-wide: data under these paths, and every job of these accounts, never leaves the site."""
+
+    never_leave_paths: list[str] = []
+    never_leave_accounts: list[Name] = []
+
+    @field_validator("never_leave_paths")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for p in paths:
+            if not p.startswith("/") or any(ord(c) < 32 for c in p):
+                raise ValueError(f"{p!r} is not an absolute path")
+        return paths
