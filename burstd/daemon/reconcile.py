@@ -212,7 +212,7 @@ class Reconciler:
         intents = [i for i in intents if i.kind != GC]
         leases = self.store.leases(states=OPEN_STATES)
         # plus the notices the agent left in Slurm node reasons (not queued: read again every cycle)
-        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot))
+        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot, listings))
         crash_point("cycle.after_intents")
         if intents:
             try:
