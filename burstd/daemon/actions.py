@@ -150,6 +150,13 @@ class RemovePartition:
 
 
 @dataclass(frozen=True, slots=True)
+class StartNow:
+    """``scontrol update starttime=now``: a preempted job that requeued itself need not wait out the requeue hold."""
+
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseJob:
     """``scontrol release``: Slurm holds a job whose cloud node failed to launch; burstd lets it run again."""
 
@@ -173,8 +180,9 @@ class ReturnToService:
 
 
 Action = (
-    Launch | Refuse | Adopt | MarkReady | Fail | Requeue | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | BootReplacement | AddPartition | SetJobMarket | RemovePartition | ReleaseJob | ReturnToService | ClearReason
+    Launch | Refuse | Adopt | MarkReady | Fail | Requeue | Terminate | Close | Drain | Undrain | TerminateOrphan
+    | CreateLease | PowerDown | PowerUp | BootReplacement | AddPartition | SetJobMarket | RemovePartition
+    | ReleaseJob | StartNow | ReturnToService | ClearReason
 )
 
 #: Slurm's reason for a cloud node it marked DOWN because it did not register within ResumeTimeout.

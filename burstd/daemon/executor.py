@@ -16,7 +16,7 @@ from burstd.config import Config
 from burstd.daemon.actions import (
     OWN_REASON, Action, AddPartition, Adopt, BootReplacement, ClearReason, Close, CreateLease, Drain, Fail, Launch,
     MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, Requeue, ReturnToService, SetJobMarket,
-    Terminate, TerminateOrphan, Undrain,
+    StartNow, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.cycle_errors import step_failed
 from burstd.daemon.faults import crash_point
@@ -487,6 +487,10 @@ class Executor:
     def _do_ReleaseJob(self, a: ReleaseJob) -> None:
         self._quiet(self.adapter.release_hold, a.job_id)
         log.info("held job released (its cloud node failed to launch)", extra=ev(job_id=a.job_id))
+
+    def _do_StartNow(self, a: StartNow) -> None:
+        self._quiet(self.adapter.start_now, a.job_id)
+        log.info("requeued job eligible at once (no requeue hold)", extra=ev(job_id=a.job_id))
 
     def _do_SetJobMarket(self, a: SetJobMarket) -> None:
         self.markets.set(a.job_id, a.market)

@@ -42,6 +42,7 @@ from burstd.daemon.planning import (
     plan_node_notices, plan_orphans, unleased_since,
 )
 from burstd.daemon.pools import PoolHealth
+from burstd.daemon.requeue_hold import plan_start_now
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
@@ -244,6 +245,7 @@ class Reconciler:
             blocked = self._blocked()
             ex.apply(plan_blocked(snapshot, blocked, self.config))
             ex.apply(plan_held(snapshot, self.failed_jobs))
+            ex.apply(plan_start_now(snapshot, (p.partition for p in self.config.pools), self.clock()))
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:

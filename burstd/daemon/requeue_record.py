@@ -40,8 +40,8 @@ def decode(text: str) -> OwedRequeue:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"requeue record is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ValueError("requeue record is not a JSON object")
+    if not isinstance(doc, dict):  # bad input, one ValueError for every way it is bad (callers catch that)
+        raise ValueError("requeue record is not a JSON object")  # noqa: TRY004
     lease, jobs, since, expedite = doc.get("lease"), doc.get("jobs"), doc.get("since"), doc.get("expedite")
     if not isinstance(lease, str) or not lease:
         raise ValueError("requeue record: 'lease' must be a non-empty string")
@@ -50,5 +50,5 @@ def decode(text: str) -> OwedRequeue:
     if isinstance(since, bool) or not isinstance(since, int | float) or not math.isfinite(since):
         raise ValueError("requeue record: 'since' must be a finite number of Unix seconds")
     if not isinstance(expedite, bool):
-        raise ValueError("requeue record: 'expedite' must be true or false")
+        raise ValueError("requeue record: 'expedite' must be true or false")  # noqa: TRY004
     return OwedRequeue(lease, tuple(jobs), float(since), expedite)

@@ -130,15 +130,15 @@ def test_sigkill_around_the_requeue_of_a_reclaimed_node_brings_its_job_back_exac
         storm.daemon.start()
         job = slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-w", node, "-n", "1", "-t", "10", "--requeue",
                                 "-o", "out-%j.txt"], "#!/bin/sh\nhostname\nsleep 600\n", user=bed_user)
-        storm.wait(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", f"job {job} running on {node}",
+        storm.wait(lambda job=job: slurm_bed.job(job).get("JobState") == "RUNNING", f"job {job} running on {node}",
                    timeout=120)
         storm.run_chain(chain, lambda: slurm_bed.kill_vm(node), step_timeout=60)
 
-        def back_once():
+        def back_once(job=job):
             info = slurm_bed.job(job)
             return info.get("Restarts") == "1" and info.get("JobState") in ("PENDING", "CONFIGURING", "RUNNING")
         storm.wait(back_once, f"job {job} requeued once ({chain[0]})", timeout=120)
-        storm.wait(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", f"job {job} running again",
+        storm.wait(lambda job=job: slurm_bed.job(job).get("JobState") == "RUNNING", f"job {job} running again",
                    timeout=180)
         assert slurm_bed.job(job).get("Restarts") == "1", slurm_bed.job(job)
         with storm.store() as store:
