@@ -73,7 +73,8 @@ def one_round(bed: Bed, tree: Path, gate_s: float, notice_s: float, keep: bool =
     os.chmod(d, 0o755)
     cfg = bed_daemon_config(bed, d, agent={"poll_interval_s": 1.0},
                             **{"policy.waiting": {"kind": "constant", "min_wait_s": gate_s, "min_expected_wait_s": 0}})
-    daemon = DaemonProcess(cfg, log_path=d / "burstd.log", python=_python_for(tree))
+    python = _python_for(tree)
+    daemon = DaemonProcess(cfg, log_path=d / "burstd.log", python=python)
     bed.reset_cloud_nodes()
     jobs: list[int] = []
     try:
@@ -116,6 +117,7 @@ def one_round(bed: Bed, tree: Path, gate_s: float, notice_s: float, keep: bool =
             bed.run(["scancel", *map(str, jobs)], check=False)
         daemon.stop()
         cleanup_vms(cfg)
+        shutil.rmtree(Path(python).parent, ignore_errors=True)
         if not keep:
             shutil.rmtree(d, ignore_errors=True)
 
