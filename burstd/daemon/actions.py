@@ -5,8 +5,12 @@ hook/agent/admin requests (``Intent``) a cycle turns into actions. ``daemon.plan
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from burstd.domain.preemption import REASON_PREFIX, REBALANCE_PREFIX
+
+if TYPE_CHECKING:
+    from burstd.providers.base import Offering
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,16 @@ class Fail:
     power_down: bool = True
     requeue: tuple[int, ...] = ()
     since: float | None = None  # None: now
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """A requeue the daemon owes from before a restart: ``record`` is ``daemon.requeue_record``'s text (the lease,
+    its jobs, since when). The jobs still live, or ended by the lost node, go back to the queue; those Slurm
+    already has back stay as they are."""
+
+    node: str
+    record: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +119,16 @@ class PowerUp:
 
 
 @dataclass(frozen=True, slots=True)
+class BootReplacement:
+    """A notice reclaims the lease's VM while jobs run there: its offering cools down and ``node`` (a powered-down
+    node of the same partition) is powered up now, so the jobs' next node boots, elsewhere, while they checkpoint."""
+
+    lease_id: str
+    node: str
+    offering: Offering | None = None  # where the reclaimed VM runs (from the provider's listing), if known
+
+
+@dataclass(frozen=True, slots=True)
 class AddPartition:
     job_id: int
     partition: str
@@ -123,6 +147,13 @@ class SetJobMarket:
 class RemovePartition:
     job_id: int
     partition: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartNow:
+    """``scontrol update starttime=now``: a preempted job that requeued itself need not wait out the requeue hold."""
+
+    job_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +180,9 @@ class ReturnToService:
 
 
 Action = (
-    Launch | Refuse | Adopt | MarkReady | Fail | Terminate | Close | Drain | Undrain | TerminateOrphan | CreateLease
-    | PowerDown | PowerUp | AddPartition | SetJobMarket | RemovePartition | ReleaseJob | ReturnToService | ClearReason
+    Launch | Refuse | Adopt | MarkReady | Fail | Requeue | Terminate | Close | Drain | Undrain | TerminateOrphan
+    | CreateLease | PowerDown | PowerUp | BootReplacement | AddPartition | SetJobMarket | RemovePartition
+    | ReleaseJob | StartNow | ReturnToService | ClearReason
 )
 
 #: Slurm's reason for a cloud node it marked DOWN because it did not register within ResumeTimeout.

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from burstd.config import Config
 from burstd.daemon.actions import (
-    OWN_REASON, Action, AddPartition, Adopt, ClearReason, Close, CreateLease, Drain, Fail, Launch, MarkReady, PowerDown,
-    PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
+    OWN_REASON, Action, AddPartition, Adopt, BootReplacement, ClearReason, Close, CreateLease, Drain, Fail, Launch,
+    MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, Requeue, ReturnToService, SetJobMarket,
+    StartNow, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.cycle_errors import step_failed
 from burstd.daemon.faults import crash_point
@@ -24,11 +25,16 @@ from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import jobs_to_requeue, sane_launch_time
+from burstd.daemon.requeue_record import REQUEUE, OwedRequeue
+from burstd.daemon.requeue_record import decode as decode_requeue
+from burstd.daemon.requeue_record import encode as encode_requeue
 from burstd.db.leadership import Fence, Fenced
 from burstd.domain.lease import ALLOWED, FINAL_STATES, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Snapshot
-from burstd.providers.base import ErrorKind, LaunchRequest, Provider, ProviderError, launch_all_or_nothing
+from burstd.providers.base import (
+    ErrorKind, LaunchRequest, Offering, Provider, ProviderError, launch_all_or_nothing,
+)
 from burstd.slurm.base import SlurmAdapter, SlurmError
 
 if TYPE_CHECKING:
@@ -309,7 +315,15 @@ class Executor:
         lease = self.store.lease(a.lease_id)
         if S.FAILED not in ALLOWED[lease.state]:
             return
-        requeue = self._live_jobs(lease, a) if a.requeue or a.since is not None else ()
+        since = self.clock() if a.since is None else a.since
+        requeue = self._live_jobs(lease, a.requeue, since) if a.requeue or a.since is not None else ()
+        # a running node taken away (spot reclaim): its jobs lost their run through no fault of their own and may
+        # start again at once (expedited: Slurm's own on 25.11+ for `--requeue=expedite` jobs, else starttime=now)
+        expedite = lease.state in (S.READY, S.DRAINING)
+        # owed durably before the lease says FAILED: a daemon killed before the requeue calls makes them after
+        # its restart (``daemon.requeue_record``)
+        owed = self.store.queue_intents([(REQUEUE, lease.node_name, encode_requeue(
+            OwedRequeue(lease.lease_id, requeue, since, expedite)), self.clock())]) if requeue else []
         # the jobs it brings back go on record with the failure: what was requeued stays readable
         self._move(a.lease_id, S.FAILED, a.reason, extra={"requeue": list(requeue)} if requeue else None)
         if lease.state in (S.READY, S.DRAINING):  # a running node taken away (preempted, vanished): not a boot failure
@@ -318,31 +332,53 @@ class Executor:
             self._health("record_boot_failure", lease.pool, a.reason)
         if a.power_down:
             self._slurm_power_down(lease.node_name, OWN_REASON + a.reason, force=True)
-        # a running node taken away (spot reclaim): its jobs lost their run through no fault of their own and may
-        # start again at once (expedited: Slurm's own on 25.11+ for `--requeue=expedite` jobs, else starttime=now)
-        expedite = lease.state in (S.READY, S.DRAINING)
-        for job_id in requeue:
+        crash_point("fail.before_requeue")
+        self._requeue(requeue, expedite, owed)
+        self.again = True
+
+    def _requeue(self, job_ids: Iterable[int], expedite: bool, owed: list[int]) -> None:
+        for job_id in job_ids:
             self.failed_jobs[job_id] = self.clock()
             self.requeued.append(job_id)
             self._quiet(self.adapter.requeue, job_id, expedite=expedite)
+        crash_point("fail.after_requeue")
+        if owed:  # a failure here leaves the record: the next cycle finds the jobs back and requeues none twice
+            self.store.forget_intents(owed)
+
+    def _do_Requeue(self, a: Requeue) -> None:
+        """A requeue owed from before a restart (its record is forgotten with the cycle's other intents)."""
+        try:
+            owed = decode_requeue(a.record)
+            lease = self.store.lease(owed.lease_id)
+        except (ValueError, KeyError) as exc:
+            log.warning("requeue record dropped", extra=ev(node=a.node, error=str(exc)))
+            return
+        other = self.store.lease_for_node(lease.node_name)
+        keep = self._live_jobs(lease, owed.job_ids, owed.since,
+                               node_reused=other is not None and other.lease_id != lease.lease_id)
+        log.info("owed requeue", extra=ev(lease_id=lease.lease_id, node=a.node, jobs=list(owed.job_ids),
+                                          requeued=list(keep)))
+        self._requeue(keep, owed.expedite, [])
         self.again = True
 
-    def _live_jobs(self, lease: Lease, a: Fail) -> tuple[int, ...]:
-        """The jobs ``planning.jobs_to_requeue`` brings back: ``a``'s candidates plus every job the lease's
-        allocations show on the node at ``a.since``, judged by each one's state now (the snapshot for live jobs;
-        one Slurm query for each job it no longer lists)."""
-        since = self.clock() if a.since is None else a.since
+    def _live_jobs(self, lease: Lease, jobs: tuple[int, ...], since: float, *,
+                   node_reused: bool = False) -> tuple[int, ...]:
+        """The jobs ``planning.jobs_to_requeue`` brings back: ``jobs`` plus every job the lease's allocations
+        show on the node at ``since``, judged by each one's state now (the snapshot for live jobs; one Slurm
+        query for each job it no longer lists). ``node_reused``: a newer lease holds the node, so a job running
+        there now runs on that lease's VM (it came back already)."""
         try:
             allocations = self.store.allocations(lease.lease_id)
         except Exception as exc:  # noqa: BLE001 - without the record only still-live jobs come back
             step_failed(log, "allocations unreadable", exc, self.metrics, lease_id=lease.lease_id)
             allocations = []
         on_node = tuple(al.job_id for al in allocations if al.start <= since and (al.end is None or al.end >= since))
-        candidates = tuple(dict.fromkeys(a.requeue + on_node))
+        candidates = tuple(dict.fromkeys(jobs + on_node))
         listed = {j.job_id: j for j in self.snapshot.jobs} if self.snapshot is not None else {}
         states = {job_id: listed[job_id].state if job_id in listed else self._quiet_state(job_id)
                   for job_id in candidates}
-        here = {j.job_id for j in self.snapshot.jobs_on(lease.node_name)} if self.snapshot is not None else set()
+        here = ({j.job_id for j in self.snapshot.jobs_on(lease.node_name)}
+                if self.snapshot is not None and not node_reused else set())
         # a job the snapshot shows on other nodes was requeued by Slurm itself and runs (or boots) again there
         elsewhere = [jid for jid in candidates if jid in listed and listed[jid].nodes and jid not in here]
         keep = jobs_to_requeue(candidates, states, allocations, since, elsewhere)
@@ -419,6 +455,25 @@ class Executor:
     def _do_PowerUp(self, a: PowerUp) -> None:
         self.adapter.power_up(list(a.nodes))
 
+    def _do_BootReplacement(self, a: BootReplacement) -> None:
+        lease = self.store.lease(a.lease_id)
+        cooled = a.offering is not None and self.health is not None and self._has_another(lease.pool, a.offering)
+        if cooled and self.health is not None and a.offering is not None:  # the replacement launches elsewhere
+            self.health.cooldown.mark(a.offering, reason="spot interruption notice")
+        log.info("replacement node powered up", extra=ev(lease_id=lease.lease_id, node=a.node,
+                                                          reclaimed=lease.node_name, cooled_down=cooled,
+                                                          offering=str(a.offering or "")))
+        self._quiet(self.adapter.power_up, [a.node])
+
+    def _has_another(self, pool: str, offering: Offering) -> bool:
+        """Whether the pool can launch in its market without ``offering``: cooling down a pool's only offering
+        would fail the replacement's launch (and block the pool), so that one is left as it is."""
+        offerings = getattr(self.providers.get(pool), "offerings", None)
+        if offerings is None or self.health is None:
+            return False
+        cooldown = self.health.cooldown
+        return any(o != offering and not cooldown.is_cooling(o) for o in offerings(offering.market))
+
     def _do_ReturnToService(self, a: ReturnToService) -> None:
         self.adapter.resume([a.node])
         log.info("node returned to service", extra=ev(node=a.node, reason=f"was DOWN: {a.reason}"))
@@ -434,6 +489,10 @@ class Executor:
     def _do_ReleaseJob(self, a: ReleaseJob) -> None:
         self._quiet(self.adapter.release_hold, a.job_id)
         log.info("held job released (its cloud node failed to launch)", extra=ev(job_id=a.job_id))
+
+    def _do_StartNow(self, a: StartNow) -> None:
+        self._quiet(self.adapter.start_now, a.job_id)
+        log.info("requeued job eligible at once (no requeue hold)", extra=ev(job_id=a.job_id))
 
     def _do_SetJobMarket(self, a: SetJobMarket) -> None:
         self.markets.set(a.job_id, a.market)

@@ -25,6 +25,8 @@ POINTS = (
     "terminate.before_provider",  # TERMINATING committed, provider.terminate not called
     "terminate.after_provider",  # provider terminated; TERMINATED not recorded
     "orphan.before_terminate",  # the orphan's termination recorded, the provider not yet asked
+    "fail.before_requeue",  # a lost node's lease FAILED and its requeue owed (durable), no job requeued yet
+    "fail.after_requeue",  # its jobs requeued, the owed record not yet forgotten
     "cycle.after_snapshot",  # Slurm and the clouds read, nothing planned from them yet
     "cycle.after_intents",  # hook and agent intents acted on, not yet marked applied
     # inside cloud calls (burstd/providers): the cloud did the work, the daemon never sees its answer

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 
 from burstd.config import Config
 from burstd.daemon.actions import (
-    LAUNCH_FAILED_HELD, OWN_REASON, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, ClearReason, Close,
-    CreateLease, Drain, Fail, Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition,
+    LAUNCH_FAILED_HELD, OWN_REASON, RESUME_TIMEOUT_REASON, Action, AddPartition, Adopt, BootReplacement, ClearReason,
+    Close,
+    CreateLease, Drain, Fail, Intent, Launch, MarkReady, PowerDown, PowerUp, Refuse, ReleaseJob, RemovePartition, Requeue,
     ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain, own_reason,
 )
+from burstd.daemon.requeue_record import REQUEUE
 from burstd.domain.budget import Allocation
 from burstd.domain.decisions import Decisions
-from burstd.domain.lease import Lease, LeaseState, may_own_instance
+from burstd.domain.lease import FINAL_STATES, Lease, LeaseState, may_own_instance
 from burstd.domain.preemption import Notice, parse_preemption_reason
 from burstd.domain.slurm import Node, Snapshot
 from burstd.providers.base import Instance
@@ -242,14 +244,21 @@ def resume_order(nodes: Sequence[str], jobs: dict[str, tuple[int, ...]], info: M
     return sorted(nodes, key=key)
 
 
-def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: Snapshot | None) -> list[Action]:
-    """Hook, agent and admin requests -> actions on the node's current lease."""
+def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: Snapshot | None,
+                 listings: Mapping[str, Sequence[Instance]] | None = None) -> list[Action]:
+    """Hook, agent and admin requests -> actions on the node's current lease. A notice on a node that runs jobs
+    also boots their next node now (``BootReplacement``; ``listings``, pool -> instances, names the offering the
+    notice reclaims)."""
     by_node: dict[str, Lease] = {}
     for lease in sorted(leases, key=lambda x: x.created_at):
         by_node[lease.node_name] = lease  # newest open lease wins
     out: list[Action] = []
     draining: set[str] = set()
+    spares: list[str] = []  # replacement nodes powered up by this pass (one each)
     for it in intents:
+        if it.kind == REQUEUE:  # owed from before a restart: whatever state the lease is in now
+            out.append(Requeue(it.node, it.reason))
+            continue
         current = by_node.get(it.node)
         if current is None:
             continue
@@ -282,9 +291,32 @@ def plan_intents(intents: Iterable[Intent], leases: Sequence[Lease], snapshot: S
             if st == S.READY and lease.lease_id not in draining:  # one drain, however many ways it was asked
                 draining.add(lease.lease_id)
                 # the jobs running when the notice arrived go on record with the drain (``Drain.jobs``)
+                running = jobs_on_node(snapshot, it.node)
                 out.append(Drain(lease.lease_id, it.reason or ("drained by admin" if it.kind == "drain" else "notice"),
-                                 jobs_on_node(snapshot, it.node)))
+                                 running))
+                spare = replacement_node(snapshot, it.node, by_node, spares) if it.kind == "notice" and running else None
+                if spare is not None:
+                    spares.append(spare)
+                    listed = (listings or {}).get(lease.pool, ())
+                    offering = next((i.offering for i in listed if i.lease_id == lease.lease_id), None)
+                    out.append(BootReplacement(lease.lease_id, spare, offering))
     return out
+
+
+def replacement_node(snapshot: Snapshot | None, reclaimed: str, leased: Mapping[str, Lease],
+                     taken: Iterable[str] = ()) -> str | None:
+    """A node to boot now for the jobs of ``reclaimed`` (a notice came): powered down, idle, not drained, in a
+    partition of the reclaimed node, with no open lease and not ``taken`` already; None when there is none."""
+    if snapshot is None or (old := snapshot.node(reclaimed)) is None:
+        return None
+    busy = set(taken)
+    for node in snapshot.nodes:
+        if (node.name != reclaimed and node.name not in busy and set(node.partitions) & set(old.partitions)
+                and node.is_powered_down and not node.is_powering_up and node.state == "IDLE"
+                and not node.is_drained and "POWERING_DOWN" not in node.flags
+                and (node.name not in leased or leased[node.name].state in FINAL_STATES)):
+            return node.name
+    return None
 
 
 def plan_leases(world: World, config: Config) -> list[Action]:

@@ -44,6 +44,7 @@ from burstd.daemon.planning import (
     plan_node_notices, plan_orphans, unleased_since,
 )
 from burstd.daemon.pools import PoolHealth
+from burstd.daemon.requeue_hold import plan_start_now
 from burstd.daemon.requeue_watch import RequeueWatch
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
@@ -224,7 +225,7 @@ class Reconciler:
         intents = [i for i in intents if i.kind != GC]
         leases = self.store.leases(states=OPEN_STATES)
         # plus the notices the agent left in Slurm node reasons (not queued: read again every cycle)
-        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot))
+        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot, listings))
         crash_point("cycle.after_intents")
         if intents:
             try:
@@ -256,6 +257,7 @@ class Reconciler:
             blocked = self._blocked()
             ex.apply(plan_blocked(snapshot, blocked, self.config))
             ex.apply(plan_held(snapshot, self.failed_jobs))
+            ex.apply(plan_start_now(snapshot, (p.partition for p in self.config.pools), self.clock()))
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:

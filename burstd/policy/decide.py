@@ -10,7 +10,8 @@ One pass over the pending jobs in priority order (highest priority, then oldest 
 2. expected on-prem wait: Slurm's backfill estimate (``Job.start_time`` on a pending job that is not yet
    burst-eligible), else a fluid model: the job starts when the capacity freed by running on-prem jobs
    (at their end times or time limits) covers the demand of the jobs ahead of it that stay on-prem;
-3. the waiting policy (``burstd.policy.waiting``) with per-partition/QOS minimum waits;
+3. the waiting policy (``burstd.policy.waiting``) with per-partition/QOS minimum waits (not again for a job
+   requeued while it held a cloud partition: a preempted job qualified already);
 4. fit (CPUs, memory, GPUs and GPU type, features, pool accounts, ``policy.burst_to``), then the cheapest
    (pool, market) by expected bill including the rework that spot preemptions cost (spot is off for a
    preempted job behind its Uniform Progress line, or past the optional ``max_preemptions_spot``); with
@@ -275,7 +276,11 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         # the waiting policy (burstd.policy.waiting.verdict, with its thresholds cached per job shape)
         wkind: Any = ""  # the waiting policy's name, or (code 4) the preemption count
         wcode, wnum = 0, 0.0
-        if expected == INF:
+        if has_cloud and job.restart_count > 0:
+            # requeued while burst-eligible (a preempted cloud node): it passed these gates before, and the
+            # requeue reset its eligible time, so waiting again would only add the gates' delay to its restart
+            pass
+        elif expected == INF:
             if waited < floor:
                 wcode, wnum, wkind = 1, floor, "floor"
         else:

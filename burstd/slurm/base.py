@@ -85,6 +85,10 @@ class SlurmAdapter(Protocol):
         still knows it (MinJobAge); None once it is gone. One RPC: for the few jobs of a failed node, never per
         cycle."""
         ...
+    def start_now(self, job_id: int) -> None:
+        """``scontrol update jobid=N starttime=now``: a pending job is eligible at once (burstd uses it only for a
+        job that requeued itself after a spot notice and waits out Slurm's requeue hold, cred_expire + 1 s)."""
+        ...
     def release_hold(self, job_id: int) -> None:
         """``scontrol release``: let a held job run again (burstd uses it only for jobs Slurm held after a
         failed cloud node launch, reason ``launch_failed_requeued_held``)."""

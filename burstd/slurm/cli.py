@@ -277,6 +277,9 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
         return any(j.get("job_id") == job_id and "EXPEDITED_REQUEUE" in (j.get("flags") or [])
                    for j in doc.get("jobs") or [])
 
+    def start_now(self, job_id: int) -> None:
+        self._scontrol("update", f"jobid={_job_id(job_id)}", "starttime=now")
+
     def release_hold(self, job_id: int) -> None:
         self._scontrol("release", str(_job_id(job_id)))
 

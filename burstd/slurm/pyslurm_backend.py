@@ -191,10 +191,13 @@ class PyslurmAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
     def requeue(self, job_id: int, *, expedite: bool = False) -> None:
         self._call("Job.requeue", self.pyslurm.Job(_job_id(job_id)).requeue)
         if expedite:  # eligible at once, as `scontrol update jobid=N starttime=now`
-            import time
+            self.start_now(job_id)
 
-            changes = self.pyslurm.JobSubmitDescription(begin_time=int(time.time()))
-            self._call("Job.modify", self.pyslurm.Job(_job_id(job_id)).modify, changes)
+    def start_now(self, job_id: int) -> None:
+        import time
+
+        changes = self.pyslurm.JobSubmitDescription(begin_time=int(time.time()))
+        self._call("Job.modify", self.pyslurm.Job(_job_id(job_id)).modify, changes)
 
     def release_hold(self, job_id: int) -> None:
         self._call("Job.release", self.pyslurm.Job(_job_id(job_id)).release)

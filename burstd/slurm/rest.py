@@ -192,8 +192,11 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
             raise self._unsupported("requeue a job")
         self.request("GET", f"/slurm/{self.version}/job/{_job_id(job_id)}/requeue")
         if expedite:  # start again at once, not after cred_expire (as `scontrol update starttime=now`)
-            self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}", json={"begin_time": {
-                "set": True, "infinite": False, "number": int(time.time())}})
+            self.start_now(job_id)
+
+    def start_now(self, job_id: int) -> None:
+        self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}", json={"begin_time": {
+            "set": True, "infinite": False, "number": int(time.time())}})
 
     def release_hold(self, job_id: int) -> None:
         raise self._unsupported("release a held job")

@@ -575,3 +575,19 @@ def test_sacct_and_sacctmgr_output_through_the_adapter_reads_or_raises_slurm_err
         jobs = []
     assert all(0 < j.job_id < 2**32 for j in jobs)
     assert isinstance(Printed().accounts(), set)
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=300), json_value.map(json.dumps),
+                 st.fixed_dictionaries({"lease": json_value, "jobs": json_value, "since": json_value,
+                                        "expedite": json_value}).map(json.dumps)))
+def test_an_owed_requeue_record_decodes_or_raises_value_error(text):
+    """The daemon's owed-requeue record (``daemon.requeue_record``) as read back from the database."""
+    from burstd.daemon.requeue_record import decode
+
+    try:
+        owed = decode(text)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    assert owed.lease_id and all(j > 0 for j in owed.job_ids)

@@ -77,9 +77,15 @@ CLOUD_CHAINS = {
 }
 
 
+# --- a reclaimed node's requeue: one job on a node whose VM is powered off without notice ------------------
+# The daemon dies with the lease FAILED and the requeue owed, then again with the job requeued and the record
+# not yet forgotten: the job must come back exactly once (Slurm's restart count 1).
+REQUEUE_CHAINS = [["fail.before_requeue:1"], ["fail.after_requeue:1"]]
+
+
 def chained_points() -> set[str]:
     """Every point some chain of the crash test crashes at."""
-    chains = [*LOCAL_LAUNCH_CHAINS, *LOCAL_TERMINATE_CHAINS]
+    chains = [*LOCAL_LAUNCH_CHAINS, *LOCAL_TERMINATE_CHAINS, *REQUEUE_CHAINS]
     for c in CLOUD_CHAINS.values():
         chains += list(c.values())
     return {spec.split(":")[0] for chain in chains for spec in chain}

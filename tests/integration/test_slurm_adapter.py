@@ -218,6 +218,22 @@ def test_expedited_requeue_is_slurms_where_the_release_and_the_job_have_it(slurm
         assert slurm_bed.job(expedite).get("ExpeditedRequeue") == "Yes"
 
 
+def test_start_now_ends_the_requeue_hold_of_a_job_that_requeued_itself(slurm_bed, bed_user, cleanup, cli):
+    """A job that runs `scontrol requeue` on itself (the templates do, after a notice's checkpoint) waits out
+    Slurm's requeue hold (Reason=BeginTime, cred_expire + 1 s); `start_now` makes it eligible at once."""
+    script = "#!/bin/sh\nif [ \"${SLURM_RESTART_COUNT:-0}\" = 0 ]; then scontrol requeue $SLURM_JOB_ID; fi\nsleep 300\n"
+    job = slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-o", "/dev/null", "-t", "10", "--requeue"], script,
+                           user=bed_user)
+    cleanup.append(job)
+    held = slurm_bed.wait_for(lambda: (j := _jobs(cli.snapshot(), {job}).get(job)) and j.is_pending
+                              and j.reason == "BeginTime" and j, 60, "the job held after its own requeue")
+    assert held.restart_count == 1 and held.eligible_time is not None and held.eligible_time > time.time()
+    cli.start_now(job)
+    after = slurm_bed.wait_for(lambda: (j := _jobs(cli.snapshot(), {job}).get(job)) and j.reason != "BeginTime"
+                               and j, 5, "the hold gone")  # well inside the bed's 11 s hold
+    assert after.restart_count == 1
+
+
 def test_slurmctld_health_is_readyz_where_the_release_serves_it(slurm_bed, cli):
     """25.11+: `GET /readyz` on slurmctld's own port; before: `scontrol ping`. Both say ready on a live bed."""
     health = cli.ctld_health()

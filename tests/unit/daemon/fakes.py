@@ -238,6 +238,9 @@ class FakeAdapter:
     def release_hold(self, job_id):
         self.calls.append(("release_hold", job_id))
 
+    def start_now(self, job_id):
+        self.calls.append(("start_now", job_id))
+
     def requeue(self, job_id, *, expedite=False):
         self.calls.append(("requeue", job_id))
         if expedite:

@@ -209,3 +209,68 @@ def test_a_drain_of_a_lease_already_draining_is_a_no_op():
     assert len(store.events(lease.lease_id)) == n_events and len(adapter.calls) == n_calls
     assert not [m for m in metrics.registry.collect() if m.name == "burstd_errors" and
                 any(s.value for s in m.samples)]
+
+
+# --- the replacement boots during the notice ------------------------------------------------------------
+def _cloud(name, *flags, state="IDLE", reason=""):
+    return Node(name, state, ("CLOUD", *flags), partitions=("cloud",), reason=reason)
+
+
+def test_a_notice_on_a_node_with_jobs_boots_one_spare_node_of_its_partition_in_another_offering():
+    from burstd.daemon.actions import BootReplacement
+    from burstd.providers.base import Offering
+
+    reclaimed = Offering("m5.large", "us-east-1a", "spot")
+    job = Job(9, "j", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")
+    nodes = (_cloud("cloud1", "DRAIN", state="MIXED", reason=_reason()),
+             _cloud("cloud2"),  # up and idle already: Slurm can use it as it is, no boot needed
+             _cloud("cloud3", "POWERED_DOWN", "DRAIN", reason="maintenance"),  # an admin's
+             Node("other1", "IDLE", ("CLOUD", "POWERED_DOWN"), partitions=("gpu",)),  # not where the job runs
+             _cloud("cloud4", "POWERED_DOWN"),  # has a lease still booting
+             _cloud("cloud5", "POWERED_DOWN"),
+             _cloud("cloud6", "POWERED_DOWN"))
+    snap = Snapshot(taken_at=NOW, nodes=nodes, jobs=(job,))
+    booting = Lease("L4", "local", "cloud4", S.BOOTING, created_at=NOW - 5, state_since=NOW - 5)
+    listing = {"local": (Instance("i-1", "L1", "cloud1", "local", "running", NOW - 600, offering=reclaimed),)}
+    acts = plan_intents([Intent("notice", "cloud1", "spot")], [_lease(S.READY), booting], snap, listing)
+    assert acts == [Drain("L1", "spot", (9,)), BootReplacement("L1", "cloud5", reclaimed)]
+    # two notices in one pass take two different spares; an admin's drain and a node running nothing take none
+    two = _lease(S.READY, node="cloud2", lid="L2")
+    snap2 = Snapshot(taken_at=NOW, nodes=nodes, jobs=(job, Job(10, "k", "u", "a", ("cloud",), "RUNNING",
+                                                                nodes="cloud2")))
+    acts = plan_intents([Intent("notice", "cloud1", "spot"), Intent("notice", "cloud2", "spot")],
+                        [_lease(S.READY), two, booting], snap2)
+    assert [(a.lease_id, a.node) for a in acts if isinstance(a, BootReplacement)] == [("L1", "cloud5"),
+                                                                                      ("L2", "cloud6")]
+    assert not [a for a in plan_intents([Intent("drain", "cloud1", "admin")], [_lease(S.READY)], snap)
+                if isinstance(a, BootReplacement)]
+    idle = Snapshot(taken_at=NOW, nodes=nodes)
+    assert plan_intents([Intent("notice", "cloud1", "spot")], [_lease(S.READY)], idle) == [Drain("L1", "spot")]
+
+
+def test_the_cycle_powers_up_the_spare_once_and_cools_the_reclaimed_offering_only_if_the_pool_has_another():
+    from burstd.daemon.actions import BootReplacement
+    from burstd.daemon.executor import CycleReport, Executor
+    from burstd.daemon.metrics import Metrics
+    from burstd.daemon.pools import PoolHealth
+    from burstd.providers.base import Offering
+
+    clock, store, adapter, provider, rec = _env()
+    lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
+    adapter.nodes["cloud1"] = _cloud("cloud1", "DRAIN", state="MIXED", reason=_reason(clock() + 120))
+    adapter.nodes["cloud2"] = _cloud("cloud2", "POWERED_DOWN")
+    adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
+    for _ in range(3):  # the notice is read again every cycle: one power-up
+        clock.advance(2)
+        rec.cycle()
+    assert store.lease(lease.lease_id).state == S.DRAINING
+    assert [c for c in adapter.calls if c[0] == "power_up"] == [("power_up", ("cloud2",))]
+
+    a, b = Offering("m5.large", "us-east-1a", "spot"), Offering("m5.large", "us-east-1b", "spot")
+    for offered, cooled in (([a, b], True), ([a], False)):
+        health = PoolHealth(FakeStore(clock), CFG, clock)  # a fresh record of cooldowns each time
+        provider.offerings = lambda market, offered=offered: [o for o in offered if o.market == market]
+        ex = Executor(store, adapter, {"local": provider}, CFG, Metrics(), clock=clock, report=CycleReport(),
+                      health=health)
+        ex.apply([BootReplacement(lease.lease_id, "cloud3", a)])
+        assert health.cooldown.is_cooling(a) is cooled and not health.cooldown.is_cooling(b)

@@ -285,3 +285,19 @@ def test_a_pool_that_is_on_demand_by_configuration_is_not_an_escalation():
                  policy={"waiting": {"escalated_wait_to_runtime_ratio": 100}})
     d = one(busy_cluster(pending(1)), cfg)
     assert [(e.pool, e.market) for e in d.eligible] == [("od", "on-demand")]
+
+
+@pytest.mark.parametrize("waiting", [{"kind": "constant", "min_wait_s": 600}, {}])
+def test_a_preempted_job_requeued_with_its_cloud_partition_is_not_made_to_wait_again(waiting):
+    # requeued 5 s ago after its cloud node was reclaimed: Slurm reset its eligible time, but it qualified already
+    cfg = config(policy={"waiting": waiting})
+    requeued = pending(1, partitions=("batch", "cloud"), restart_count=1, eligible_time=int(NOW - 5))
+    d = one(busy_cluster(requeued), cfg)
+    assert d.revoke == [] and d.markets[1][0] == "aws-cpu" and d.explanations[1].burst
+    # the same wait on a job never preempted still meets the gate (keeping its partition), and so does a job
+    # requeued while it was on-prem only (it never qualified)
+    fresh = pending(1, partitions=("batch", "cloud"), waited_s=5)
+    assert [r.job_id for r in one(busy_cluster(fresh), cfg).revoke] == [1]
+    home = pending(1, restart_count=1, waited_s=5)
+    d = one(busy_cluster(home), cfg)
+    assert d.eligible == [] and not d.explanations[1].burst
