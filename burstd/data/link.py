@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Self
 
 RELAY_BLOCK = 64 << 10
 
@@ -77,7 +78,7 @@ class MeteredLink:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> MeteredLink:
+    def start(self) -> Self:
         threading.Thread(target=self._accept, name="metered-link", daemon=True).start()
         return self
 
@@ -98,7 +99,7 @@ class MeteredLink:
         self.cut()
         _close(self._server)
 
-    def __enter__(self) -> MeteredLink:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from burstd.data.cache import PoolCache
 from burstd.data.manifest import (
-    MAX_MANIFEST_BYTES, SHA256_HEX, Manifest, ManifestError, build_manifest, destination, parse_manifest,
+    MAX_MANIFEST_BYTES,
+    SHA256_HEX,
+    Manifest,
+    ManifestError,
+    build_manifest,
+    destination,
+    parse_manifest,
 )
 from burstd.data.objectstore import S3Store, TransferError, manifest_key, output_key
 from burstd.data.progress import ProgressFile

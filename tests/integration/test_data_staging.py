@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from burstd.data import MeteredLink, PoolCache, S3Store, StorageUsage, TransferError, build_manifest
+from burstd.data import MeteredLink, PoolCache, S3Store, StorageUsage, TransferError
 from burstd.data.objectstore import blob_key, s3_client
 from burstd.data.progress import ProgressFile, read_progress
 from burstd.data.staging import fetch_outputs, publish_outputs, pull_tree, push_tree, stage_in
-from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401
+from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401  (fixtures)
 
 MIB = 1 << 20
 BUCKET = "burstd-pool-aws"
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def s3(aws_env):
+def s3(aws_env):  # noqa: F811  (the fixture it uses)
     """(store URL, a fresh bucket's S3Store) straight to moto."""
     store = S3Store(s3_client(aws_env.moto_url, "us-east-1"), BUCKET, part_bytes=5 * MIB)
     store.ensure_bucket()

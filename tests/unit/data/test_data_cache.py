@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,4 +95,4 @@ def test_the_cache_never_holds_more_than_its_capacity_and_billing_never_overlaps
         spans.setdefault(u.digest, []).append((u.start, u.end))
     for intervals in spans.values():
         intervals.sort()
-        assert all(a[1] <= b[0] for a, b in zip(intervals, intervals[1:]))
+        assert all(a[1] <= b[0] for a, b in pairwise(intervals))

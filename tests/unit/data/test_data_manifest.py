@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from burstd.data.manifest import FileEntry, Manifest, ManifestError, build_manifest, destination, parse_manifest
+from burstd.data.manifest import (
+    FileEntry,
+    Manifest,
+    ManifestError,
+    build_manifest,
+    destination,
+    parse_manifest,
+)
 
 HEX = "a" * 64
 
