@@ -7,11 +7,19 @@ makes it. ``cut()`` drops every open connection and refuses new ones (a dead lin
 
     link = MeteredLink(("127.0.0.1", s3_port), rate_bytes_s=20e6); link.start()
     boto3.client("s3", endpoint_url=link.url)                     # every byte now costs link time
+
+    python -m burstd.data.link --target 127.0.0.1:5000 --rate-bytes-s 20e6 [--listen 0.0.0.0:9000]
+        # a relay process (the bed's link): prints {"url": ...}; SIGUSR1 cuts the link, SIGUSR2 restores it
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -155,3 +163,36 @@ def _close(s: socket.socket) -> None:
         s.close()
     except OSError:
         pass
+
+
+def _host_port(text: str, flag: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise SystemExit(f"{flag} {text!r}: give HOST:PORT")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m burstd.data.link", description="A metered TCP relay.")
+    ap.add_argument("--target", required=True, help="HOST:PORT of the object store")
+    ap.add_argument("--rate-bytes-s", required=True, type=float, help="bandwidth each way, bytes a second")
+    ap.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT to listen on (default: a free local port)")
+    args = ap.parse_args(argv)
+    if args.rate_bytes_s <= 0:
+        raise SystemExit(f"--rate-bytes-s {args.rate_bytes_s}: must be positive")
+    host, port = _host_port(args.listen, "--listen")
+    link = MeteredLink(_host_port(args.target, "--target"), args.rate_bytes_s, host, port).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGUSR1, lambda *_: link.cut())
+    signal.signal(signal.SIGUSR2, lambda *_: link.restore())
+    print(json.dumps({"url": link.url, "pid": os.getpid()}), flush=True)
+    stop.wait()
+    link.close()
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

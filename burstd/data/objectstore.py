@@ -8,7 +8,7 @@ Layout in the bucket (content-addressed, so writing the same thing twice is a no
 
 Uploads are multipart, each part's MD5 checked by S3 (Content-MD5) and, on a resumed upload, compared with the
 part already there, so a killed upload continues from the parts it finished. Downloads go to a temporary name
-beside the destination in ranged reads, resume from the bytes that temporary file holds, and are renamed into
+beside the destination in one open-ended ranged read, resume from the bytes that temporary file holds, and are renamed into
 place only when the whole file's sha256 matches: a destination is absent or complete, never half-written.
 """
 
@@ -55,8 +55,12 @@ def s3_client(endpoint_url: str | None = None, region: str | None = None, attemp
     import boto3
     from botocore.config import Config as BotoConfig
 
+    # our own checksums (Content-MD5 a part, sha256 a file) cover every byte: botocore's extra CRC32 on each
+    # request and response would hash everything a third time
     cfg = BotoConfig(s3={"addressing_style": "path"}, connect_timeout=timeout_s, read_timeout=timeout_s,
-                     retries={"max_attempts": attempts, "mode": "standard"})
+                     retries={"max_attempts": attempts, "mode": "standard"},
+                     request_checksum_calculation="when_required", response_checksum_validation="when_required",
+                     max_pool_connections=16)
     return boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=cfg)
 
 
@@ -67,10 +71,12 @@ def _md5_b64(data: bytes) -> str:
 class S3Store:
     """One bucket near one pool. ``moved(n)`` / ``reused(n)`` callbacks report bytes for progress records."""
 
-    def __init__(self, client: Any, bucket: str, part_bytes: int = PART_BYTES, workers: int = 4):
+    def __init__(self, client: Any, bucket: str, part_bytes: int = PART_BYTES, workers: int = 4,
+                 read_attempts: int = 3):
         if part_bytes < 5 << 20:
             raise ValueError(f"part_bytes {part_bytes}: S3 needs at least 5 MiB a part")
         self.client, self.bucket, self.part_bytes, self.workers = client, bucket, part_bytes, workers
+        self.read_attempts = read_attempts
 
     def _call(self, what: str, fn: Callable[..., Any], **kw: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -209,45 +215,52 @@ class S3Store:
             return False
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{digest[:16]}.partial")
-        for attempt in (1, 2):
-            have = tmp.stat().st_size if tmp.exists() else 0
-            if have > size:
-                tmp.unlink()
-                have = 0
-            whole = hashlib.sha256()
-            if have:
-                with open(tmp, "rb") as f:
-                    while chunk := f.read(HASH_BLOCK):
-                        whole.update(chunk)
-                reused(have)
-            with open(tmp, "ab") as out:
-                offset = have
-                while offset < size:
-                    end = min(offset + self.part_bytes, size) - 1
-                    body = self._call("get", self.client.get_object, Key=blob_key(digest),
-                                      Range=f"bytes={offset}-{end}")["Body"]
-                    try:
-                        while chunk := body.read(HASH_BLOCK):
-                            out.write(chunk)
-                            whole.update(chunk)
-                            offset += len(chunk)
-                            moved(len(chunk))
-                    except Exception as exc:  # a connection reset mid-body (botocore/urllib3 types vary)
-                        out.flush()
-                        raise TransferError(f"s3://{self.bucket}/{blob_key(digest)}: read failed at byte "
-                                            f"{offset}: {exc}") from exc
-                    if offset <= end:
-                        raise TransferError(f"s3://{self.bucket}/{blob_key(digest)}: short read at byte {offset}")
-                out.flush()
-                os.fsync(out.fileno())
-            if whole.hexdigest() == digest:
-                os.replace(tmp, dest)
-                _fsync_dir(dest.parent)
-                return True
-            tmp.unlink()  # a corrupt prefix from an earlier try: start over once from byte 0
-            if attempt == 2 or not have:
-                break
-        raise TransferError(f"s3://{self.bucket}/{blob_key(digest)}: content does not match sha256 {digest}")
+        have = tmp.stat().st_size if tmp.exists() else 0
+        if have > size:
+            tmp.unlink()
+            have = 0
+        whole = hashlib.sha256()
+        if have:
+            with open(tmp, "rb") as f:
+                while chunk := f.read(HASH_BLOCK):
+                    whole.update(chunk)
+            reused(have)
+        with open(tmp, "ab") as out:
+            offset = self._stream_into(digest, size, have, out, whole, moved)
+            out.flush()
+            os.fsync(out.fileno())
+        if offset != size or whole.hexdigest() != digest:
+            tmp.unlink()  # wrong bytes (or a corrupt prefix from an earlier try): the next run starts from zero
+            raise TransferError(f"s3://{self.bucket}/{blob_key(digest)}: content does not match sha256 {digest}")
+        os.replace(tmp, dest)
+        _fsync_dir(dest.parent)
+        return True
+
+    def _stream_into(self, digest: str, size: int, offset: int, out: Any, whole: Any,
+                     moved: Callable[[int], None]) -> int:
+        """Append bytes offset..size to out in one open-ended ranged GET (no per-chunk round trips); a body
+        that breaks off is resumed from where it stopped, ``read_attempts`` times, then TransferError."""
+        failures = 0
+        while offset < size:
+            try:
+                body = self._call("get", self.client.get_object, Key=blob_key(digest), Range=f"bytes={offset}-")["Body"]
+                while offset < size and (chunk := body.read(min(HASH_BLOCK, size - offset))):
+                    out.write(chunk)
+                    whole.update(chunk)
+                    offset += len(chunk)
+                    moved(len(chunk))
+                body.close()
+                if offset < size:
+                    raise TransferError(f"s3://{self.bucket}/{blob_key(digest)}: short read at byte {offset}")
+            except Exception as exc:  # a reset mid-body: botocore/urllib3 raise several types
+                out.flush()  # what arrived is kept: the next try (or run) starts after it
+                failures += 1
+                if failures >= self.read_attempts:
+                    if isinstance(exc, TransferError):
+                        raise
+                    raise TransferError(f"s3://{self.bucket}/{blob_key(digest)}: read failed at byte {offset}: "
+                                        f"{exc}") from exc
+        return offset
 
 
 def _sha256_of(path: Path) -> str:
