@@ -168,9 +168,10 @@ def main() -> int:
                 store = S3Store(s3_client(f"http://{s3_addr[0]}:{s3_addr[1]}", "us-east-1"), bucket)
                 runs = {
                     "plain_up": lambda: plain_up(plain_addr, src),
-                    "stage_up": lambda: _timed(lambda: push_tree(store, src)),
+                    "stage_up": lambda store=store: _timed(lambda: push_tree(store, src)),
                     "plain_down": lambda: plain_down(plain_addr, work / "near.bin"),
-                    "stage_down": lambda: _timed(lambda: pull_tree(store, manifest.digest, work / f"node-{i}.bin")),
+                    "stage_down": lambda store=store, i=i: _timed(
+                        lambda: pull_tree(store, manifest.digest, work / f"node-{i}.bin")),
                 }
                 for name, run in runs.items():
                     took = run()
