@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import signal
 import socket
 import sys
@@ -69,8 +70,9 @@ class MeteredLink:
     """A TCP relay on 127.0.0.1 (or ``listen_host``) to ``target``, metered both ways at ``rate_bytes_s``."""
 
     def __init__(self, target: tuple[str, int], rate_bytes_s: float, listen_host: str = "127.0.0.1",
-                 listen_port: int = 0):
+                 listen_port: int = 0, far_buffer_bytes: int = 4 << 20):
         self.target = target
+        self.far_buffer_bytes = far_buffer_bytes
         self.up = TokenBucket(rate_bytes_s)  # on-prem -> cloud side
         self.down = TokenBucket(rate_bytes_s)  # cloud side -> on-prem
         self._server = socket.create_server((listen_host, listen_port), reuse_port=False)
@@ -136,10 +138,17 @@ class MeteredLink:
             threading.Thread(target=self._pump, args=(upstream, client, self.down, "down"), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, bucket: TokenBucket, way: str) -> None:
+        """Bytes cross the link (at the bucket's rate) as they are read from the sender, into a buffer of
+        ``far_buffer_bytes`` at the far end that a second thread drains into the receiver: a receiver that
+        pauses for a moment (a busy store) does not stall the link, as a real link's bytes in flight and
+        socket buffers do not."""
+        buffered: queue.Queue[bytes | None] = queue.Queue(maxsize=max(1, self.far_buffer_bytes // RELAY_BLOCK))
+        writer = threading.Thread(target=self._drain, args=(buffered, src, dst), daemon=True)
+        writer.start()
         try:
             while data := src.recv(RELAY_BLOCK):
                 bucket.take(len(data))
-                dst.sendall(data)
+                buffered.put(data)
                 if way == "up":
                     self.bytes_up += len(data)
                 else:
@@ -147,11 +156,24 @@ class MeteredLink:
         except OSError:
             pass
         finally:
+            buffered.put(None)
+            writer.join()
             with self._lock:
                 self._conns.discard(src)
                 self._conns.discard(dst)
             _close(src)
             _close(dst)
+
+    def _drain(self, buffered: queue.Queue[bytes | None], src: socket.socket, dst: socket.socket) -> None:
+        failed = False
+        while (data := buffered.get()) is not None:
+            if failed:
+                continue  # keep taking so the reader never blocks on a full buffer
+            try:
+                dst.sendall(data)
+            except OSError:
+                failed = True
+                _close(src)  # the receiver is gone: stop the sender too
 
 
 def _close(s: socket.socket) -> None:
