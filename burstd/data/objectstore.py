@@ -87,37 +87,43 @@ class S3Store:
             raise TransferError(f"s3://{self.bucket}/{kw.get('Key', '')}: {what} failed: {exc}") from exc
 
     def ensure_bucket(self) -> None:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except ClientError:
             self._call("create bucket", self.client.create_bucket)
+        except BotoCoreError as exc:
+            raise TransferError(f"s3://{self.bucket}: unreachable: {exc}") from exc
 
     # small objects: manifests and output pointers
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call("put", self.client.put_object, Key=key, Body=data, ContentMD5=_md5_b64(data))
 
     def get_bytes(self, key: str, limit: int) -> bytes | None:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             obj = self.client.get_object(Bucket=self.bucket, Key=key)
+            if obj["ContentLength"] > limit:
+                raise TransferError(f"s3://{self.bucket}/{key}: {obj['ContentLength']} bytes, more than {limit}")
+            return bytes(obj["Body"].read())
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise TransferError(f"s3://{self.bucket}/{key}: get failed: {exc}") from exc
-        if obj["ContentLength"] > limit:
-            raise TransferError(f"s3://{self.bucket}/{key}: {obj['ContentLength']} bytes, more than {limit}")
-        return bytes(obj["Body"].read())
+        except (BotoCoreError, OSError) as exc:  # the link: refused, reset, timed out
+            raise TransferError(f"s3://{self.bucket}/{key}: get failed: {exc}") from exc
 
     def has_blob(self, digest: str, size: int) -> bool:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             head = self.client.head_object(Bucket=self.bucket, Key=blob_key(digest))
         except ClientError:
             return False
+        except BotoCoreError as exc:  # the store unreachable is not "absent"
+            raise TransferError(f"s3://{self.bucket}/{blob_key(digest)}: head failed: {exc}") from exc
         return bool(head["ContentLength"] == size and head.get("Metadata", {}).get("sha256") == digest)
 
     def delete_blob(self, digest: str) -> None:
@@ -126,10 +132,18 @@ class S3Store:
     def blob_sizes(self) -> dict[str, int]:
         """Every blob in the bucket: digest -> size (to rebuild a cache index)."""
         out: dict[str, int] = {}
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix="blobs/sha256/"):
+        for page in self._pages("list", "list_objects_v2", Prefix="blobs/sha256/"):
             for obj in page.get("Contents", []):
                 out[obj["Key"].rsplit("/", 1)[1]] = obj["Size"]
         return out
+
+    def _pages(self, what: str, operation: str, **kw: Any) -> list[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return list(self.client.get_paginator(operation).paginate(Bucket=self.bucket, **kw))
+        except (BotoCoreError, ClientError) as exc:
+            raise TransferError(f"s3://{self.bucket}/{kw.get('Key', '')}: {what} failed: {exc}") from exc
 
     def upload_blob(self, path: Path, digest: str, size: int, moved: Callable[[int], None] = lambda n: None,
                     reused: Callable[[int], None] = lambda n: None) -> bool:
@@ -158,8 +172,7 @@ class S3Store:
         for up in uploads:
             if up["Key"] == key:
                 parts: dict[int, tuple[int, str]] = {}
-                for page in self.client.get_paginator("list_parts").paginate(
-                        Bucket=self.bucket, Key=key, UploadId=up["UploadId"]):
+                for page in self._pages("list parts", "list_parts", Key=key, UploadId=up["UploadId"]):
                     for p in page.get("Parts", []):
                         parts[p["PartNumber"]] = (p["Size"], p["ETag"].strip('"'))
                 return up["UploadId"], parts
