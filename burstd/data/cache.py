@@ -123,6 +123,18 @@ class PoolCache:
             self.meter.record_storage(usages)
         return usages
 
+    def reconcile(self, present: dict[str, int], now: float) -> tuple[list[str], list[str]]:
+        """Match the index to what the bucket holds (digest -> size, ``S3Store.blob_sizes``): a blob stored by
+        a run that died before saving the index is adopted (as used now), an entry whose blob is gone is
+        dropped (its byte-time booked up to now). Returns (adopted, dropped)."""
+        dropped = [d for d in self.entries if d not in present]
+        for d in dropped:
+            self.evict(d, now)
+        adopted = [d for d in sorted(present) if d not in self.entries]
+        for d in adopted:
+            self.entries[d] = CacheEntry(d, present[d], now, now, now)
+        return adopted, dropped
+
     def to_json(self) -> str:
         return json.dumps({"pool": self.pool, "capacity_bytes": self.capacity_bytes,
                            "entries": [asdict(e) for e in self.entries.values()]}, sort_keys=True)

@@ -102,6 +102,7 @@ def stage_in(store: S3Store, cache: PoolCache, src: Path, progress: ProgressFile
     manifest = build_manifest(src)
     prog = _progress(progress, "in")
     at = time.time() if now is None else now
+    cache.reconcile(store.blob_sizes(), at)  # a run that died after storing blobs, before its index was saved
     result = StageInResult(manifest, cache_hit=True, bytes_moved=0, bytes_reused=0)
     needed = keep | {e.sha256 for e in manifest.files}
 

@@ -132,6 +132,13 @@ def cli(*args: str, progress: Path) -> subprocess.Popen:
                             env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def data_cli(*args: str, progress: Path) -> subprocess.Popen:
+    """The head side's entry point (python -m burstd.data), as a process that can be killed."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-m", "burstd.data", *args, "--progress", str(progress)],
+                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def wait_for_bytes(progress: Path, at_least: int, proc: subprocess.Popen, timeout: float = 60) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -217,3 +224,30 @@ def test_a_cut_link_is_a_transfer_error_that_says_to_run_again(s3, tmp_path):
         link.restore()
         pull_tree(slow, m.digest, tmp_path / "node.bin")
     assert hashlib.sha256((tmp_path / "node.bin").read_bytes()).hexdigest() == m.files[0].sha256
+
+
+@pytest.mark.slow
+def test_the_head_killed_mid_push_leaves_a_cache_index_that_the_rerun_makes_whole(s3, tmp_path):
+    url, store = s3
+    src = dataset(tmp_path / "onprem", {"a.bin": 6 * MIB, "b.bin": 24 * MIB})
+    index, progress = tmp_path / "cache-aws.json", tmp_path / "push.json"
+    args = ("push", "--bucket", BUCKET, "--src", str(src), "--cache-index", str(index), "--pool", "aws",
+            "--cache-bytes", str(64 * MIB))
+    with MeteredLink(moto_addr(url), rate_bytes_s=4 * MIB) as link:
+        proc = data_cli(*args, "--endpoint-url", link.url, progress=progress)
+        wait_for_bytes(progress, 6 * MIB, proc)  # a.bin stored; b.bin (6 s of link) just begun
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        assert not index.exists()  # the index is written at the end only
+        assert len(store.blob_sizes()) == 1
+        proc = data_cli(*args, "--endpoint-url", link.url, progress=progress)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    result = json.loads(out)
+    assert not result["cache_hit"] and result["bytes_moved"] == 24 * MIB, result  # a.bin was not sent again
+    cache = PoolCache.from_json(index.read_text())
+    assert {d: e.size_bytes for d, e in cache.entries.items()} == store.blob_sizes()
+    assert sorted(store.blob_sizes().values()) == [6 * MIB, 24 * MIB]
+    again = data_cli(*args, "--endpoint-url", url, progress=progress)
+    out, _ = again.communicate(timeout=60)
+    assert json.loads(out)["cache_hit"] is True

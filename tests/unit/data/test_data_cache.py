@@ -96,3 +96,14 @@ def test_the_cache_never_holds_more_than_its_capacity_and_billing_never_overlaps
     for intervals in spans.values():
         intervals.sort()
         assert all(a[1] <= b[0] for a, b in pairwise(intervals))
+
+
+def test_reconcile_adopts_blobs_a_dead_run_stored_and_drops_entries_whose_blob_is_gone():
+    meter = Meter()
+    c = PoolCache("aws", 100, meter)
+    c.admit("kept", 10, 0)
+    c.admit("lost", 20, 0)
+    adopted, dropped = c.reconcile({"kept": 10, "orphan": 30}, now=50)
+    assert (adopted, dropped) == (["orphan"], ["lost"])
+    assert set(c.entries) == {"kept", "orphan"} and c.entries["orphan"].stored_at == 50
+    assert [(u.digest, u.byte_seconds) for u in meter.usages] == [("lost", 20 * 50)]
