@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> dict:
     if args.command == "fetch-outputs":
         m = fetch_outputs(store, args.job, args.label, args.dest, ProgressFile(args.progress, "out"))
         return {"dataset": m.digest, "files": len(m.files), "bytes": m.total_bytes, "verified": True}
+    if not args.src.exists():  # bad input is exit 2 before any call to the store
+        raise FileNotFoundError(f"{args.src}: no such file or directory to stage")
     cache = _cache(args)
     store.ensure_bucket()
     if cache is None:
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m burstd.data") -> 
     except (ManifestError, ValueError, FileNotFoundError) as exc:
         print(f"{prog} {args.command}: {exc}", file=sys.stderr)
         return 2
-    except TransferError as exc:
+    except (TransferError, OSError) as exc:  # OSError: the local disk (full, permissions)
         print(f"{prog} {args.command}: {exc} (run it again to resume)", file=sys.stderr)
         return 1
     print(json.dumps(out, sort_keys=True))

@@ -125,6 +125,9 @@ def parse_manifest(raw: bytes, expect_digest: str | None = None) -> Manifest:
     paths = [e.path for e in entries]
     if len(set(paths)) != len(paths):
         raise ManifestError("manifest: a path appears twice")
+    folders = {p.rsplit("/", i)[0] for p in paths for i in range(1, p.count("/") + 1)}
+    if clash := sorted(folders.intersection(paths)):
+        raise ManifestError(f"manifest: {clash[0]!r} is both a file and a folder")
     return Manifest(tuple(entries), single_file=single)
 
 

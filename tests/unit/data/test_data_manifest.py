@@ -80,6 +80,12 @@ def test_bad_fields_name_the_entry_and_the_key(entry, words):
         parse_manifest(json.dumps({"version": 1, "files": [entry]}).encode())
 
 
+def test_a_path_that_is_both_a_file_and_a_folder_is_refused():
+    files = [{"path": "a/b", "size": 1, "sha256": HEX}, {"path": "a/b/c", "size": 1, "sha256": HEX}]
+    with pytest.raises(ManifestError, match="'a/b' is both a file and a folder"):
+        parse_manifest(json.dumps({"version": 1, "files": files}).encode())
+
+
 def test_duplicate_paths_and_foreign_documents_are_refused():
     dup = {"version": 1, "files": [{"path": "a", "size": 1, "sha256": HEX}] * 2}
     with pytest.raises(ManifestError, match="twice"):
