@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -48,32 +49,41 @@ class ProgressFile:
         self._clock = clock
         self.record = Progress(direction=direction, started_at=clock(), updated_at=clock())
         self._written_at = float("-inf")
+        self._lock = threading.RLock()  # files move side by side: their callbacks come from several threads
 
     def moved(self, n: int) -> None:
         """n bytes crossed the link."""
-        self.record.bytes_done += n
-        self._maybe_write()
+        with self._lock:
+            self.record.bytes_done += n
+            self._maybe_write()
 
     def reused(self, n: int) -> None:
         """n bytes were already in place (cache hit, resumed part)."""
-        self.record.bytes_done += n
-        self.record.bytes_reused += n
-        self._maybe_write()
+        with self._lock:
+            self.record.bytes_done += n
+            self.record.bytes_reused += n
+            self._maybe_write()
 
     def file_done(self) -> None:
-        self.record.files_done += 1
-        self._maybe_write()
+        with self._lock:
+            self.record.files_done += 1
+            self._maybe_write()
 
     def finish(self, error: str | None = None) -> None:
-        self.record.state = "failed" if error else "done"
-        self.record.error = error
-        self.write()
+        with self._lock:
+            self.record.state = "failed" if error else "done"
+            self.record.error = error
+            self.write()
 
     def _maybe_write(self) -> None:
         if self._clock() - self._written_at >= self.interval_s:
             self.write()
 
     def write(self) -> None:
+        with self._lock:
+            self._write()
+
+    def _write(self) -> None:
         now = self._clock()
         r = self.record
         r.updated_at = now

@@ -8,8 +8,10 @@ missing (content addressing), and a file appears at its destination only once it
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from burstd.data.cache import PoolCache
 from burstd.data.manifest import (
     MAX_MANIFEST_BYTES,
     SHA256_HEX,
+    FileEntry,
     Manifest,
     ManifestError,
     build_manifest,
@@ -43,16 +46,38 @@ def _run(progress: ProgressFile, manifest: Manifest, work: Callable[[], None]) -
     progress.finish()
 
 
+FILE_WORKERS = 8  # small files in flight at once: a dataset of many small files is round trips, not bytes
+
+
+def _each_file(store: S3Store, entries: Sequence[FileEntry], move: Callable[[FileEntry], object],
+               workers: int) -> None:
+    """move(entry) for every entry: files of up to one part side by side (``workers`` at once), then the large
+    ones one after another (each already moves its parts side by side, and one at a time bounds the memory)."""
+    small = [e for e in entries if e.size <= store.part_bytes]
+    large = [e for e in entries if e.size > store.part_bytes]
+    if workers > 1 and len(small) > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            for fut in [pool.submit(move, e) for e in small]:
+                fut.result()
+    else:
+        for e in small:
+            move(e)
+    for e in large:
+        move(e)
+
+
 def push_tree(store: S3Store, src: Path, manifest: Manifest | None = None,
-              progress: ProgressFile | None = None) -> Manifest:
+              progress: ProgressFile | None = None, workers: int = FILE_WORKERS) -> Manifest:
     """Put src's files (those not there yet) and its manifest into the store; returns the manifest."""
     manifest = manifest or build_manifest(src)
     prog = _progress(progress, "out")
 
+    def move(entry: FileEntry) -> None:
+        store.upload_blob(destination(src, manifest, entry), entry.sha256, entry.size, prog.moved, prog.reused)
+        prog.file_done()
+
     def work() -> None:
-        for entry in manifest.files:
-            store.upload_blob(destination(src, manifest, entry), entry.sha256, entry.size, prog.moved, prog.reused)
-            prog.file_done()
+        _each_file(store, manifest.files, move, workers)
         store.put_bytes(manifest_key(manifest.digest), manifest.to_json())
 
     _run(prog, manifest, work)
@@ -68,16 +93,18 @@ def read_manifest(store: S3Store, digest: str) -> Manifest:
     return parse_manifest(raw, expect_digest=digest)
 
 
-def pull_tree(store: S3Store, digest: str, dest: Path, progress: ProgressFile | None = None) -> Manifest:
+def pull_tree(store: S3Store, digest: str, dest: Path, progress: ProgressFile | None = None,
+              workers: int = FILE_WORKERS) -> Manifest:
     """Bring dataset ``digest`` to dest (a directory, or the file itself for a single-file dataset)."""
     manifest = read_manifest(store, digest)
     prog = _progress(progress, "in")
 
+    def move(entry: FileEntry) -> None:
+        store.download_blob(entry.sha256, entry.size, destination(dest, manifest, entry), prog.moved, prog.reused)
+        prog.file_done()
+
     def work() -> None:
-        for entry in manifest.files:
-            store.download_blob(entry.sha256, entry.size, destination(dest, manifest, entry), prog.moved,
-                                prog.reused)
-            prog.file_done()
+        _each_file(store, manifest.files, move, workers)
 
     _run(prog, manifest, work)
     return manifest
@@ -93,7 +120,8 @@ class StageInResult:
 
 
 def stage_in(store: S3Store, cache: PoolCache, src: Path, progress: ProgressFile | None = None,
-             keep: frozenset[str] = frozenset(), now: float | None = None) -> StageInResult:
+             keep: frozenset[str] = frozenset(), now: float | None = None,
+             workers: int = FILE_WORKERS) -> StageInResult:
     """Head side: make the dataset at src present near the pool, moving only the blobs its cache lacks.
 
     Room is made (oldest blobs evicted from the store) before bytes move; blobs in ``keep`` (those running jobs
@@ -106,23 +134,30 @@ def stage_in(store: S3Store, cache: PoolCache, src: Path, progress: ProgressFile
     result = StageInResult(manifest, cache_hit=True, bytes_moved=0, bytes_reused=0)
     needed = keep | {e.sha256 for e in manifest.files}
 
-    def work() -> None:
-        for entry in manifest.files:
-            known = cache.lookup(entry.sha256, at)
-            if not known:
-                for victim in cache.plan_admit(entry.size, needed):
-                    store.delete_blob(victim)
-                    cache.evict(victim, at)
-                    result.evicted.append(victim)
-            moved = store.upload_blob(destination(src, manifest, entry), entry.sha256, entry.size, prog.moved,
-                                      prog.reused)
-            cache.admit(entry.sha256, entry.size, at, needed)
+    lock = threading.Lock()
+
+    def move(entry: FileEntry) -> None:
+        moved = store.upload_blob(destination(src, manifest, entry), entry.sha256, entry.size, prog.moved,
+                                  prog.reused)
+        with lock:
             if moved:
                 result.cache_hit = False
                 result.bytes_moved += entry.size
             else:
                 result.bytes_reused += entry.size
-            prog.file_done()
+        prog.file_done()
+
+    def work() -> None:
+        # room first, one blob at a time (the index is not shared between threads); an entry whose upload then
+        # fails is dropped by the next run's reconcile
+        for entry in manifest.files:
+            if not cache.lookup(entry.sha256, at):
+                for victim in cache.plan_admit(entry.size, needed):
+                    store.delete_blob(victim)
+                    cache.evict(victim, at)
+                    result.evicted.append(victim)
+                cache.admit(entry.sha256, entry.size, at, needed)
+        _each_file(store, manifest.files, move, workers)
         store.put_bytes(manifest_key(manifest.digest), manifest.to_json())
 
     _run(prog, manifest, work)

@@ -156,7 +156,8 @@ def wait_for_bytes(progress: Path, at_least: int, proc: subprocess.Popen, timeou
 @pytest.mark.slow
 def test_killing_the_link_and_the_transfer_mid_stage_in_loses_nothing_and_resumes(s3, tmp_path):
     url, store = s3
-    src = dataset(tmp_path / "onprem", {"shard0.bin": 16 * MIB, "shard1.bin": 8 * MIB})
+    # both over one part (8 MiB by default), so they move one after the other: shard0 first
+    src = dataset(tmp_path / "onprem", {"shard0.bin": 20 * MIB, "shard1.bin": 9 * MIB})
     m = push_tree(store, src)
     dest, progress = tmp_path / "node", tmp_path / "in.json"
     with MeteredLink(moto_addr(url), rate_bytes_s=4 * MIB) as link:
@@ -168,8 +169,8 @@ def test_killing_the_link_and_the_transfer_mid_stage_in_loses_nothing_and_resume
         proc.wait(30)
         # nothing half-written: no destination file exists yet, only a temporary partial one
         assert not any(p.name.startswith("shard") for p in dest.glob("*"))
-        partial = sorted(dest.glob(".shard0.bin.*.partial"))
-        assert len(partial) == 1 and 0 < partial[0].stat().st_size < 16 * MIB
+        partial = sorted(dest.glob(".shard*.partial"))
+        assert [p.name[:11] for p in partial] == [".shard0.bin"] and 0 < partial[0].stat().st_size < 20 * MIB
         kept = partial[0].stat().st_size
         link.restore()
         proc = cli("stage-in", "--bucket", BUCKET, "--endpoint-url", link.url, "--dataset", m.digest,
@@ -251,3 +252,18 @@ def test_the_head_killed_mid_push_leaves_a_cache_index_that_the_rerun_makes_whol
     again = data_cli(*args, "--endpoint-url", url, progress=progress)
     out, _ = again.communicate(timeout=60)
     assert json.loads(out)["cache_hit"] is True
+
+
+def test_a_dataset_of_many_small_files_moves_them_side_by_side_and_lands_whole(s3, tmp_path):
+    url, store = s3
+    sizes = {f"shard{i:03d}/part.bin": 20_000 + i for i in range(60)} | {"big.bin": 11 * MIB}
+    src = dataset(tmp_path / "onprem", sizes)
+    with MeteredLink(moto_addr(url), rate_bytes_s=16 * MIB) as link:
+        linked = S3Store(s3_client(link.url, "us-east-1"), BUCKET, part_bytes=5 * MIB)
+        up = ProgressFile(tmp_path / "up.json", "out")
+        m = push_tree(linked, src, progress=up)
+        down = ProgressFile(tmp_path / "down.json", "in")
+        pull_tree(linked, m.digest, tmp_path / "node", down, workers=8)
+    assert same_tree(src, tmp_path / "node")
+    for rec in (read_progress(tmp_path / "up.json"), read_progress(tmp_path / "down.json")):
+        assert (rec.state, rec.files_done, rec.bytes_done) == ("done", 61, m.total_bytes)
