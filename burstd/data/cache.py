@@ -59,6 +59,7 @@ class PoolCache:
             raise ValueError(f"cache capacity_bytes must be positive, not {capacity_bytes}")
         self.pool, self.capacity_bytes, self.meter = pool, capacity_bytes, meter
         self.entries: dict[str, CacheEntry] = {}
+        self.datasets: dict[str, list[str]] = {}  # cache key ("sha256:<manifest hex>" or a path) -> its blobs
         self.hits = 0
         self.misses = 0
 
@@ -123,6 +124,19 @@ class PoolCache:
             self.meter.record_storage(usages)
         return usages
 
+    def record_dataset(self, keys: Iterable[str], blobs: Iterable[str]) -> None:
+        """Name a staged dataset by its cache keys (``DataNeeds.cache_key``: ``sha256:<manifest digest>``, and
+        its on-prem path), so that ``present_keys`` can say it is near the pool."""
+        blob_list = sorted(set(blobs))
+        for key in keys:
+            self.datasets[key] = blob_list
+
+    def present_keys(self) -> set[str]:
+        """The cache keys of datasets whose every blob is still near the pool (the decision's ``near``)."""
+        for key in [k for k, blobs in self.datasets.items() if not all(b in self.entries for b in blobs)]:
+            del self.datasets[key]  # a blob of it was evicted: it would have to move again
+        return set(self.datasets)
+
     def reconcile(self, present: dict[str, int], now: float) -> tuple[list[str], list[str]]:
         """Match the index to what the bucket holds (digest -> size, ``S3Store.blob_sizes``): a blob stored by
         a run that died before saving the index is adopted (as used now), an entry whose blob is gone is
@@ -137,7 +151,8 @@ class PoolCache:
 
     def to_json(self) -> str:
         return json.dumps({"pool": self.pool, "capacity_bytes": self.capacity_bytes,
-                           "entries": [asdict(e) for e in self.entries.values()]}, sort_keys=True)
+                           "entries": [asdict(e) for e in self.entries.values()], "datasets": self.datasets},
+                          sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, meter: StorageMeter | None = None, where: str = "cache index") -> PoolCache:
@@ -148,6 +163,7 @@ class PoolCache:
                 entry = CacheEntry(str(e["digest"]), int(e["size_bytes"]), float(e["stored_at"]),
                                    float(e["last_used"]), float(e["billed_until"]))
                 cache.entries[entry.digest] = entry
+            cache.datasets = {str(k): [str(b) for b in v] for k, v in doc.get("datasets", {}).items()}
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{where}: not a pool cache index ({exc!r})") from None
         return cache

@@ -159,6 +159,7 @@ def stage_in(store: S3Store, cache: PoolCache, src: Path, progress: ProgressFile
                 cache.admit(entry.sha256, entry.size, at, needed)
         _each_file(store, manifest.files, move, workers)
         store.put_bytes(manifest_key(manifest.digest), manifest.to_json())
+        cache.record_dataset([f"sha256:{manifest.digest}", str(src)], (e.sha256 for e in manifest.files))
 
     _run(prog, manifest, work)
     return result

@@ -94,12 +94,14 @@ def test_the_pool_cache_serves_a_second_job_and_evicts_the_oldest_dataset_from_t
     first = dataset(tmp_path / "d1", {"a": 2 * MIB})
     r1 = stage_in(store, cache, first, now=100)
     assert not r1.cache_hit and r1.bytes_moved == 2 * MIB
+    assert cache.present_keys() == {f"sha256:{r1.manifest.digest}", str(first)}  # what decide() reads as near
     r2 = stage_in(store, cache, first, now=200)  # the second job sharing the dataset
     assert r2.cache_hit and r2.bytes_moved == 0
     other = dataset(tmp_path / "d2", {"b": 2 * MIB})
     r3 = stage_in(store, cache, other, now=300)
     old = r1.manifest.files[0].sha256
     assert r3.evicted == [old] and not store.has_blob(old, 2 * MIB)
+    assert cache.present_keys() == {f"sha256:{r3.manifest.digest}", str(other)}
     assert store.blob_sizes() == {r3.manifest.files[0].sha256: 2 * MIB}
     assert [(u.digest, u.byte_seconds) for u in booked] == [(old, 2 * MIB * 200)]
 
@@ -255,7 +257,7 @@ def test_the_head_killed_mid_push_leaves_a_cache_index_that_the_rerun_makes_whol
 
 
 def test_a_dataset_of_many_small_files_moves_them_side_by_side_and_lands_whole(s3, tmp_path):
-    url, store = s3
+    url, _ = s3
     sizes = {f"shard{i:03d}/part.bin": 20_000 + i for i in range(60)} | {"big.bin": 11 * MIB}
     src = dataset(tmp_path / "onprem", sizes)
     with MeteredLink(moto_addr(url), rate_bytes_s=16 * MIB) as link:

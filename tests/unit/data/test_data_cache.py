@@ -107,3 +107,14 @@ def test_reconcile_adopts_blobs_a_dead_run_stored_and_drops_entries_whose_blob_i
     assert (adopted, dropped) == (["orphan"], ["lost"])
     assert set(c.entries) == {"kept", "orphan"} and c.entries["orphan"].stored_at == 50
     assert [(u.digest, u.byte_seconds) for u in meter.usages] == [("lost", 20 * 50)]
+
+
+def test_a_dataset_is_near_the_pool_by_its_keys_until_one_of_its_blobs_is_evicted():
+    c = PoolCache("aws", 100)
+    c.admit("b1", 40, 0)
+    c.admit("b2", 40, 1)
+    c.record_dataset(["sha256:" + "d" * 64, "/data/set"], ["b1", "b2"])
+    assert c.present_keys() == {"sha256:" + "d" * 64, "/data/set"}
+    assert PoolCache.from_json(c.to_json()).present_keys() == c.present_keys()
+    c.admit("b3", 40, 2)  # evicts b1, the oldest
+    assert c.present_keys() == set()
