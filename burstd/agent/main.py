@@ -6,6 +6,7 @@
 
 Runs until SIGTERM/SIGINT. ``--once`` polls a single time (for scripts and tests). ``--parity-gate`` checks the
 node against the on-prem reference once and exits (``burstd.agent.gate``; node-bootstrap.sh runs it before slurmd).
+``burstd-agent stage-in`` / ``stage-out`` move a burst job's data (``burstd.data.cli``; docs/data.md).
 """
 
 from __future__ import annotations
@@ -151,6 +152,11 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("stage-in", "stage-out"):  # a job's data, from a prolog/epilog (burstd.data.cli)
+        from burstd.data.cli import main as data_main
+
+        return data_main(argv, prog="burstd-agent")
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper(), logging.INFO),

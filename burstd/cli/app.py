@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "burstd.cli.jobenv_cmd",
     "burstd.cli.image_cmd",
     "burstd.cli.doctor_cmd",
+    "burstd.cli.data_cmd",
 ]
 
 app = typer.Typer(

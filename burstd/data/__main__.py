@@ -1,0 +1,3 @@
+from burstd.data.cli import main
+
+raise SystemExit(main())
