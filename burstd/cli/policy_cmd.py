@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
                                     market=market, checkpoint_share=checkpoint_share,
                                     checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
                                     backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
-                                    out_of_order=out_of_order)
+                                    out_of_order=out_of_order, config_path=config)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -137,6 +137,9 @@ def register(app: typer.Typer) -> None:
                                      for c in SIM_COLUMNS]
         print_table(console, title, cols, [[name, *(_cell(row.get(c, "")) for c in SIM_COLUMNS)]
                                            for name, row in report["policies"].items()], wide=wide)
+        console.print(f"replays: {report['site']}")
+        for line in report["assumptions"]:
+            console.print(f"  assumed {line}")
         console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
                       + ", ".join(report["frontier"]))
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())

@@ -41,6 +41,7 @@ from burstd.daemon.planning import (
     ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
     plan_node_notices, plan_orphans, unleased_since,
 )
+from burstd.daemon.job_progress import job_progress, requeued_since
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
@@ -48,7 +49,7 @@ from burstd.daemon.spend import SpendAccrual
 from burstd.db.leadership import Fence, Fenced
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
-from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
+from burstd.domain.lease import FINAL_STATES, OPEN_STATES, Lease, LeaseState
 from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
@@ -67,7 +68,8 @@ class Decider(Protocol):
     """``burstd.policy.decide.decide``'s shape: which jobs may burst, as pure data."""
 
     def __call__(self, snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None,
-                  prices: dict, config: Config, now: float) -> Decisions: ...
+                  prices: dict, config: Config, now: float, *,
+                  progress: Mapping[int, float] | None = None) -> Decisions: ...
 
 
 def _advisor(config: Config) -> SpotAdvisor | None:
@@ -248,7 +250,8 @@ class Reconciler:
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
                 decisions = self.decider(snapshot, list(self.store.leases(states=OPEN_STATES)),
-                                         self._budget_book(), self._prices(), cfg, self.clock())
+                                         self._budget_book(), self._prices(), cfg, self.clock(),
+                                         progress=self._progress(snapshot))
                 self.last_decisions = decisions
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
@@ -309,6 +312,14 @@ class Reconciler:
         for q in quotes.values():
             validate_quote(q)
         return quotes
+
+    def _progress(self, snapshot: Snapshot) -> dict[int, float]:
+        """What each requeued job kept from its earlier cloud runs, as the replay tells decide()."""
+        since = requeued_since(snapshot)
+        if since is None:
+            return {}
+        ended = self.store.leases(states=FINAL_STATES | {S.FAILED}, since=since)
+        return job_progress(snapshot, ended, self.config.policy.checkpoint_interval_s)
 
     def _blocked(self) -> dict[str, str]:
         try:

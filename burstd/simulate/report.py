@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from burstd.config import Config
+from burstd.simulate.assumptions import assumptions, site_line
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
 from burstd.simulate.placement import PLACEMENTS
 from burstd.simulate.settings import BILLING, get_setting
@@ -42,11 +43,13 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    market: str | None = None, checkpoint_share: float | None = None,
                    checkpoint_s: float | None = None, setting: str | None = None, placement: str | None = None,
                    warmup_jobs: int | None = None, backfill_depth: int | None = None,
-                   bill_per: str | None = None, out_of_order: bool = False) -> dict:
+                   bill_per: str | None = None, out_of_order: bool = False,
+                   config_path: str | None = None) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
 
     ``setting`` names a group of the options below (``burstd.simulate.settings``); an option given
-    explicitly overrides the setting's."""
+    explicitly overrides the setting's. ``config_path`` names the file ``config`` came from, for the header
+    (``site`` and ``assumptions``: what the replay runs and what it assumed)."""
     policies = list(policies or POLICIES)
     for p in policies:
         if p not in POLICIES:
@@ -109,6 +112,9 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         "out_of_order": setup.out_of_order,
         "billing": "gpu-hour" if setup.gpu_slices else "node-hour", "warmup_jobs": setup.warmup_jobs,
         "boot_s": setup.boot_s,
+        "site": site_line(config_path, st.name if st else None, setup),
+        "assumptions": assumptions(info, jobs, setup, onprem_cpus=onprem_cpus, onprem_gpus=onprem_gpus,
+                                   spot_root=str(root), config_path=config_path),
         "policies": {},
     }
     by = {r.policy: r for r in results}
