@@ -27,9 +27,9 @@ def assumptions(info: TraceInfo, jobs: list[TraceJob], setup: SimSetup, *, onpre
     out: list[str] = []
     unit = "GPUs" if setup.gpu else "CPUs"
     if setup.gpu:
-        size = "given (--onprem-gpus)" if onprem_gpus else "Philly's 232 nodes x 8 GPUs, assumed"
+        size = "given: --onprem-gpus" if onprem_gpus else "assumed: Philly's 232 nodes x 8 GPUs"
     elif onprem_cpus:
-        size = "given (--onprem-cpus)"
+        size = "given: --onprem-cpus"
     elif info.max_procs:
         size = "the trace header's MaxProcs"
     elif info.max_nodes:
@@ -38,7 +38,7 @@ def assumptions(info: TraceInfo, jobs: list[TraceJob], setup: SimSetup, *, onpre
         size = "assumed: the trace states no size"
     out.append(f"site size: {setup.onprem_units} on-prem {unit} ({size})")
     if setup.gpu:
-        shape = "assumed (8-GPU nodes)"
+        shape = "assumed: 8-GPU nodes"
     elif info.max_procs and info.max_nodes:
         shape = "MaxProcs / MaxNodes from the trace header"
     elif info.max_nodes:
@@ -47,7 +47,9 @@ def assumptions(info: TraceInfo, jobs: list[TraceJob], setup: SimSetup, *, onpre
         shape = ("assumed: the smallest cloud node of the config" if config_path
                  else "assumed: the built-in cloud node")
     out.append(f"node shape: {setup.units_per_node} {unit} a node ({shape})")
-    if setup.spot is not None:
+    if setup.market == "on-demand":
+        out.append("spot: none, every pool on-demand (--market on-demand)")
+    elif setup.spot is not None:
         out.append(f"spot: preemptions drawn from the measured traces in {spot_root} (found; "
                    f"{setup.spot.rate_per_hour:.2f} preemptions a node-hour)")
     else:
