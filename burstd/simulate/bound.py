@@ -94,13 +94,24 @@ def cloud_price_per_node_hour(setup: SimSetup, cpn: int, gpn: int) -> float | No
     return best
 
 
-def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float = 900.0,
+def default_slot_s(runtimes: list[float]) -> float:
+    """A tenth of the mean run time (whole 5 minutes), at least 15 minutes: an LP of a few columns a job's
+    run, whose floor to the slot costs each job about a twentieth of its run in the bound."""
+    if not runtimes:
+        return 900.0
+    return max(900.0, round(sum(runtimes) / len(runtimes) / 10 / 300) * 300)
+
+
+def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None = None,
                 window_slots: int = 96) -> BoundModel:
-    """The LP of ``trace`` replayed on ``setup``'s site (jobs larger than the site left out, as the replay)."""
+    """The LP of ``trace`` replayed on ``setup``'s site (jobs larger than the site left out, as the replay);
+    ``slot_s`` defaults to ``default_slot_s`` of the jobs' run times."""
     import highspy
 
     sim = Simulator(setup, [j for j in trace if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units])
     jobs = [sim._sim_job(tj) for tj in sim.trace]
+    if slot_s is None:
+        slot_s = default_slot_s([j.tj.runtime for j in jobs])
     boot = setup.boot_s
     cap = setup.onprem_units * slot_s
     t0 = min((j.tj.submit for j in jobs), default=0.0)
