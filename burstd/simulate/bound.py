@@ -142,7 +142,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
             col(price * j.nodes * (boot + p) / 3600.0, 1.0, [(i, 1.0)], cloud_jct)
         least_jct += min(p, cloud_jct) if price is not None else p
         first = int(r // slot_s)
-        last = first + int(math.ceil(p / slot_s)) + window_slots
+        last = first + math.ceil(p / slot_s) + window_slots
         rate = min(1.0, slot_s / p)
         for t in range(first, last):
             at = max(t * slot_s, r)

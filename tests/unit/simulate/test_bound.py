@@ -8,7 +8,7 @@ from burstd.simulate.policies import POLICIES, make_setup, policy_simulator
 from burstd.simulate.traces import TraceInfo, TraceJob
 
 pytest.importorskip("highspy")
-from burstd.simulate.bound import build_bound  # noqa: E402
+from burstd.simulate.bound import build_bound
 
 INFO = TraceInfo("swf", max_procs=16, max_nodes=2)  # two 8-CPU nodes on-prem
 
