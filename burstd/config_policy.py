@@ -18,13 +18,15 @@ class WaitingPolicy(_Section):
     # compute-wait: wait = coefficient * node-hours asked for (big jobs wait longer)
     wait_per_node_hour_s: Seconds = 60.0
     max_wait_s: Seconds = 6 * 3600.0
-    # burst only when the expected on-prem start is at least this far away
-    min_expected_wait_s: Seconds = 600.0
+    # burst only when the expected on-prem start is at least this far away. The burstd defaults here are the
+    # one set the daemon and `burstctl simulate` both use (issue 25): chosen on training prefixes under the
+    # value-of-waiting rule (docs/policy.md), which already weighs the wait a burst saves against its bill
+    min_expected_wait_s: Seconds = 300.0
     # burstd kind (see docs/policy.md): stay when the expected remaining on-prem wait is under
     # min_expected_wait_s (or wait_to_runtime_ratio x time limit); burst at once when it is at least
     # burstd_wait_per_node_hour_s x node-hours; else burst after the compute-wait above
-    burstd_wait_per_node_hour_s: Seconds = 3600.0
-    burstd_min_wait_s: Seconds = 120.0
+    burstd_wait_per_node_hour_s: Seconds = 19200.0
+    burstd_min_wait_s: Seconds = 0.0
     wait_to_runtime_ratio: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 0.0
     # burstd kind: a job preempted max_preemptions_spot times (so it may only burst on-demand, at several
     # times the spot price) stays on-prem while its expected on-prem start is under this x its time limit

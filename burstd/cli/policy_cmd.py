@@ -85,6 +85,9 @@ def register(app: typer.Typer) -> None:
         calibrate: bool = typer.Option(
             False, "--calibrate", help="Replay with no bursting and compare each job's modelled wait with the "
                                        "wait the trace recorded (how far the on-prem model is from the site)"),
+        bound: bool = typer.Option(
+            False, "--bound", help="Beside each policy, a hindsight lower bound on cloud cost at its mean JCT "
+                                   "(an LP relaxation; minutes for a few thousand jobs: use --limit-jobs)"),
         as_json: bool = JsonFlag,
         wide: bool = WideFlag,
     ) -> None:
@@ -125,7 +128,8 @@ def register(app: typer.Typer) -> None:
                                     market=market, checkpoint_share=checkpoint_share,
                                     checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
                                     backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
-                                    out_of_order=out_of_order, data_median_gb=data_median_gb)
+                                    out_of_order=out_of_order, data_median_gb=data_median_gb,
+                                    config_path=config, bound=bound)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -141,6 +145,9 @@ def register(app: typer.Typer) -> None:
                                      for c in SIM_COLUMNS]
         print_table(console, title, cols, [[name, *(_cell(row.get(c, "")) for c in SIM_COLUMNS)]
                                            for name, row in report["policies"].items()], wide=wide)
+        console.print(f"replays: {report['site']}")
+        for line in report["assumptions"]:
+            console.print(f"  assumed {line}")
         console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
                       + ", ".join(report["frontier"]))
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
@@ -163,6 +170,11 @@ def register(app: typer.Typer) -> None:
                               f"hits, {d['jobs_kept_home_for_data']} jobs kept home for their data")
         if report["too_big_for_onprem"]:
             console.print(f"{report['too_big_for_onprem']} jobs larger than the on-prem site were left out")
+        if bound:
+            b = report["bound"]
+            console.print(f"hindsight lower bound on cloud cost at each policy's mean JCT ({b['method']}; "
+                          f"slots of {b['slot_s']:g} s): " + ", ".join(
+                              f"{name} ${row['bound_usd']}" for name, row in report["policies"].items()))
         if plot:
             console.print(f"frontier plot: {report['plot']}")
 

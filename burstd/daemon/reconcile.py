@@ -43,6 +43,7 @@ from burstd.daemon.planning import (
     ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
     plan_node_notices, plan_orphans, unleased_since,
 )
+from burstd.daemon.kept_work import kept_work, requeued_since
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.requeue_hold import plan_start_now
 from burstd.daemon.requeue_watch import RequeueWatch
@@ -52,7 +53,7 @@ from burstd.daemon.spend import SpendAccrual
 from burstd.db.leadership import Fence, Fenced
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
-from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
+from burstd.domain.lease import FINAL_STATES, OPEN_STATES, Lease, LeaseState
 from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
@@ -72,7 +73,8 @@ class Decider(Protocol):
     """``burstd.policy.decide.decide``'s shape: which jobs may burst, as pure data."""
 
     def __call__(self, snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None,
-                  prices: dict, config: Config, now: float) -> Decisions: ...
+                  prices: dict, config: Config, now: float, *,
+                  progress: Mapping[int, float] | None = None) -> Decisions: ...
 
 
 def _advisor(config: Config) -> SpotAdvisor | None:
@@ -263,9 +265,11 @@ class Reconciler:
             try:
                 args = (snapshot, list(self.store.leases(states=OPEN_STATES)), self._budget_book(), self._prices(),
                         cfg, self.clock())
-                # the policy's own decide() weighs the work a requeued training job reported (Uniform Progress)
-                # and each job's declared data; a decider a test passes gets the positional arguments only
-                decisions = (decide(*args, progress=self.progress.work_done_s(), data=self.data_needs.view(snapshot))
+                # the policy's own decide() weighs the work a requeued job kept (Uniform Progress: what a training
+                # job reported, else whole checkpoint intervals of its earlier runs, as the replay counts) and
+                # each job's declared data; a decider a test passes gets the positional arguments only
+                progress = {**self._kept_work(snapshot), **self.progress.work_done_s()}
+                decisions = (decide(*args, progress=progress, data=self.data_needs.view(snapshot))
                              if self.decider is decide else self.decider(*args))
                 self.last_decisions = decisions
                 self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
@@ -329,6 +333,14 @@ class Reconciler:
         for q in quotes.values():
             validate_quote(q)
         return quotes
+
+    def _kept_work(self, snapshot: Snapshot) -> dict[int, float]:
+        """What each requeued job kept from its earlier cloud runs, as the replay tells decide()."""
+        since = requeued_since(snapshot)
+        if since is None:
+            return {}
+        ended = self.store.leases(states=FINAL_STATES | {S.FAILED}, since=since)
+        return kept_work(snapshot, ended, self.config.policy.checkpoint_interval_s)
 
     def _blocked(self) -> dict[str, str]:
         try:

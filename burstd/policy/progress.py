@@ -20,6 +20,8 @@ kept home stalls the queue behind it, which the rule does not see).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 def behind_s(now: float, submit: float, limit_s: float, done_s: float, slack: float) -> float:
     """Seconds of work the job is behind the uniform line (negative: ahead)."""
@@ -43,3 +45,14 @@ def worth_micros(value_per_hour: float, ref_price_micros: int, saved_s: float) -
     if saved_s <= 0:
         return 0.0
     return value_per_hour * ref_price_micros * saved_s / 3600.0
+
+
+def kept_work_s(run_lengths_s: Iterable[float], checkpoint_interval_s: float) -> float:
+    """Seconds of work a requeued job keeps from its earlier cloud runs, as burstd believes it: each run (from
+    its node's ready to its preemption) keeps its whole checkpoint intervals (``policy.checkpoint_interval_s``,
+    the interval the spot cost model assumes). The daemon computes it from its ended leases and the replay
+    from the runs it simulated, so both tell ``decide()`` the same thing (a replayed job that does not
+    checkpoint really keeps nothing; burstd cannot know that, in the replay or live)."""
+    if checkpoint_interval_s <= 0:
+        return 0.0
+    return sum((max(0.0, r) // checkpoint_interval_s) * checkpoint_interval_s for r in run_lengths_s)

@@ -38,6 +38,7 @@ from burstd.policy.budget import cost_micros
 from burstd.policy.context import Prepared
 from burstd.policy.data_cost import DataView
 from burstd.policy.decide import decide
+from burstd.policy.progress import kept_work_s
 from burstd.simulate.data_model import DataModel
 from burstd.simulate.placement import PLACEMENTS, FirstFit
 from burstd.simulate.shapes import cannot_burst_reason, count_reasons
@@ -68,6 +69,7 @@ class SimJob:
     idx: int = 0  # position in the replay (arrival order), for the warm-up cut
     placed: tuple[tuple[int, int], ...] = ()  # first-fit: (node, units) held on-prem
     costs: list[tuple[str, float]] = field(default_factory=list)  # (market, USD) per cloud run
+    believed_kept: float = 0.0  # work burstd believes it kept from preempted runs (what the daemon would pass)
 
 
 @dataclass(slots=True)
@@ -127,6 +129,8 @@ class SimSetup:
     warmup_jobs: int = 0  # jobs left out of the metrics at each end of the replay
     out_of_order: bool = False  # on-prem: any queued job that fits starts (Starburst's "loop"), no backfill
     data: DataModel | None = None  # what each job reads and writes (burstd.simulate.data_model); None: no data
+    # --config: the burstd row runs the file's [policy] as the daemon would (its waiting.kind too)
+    policy_as_configured: bool = False
 
 
 class Simulator:
@@ -372,6 +376,9 @@ class Simulator:
             saved = (math.floor(progress / self.s.checkpoint_s) * self.s.checkpoint_s
                      if checkpoints(j.tj.job_id, self.s.checkpoint_share) else 0.0)
             lost = progress - saved
+            # decide() is told what the daemon would know: whole checkpoint intervals of the run, at the
+            # config's interval, whether or not this job really checkpointed
+            j.believed_kept += kept_work_s((progress,), self.cfg.policy.checkpoint_interval_s)
             self.res.preemptions += 1
             self.res.lost_node_hours += j.nodes * lost / 3600.0
             j.remaining = run - saved
@@ -392,7 +399,7 @@ class Simulator:
         leases = self.lease_list
         if leases is None:
             leases = self.lease_list = [lease for ls in self.leases.values() for lease in ls]
-        done = {jid: j.tj.runtime - j.remaining for jid, j in self.requeued.items()}
+        done = {jid: j.believed_kept for jid, j in self.requeued.items()}
         model = self.s.data
         data = None if model is None else DataView({j.job_id: self._needs(j.job_id) for j in pending}, self.near)
         d = decide(snap, leases, self._book(t), self.quotes, self.cfg, t, explain=False, progress=done,

@@ -49,18 +49,14 @@ GPU_SITE: dict[str, Any] = {
                                (8, "p3.16xlarge", 7.344, 24.48))
     ],
 }
-# burstd's own waiting knobs on the built-in sites (the Starburst setting too), chosen on training prefixes
-# (docs/policy.md, "How the defaults were tuned"). The two gates in front of the value-of-waiting rule, a
-# first wait and a "start is near" floor, were re-swept under that rule: it already weighs the wait a
-# burst saves against its bill, and every second the gates hold a job back is JCT the rule did not buy.
-BURSTD_SITE_KNOBS: dict[str, float] = {
-    "min_expected_wait_s": 300.0, "burstd_wait_per_node_hour_s": 19200.0, "burstd_min_wait_s": 0.0}
+# burstd's own waiting knobs are not set here: the built-in sites (and the Starburst setting) run the
+# daemon's defaults (``burstd.config_policy.WaitingPolicy``), one definition for both (issue 25).
 SITE_DEFAULTS: dict[str, Any] = {
     "budget": {"default_account_usd": 1e12},  # no money limit unless the config sets one
     "policy": {"onprem_partitions": ["batch"], "waiting": {
         # compute-wait (fixed first, never tuned): 5 min per node-hour, at least 30 min, at most 6 h.
-        # burstd shares those and adds its own knobs
-        "min_wait_s": 1800.0, "wait_per_node_hour_s": 300.0, "max_wait_s": 6 * 3600.0, **BURSTD_SITE_KNOBS}},
+        # (burstd's own knobs: the daemon's defaults)
+        "min_wait_s": 1800.0, "wait_per_node_hour_s": 300.0, "max_wait_s": 6 * 3600.0}},
 }
 # constant-wait's wait on the built-in sites: set (on the SDSC training prefix) so that its mean wait is at
 # or above compute-wait's, so the two baselines sit at about the same wait
@@ -83,7 +79,10 @@ def default_site(gpu: bool, cpus_per_node: int = 8) -> Config:
     return parse_config(data, "<built-in simulate site>")
 
 
-def policy_config(base: Config, name: str, constant_wait_s: float | None = None) -> Config:
+def policy_config(base: Config, name: str, constant_wait_s: float | None = None,
+                  as_configured: bool = False) -> Config:
+    """``base`` under the built-in policy ``name``. ``as_configured``: the ``burstd`` row is ``base`` itself
+    (a site's own config, replayed as its daemon runs it), not ``base`` with ``waiting.kind`` burstd."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; built-in: {', '.join(POLICIES)}")
     pol = base.policy
@@ -102,7 +101,8 @@ def policy_config(base: Config, name: str, constant_wait_s: float | None = None)
                 new_pools.append(p.model_copy(update={"ondemand_price_per_hour": None}) if p.market == "spot" else p)
         pools = new_pools
     else:
-        kind = {"never": w.kind, "constant-wait": "constant", "compute-wait": "compute", "burstd": "burstd"}[name]
+        kind = {"never": w.kind, "constant-wait": "constant", "compute-wait": "compute",
+                "burstd": w.kind if as_configured else "burstd"}[name]
     waiting = w.model_copy(update={"kind": kind})
     if name == "constant-wait" and constant_wait_s is not None:
         waiting = waiting.model_copy(update={"min_wait_s": constant_wait_s})
@@ -142,6 +142,7 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
                checkpoint_s: float | None = None, *, placement: str = "fluid", gpu_slices: bool = False,
                warmup_jobs: int = 0, backfill_depth: int = 100, gpus_per_node: int = 8,
                constant_wait_s: float | None = None, out_of_order: bool = False) -> SimSetup:
+    """The replay's site; with ``config`` (a daemon's own), its burstd row runs that config as configured."""
     if gpu:
         cfg = config or default_site(gpu)
         units = onprem_gpus or 232 * 8
@@ -166,7 +167,7 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
                     checkpoint_s=checkpoint_s or cfg.policy.checkpoint_interval_s, checkpoint_share=checkpoint_share,
                     constant_wait_s=constant_wait_s, market=market, placement=placement,
                     gpu_slices=gpu_slices, warmup_jobs=warmup_jobs, backfill_depth=backfill_depth,
-                    out_of_order=out_of_order)
+                    out_of_order=out_of_order, policy_as_configured=config is not None)
 
 
 def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> SimResult:
@@ -179,7 +180,7 @@ def policy_simulator(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int
     # ondemand-all stays the on-demand reference that cost ratios are taken against, whatever the market
     if setup.market is not None and name != "ondemand-all":
         base = on_market(base, setup.market)
-    cfg = policy_config(base, name, setup.constant_wait_s)
+    cfg = policy_config(base, name, setup.constant_wait_s, setup.policy_as_configured)
     spot = None
     if setup.spot is not None:  # same preemption draws for every policy
         spot = SpotModel(setup.spot.segments, seed)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from burstd.config import Config, PoolDataConfig
+from burstd.simulate.assumptions import assumptions, site_line
 from burstd.simulate.data_model import DEFAULT_LINK, DataModel
 from burstd.simulate.engine import SimSetup
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
@@ -46,12 +47,16 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    checkpoint_s: float | None = None, setting: str | None = None, placement: str | None = None,
                    warmup_jobs: int | None = None, backfill_depth: int | None = None,
                    bill_per: str | None = None, out_of_order: bool = False,
-                   data_median_gb: float | None = None) -> dict:
+                   data_median_gb: float | None = None, config_path: str | None = None,
+                   bound: bool = False) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
 
     ``setting`` names a group of the options below (``burstd.simulate.settings``); an option given
     explicitly overrides the setting's. ``data_median_gb``: replay with the data-size model
-    (``burstd.simulate.data_model``), pools without a ``[pools.data]`` link getting its default link."""
+    (``burstd.simulate.data_model``), pools without a ``[pools.data]`` link getting its default link.
+    ``config_path`` names the file ``config`` came from, for the header (``site`` and ``assumptions``: what the
+    replay runs and what it assumed). ``bound``: each policy's row also carries ``bound_usd``, the hindsight
+    lower bound on cloud cost at its mean JCT (``burstd.simulate.bound``)."""
     policies = list(policies or POLICIES)
     for p in policies:
         if p not in POLICIES:
@@ -85,6 +90,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                          "all of them: give a smaller --warmup-jobs (0 keeps every job)")
     if config is not None and not config.pools:
         raise ValueError("the config has no [[pools]] to burst to")
+    if bound and warmup:
+        raise ValueError("--bound covers every job of the replay: give --warmup-jobs 0 with it")
     root = spot_root or default_spot_root()
     setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed,
                        120.0 if boot_s is None else boot_s, cycle_s, market,
@@ -119,6 +126,9 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         "data_model": None if setup.data is None else {"median_gb": setup.data.median_gb, "sigma": setup.data.sigma,
                                                         "shared_share": setup.data.shared_share,
                                                         "datasets": setup.data.datasets},
+        "site": site_line(config_path, st.name if st else None, setup),
+        "assumptions": assumptions(info, jobs, setup, onprem_cpus=onprem_cpus, onprem_gpus=onprem_gpus,
+                                   spot_root=str(root), config_path=config_path),
         "policies": {},
     }
     by = {r.policy: r for r in results}
@@ -141,7 +151,27 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
             row["jct_vs_never"] = round(r.jct_mean_s / nv.jct_mean_s, 4)
         out["policies"][r.policy] = row
     out["frontier"] = frontier(out["policies"])
+    if bound:
+        _add_bound(out, setup, jobs)
     return out
+
+
+def _add_bound(out: dict, setup: Any, jobs: list) -> None:
+    import time
+
+    from burstd.simulate.bound import build_bound
+
+    t = time.process_time()
+    model = build_bound(setup, jobs)
+    for row in out["policies"].values():
+        usd = model.cost_at(row["jct_mean_s"])
+        row["bound_usd"] = None if usd is None else round(usd, 2)
+        if usd is not None and row["cloud_cost_usd"] > 0:
+            row["cost_vs_bound"] = round(row["cloud_cost_usd"] / usd, 3) if usd > 0 else None
+    out["bound"] = {"method": "LP relaxation (burstd.simulate.bound), hindsight, HiGHS",
+                    "slot_s": model.slot_s, "window_slots": model.window_slots,
+                    "least_mean_jct_s": round(model.min_mean_jct_s, 1),
+                    "cpu_s": round(time.process_time() - t, 1)}
 
 
 def frontier(rows: dict[str, dict], key: str = "jct_mean_s") -> list[str]:

@@ -24,7 +24,6 @@ from typing import Any
 
 from burstd.config import YEAR_S, Config, parse_config
 from burstd.simulate.placement import PLACEMENTS
-from burstd.simulate.policies import BURSTD_SITE_KNOBS
 
 SETTINGS = ("starburst",)
 BILLING = ("node-hour", "gpu-hour")  # --bill-per: gpu-hour is ``Setting.gpu_slices``
@@ -68,9 +67,8 @@ STARBURST = Setting(
         "budget": {"default_account_usd": 1e12},
         "policy": {"onprem_partitions": ["batch"], "waiting": {
             # compute-wait = beta x GPU-hours, no floor, no cap (a year is the config's upper bound)
-            "min_wait_s": 0.0, "wait_per_node_hour_s": STARBURST_BETA_H * 3600.0, "max_wait_s": YEAR_S,
-            # burstd's own knobs as on the built-in sites (they count GPU-hours here too)
-            **BURSTD_SITE_KNOBS}},
+            # (burstd's own knobs: the daemon's defaults, which count GPU-hours here)
+            "min_wait_s": 0.0, "wait_per_node_hour_s": STARBURST_BETA_H * 3600.0, "max_wait_s": YEAR_S}},
     },
 )
 

@@ -8,7 +8,7 @@ answer they can predict from a line of reasoning, not the full policy's. The rul
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from burstd.config import Config, PoolConfig
 from burstd.domain.budget import BudgetBook, PriceQuote
@@ -45,6 +45,8 @@ def first_rule(
     prices: Iterable[PriceQuote] | dict | None,
     config: Config,
     now: float,
+    *,
+    progress: Mapping[int, float] | None = None,  # the work requeued jobs kept: this rule ignores it
 ) -> Decisions:
     pol = config.policy
     out = Decisions()

@@ -158,16 +158,21 @@ def test_the_checkpointing_share_picks_that_share_of_jobs_the_same_way_every_tim
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("share, restarts, markets", [(1.0, 4, {"spot"}), (0.0, 1, {"spot", "on-demand"})])
-def test_burstd_keeps_a_job_on_spot_while_its_checkpoints_keep_it_on_the_uniform_line(share, restarts, markets, seed):
-    """The engine hands decide() each requeued job's checkpointed work: a job that checkpoints every 60 s keeps
-    within a boot and a restart (2 x 300 s) of its line (deadline submit + 2 x limit: slack 2, set here) and stays on spot until
-    max_preemptions_total (4) sends it home; one that keeps nothing is behind after its first preemption and
-    goes on-demand."""
+@pytest.mark.parametrize("believed_s, share, restarts, markets", [
+    (60.0, 1.0, 4, {"spot"}), (60.0, 0.0, 4, {"spot"}),  # what the job really kept does not enter decide()
+    (3600.0, 1.0, 1, {"spot", "on-demand"}), (3600.0, 0.0, 1, {"spot", "on-demand"})])
+def test_burstd_keeps_a_job_on_spot_while_the_work_it_is_believed_to_keep_keeps_it_on_the_uniform_line(
+        believed_s, share, restarts, markets, seed):
+    """The engine tells decide() what the daemon would: each requeued job kept the whole
+    ``policy.checkpoint_interval_s`` of its runs (each under 3,000 s here), whether or not the replay's job really
+    checkpoints. Believed every 60 s, it keeps within a boot and a restart (2 x 300 s) of its line (deadline
+    submit + 2 x limit: slack 2) and stays on spot until max_preemptions_total (4) sends it home; believed
+    hourly, it kept nothing, is behind after its first preemption and goes on-demand."""
     spot = SpotModel([Segment(3000.0, True)] * 10, seed=seed)
     base = CFG.model_copy(update={"pools": [CFG.pools[0].model_copy(update={"ondemand_price_per_hour": 50.0})],
-                                  "policy": CFG.policy.model_copy(update={"boot_overhead_s": 300.0,
-                                                                          "progress_slack": 2.0})})
+                                  "policy": CFG.policy.model_copy(update={
+                                      "boot_overhead_s": 300.0, "progress_slack": 2.0,
+                                      "checkpoint_interval_s": believed_s})})
     setup = SimSetup(policy_config(base, "burstd"), False, 8, 8, boot_s=100.0, cycle_s=60.0, spot=spot,
                      checkpoint_s=60.0, checkpoint_share=share)
     s = Simulator(setup, [tj(0, 0, 90000, 8), tj(1, 0, 36000, 8)], "burstd")  # job 0 holds on-prem for 25 h
@@ -175,3 +180,8 @@ def test_burstd_keeps_a_job_on_spot_while_its_checkpoints_keep_it_on_the_uniform
     done = {j.tj.job_id: j for j in s.done}
     assert done[1].restarts == restarts
     assert set(res.cost_by_market) == markets
+    # the job's real loss still follows whether it really checkpoints (every 60 s, or never)
+    if share == 1.0:
+        assert 0 < res.lost_node_hours <= restarts * 60 / 3600
+    else:
+        assert res.lost_node_hours > 0

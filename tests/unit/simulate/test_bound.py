@@ -1,0 +1,65 @@
+"""The hindsight lower bound (``burstctl simulate --bound``): below every replay's cost at its mean JCT."""
+
+from __future__ import annotations
+
+import pytest
+
+from burstd.simulate.policies import POLICIES, make_setup, policy_simulator
+from burstd.simulate.traces import TraceInfo, TraceJob
+
+pytest.importorskip("highspy")
+from burstd.simulate.bound import build_bound
+
+INFO = TraceInfo("swf", max_procs=16, max_nodes=2)  # two 8-CPU nodes on-prem
+
+
+def trace() -> list[TraceJob]:
+    # a burst of work that queues for hours on-prem, then quiet
+    jobs = [TraceJob(i, 60.0 * i, 3600.0 * (1 + i % 3), 3600.0 * (1 + i % 3), 8) for i in range(1, 13)]
+    return jobs + [TraceJob(20 + i, 20 * 3600.0 + 600.0 * i, 900.0, 1800.0, 4) for i in range(6)]
+
+
+def setup(market: str | None):
+    return make_setup(INFO, False, None, None, None, None, market=market)
+
+
+@pytest.mark.parametrize("market", [None, "on-demand"])
+def test_no_policy_replays_below_the_bound_at_its_own_mean_jct(market):
+    s = setup(market)
+    model = build_bound(s, trace())
+    results = {name: policy_simulator(name, s, trace()).run() for name in POLICIES}
+    for name, res in results.items():
+        bound = model.cost_at(res.jct_mean_s)
+        assert bound is not None, name
+        assert bound <= res.cloud_cost_usd + 1e-6, name
+    # never bursting is free and the LP (which may reorder on-prem work in hindsight) is at least as fast
+    assert model.cost_at(results["never"].jct_mean_s) == pytest.approx(0.0, abs=1e-6)
+    # the fastest schedule needs the cloud, so the bound there is not zero
+    assert model.cost_at(results["ondemand-all"].jct_mean_s) > 0
+
+
+def test_the_bound_falls_as_the_mean_jct_allowed_grows_and_none_below_the_least_possible():
+    model = build_bound(setup(None), trace())
+    costs = [model.cost_at(model.min_mean_jct_s * f) for f in (1.0, 1.2, 1.5, 2.0, 3.0)]
+    assert all(c is not None for c in costs)
+    assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
+    assert model.cost_at(model.min_mean_jct_s * 0.99) is None
+
+
+def test_bound_in_the_json_is_one_figure_per_policy_and_the_output_stays_json(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from burstd.cli.app import app
+    from tests.unit.simulate.test_simulate_cli import SWF, calm_spot_traces
+
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--bound", "--policy",
+                                 "never,ondemand-all,burstd", "--spot-traces", str(calm_spot_traces(tmp_path / "s"))])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["policies"]
+    assert rows["never"]["bound_usd"] == 0.0
+    for row in rows.values():
+        assert row["bound_usd"] is not None and row["bound_usd"] <= row["cloud_cost_usd"] + 0.01
