@@ -39,7 +39,7 @@ from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
     ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
-    plan_node_notices, plan_orphans, unleased_since,
+    plan_node_notices, plan_orphans, provider_confirms_notice, unconfirmed_notices, unleased_since,
 )
 from burstd.daemon.pools import PoolHealth
 from burstd.daemon.ports import LeaseStore
@@ -99,6 +99,7 @@ class Reconciler:
         self.leadership = leadership
         self.on_wake: Callable[[], None] = lambda: None
         self.last_snapshot: Snapshot | None = None
+        self._unconfirmed_seen: set[tuple[str, str]] = set()  # (node, reason) of unconfirmed preemption hints
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
         self.last_world: World | None = None  # what the last cycle saw (``burstctl cloud gc --dry-run`` reads it)
@@ -212,7 +213,10 @@ class Reconciler:
         intents = [i for i in intents if i.kind != GC]
         leases = self.store.leases(states=OPEN_STATES)
         # plus the notices the agent left in Slurm node reasons (not queued: read again every cycle)
-        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot))
+        # (hints only: the provider must confirm them, issue 21 item 6)
+        confirmed = provider_confirms_notice(listings)
+        self._warn_unconfirmed(unconfirmed_notices(leases, snapshot, confirmed), snapshot)
+        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot, confirmed)], leases, snapshot))
         crash_point("cycle.after_intents")
         if intents:
             try:
@@ -347,6 +351,18 @@ class Reconciler:
             return verdict.reason
 
         return refusal
+
+    def _warn_unconfirmed(self, nodes: Sequence[str], snapshot: Snapshot | None) -> None:
+        """Say once per node and reason that a preemption reason went unheeded: nothing confirmed it."""
+        for node in nodes:
+            n = snapshot.node(node) if snapshot is not None else None
+            key = (node, n.reason if n is not None else "")
+            if key not in self._unconfirmed_seen:
+                self._unconfirmed_seen.add(key)
+                log.warning("preemption reason not acted on: neither the agent nor the provider confirms it",
+                            extra=ev(node=node, reason=key[1]))
+        if len(self._unconfirmed_seen) > 10_000:  # a flood of forged reasons must not grow memory for ever
+            self._unconfirmed_seen.clear()
 
     def _pressure(self, snapshot: Snapshot, report: CycleReport) -> None:
         clouds = {p.partition for p in self.config.pools}
