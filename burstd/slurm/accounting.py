@@ -22,13 +22,24 @@ class AccountingMixin:
 
     _accounting: bool | None = None
 
+    _enforce: str = ""
+
     def accounting_enabled(self) -> bool:
         """Does this Slurm store accounting in slurmdbd (``AccountingStorageType``)? Read once."""
         if self._accounting is None:
             out = self.run("scontrol", ["show", "config"])  # type: ignore[attr-defined]
             m = re.search(r"^AccountingStorageType\s*=\s*(\S+)", out, re.M)
+            e = re.search(r"^AccountingStorageEnforce\s*=\s*(\S*)", out, re.M)
+            self._enforce = e.group(1) if e else ""
             self._accounting = bool(m and m.group(1).endswith("/slurmdbd"))
         return self._accounting
+
+    def enforces_associations(self) -> bool | None:
+        """Does slurmctld refuse a job whose user has no association with its account
+        (``AccountingStorageEnforce`` holds ``associations``)? Read with ``accounting_enabled``."""
+        if not self.accounting_enabled():
+            return False
+        return "associations" in {w.strip().lower() for w in self._enforce.split(",")}
 
     def accounts(self) -> set[str] | None:
         """Every account slurmdbd knows; None when the site has no slurmdbd (nothing authoritative to ask)."""
@@ -36,6 +47,19 @@ class AccountingMixin:
             return None
         out = self.run("sacctmgr", ["-n", "-P", "show", "account", "format=account"])  # type: ignore[attr-defined]
         return {line.strip() for line in out.splitlines() if line.strip()}
+
+    def associations(self) -> set[tuple[str, str]] | None:
+        """Every (user, account) association slurmdbd holds (an account's own row has user ""); None when the
+        site has no slurmdbd. Whom a budget may be charged for (issue 21 item 2)."""
+        if not self.accounting_enabled():
+            return None
+        out = self.run("sacctmgr", ["-n", "-P", "show", "assoc", "format=user,account"])  # type: ignore[attr-defined]
+        pairs = set()
+        for line in out.splitlines():
+            user, sep, account = line.strip().partition("|")
+            if sep and account and "|" not in account:
+                pairs.add((user, account))
+        return pairs
 
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
         """The cloud instances slurmdbd recorded from ``since`` on (``sacctmgr show instance``, 23.11+), optionally
@@ -86,6 +110,12 @@ class NoSlurmdbd:
 
     def accounts(self) -> set[str] | None:
         return None
+
+    def associations(self) -> set[tuple[str, str]] | None:
+        return None
+
+    def enforces_associations(self) -> bool | None:
+        return None  # cannot tell from here
 
     def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
         return []
