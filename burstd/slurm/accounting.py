@@ -54,12 +54,7 @@ class AccountingMixin:
         if not self.accounting_enabled():
             return None
         out = self.run("sacctmgr", ["-n", "-P", "show", "assoc", "format=user,account"])  # type: ignore[attr-defined]
-        pairs = set()
-        for line in out.splitlines():
-            user, sep, account = line.strip().partition("|")
-            if sep and account and "|" not in account:
-                pairs.add((user, account))
-        return pairs
+        return parse_associations(out)
 
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
         """The cloud instances slurmdbd recorded from ``since`` on (``sacctmgr show instance``, 23.11+), optionally
@@ -122,6 +117,17 @@ class NoSlurmdbd:
 
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
         return None
+
+
+def parse_associations(text: str) -> set[tuple[str, str]]:
+    """``sacctmgr -n -P show assoc format=user,account`` as (user, account) pairs. A line that is not exactly two
+    fields with an account is skipped: leaving a pair out only refuses a charge, never grants one."""
+    pairs = set()
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) == 2 and fields[1] and not any(c.isspace() for c in "".join(fields)):
+            pairs.add((fields[0], fields[1]))
+    return pairs
 
 
 def _digits(text: str) -> bool:
