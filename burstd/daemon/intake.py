@@ -13,7 +13,9 @@ must never block slurmscriptd): record durably, wake the cycle, return.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 
 from burstd.config import Config
@@ -36,6 +38,8 @@ GC = "gc"
 ALL_POOLS = "*"
 #: How many hook-read jobs the intake keeps for the launch guard (the newest; the cycle's snapshot takes over).
 FRESH_JOBS_MAX = 4096
+#: Where hook reads of Slurm run, so a hook waits for one only as long as its own deadline allows.
+_READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="intake-read")
 
 class UnknownNode(ValueError):
     """A hook or admin named a node that is in no pool."""
@@ -88,7 +92,12 @@ class Intake:
         self.check_nodes(nodes)
         jobs = jobs or {}
         info = info or {}
-        self._read_fresh([*dict.fromkeys(j for ids in jobs.values() for j in ids)])
+        if wait_s is not None:  # the read takes part of the hook's wait, never more: the lease comes first
+            t0 = time.monotonic()
+            self._read_fresh([*dict.fromkeys(j for ids in jobs.values() for j in ids)], 0.5 * max(wait_s, 0.0))
+            wait_s = max(wait_s - (time.monotonic() - t0), 0.0)
+        else:
+            self._read_fresh([*dict.fromkeys(j for ids in jobs.values() for j in ids)])
         created: list[str] = []
         done: list[str] = []  # nodes whose lease is committed
         existing: list[str] = []
@@ -178,15 +187,20 @@ class Intake:
         again next cycle, which is harmless."""
         self.store.forget_intents([i.intent_id for i in intents])
 
-    def _read_fresh(self, job_ids: Sequence[int]) -> None:
-        """Read the hook's jobs from Slurm now; on failure the last snapshot answers (as before)."""
+    def _read_fresh(self, job_ids: Sequence[int], within_s: float | None = None) -> None:
+        """Read the hook's jobs from Slurm now, waiting at most ``within_s`` (the read goes on in the background
+        past it, bounded by ``slurm.command_timeout_s``); on failure or timeout the last snapshot answers, and the
+        launch guard still judges the lease (a lease whose jobs nobody knows is charged to no account)."""
         if not job_ids or self._read_jobs is None:
             return
         try:
-            got = self._read_jobs(job_ids)
+            if within_s is None:
+                got = self._read_jobs(job_ids)
+            else:
+                got = _READER.submit(self._read_jobs, job_ids).result(timeout=within_s)
         except Exception as exc:  # noqa: BLE001 - the hook must still record its leases
             log.warning("resume file's jobs not read from Slurm; the last snapshot answers",
-                        extra=ev(error=str(exc), job_id=job_ids[0]))
+                        extra=ev(error=str(exc) or type(exc).__name__, job_id=job_ids[0]))
             return
         with self._fresh_lock:  # hooks run in parallel threads; readers only ``get`` (atomic)
             for job in got:

@@ -164,3 +164,22 @@ def test_a_new_association_is_seen_at_once_and_a_silent_slurmdbd_refuses_once_th
     clock.advance(600)
     why = assoc.refusal("alice", "funded")
     assert why is not None and "could not be read" in why and "slurmdbd not responding" in why
+
+
+def test_a_slow_slurm_read_takes_at_most_half_the_hooks_wait():
+    import time
+
+    _, store, adapter, provider, rec = _env(_config())
+    real = adapter.snapshot
+
+    def slow():
+        time.sleep(1.5)
+        return real()
+
+    adapter.jobs.append(Job(16, "j", "alice", "funded", ("cloud",), "PENDING"))
+    adapter.snapshot = slow
+    adapter.set_node("cloud1", "IDLE", "POWERING_UP")
+    t0 = time.monotonic()
+    out = rec.intake.request_resume(["cloud1"], {"cloud1": (16,)}, wait_s=0.4)
+    assert time.monotonic() - t0 < 1.0  # the hook's answer is not held by Slurm
+    assert len(out["created"]) == 1 and store.leases()[0].account == ""  # recorded; nothing known of the job yet
