@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
                                         decider=rec.decider_name, pid=os.getpid(),
                                         ha=None if elector is None else elector.holder,
                                         interval_s=config.daemon.cycle_interval_s))
+    from burstd.daemon.associations import accounting_warnings
+
+    for warning in accounting_warnings(adapter):  # loud: budgets are only as good as the accounts Slurm vouches for
+        log.error("accounts not vouched for by Slurm", extra=ev(detail=warning))
     if notifier:
         notifier.notify(f"READY=1\nSTATUS=reconciling {len(config.pools)} pool(s)\nMAINPID={os.getpid()}")
     # heartbeat: ping the watchdog while cycles keep happening; a stuck loop stops the pings

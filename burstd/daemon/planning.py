@@ -10,6 +10,7 @@ table is tested on its own; nothing here touches the store, Slurm or a cloud. Wh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -113,11 +114,15 @@ def node_notice(node: Node | None, lease: Lease) -> Notice | None:
     return notice
 
 
-def plan_node_notices(leases: Sequence[Lease], snapshot: Snapshot | None) -> list[Intent]:
-    """Server-side preemption notices: a READY lease whose node the agent drained with a ``burstd-preempt``
-    reason gets the same "notice" intent an agent report (POST /v1/notices) makes, so ``plan_intents`` drains
-    it the same way. Read from Slurm every cycle, so nothing is lost across a daemon restart; a DRAINING
-    lease gets nothing (repeated cycles repeat nothing). The deadline is judged in ``plan_leases``."""
+def plan_node_notices(leases: Sequence[Lease], snapshot: Snapshot | None,
+                      confirmed: Callable[[Lease], bool] = lambda lease: False) -> list[Intent]:
+    """Server-side preemption notices: a READY lease whose node carries a ``burstd-preempt`` reason gets the same
+    "notice" intent an agent report (POST /v1/notices) makes, so ``plan_intents`` drains it the same way, but
+    only when ``confirmed(lease)`` (the provider lists the lease's VM as reclaimed or going). A Slurm reason is a
+    hint, never proof: root on any cloud node holds the munge key and may write any node's reason (issue 21
+    item 6); the agent's own notice comes with its node-bound credential and needs no hint. Read from Slurm every
+    cycle, so nothing is lost across a daemon restart; a DRAINING lease gets nothing (repeated cycles repeat
+    nothing). The deadline is judged in ``plan_leases``, from the lease's own recorded notice."""
     if snapshot is None:
         return []
     out: list[Intent] = []
@@ -126,11 +131,45 @@ def plan_node_notices(leases: Sequence[Lease], snapshot: Snapshot | None) -> lis
             continue
         node = snapshot.node(lease.node_name)
         notice = node_notice(node, lease)
-        if node is not None and notice is not None:
+        if node is not None and notice is not None and confirmed(lease):
             out.append(Intent("notice", lease.node_name,
                               notice_reason("spot-interruption", notice.deadline, f"Slurm reason {node.reason}"),
                               snapshot.taken_at))
     return out
+
+
+def unconfirmed_notices(leases: Sequence[Lease], snapshot: Snapshot | None,
+                        confirmed: Callable[[Lease], bool]) -> list[str]:
+    """The READY leases' nodes whose ``burstd-preempt`` reason nothing confirms (for a warning: a forged reason,
+    or an agent whose report has not arrived yet)."""
+    if snapshot is None:
+        return []
+    return [lease.node_name for lease in leases if lease.state == S.READY
+            and node_notice(snapshot.node(lease.node_name), lease) is not None and not confirmed(lease)]
+
+
+def provider_confirms_notice(listings: Mapping[str, Sequence[Instance]]) -> Callable[[Lease], bool]:
+    """``plan_node_notices``'s confirmation from the provider's own listing: the lease's VM is listed as
+    reclaimed, or on its way out (stopping, shutting down, preempted, terminated)."""
+    def confirmed(lease: Lease) -> bool:
+        return any((inst.lease_id == lease.lease_id or (lease.instance_id and inst.instance_id == lease.instance_id))
+                   and (inst.preempted or inst.state in GOING_STATES)
+                   for inst in listings.get(lease.pool, ()))
+    return confirmed
+
+
+#: Provider states of a VM on its way out: what confirms a preemption hint.
+GOING_STATES = frozenset({"stopping", "shutting-down", "preempted", "terminated"})
+_RECORDED_DEADLINE = re.compile(r"^[a-z][a-z-]{0,39} deadline (\d{1,12})(?::|$)")
+
+
+def recorded_deadline(lease: Lease) -> float | None:
+    """The deadline of the notice that drained this lease, as ``notice_reason`` recorded it (from the agent's
+    authenticated report or a confirmed hint); None for any other drain (an admin's)."""
+    if lease.state != S.DRAINING:
+        return None
+    m = _RECORDED_DEADLINE.match(lease.reason or "")
+    return float(m.group(1)) if m else None
 
 
 def node_registered(node: Node | None) -> bool:
@@ -365,9 +404,11 @@ def plan_leases(world: World, config: Config) -> list[Action]:
                 out.append(Fail(lease.lease_id, why, requeue=requeue, since=since))
             elif snap is not None and node_released(node) and not fresh:
                 out.append(Terminate(lease.lease_id, "Slurm powered the node down", _ids(inst, lease)))
-            elif node is not None and (notice := node_notice(node, lease)) is not None and notice.deadline <= world.now:
-                # the cloud reclaims the VM now (or did): the same path as a vanished instance, and the VM too
-                why = f"preempted: notice deadline {notice.deadline:.0f} passed ({node.reason})"
+            elif (deadline := recorded_deadline(lease)) is not None and deadline <= world.now:
+                # the cloud reclaims the VM now (or did): the same path as a vanished instance, and the VM too. The
+                # deadline is the lease's own recorded notice, never a node reason read now (anyone with the munge
+                # key may write one: issue 21 item 6)
+                why = f"preempted: notice deadline {deadline:.0f} passed ({lease.reason})"
                 out.append(Fail(lease.lease_id, why[:200], requeue=requeue, since=since))
                 out.append(Terminate(lease.lease_id, "preempted (notice deadline passed)", _ids(inst, lease)))
             elif st == S.DRAINING and node is not None and not node.is_drained and node_registered(node) \

@@ -33,6 +33,7 @@ from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.daemon.faults import crash_point
 from burstd.daemon.actions import Intent
+from burstd.daemon.associations import SlurmdbdAssociations
 from burstd.daemon.intake import GC, Intake, UnknownNode
 from burstd.daemon.job_progress import ProgressBook
 from burstd.daemon.leadership import Elector
@@ -41,7 +42,7 @@ from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
     ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
-    plan_node_notices, plan_orphans, unleased_since,
+    plan_node_notices, plan_orphans, provider_confirms_notice, unconfirmed_notices, unleased_since,
 )
 from burstd.daemon.kept_work import kept_work, requeued_since
 from burstd.daemon.pools import PoolHealth
@@ -58,6 +59,7 @@ from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
 from burstd.policy.decide import decide
+from burstd.policy.eligibility import Eligibility
 from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
@@ -106,11 +108,16 @@ class Reconciler:
         self.leadership = leadership
         self.on_wake: Callable[[], None] = lambda: None
         self.last_snapshot: Snapshot | None = None
+        self._unconfirmed_seen: set[tuple[str, str]] = set()  # (node, reason) of unconfirmed preemption hints
         self.last_decisions: Decisions | None = None
         self.last_report: CycleReport | None = None
         self.last_world: World | None = None  # what the last cycle saw (``burstctl cloud gc --dry-run`` reads it)
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
-        self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets)
+        self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets,
+                             read_jobs=self._read_jobs)
+        # who may use cloud nodes (decide()'s gates too) and whom slurmdbd lets a budget be charged for
+        self.eligibility = Eligibility.of(config)
+        self.associations = SlurmdbdAssociations(adapter, clock)
         self.failed_jobs: dict[int, float] = {}
         self.progress = ProgressBook()  # what training jobs report about themselves (burstd.daemon.job_progress)
         self.requeue_watch = RequeueWatch()  # requeues of cloud jobs burstd did not make (the templates' own)
@@ -227,7 +234,11 @@ class Reconciler:
         intents = [i for i in intents if i.kind != GC]
         leases = self.store.leases(states=OPEN_STATES)
         # plus the notices the agent left in Slurm node reasons (not queued: read again every cycle)
-        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot)], leases, snapshot, listings))
+        # (hints only: the provider must confirm them, issue 21 item 6)
+        confirmed = provider_confirms_notice(listings)
+        self._warn_unconfirmed(unconfirmed_notices(leases, snapshot, confirmed), snapshot)
+        ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot, confirmed)], leases, snapshot,
+                                 listings))
         crash_point("cycle.after_intents")
         if intents:
             try:
@@ -349,14 +360,40 @@ class Reconciler:
             step_failed(log, "pool health unreadable", exc, self.metrics)
             return {}
 
+    def _read_jobs(self, job_ids: Sequence[int]) -> list[Job]:
+        """The jobs among ``job_ids`` as Slurm has them now: ``squeue -j`` where the backend can, else a
+        snapshot."""
+        read = getattr(self.adapter, "jobs_of", None)
+        if read is not None:
+            return list(read(job_ids))
+        wanted = set(job_ids)
+        return [j for j in self.adapter.snapshot().jobs if j.job_id in wanted]
+
+    def _who_may_not(self, lease: Lease, jobs: Mapping[int, Job]) -> str | None:
+        """Why a lease's jobs may not run on cloud nodes at all or charge its account: the exclusions and pool
+        restrictions ``decide()`` applies (``Eligibility``) and slurmdbd's associations, for every job the lease
+        was asked for (read at the hook, or in the last snapshot); the lease's account when none is known."""
+        known = [job for jid in lease.job_ids
+                 if (job := jobs.get(jid) or self.intake.fresh_jobs.get(jid)) is not None]
+        facts = [(j.account, j.user, j.qos) for j in known] or [(lease.account, "", "")]
+        for account, user, qos in facts:
+            why = (self.eligibility.refusal(lease.pool, account, user, qos)
+                   or self.associations.refusal(user, account))
+            if why:
+                return why
+        return None
+
     def _refusal_fn(self, leases: Sequence[Lease]) -> Callable[[Lease], str | None]:
-        """The budget guard for this pass (``burstd.policy.budget.guard_launch``), or why a pool takes no
-        launches now. Leases approved in this pass count as committed for the next ones."""
+        """The launch guard for this pass: who may use the pool (``_who_may_not``), then the budget
+        (``burstd.policy.budget.guard_launch``), or why a pool takes no launches now. Leases approved in this
+        pass count as committed for the next ones."""
         jobs: dict[int, Job] = {j.job_id: j for j in (self.last_snapshot.jobs if self.last_snapshot else ())}
         live = [lease for lease in leases if lease.is_live]
         state: dict[str, Any] = {}
 
         def refusal(lease: Lease) -> str | None:
+            if (why := self._who_may_not(lease, jobs)) is not None:
+                return why
             if "blocked" not in state:
                 state["blocked"] = self._blocked()
             if lease.pool in state["blocked"]:
@@ -368,7 +405,8 @@ class Reconciler:
             except ValueError as exc:  # PriceError: a NaN/negative price from the price source: no launch
                 log.error("price refused", extra=ev(lease_id=lease.lease_id, pool=lease.pool, error=str(exc)))
                 return f"no valid price for pool {lease.pool}: {exc}"
-            limit_min = max((jobs[j].time_limit_min or 60 for j in lease.job_ids if j in jobs), default=60)
+            known = {j: jobs.get(j) or self.intake.fresh_jobs.get(j) for j in lease.job_ids}
+            limit_min = max((job.time_limit_min or 60 for job in known.values() if job is not None), default=60)
             verdict = guard_launch(state["book"], live, jobs.values(), account=lease.account,
                                    price_per_hour_micros=lease.price_per_hour_micros, nodes=1,
                                    seconds=launch_seconds(limit_min * 60.0, self.config), now=self.clock(),
@@ -379,6 +417,18 @@ class Reconciler:
             return verdict.reason
 
         return refusal
+
+    def _warn_unconfirmed(self, nodes: Sequence[str], snapshot: Snapshot | None) -> None:
+        """Say once per node and reason that a preemption reason went unheeded: nothing confirmed it."""
+        for node in nodes:
+            n = snapshot.node(node) if snapshot is not None else None
+            key = (node, n.reason if n is not None else "")
+            if key not in self._unconfirmed_seen:
+                self._unconfirmed_seen.add(key)
+                log.warning("preemption reason not acted on: neither the agent nor the provider confirms it",
+                            extra=ev(node=node, reason=key[1]))
+        if len(self._unconfirmed_seen) > 10_000:  # a flood of forged reasons must not grow memory for ever
+            self._unconfirmed_seen.clear()
 
     def _pressure(self, snapshot: Snapshot, report: CycleReport) -> None:
         clouds = {p.partition for p in self.config.pools}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from burstd.config import Config
 from burstd.domain.budget import BudgetBook
 from burstd.domain.slurm import Job
+from burstd.policy.eligibility import Eligibility
 from burstd.policy.offers import (
     Offer, PoolView, PriceInput, effective_cost, job_fit, normalize_prices, pool_offers, risk_cost,
 )
@@ -37,7 +38,7 @@ class Prepared:
 
     __slots__ = ("config", "prices", "quotes", "pools", "part_to_pool", "cloud_parts", "onprem", "od_price",
                  "wait_unit", "pool_cap", "acct_pools", "_partition_max", "part_cache", "fit_cache",
-                 "cand_cache", "th_cache", "valid_book", "excluded")
+                 "cand_cache", "th_cache", "valid_book", "excluded", "eligibility")
 
     def __init__(self, config: Config, prices: PriceInput):
         self.config, self.prices = config, prices
@@ -57,9 +58,10 @@ class Prepared:
         self.pool_cap = {name: pv.cap for name, pv in self.pools.items()}
         self.acct_pools = any(p.accounts is not None for p in config.pools)
         pol = config.policy
-        # the hard gates' sets: excluded accounts, users, QOS, and the pending reasons that may burst
-        self.excluded = (frozenset(pol.exclude_accounts), frozenset(pol.exclude_users), frozenset(pol.exclude_qos),
-                         frozenset(pol.burst_reasons))
+        # the hard gates: who may use cloud nodes at all (the launch guard's rule too), and the pending reasons
+        # that may burst
+        self.eligibility = Eligibility.of(config)
+        self.excluded = frozenset(pol.burst_reasons)
         self._partition_max: dict[str, int | None] | None = None
         self.part_cache: dict[tuple[str, ...], _Parts] = {}
         self.fit_cache: dict[tuple, dict[str, str]] = {}
@@ -105,7 +107,8 @@ def _parts_info(parts, cloud_parts, onprem, pol, partition_max) -> _Parts:
     return _Parts(cloud, home, managed, excluded, floor, allowed, max_time)
 
 
-def _candidates(job: Job, pools: dict[str, PoolView], allowed: frozenset[str] | None, fits: dict[str, str],
+def _candidates(job: Job, pools: dict[str, PoolView], eligibility: Eligibility, allowed: frozenset[str] | None,
+                fits: dict[str, str],
                 escalated: bool, node_units: int, limit_s: float, ckpt_s: float, boot_s: float,
                 stats: DecideStats | None, risk_nodes: int = 0) -> tuple[list[tuple[float, Offer]], str]:
     candidates: list[tuple[float, Offer]] = []
@@ -113,8 +116,8 @@ def _candidates(job: Job, pools: dict[str, PoolView], allowed: frozenset[str] | 
     for name, pool in pools.items():
         if allowed is not None and name not in allowed:
             continue
-        if pool.cfg.accounts is not None and job.account not in pool.cfg.accounts:
-            misfit = misfit or f"account {job.account} may not use pool {name}"
+        if (why := eligibility.pool_gate(name, job.account)) is not None:
+            misfit = misfit or why
             continue
         why = fits.get(name)
         if why is None:

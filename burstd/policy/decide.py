@@ -161,7 +161,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     ahead = [0, 0]
     partition_max = {p.name: p.max_time_min for p in snapshot.partitions}
     ctx.begin(partition_max)
-    excl_acct, excl_user, excl_qos, burst_reasons = ctx.excluded
+    burst_reasons, elig_gate = ctx.excluded, ctx.eligibility.gate
     opt_out = pol.opt_out_comment
     max_total, max_spot, min_prio = pol.max_preemptions_total, pol.max_preemptions_spot, pol.min_priority
     qos_floor = pol.min_wait_s_by_qos
@@ -223,14 +223,10 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             gate, garg = R.G_PAUSED, ()
         elif opt_out and opt_out in job.comment:
             gate, garg = R.G_OPTOUT, (opt_out,)
-        elif job.account in excl_acct:
-            gate, garg = R.G_ACCOUNT, (job.account,)
-        elif job.user in excl_user:
-            gate, garg = R.G_USER, (job.user,)
+        elif (excluded := elig_gate(job.account, job.user, job.qos)) is not None:  # the launch guard's rule too
+            gate, garg = excluded
         elif pi.excluded:
             gate, garg = R.G_PARTITION, (pi.excluded,)
-        elif job.qos and job.qos in excl_qos:
-            gate, garg = R.G_QOS, (job.qos,)
         elif job.het_job_id is not None:
             gate, garg = R.G_HET, ()
         elif job.hold:
@@ -318,8 +314,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 fits = fit_cache.get(shape_key)
                 if fits is None:
                     fits = fit_cache[shape_key] = {}
-                cached = cand_cache[ckey] = _candidates(job, pools, pi.allowed, fits, escalated, nodes * tasks,
-                                                        limit_s, ckpt_s, boot_s, stats, risk_nodes and nodes)
+                cached = cand_cache[ckey] = _candidates(job, pools, ctx.eligibility, pi.allowed, fits, escalated,
+                                                        nodes * tasks, limit_s, ckpt_s, boot_s, stats,
+                                                        risk_nodes and nodes)
             candidates, misfit = cached
             needs = data_needs.get(jid) if data_needs else None
             if needs is not None and needs.declared and candidates:

@@ -22,13 +22,24 @@ class AccountingMixin:
 
     _accounting: bool | None = None
 
+    _enforce: str = ""
+
     def accounting_enabled(self) -> bool:
         """Does this Slurm store accounting in slurmdbd (``AccountingStorageType``)? Read once."""
         if self._accounting is None:
             out = self.run("scontrol", ["show", "config"])  # type: ignore[attr-defined]
             m = re.search(r"^AccountingStorageType\s*=\s*(\S+)", out, re.M)
+            e = re.search(r"^AccountingStorageEnforce\s*=\s*(\S*)", out, re.M)
+            self._enforce = e.group(1) if e else ""
             self._accounting = bool(m and m.group(1).endswith("/slurmdbd"))
         return self._accounting
+
+    def enforces_associations(self) -> bool | None:
+        """Does slurmctld refuse a job whose user has no association with its account
+        (``AccountingStorageEnforce`` holds ``associations``)? Read with ``accounting_enabled``."""
+        if not self.accounting_enabled():
+            return False
+        return "associations" in {w.strip().lower() for w in self._enforce.split(",")}
 
     def accounts(self) -> set[str] | None:
         """Every account slurmdbd knows; None when the site has no slurmdbd (nothing authoritative to ask)."""
@@ -36,6 +47,14 @@ class AccountingMixin:
             return None
         out = self.run("sacctmgr", ["-n", "-P", "show", "account", "format=account"])  # type: ignore[attr-defined]
         return {line.strip() for line in out.splitlines() if line.strip()}
+
+    def associations(self) -> set[tuple[str, str]] | None:
+        """Every (user, account) association slurmdbd holds (an account's own row has user ""); None when the
+        site has no slurmdbd. Whom a budget may be charged for (issue 21 item 2)."""
+        if not self.accounting_enabled():
+            return None
+        out = self.run("sacctmgr", ["-n", "-P", "show", "assoc", "format=user,account"])  # type: ignore[attr-defined]
+        return parse_associations(out)
 
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
         """The cloud instances slurmdbd recorded from ``since`` on (``sacctmgr show instance``, 23.11+), optionally
@@ -87,11 +106,28 @@ class NoSlurmdbd:
     def accounts(self) -> set[str] | None:
         return None
 
+    def associations(self) -> set[tuple[str, str]] | None:
+        return None
+
+    def enforces_associations(self) -> bool | None:
+        return None  # cannot tell from here
+
     def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
         return []
 
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
         return None
+
+
+def parse_associations(text: str) -> set[tuple[str, str]]:
+    """``sacctmgr -n -P show assoc format=user,account`` as (user, account) pairs. A line that is not exactly two
+    fields with an account is skipped: leaving a pair out only refuses a charge, never grants one."""
+    pairs = set()
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) == 2 and fields[1] and not any(c.isspace() for c in "".join(fields)):
+            pairs.add((fields[0], fields[1]))
+    return pairs
 
 
 def _digits(text: str) -> bool:

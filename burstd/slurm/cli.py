@@ -194,6 +194,23 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
         running = self._start_jobs_text()
         return self._jobs_from(self.finish(running), running.nonce)
 
+    def jobs_of(self, job_ids: Sequence[int]) -> list[Job]:
+        """The active jobs among ``job_ids``, read now (``squeue -j``): a resume hook's jobs, which no snapshot may
+        hold yet (a job sent straight to a cloud partition). Without the snapshot's parse cache: the hook's thread
+        runs beside the cycle's."""
+        ids = ",".join(str(_job_id(j)) for j in job_ids)
+        wanted = set(job_ids)
+        if self.use_text_jobs():
+            running = self.start("squeue", ["-h", "-a", "-j", ids], nonce=squeue_text.new_nonce())
+            out = self.finish(running)
+            try:
+                return [j for j in squeue_text.jobs_from_squeue_text(out, None, nonce=running.nonce)
+                        if j.job_id in wanted]
+            except squeue_text.TextParseError as exc:
+                log.warning("squeue -j text output did not parse (%s); using squeue --json", exc)
+        # 22.05's squeue --json ignores filters: keep only the jobs asked for
+        return [j for j in self._parse_jobs_json(self.run("squeue", ["-a", "--json", "-j", ids])) if j.job_id in wanted]
+
     def nodes(self) -> list[Node]:
         return self._parse_nodes(self.run(*self._nodes_cmd()))
 

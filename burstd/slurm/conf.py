@@ -38,6 +38,25 @@ def default_resume_timeout(cfg) -> int:
     return int(min(d.launch_timeout_s + d.boot_timeout_s, 3600))
 
 
+def partition_limits(cfg, pool) -> str:
+    """The pool partition's access settings that say in Slurm what burstd's eligibility rule says
+    (``burstd.policy.eligibility``): Slurm then refuses such a job at submission, and no node already up can run
+    it without a resume call (issue 21 item 1). ``pools[].accounts`` less the excluded accounts become
+    AllowAccounts, else the excluded accounts DenyAccounts; excluded QOS DenyQos. ``policy.exclude_users`` has no
+    partition setting (AllowGroups names groups): burstd's launch guard alone holds it."""
+    pol = cfg.policy
+    out = ""
+    if pool.accounts is not None and [a for a in pool.accounts if a not in pol.exclude_accounts]:
+        allowed = [a for a in pool.accounts if a not in pol.exclude_accounts]
+        out += f" AllowAccounts={conf_value(f'pools.{pool.name}.accounts', ','.join(allowed))}"
+    elif pol.exclude_accounts or pool.accounts is not None:  # an empty allowed list: deny all it named
+        denied = list(dict.fromkeys([*pol.exclude_accounts, *(pool.accounts or ())]))
+        out += f" DenyAccounts={conf_value('policy.exclude_accounts', ','.join(denied))}"
+    if pol.exclude_qos:
+        out += f" DenyQos={conf_value('policy.exclude_qos', ','.join(pol.exclude_qos))}"
+    return out
+
+
 def slurm_conf_lines(cfg, *, release: Release, hook_dir: str = HOOK_DIR, hooks: Mapping[str, str] | None = None,
                      suspend_time: int = 300, suspend_timeout: int = 30, resume_timeout: int | None = None,
                      accounting: bool = False) -> list[str]:
@@ -91,7 +110,7 @@ def slurm_conf_lines(cfg, *, release: Release, hook_dir: str = HOOK_DIR, hooks: 
         lines.append(f"NodeName={nodes} CPUs={p.cpus} RealMemory={p.memory_mb}{gres} State=CLOUD "
                      f"Feature={conf_value(f'pools.{p.name}.features', feats_)}")
         part = conf_value(f"pools.{p.name}.partition", p.partition)
-        lines.append(f"PartitionName={part} Nodes={nodes} MaxTime=INFINITE State=UP")
+        lines.append(f"PartitionName={part} Nodes={nodes} MaxTime=INFINITE State=UP{partition_limits(cfg, p)}")
     for line in lines[1:]:  # defence in depth: one setting per line, whatever the model let through
         if "\n" in line or "\r" in line:
             raise ValueError(f"refusing to write a slurm.conf line holding a line break: {line!r}")

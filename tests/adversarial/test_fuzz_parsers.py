@@ -591,3 +591,19 @@ def test_an_owed_requeue_record_decodes_or_raises_value_error(text):
         assert str(exc)
         return
     assert owed.lease_id and all(j > 0 for j in owed.job_ids)
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=300),
+                 st.lists(st.tuples(st.text(max_size=12), st.text(max_size=12)), max_size=8).map(
+                     lambda rows: "\n".join(f"{u}|{a}" for u, a in rows))))
+def test_sacctmgr_associations_parse_to_clean_pairs_only(text):
+    """slurmdbd's associations decide whose budget a job may spend (issue 21 item 2): any output gives pairs of
+    one-word fields, each a whole line of the output, so no line can grant a pair it does not spell out."""
+    from burstd.slurm.accounting import parse_associations
+
+    pairs = parse_associations(text)
+    lines = {line.strip() for line in text.splitlines()}
+    for user, account in pairs:
+        assert account and "|" not in user + account and not any(c.isspace() for c in user + account)
+        assert f"{user}|{account}" in lines

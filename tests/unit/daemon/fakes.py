@@ -252,6 +252,14 @@ class FakeAdapter:
     def accounts(self):
         return self.slurmdbd_accounts
 
+    slurmdbd_associations: set[tuple[str, str]] | None = None  # (user, account); None: a Slurm without slurmdbd
+
+    def associations(self):
+        return self.slurmdbd_associations
+
+    def enforces_associations(self):
+        return None if self.sacct is None else False
+
     def accounting_enabled(self):
         return self.sacct is not None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from burstd.daemon.actions import Close, Drain, Fail, Intent, Terminate
-from burstd.daemon.planning import World, jobs_to_requeue, plan_intents, plan_leases
+from burstd.daemon.planning import World, jobs_to_requeue, notice_reason, plan_intents, plan_leases
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.preemption import Notice, preemption_reason
@@ -27,9 +27,9 @@ RUNNING = Job(9, "b", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")
 ELSEWHERE = Job(11, "c", "u", "a", ("cloud",), "RUNNING", nodes="cloud2")
 
 
-def _lease(state, *, since=NOW - 10_000, gang=None, node="cloud1", lid="L1"):
+def _lease(state, *, since=NOW - 10_000, gang=None, node="cloud1", lid="L1", reason=""):
     return Lease(lid, "local", node, state, created_at=NOW - 20_000, state_since=since, instance_id="i-1",
-                 launched_at=NOW - 19_000, job_ids=(5,), gang=gang)
+                 launched_at=NOW - 19_000, job_ids=(5,), gang=gang, reason=reason)
 
 
 def _world(leases, node_state=("IDLE", ("CLOUD", "POWERING_UP")), reason="", listed=True, jobs=(RUNNING, ELSEWHERE)):
@@ -61,7 +61,9 @@ def test_every_failure_path_requeues_the_running_job_never_the_ended_one(case):
     elif case == "vanished when ready":
         world = _world([_lease(S.READY)], ("MIXED", ("CLOUD",)), listed=False)
     elif case == "reclaim with notice":
-        world = _world([_lease(S.DRAINING)], ("MIXED", ("CLOUD", "DRAIN")), reason=_notice(NOW - 1))
+        # the deadline is the one the lease's (authenticated) notice recorded, not the node's reason
+        drained = _lease(S.DRAINING, reason=notice_reason("spot-interruption", NOW - 1, "agent"))
+        world = _world([drained], ("MIXED", ("CLOUD", "DRAIN")), reason=_notice(NOW - 1))
     elif case == "reclaim without notice":
         world = _world([_lease(S.READY)], ("MIXED", ("CLOUD", "NOT_RESPONDING")), listed=False)
     else:

@@ -1,4 +1,6 @@
-"""Server-side preemption: the ``burstd-preempt`` drain reason the agent leaves on a node drives the lease.
+"""Server-side preemption: the ``burstd-preempt`` drain reason the agent leaves on a node drives the lease once
+the provider confirms it; the agent's own (node-bound) report drives it alone. A reason by itself is a hint: root
+on any cloud node holds the munge key and can write another node's reason (issue 21 item 6).
 
 Plan level (pure functions) first, then whole cycles with the fakes: drain once, terminate and requeue once
 the deadline passed, nothing for other reasons, nothing repeated, nothing lost across a restart.
@@ -9,7 +11,12 @@ from __future__ import annotations
 import pytest
 
 from burstd.daemon.actions import Drain, Fail, Intent, Terminate
-from burstd.daemon.planning import World, notice_reason, plan_intents, plan_leases, plan_node_notices
+import dataclasses
+
+from burstd.daemon.planning import (
+    World, notice_reason, plan_intents, plan_leases, plan_node_notices, provider_confirms_notice,
+    recorded_deadline, unconfirmed_notices,
+)
 from burstd.daemon.reconcile import Reconciler
 from tests.unit.daemon.first_rule import first_rule
 from burstd.domain.lease import Lease, LeaseState
@@ -29,9 +36,13 @@ def _reason(deadline=DEADLINE, kind="interruption", action="terminate"):
     return preemption_reason(Notice(kind=kind, action=action, deadline=deadline, source="aws"))
 
 
-def _lease(state, node="cloud1", lid="L1", launched=NOW - 600):
+def _lease(state, node="cloud1", lid="L1", launched=NOW - 600, reason=""):
     return Lease(lid, "local", node, state, created_at=NOW - 700, state_since=NOW - 50, instance_id="i-1",
-                 launched_at=launched, job_ids=(5,))
+                 launched_at=launched, job_ids=(5,), reason=reason)
+
+
+def _confirmed(lease):
+    return True
 
 
 def _node(reason, name="cloud1"):
@@ -45,28 +56,59 @@ def _world(lease, node, now=NOW, jobs=()):
 
 
 # --- plan level --------------------------------------------------------------------------------------
-def test_preempt_reason_on_ready_lease_becomes_the_agent_notice_and_drains_it():
+def test_a_confirmed_preempt_reason_on_a_ready_lease_becomes_the_agent_notice_and_drains_it():
     lease = _lease(S.READY)
     snap = Snapshot(taken_at=NOW, nodes=(_node(_reason()),))
-    intents = plan_node_notices([lease], snap)
+    intents = plan_node_notices([lease], snap, _confirmed)
     expected = notice_reason("spot-interruption", DEADLINE, f"Slurm reason {_reason()}")
     assert intents == [Intent("notice", "cloud1", expected, NOW)]
     assert expected.startswith(f"spot-interruption deadline {DEADLINE:.0f}")
     # the same plan_intents path an agent POST /v1/notices takes
     assert plan_intents(intents, [lease], snap) == [Drain("L1", expected)]
     # before the deadline the decision table leaves the lease alone
-    assert plan_leases(_world(lease, _node(_reason())), CFG) == []
+    drained = _lease(S.DRAINING, reason=expected)
+    assert recorded_deadline(drained) == DEADLINE
+    assert plan_leases(_world(drained, _node(_reason())), CFG) == []
+
+
+def test_a_forged_reason_alone_drains_nothing_and_its_deadline_terminates_nothing():
+    # root on another cloud node (munge key: a Slurm admin) wrote this node's reason; nothing confirms it
+    lease = _lease(S.READY)
+    snap = Snapshot(taken_at=NOW, nodes=(_node(_reason()),))
+    assert plan_node_notices([lease], snap) == []
+    assert plan_node_notices([lease], snap, provider_confirms_notice(_world(lease, _node("")).listings)) == []
+    assert unconfirmed_notices([lease], snap, lambda _: False) == ["cloud1"]
+    # long past the forged deadline: the READY lease and its VM stay
+    assert plan_leases(_world(lease, _node(_reason()), now=DEADLINE + 3600), CFG) == []
+    # an admin's drain (DRAINING, no recorded notice) plus a forged reason: still nothing
+    admin = _lease(S.DRAINING, reason="drained by admin")
+    assert recorded_deadline(admin) is None
+    assert plan_leases(_world(admin, _node(_reason()), now=DEADLINE + 3600), CFG) == []
+
+
+@pytest.mark.parametrize("change, confirms", [
+    ({}, False),  # running, nothing said
+    ({"preempted": True}, True),  # the provider reports the reclaim
+    ({"state": "stopping"}, True),
+    ({"state": "shutting-down"}, True),
+    ({"state": "running", "lease_id": "other", "instance_id": "i-9"}, False),  # another lease's VM going
+])
+def test_the_provider_listing_confirms_a_hint_only_for_the_leases_own_vm(change, confirms):
+    lease = _lease(S.READY)
+    inst = dataclasses.replace(Instance("i-1", "L1", "cloud1", "local", "running", NOW - 600), **change)
+    snap = Snapshot(taken_at=NOW, nodes=(_node(_reason()),))
+    got = plan_node_notices([lease], snap, provider_confirms_notice({"local": (inst,)}))
+    assert len(got) == (1 if confirms else 0)
 
 
 def test_deadline_passed_fails_requeues_what_runs_there_and_terminates_the_vm():
     job = Job(9, "j", "u", "a", ("cloud",), "RUNNING", nodes="cloud[1-2]")
-    for state in (S.READY, S.DRAINING):
-        lease = _lease(state)
-        actions = plan_leases(_world(lease, _node(_reason()), now=DEADLINE + 1, jobs=[job]), CFG)
-        assert [type(a) for a in actions] == [Fail, Terminate]
-        fail, term = actions
-        assert fail.requeue == (5, 9) and fail.power_down and "deadline" in fail.reason
-        assert term.instance_ids == ("i-1",)
+    lease = _lease(S.DRAINING, reason=notice_reason("spot-interruption", DEADLINE, "agent"))
+    actions = plan_leases(_world(lease, _node(_reason()), now=DEADLINE + 1, jobs=[job]), CFG)
+    assert [type(a) for a in actions] == [Fail, Terminate]
+    fail, term = actions
+    assert fail.requeue == (5, 9) and fail.power_down and "deadline" in fail.reason
+    assert term.instance_ids == ("i-1",)
 
 
 @pytest.mark.parametrize("reason", [
@@ -81,15 +123,15 @@ def test_other_reasons_leave_the_lease_untouched(reason):
     for state in (S.READY, S.DRAINING):
         lease = _lease(state)
         snap = Snapshot(taken_at=NOW, nodes=(_node(reason),))
-        assert plan_node_notices([lease], snap) == []
+        assert plan_node_notices([lease], snap, _confirmed) == []
         assert plan_leases(_world(lease, _node(reason), now=DEADLINE + 3600), CFG) == []
 
 
 def test_only_ready_leases_get_a_notice_and_no_snapshot_means_nothing():
     snap = Snapshot(taken_at=NOW, nodes=(_node(_reason()),))
     for state in (S.DRAINING, S.BOOTING, S.TERMINATING, S.FAILED):
-        assert plan_node_notices([_lease(state)], snap) == []
-    assert plan_node_notices([_lease(S.READY)], None) == []
+        assert plan_node_notices([_lease(state)], snap, _confirmed) == []
+    assert plan_node_notices([_lease(S.READY)], None, _confirmed) == []
 
 
 # --- whole cycles -------------------------------------------------------------------------------------
@@ -104,12 +146,20 @@ def _agent_drains(adapter, node, deadline):
     adapter.nodes[node] = Node(node, "MIXED", ("CLOUD", "DRAIN"), reason=_reason(deadline))
 
 
+def _provider_reclaims(provider, lease_id):
+    """The provider's listing says the VM is being reclaimed: what confirms the reason's hint."""
+    for iid, inst in provider.instances.items():
+        if inst.lease_id == lease_id:
+            provider.instances[iid] = dataclasses.replace(inst, preempted=True)
+
+
 def test_cycles_drain_once_then_terminate_and_requeue_once_after_the_deadline():
     clock, store, adapter, provider, rec = _env()
     lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
     adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
     deadline = clock() + 120
     _agent_drains(adapter, "cloud1", deadline)
+    _provider_reclaims(provider, lease.lease_id)
     clock.advance(2)
     rec.cycle()
     got = store.lease(lease.lease_id)
@@ -141,6 +191,7 @@ def test_a_restarted_daemon_still_enforces_the_deadline():
     adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
     deadline = clock() + 60
     _agent_drains(adapter, "cloud1", deadline)
+    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))  # its report
     clock.advance(2)
     rec.cycle()
     assert store.lease(lease.lease_id).state == S.DRAINING
@@ -152,6 +203,20 @@ def test_a_restarted_daemon_still_enforces_the_deadline():
     rec2.cycle()
     assert store.lease(lease.lease_id).state == S.TERMINATED
     assert adapter.calls.count(("requeue", 4)) == 1 and provider.live() == []
+
+
+def test_a_reason_forged_on_another_node_changes_nothing_over_cycles_and_is_reported_once(caplog):
+    clock, store, adapter, provider, rec = _env()
+    lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
+    adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
+    _agent_drains(adapter, "cloud1", clock() + 30)  # written by root on some other node
+    with caplog.at_level("WARNING"):
+        for _ in range(4):
+            clock.advance(60)
+            rec.cycle()
+    assert store.lease(lease.lease_id).state == S.READY and provider.live() != []
+    assert ("requeue", 4) not in adapter.calls
+    assert sum("preemption reason not acted on" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_an_admin_drain_reason_changes_nothing_over_cycles():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from burstd.daemon.planning import jobs_to_requeue
+from burstd.daemon.planning import jobs_to_requeue, notice_reason
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.budget import Allocation
 from burstd.domain.lease import LeaseState
@@ -84,6 +84,7 @@ def test_a_job_killed_by_the_notice_signal_comes_back_and_one_that_finished_does
     adapter.nodes["cloud1"] = adapter.nodes["cloud1"].__class__(
         "cloud1", "ALLOCATED", flags=("CLOUD", "DRAIN"),
         reason=preemption_reason(Notice("interruption", "terminate", deadline, "aws")))
+    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))  # the agent's report
     clock.advance(1)
     rec.cycle()
     assert store.lease(lease.lease_id).state == S.DRAINING

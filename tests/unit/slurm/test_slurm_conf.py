@@ -83,3 +83,25 @@ def test_slurm_conf_refuses_values_that_would_inject_a_setting(tmp_path):
     res = CliRunner().invoke(app, ["slurm-conf", "-c", str(good), "--hook-dir", "/opt/a b",
                                   "--slurm-release", "24.11"])
     assert res.exit_code == 2 and "--hook-dir" in res.stderr and res.stdout == ""
+
+
+def test_partitions_carry_the_eligibility_rule_slurm_can_enforce():
+    """Excluded accounts and QOS and ``pools[].accounts`` go into the pool's partition line, so Slurm refuses a job
+    sent straight to it at submission (a cloud node already up runs it without asking burstd)."""
+    pools = [dict(POOLS[0]), dict(POOLS[1], accounts=["chem", "excl", "bio"])]
+    cfg = parse_config({"pools": pools, "policy": {"exclude_accounts": ["excl", "guest"],
+                                                   "exclude_qos": ["nocloud"], "exclude_users": ["mallory"]}})
+    lines = slurm_conf_lines(cfg, release=(24, 11))
+    assert "PartitionName=cloud Nodes=cloud[1-4] MaxTime=INFINITE State=UP DenyAccounts=excl,guest DenyQos=nocloud" \
+        in lines
+    assert ("PartitionName=cloud-gpu Nodes=gpu[1-2] MaxTime=INFINITE State=UP AllowAccounts=chem,bio "
+            "DenyQos=nocloud") in lines
+    assert not [line for line in lines if "mallory" in line]  # no partition setting names users
+    plain = slurm_conf_lines(parse_config({"pools": POOLS}), release=(24, 11))
+    assert not [line for line in plain if "Allow" in line or "Deny" in line]
+
+
+def test_an_account_that_would_inject_a_setting_is_refused():
+    cfg = parse_config({"pools": POOLS, "policy": {"exclude_accounts": ["a Nodes=evil"]}})
+    with pytest.raises(ValueError, match="policy.exclude_accounts"):
+        slurm_conf_lines(cfg, release=(24, 11))
