@@ -58,6 +58,7 @@ from burstd.domain.lease import FINAL_STATES, OPEN_STATES, Lease, LeaseState
 from burstd.domain.money import MICROS_PER_USD
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import account_limit, burn_cap, guard_launch, launch_seconds, validate_quote
+from burstd.policy.data_cost import DataView
 from burstd.policy.decide import decide
 from burstd.policy.eligibility import Eligibility
 from burstd.policy.prices import SpotAdvisor
@@ -76,7 +77,7 @@ class Decider(Protocol):
 
     def __call__(self, snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None,
                   prices: dict, config: Config, now: float, *,
-                  progress: Mapping[int, float] | None = None) -> Decisions: ...
+                  progress: Mapping[int, float] | None = None, data: DataView | None = None) -> Decisions: ...
 
 
 def _advisor(config: Config) -> SpotAdvisor | None:
@@ -278,10 +279,9 @@ class Reconciler:
                         cfg, self.clock())
                 # the policy's own decide() weighs the work a requeued job kept (Uniform Progress: what a training
                 # job reported, else whole checkpoint intervals of its earlier runs, as the replay counts) and
-                # each job's declared data; a decider a test passes gets the positional arguments only
+                # each job's declared data
                 progress = {**self._kept_work(snapshot), **self.progress.work_done_s()}
-                decisions = (decide(*args, progress=progress, data=self.data_needs.view(snapshot))
-                             if self.decider is decide else self.decider(*args))
+                decisions = self.decider(*args, progress=progress, data=self.data_needs.view(snapshot))
                 self.last_decisions = decisions
                 self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))

@@ -47,6 +47,7 @@ def first_rule(
     now: float,
     *,
     progress: Mapping[int, float] | None = None,  # the work requeued jobs kept: this rule ignores it
+    data: object = None,  # the jobs' declared data (a DataView): this rule ignores it
 ) -> Decisions:
     pol = config.policy
     out = Decisions()

@@ -53,7 +53,7 @@ def test_the_reconciler_passes_the_kept_work_to_the_decider():
     store, adapter = FakeStore(clock), FakeAdapter()
     seen: list = []
 
-    def decider(snapshot, leases, budgets, prices, config, now, *, progress=None):
+    def decider(snapshot, leases, budgets, prices, config, now, *, progress=None, data=None):
         from tests.unit.daemon.first_rule import first_rule
         seen.append(dict(progress or {}))
         return first_rule(snapshot, leases, budgets, prices, config, now)

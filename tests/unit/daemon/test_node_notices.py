@@ -325,6 +325,7 @@ def test_the_cycle_powers_up_the_spare_once_and_cools_the_reclaimed_offering_onl
     adapter.nodes["cloud1"] = _cloud("cloud1", "DRAIN", state="MIXED", reason=_reason(clock() + 120))
     adapter.nodes["cloud2"] = _cloud("cloud2", "POWERED_DOWN")
     adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
+    _provider_reclaims(provider, lease.lease_id)  # the reason is a hint until the provider confirms it
     for _ in range(3):  # the notice is read again every cycle: one power-up
         clock.advance(2)
         rec.cycle()

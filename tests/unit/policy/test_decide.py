@@ -287,7 +287,7 @@ def test_a_pool_that_is_on_demand_by_configuration_is_not_an_escalation():
     assert [(e.pool, e.market) for e in d.eligible] == [("od", "on-demand")]
 
 
-@pytest.mark.parametrize("waiting", [{"kind": "constant", "min_wait_s": 600}, {}])
+@pytest.mark.parametrize("waiting", [{"kind": "constant", "min_wait_s": 600}, {"burstd_min_wait_s": 120}])
 def test_a_preempted_job_requeued_with_its_cloud_partition_is_not_made_to_wait_again(waiting):
     # requeued 5 s ago after its cloud node was reclaimed: Slurm reset its eligible time, but it qualified already
     cfg = config(policy={"waiting": waiting})
