@@ -3,41 +3,74 @@
 # (unit, integration on a real Slurm bed, PostgreSQL, moto, torchrun). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/setup-venv.sh
-# The bed's node images (22.05, and the 24.11 one the parity gate must refuse), built once per machine into the
-# image cache: in the background, since a build mostly waits on the Debian mirror; a test that needs an image
-# before its build is done waits on the cache's lock for that same build (burstd/image/cache.py).
-mkdir -p /var/lib/burstd-testbed
-bash scripts/build-bed-images.sh > /var/lib/burstd-testbed/build-bed-images.log 2>&1 &
-images_pid=$!
+images_pid=
+if [ "${BURSTD_TEST_INSTALL:-1}" != 0 ]; then  # 0: the parts are already installed (a rerun, a measurement)
+    bash scripts/install-deps.sh
+    bash scripts/setup-venv.sh
+    # The bed's node images (22.05, and the 24.11 one the parity gate must refuse), built once per machine into
+    # the image cache: in the background, since a build mostly waits on the Debian mirror; a test that needs an
+    # image before its build is done waits on the cache's lock for that same build (burstd/image/cache.py).
+    mkdir -p /var/lib/burstd-testbed
+    bash scripts/build-bed-images.sh > /var/lib/burstd-testbed/build-bed-images.log 2>&1 &
+    images_pid=$!
+fi
 set +e
-# Two workers (pytest-xdist), a whole test file to a worker: the bed tests mostly wait on Slurm, so the second
-# worker (with a Slurm bed of its own, see tests/bed.py) halves the wall time. BURSTD_TEST_WORKERS=0: serial.
+# The suite mostly waits on Slurm's timers, boots and daemon cycles (docs/testbed.md, "The suite's time"), so it
+# runs more pytest-xdist workers than cores, a whole test file to a worker, each worker with a Slurm bed of its
+# own (tests/bed.py: worker K on slot BURSTD_BED_SLOT + K). BURSTD_TEST_WORKERS=0: serial.
+# --no-loadscope-reorder: xdist otherwise hands out the files with the most tests first, so a long file of few
+# tests (the crash storm: one test, 15 minutes under load) starts last and one worker finishes alone on it;
+# without the reorder the files go out in collection order, longest first (tests/conftest.py, LONGEST_FIRST).
+# The release subsets below keep xdist's order: five files, and the adapter's power-up test expects a node reason
+# that a 24.11 bed under load had extended ("Not responding") when that file ran last.
+XDIST=(--dist loadfile --no-loadscope-reorder)
 # Everything was installed above, so a skipped test means an install step went wrong: fail on it (tests/conftest.py).
 export BURSTD_TEST_NO_SKIPS="${BURSTD_TEST_NO_SKIPS:-1}"
-.venv/bin/python -m pytest -n "${BURSTD_TEST_WORKERS:-2}" --dist loadfile "$@"
-rc=$?
+WORKERS="${BURSTD_TEST_WORKERS:-6}"
+SLOT="${BURSTD_BED_SLOT:-0}"
+NAME="${BURSTD_BED_NAME:-burstd}"
 # The core live subset again on the Slurm that sites run today, 24.11 and 26.05 (BURSTD_TEST_RELEASES; empty:
 # none): burst loop, gang launch, spot reclaim and requeue, budgets against slurmdbd (refusal, sacct
 # reconciliation) and the adapter on every job shape, each on a bed whose Slurm runs from a Debian chroot.
 # The chroots are built on first use (debootstrap, about a minute each) and kept under
-# /var/lib/burstd-testbed/chroots for every later bed and run. About 8 minutes a release with two workers on
-# the 2-core lab machine. Only on a whole-suite run (no pytest arguments).
+# /var/lib/burstd-testbed/chroots for every later bed and run. On a whole-suite run (no pytest arguments), or
+# when BURSTD_TEST_RELEASES is set (`BURSTD_TEST_RELEASES=24.11 bash scripts/test.sh tests/unit/slurm`).
+# Each release runs beside the main run (not after it), on beds of its own: the slots after the main workers'
+# (the main run's tests add +71 and +93 to their worker's slot for extra beds; the subset's tests add nothing).
 RELEASE_SUBSET=(tests/integration/test_burst_loop.py tests/integration/test_gang_launch.py
                 tests/integration/test_spot_reclaim_requeue.py tests/integration/test_budget_bed.py
                 tests/integration/test_slurm_adapter.py)
-if [ "$#" -eq 0 ]; then
+RELEASE_WORKERS="${BURSTD_TEST_RELEASE_WORKERS:-2}"
+LOGS="$(mktemp -d /tmp/burstd-test.XXXXXX)"
+release_pids=()
+release_names=()
+trap '[ "${#release_pids[@]}" -eq 0 ] || kill "${release_pids[@]}" 2>/dev/null' INT TERM
+if [ "$#" -eq 0 ] || [ -n "${BURSTD_TEST_RELEASES+set}" ]; then
+    next=$((SLOT + (WORKERS > 0 ? WORKERS : 1)))
     for release in ${BURSTD_TEST_RELEASES-24.11 26.05}; do
-        echo "scripts/test.sh: the core live subset on Slurm $release"
-        BURSTD_BED_SLURM_RELEASE="$release" .venv/bin/python -m pytest -n "${BURSTD_TEST_WORKERS:-2}" \
-            --dist loadfile "${RELEASE_SUBSET[@]}" || rc=1
+        echo "scripts/test.sh: the core live subset on Slurm $release, beside the main run (log: $LOGS/$release.log)"
+        # the bed name's first 8 characters differ per release: tests/bed.py names worker K's bed <name[:8]>-wK
+        BURSTD_BED_SLURM_RELEASE="$release" BURSTD_BED_NAME="r${release/./}-${NAME:0:6}" BURSTD_BED_SLOT="$next" \
+            .venv/bin/python -m pytest -n "$RELEASE_WORKERS" --dist loadfile "${RELEASE_SUBSET[@]}" \
+            >"$LOGS/$release.log" 2>&1 &
+        release_pids+=($!)
+        release_names+=("$release")
+        next=$((next + (RELEASE_WORKERS > 0 ? RELEASE_WORKERS : 1)))
     done
 fi
-if ! wait "$images_pid"; then
+.venv/bin/python -m pytest -n "$WORKERS" "${XDIST[@]}" "$@"
+rc=$?
+for i in "${!release_pids[@]}"; do
+    wait "${release_pids[$i]}"
+    release_rc=$?
+    echo "scripts/test.sh: the core live subset on Slurm ${release_names[$i]} (exit $release_rc):"
+    cat "$LOGS/${release_names[$i]}.log"
+    # pytest exits 5 when a selection collected no test; a failure of the selection, not success
+    [ "$release_rc" -eq 0 ] || rc=1
+done
+if [ -n "$images_pid" ] && ! wait "$images_pid"; then
     echo "scripts/test.sh: building the bed's images failed; see /var/lib/burstd-testbed/build-bed-images.log" >&2
     rc=1
 fi
 set -e
-# pytest exits 5 when a selection collected no test; treat that as a failure of the selection, not success.
 exit $rc

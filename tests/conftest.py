@@ -13,18 +13,24 @@ from pathlib import Path
 
 import pytest
 
+from tests import hypothesis_profiles
+
 pytest_plugins = ["tests.bed", "tests.pg"]
 
 REPO = Path(__file__).resolve().parent.parent
 #: Slurm 24.11 and 26.05 JSON captured on live clusters (its README.md says how)
 FIXTURES = REPO / "tests" / "data" / "slurm-fixtures"
 # the public workload traces: tests/public_traces.py (the in-repo samples, or the whole ones under BURSTD_TRACES)
+# how hard the property tests search: BURSTD_HYPOTHESIS_PROFILE=ci (default) or deep (tests/hypothesis_profiles.py)
+hypothesis_profiles.load()
 
 
 #: The longest test files (pytest --durations: each several minutes). Under xdist (a file to a worker) they are
 #: handed out first, so the short files fill in around them instead of one worker finishing alone on a long one.
-LONGEST_FIRST = ("test_preemption_storm.py", "test_cloud_burst_loop.py", "test_preemption.py", "test_crash.py",
-                 "test_demo_bed.py", "test_ha_bed.py", "test_train_torchrun.py")
+#: Longest first, by worker seconds measured 2026-11-26 (docs/testbed.md, "The suite's time, measured").
+LONGEST_FIRST = ("test_crash.py", "test_preemption_storm.py", "test_crash_cloud.py", "test_cloud_burst_faults.py",
+                 "test_train_torchrun.py", "test_preemption.py", "test_aws_provider.py", "test_cloud_burst_loop.py",
+                 "test_ha_bed.py", "test_ha_failover.py", "test_demo_bed.py")
 
 
 def pytest_collection_modifyitems(config, items):

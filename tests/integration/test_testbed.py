@@ -146,9 +146,12 @@ def test_a_second_bed_runs_beside_the_first_and_goes_away_cleanly(slurm_bed, bed
 
 
 def test_burstctl_testbed_status_json_says_up_or_down(slurm_bed):
+    # the slot this worker's bed is in: under pytest -n, BURSTD_BED_SLOT names worker 0's (tests/bed.py)
+    env = {**os.environ, "BURSTD_BED_SLOT": str(slurm_bed.config.slot)}
+
     def status(name):
         return subprocess.run([sys.executable, "-m", "burstd.cli.app", "testbed", "status", "--name", name,
-                               "--json"], capture_output=True, text=True, timeout=60)
+                               "--json"], capture_output=True, text=True, timeout=60, env=env)
 
     up = status(slurm_bed.name)
     data = json.loads(up.stdout)

@@ -14,6 +14,7 @@ from burstd.domain.money import cost_micros
 from burstd.domain.slurm import Snapshot
 from burstd.policy import decide, guard_launch
 from burstd.policy.budget import account_limit, committed_spend, launch_seconds, site_limit
+from tests.hypothesis_profiles import examples
 
 ACCOUNTS = ["chem", "bio", "phys"]
 POOLS = ["p1", "p2"]
@@ -93,7 +94,7 @@ def _check_no_overspend(cfg, bk, snap, leases, prices):
     return d
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds())
 def test_no_decided_launch_takes_an_account_or_the_site_past_its_budget(world):
     cfg, bk, snap, leases, drift = world
@@ -102,7 +103,7 @@ def test_no_decided_launch_takes_an_account_or_the_site_past_its_budget(world):
     _check_no_overspend(cfg, bk, snap, leases, drift)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds())
 def test_the_launch_guard_accepts_every_launch_decide_made_in_order(world):
     cfg, bk, snap, leases, _ = world

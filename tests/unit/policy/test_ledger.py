@@ -18,6 +18,7 @@ from burstd.policy.ledger import (
     lease_cost,
     split_largest_remainder,
 )
+from tests.hypothesis_profiles import examples
 
 T0 = 1_773_144_000.0  # 2026-03-10 12:00 UTC
 
@@ -172,7 +173,7 @@ def scenarios(draw):
     return lease, until, pts, allocs, split, cuts
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_attributed_plus_overhead_equals_lease_cost_exactly(sc):
     lease, until, pts, allocs, split, _ = sc
@@ -207,7 +208,7 @@ def test_attributed_plus_overhead_equals_lease_cost_exactly(sc):
                            (a.end is None or a.end > a.start) for a in allocs)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_chunked_accrual_sums_to_the_same_cost(sc):
     """The daemon accrues every cycle and after restarts: chunking never changes the total by a micro-dollar."""
@@ -232,7 +233,7 @@ def test_chunked_accrual_sums_to_the_same_cost(sc):
         assert abs(a - b) <= len(cuts) + 1
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.integers(0, 10**15), st.lists(st.integers(0, 10**6), min_size=1, max_size=20).filter(lambda w: sum(w) > 0))
 def test_largest_remainder_is_exact_and_fair(total, weights):
     shares = split_largest_remainder(total, weights)

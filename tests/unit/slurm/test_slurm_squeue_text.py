@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from burstd.slurm import squeue_text
 from burstd.slurm.squeue_text import FIELD_SEP as US, RECORD_END as RS
+from tests.hypothesis_profiles import examples
 
 NONCE = "0123456789abcdef"
 FREE_TEXT = ("Name", "Comment", "Account", "Feature", "QOS", "Reason")
@@ -79,7 +80,7 @@ _hostile_char = st.one_of(
 hostile_text = st.lists(_hostile_char, max_size=12).map("".join)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.fixed_dictionaries({f: hostile_text for f in FREE_TEXT}), min_size=1, max_size=5), st.data())
 def test_any_free_text_round_trips_or_falls_back_and_never_changes_another_record(texts, data):
     nonce = squeue_text.new_nonce()  # what the attacker cannot know

@@ -15,6 +15,7 @@ from burstd.train.interval import (
     rate_from_env,
     young_interval_s,
 )
+from tests.hypothesis_profiles import examples
 
 costs = st.floats(min_value=0.01, max_value=600.0)
 mtbfs = st.floats(min_value=60.0, max_value=30 * 86400.0)
@@ -26,7 +27,7 @@ def wall_per_work(interval_s: float, save_s: float, mtbf_s: float) -> float:
     return mtbf_s * math.expm1((interval_s + save_s) / mtbf_s) / interval_s
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(costs, mtbfs)
 def test_daly_is_within_a_percent_of_the_exact_optimum(save_s, mtbf_s):
     if save_s >= mtbf_s / 2:  # the formula's regime (a save costing half an MTBF is hopeless anyway)
@@ -37,7 +38,7 @@ def test_daly_is_within_a_percent_of_the_exact_optimum(save_s, mtbf_s):
     assert chosen <= best * 1.01
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(costs, mtbfs)
 def test_daly_approaches_young_when_saves_are_cheap_and_beats_fixed_guesses(save_s, mtbf_s):
     daly, young = daly_interval_s(save_s, mtbf_s), young_interval_s(save_s, mtbf_s)
@@ -48,7 +49,7 @@ def test_daly_approaches_young_when_saves_are_cheap_and_beats_fixed_guesses(save
             assert wall_per_work(daly, save_s, mtbf_s) <= wall_per_work(daly * off, save_s, mtbf_s) * (1 + 1e-9)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(costs, costs, mtbfs, mtbfs)
 def test_interval_grows_with_save_cost_and_with_mtbf(c1, c2, m1, m2):
     (c1, c2), (m1, m2) = sorted((c1, c2)), sorted((m1, m2))
@@ -56,7 +57,7 @@ def test_interval_grows_with_save_cost_and_with_mtbf(c1, c2, m1, m2):
     assert daly_interval_s(c1, m1) <= daly_interval_s(c1, m2) * (1 + 1e-9)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(costs, st.floats(min_value=0.001, max_value=600.0), st.floats(min_value=0.01, max_value=50.0),
        st.integers(min_value=1, max_value=64))
 def test_steps_are_whole_positive_and_more_nodes_checkpoint_no_less_often(save_s, step_s, rate, nodes):
