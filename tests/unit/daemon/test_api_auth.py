@@ -4,6 +4,7 @@ never clobbered. Real uvicorn on a real unix socket and a real TLS listener; the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import stat
@@ -329,3 +330,26 @@ def test_a_hook_start_time_that_is_not_a_real_time_never_reaches_the_metrics(ser
               if not line.startswith(("#", "burstd_burn_rate_cap_usd_per_hour "))]
     bad = [v for v in values if v in ("NaN", "+Inf", "-Inf")]
     assert served.store_.leases() == [] and bad == []
+
+
+def test_an_agent_learns_its_pools_observed_preemption_rate_for_its_own_node_only(served):
+    store, now = served.store_, served.reconciler.clock()
+    old = store.create_lease(pool="local", node_name="cloud1", at=now - 7200)
+    for state in (LeaseState.LAUNCHING, LeaseState.BOOTING):
+        store.transition(old.lease_id, state)
+    store.transition(old.lease_id, LeaseState.READY, ready_at=now - 7200)
+    store.transition(old.lease_id, LeaseState.FAILED, "preempted: the provider reclaimed the instance",
+                     ended_at=now - 3600)
+    store.transition(old.lease_id, LeaseState.TERMINATED, "preempted (notice deadline passed)")
+    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud2"})
+    with ApiClient(served.config.api.socket) as api:
+        token = api.post("/v1/nodes/cloud2/agent-token")["token"]
+    lease = store.lease_for_node("cloud2")
+    store._leases[lease.lease_id] = dataclasses.replace(lease, state=LeaseState.READY, ready_at=now - 3600)
+    with served.https(token) as agent:
+        r = agent.get("/v1/preempt-rate/cloud2")
+        assert r.status_code == 200, r.text
+        assert r.json() == {"pool": "local", "preemptions": 1, "node_hours": 2.0, "rate_per_node_hour": 0.5}
+        assert agent.get("/v1/preempt-rate/cloud1").status_code == 403  # another node's
+    with served.https("admin-s3cret") as admin:
+        assert admin.get("/v1/preempt-rate/cloud3").status_code == 404  # no open lease: no pool
