@@ -74,7 +74,7 @@ def serving(tmp_path, extra_config: dict | None = None):
     assert server.wait_started()
 
     class Served:
-        config, store_, reconciler, ca = cfg, store, rec, str(tls.ca)
+        config, store_, reconciler, ca, tmp = cfg, store, rec, str(tls.ca), tmp_path
         url = f"https://127.0.0.1:{port}"
 
         def https(self, token: str | None = None) -> httpx.Client:
@@ -353,3 +353,15 @@ def test_an_agent_learns_its_pools_observed_preemption_rate_for_its_own_node_onl
         assert agent.get("/v1/preempt-rate/cloud1").status_code == 403  # another node's
     with served.https("admin-s3cret") as admin:
         assert admin.get("/v1/preempt-rate/cloud3").status_code == 404  # no open lease: no pool
+    # the node's agent keeps it in a file over TLS with its own credential; the TaskProlog exports it
+    from burstd.agent.preempt_rate import refresh, task_prolog_lines
+
+    tok = served.tmp / "agent.token"
+    tok.write_text(token + "\n")
+    tok.chmod(0o600)
+    rate_file = served.tmp / "run" / "preempt-rate"
+    assert refresh(served.url, "cloud2", str(rate_file), token_file=str(tok), ca_file=served.ca)
+    assert rate_file.read_text() == "0.5\n" and stat.S_IMODE(rate_file.stat().st_mode) == 0o644
+    assert task_prolog_lines({}, str(rate_file)) == ["export BURSTD_PREEMPT_RATE_PER_HOUR=0.5"]
+    assert not refresh(served.url, "cloud1", str(rate_file), token_file=str(tok), ca_file=served.ca)  # 403
+    assert rate_file.read_text() == "0.5\n"  # kept as it was
