@@ -66,3 +66,35 @@ def rate_text(rate: float) -> str:
     if not (isinstance(rate, (int, float)) and math.isfinite(rate) and 0 <= rate <= MAX_RATE):
         raise ValueError(f"preemption rate must be a finite number in [0, {MAX_RATE:g}] per node-hour, got {rate!r}")
     return f"{float(rate) + 0.0:.6g}"  # + 0.0: never "-0"
+
+
+def checkpoint_view(rate: PoolRate, *, nodes: int, step_time_s: float | None,
+                    save_cost_s: float | None = None) -> dict[str, object]:
+    """What ``burstctl explain`` shows: the rate a job on ``nodes`` nodes of the pool would get and the Young/Daly
+    interval it leads to. The save cost is the job's own (it measures its first save); without it the interval is
+    given as its rule, ``sqrt(2 x save x mtbf)``, with the mean time between preemptions filled in."""
+    from burstd.train.interval import choose_interval, daly_interval_s  # pure: no torch
+
+    out: dict[str, object] = {**rate.as_dict(), "nodes": nodes, "step_time_s": step_time_s,
+                              "save_cost_s": save_cost_s, "mtbf_s": None, "interval_s": None,
+                              "interval_steps": None}
+    r = rate.per_node_hour
+    if r is None:
+        out["sentence"] = (f"checkpoint interval: the job's default (pool {rate.pool} has {rate.node_hours:.2f} "
+                           f"node-hours and no preemption on record: rate unknown)")
+        return out
+    if r == 0:
+        out["sentence"] = (f"checkpoint interval: none periodic (pool {rate.pool}: 0 preemptions in "
+                           f"{rate.node_hours:.1f} node-hours); the job checkpoints on a preemption signal")
+        return out
+    mtbf = 3600.0 / (r * max(1, nodes))
+    out["mtbf_s"] = mtbf
+    seen = f"pool {rate.pool}: {r:.3g} preemptions per node-hour ({rate.preemptions} in {rate.node_hours:.1f} h)"
+    if save_cost_s is None or step_time_s is None:
+        out["sentence"] = (f"checkpoint interval: sqrt(2 x save x {mtbf:.0f} s) of work, e.g. "
+                           f"{daly_interval_s(1.0, mtbf):.0f} s for a 1 s save; {seen}; the job measures its "
+                           "save at the first checkpoint and prints the interval it chose")
+        return out
+    interval = choose_interval(save_cost_s=save_cost_s, step_s=step_time_s, preemptions_per_hour=r, nodes=nodes)
+    out.update(interval_s=interval.seconds, interval_steps=interval.steps, sentence=f"{interval.why}; {seen}")
+    return out

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
-from burstd.domain.preempt_rate import MAX_RATE, observed_rate, rate_text
+from burstd.domain.preempt_rate import MAX_RATE, PoolRate, checkpoint_view, observed_rate, rate_text
 
 NOW = 1_000_000.0
 H = 3600.0
@@ -62,3 +62,12 @@ def test_rate_text_is_a_plain_number_or_refused(x):
         assert "preemption rate" in str(exc)
         return
     assert set(text) <= set("0123456789.e+-") and float(text) == pytest.approx(x, rel=1e-5, abs=1e-300)
+
+
+def test_checkpoint_view_turns_rate_step_and_save_into_steps():
+    view = checkpoint_view(PoolRate("spot", 2, 1.0, 2.0), nodes=1, step_time_s=0.5, save_cost_s=4.0)
+    assert (view["interval_steps"], view["mtbf_s"]) == (235, 1800.0)  # burstd.train.interval's own example
+    assert "checkpoint every 235 steps" in str(view["sentence"]) and "2 in 1.0 h" in str(view["sentence"])
+    assert checkpoint_view(PoolRate("spot", 2, 1.0, 2.0), nodes=2, step_time_s=None)["mtbf_s"] == 900.0
+    assert "unknown" in str(checkpoint_view(PoolRate("spot", 0, 0.1, None), nodes=1, step_time_s=1.0)["sentence"])
+    assert "none periodic" in str(checkpoint_view(PoolRate("spot", 0, 9.0, 0.0), nodes=1, step_time_s=1.0)["sentence"])
