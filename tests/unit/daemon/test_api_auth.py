@@ -365,3 +365,23 @@ def test_an_agent_learns_its_pools_observed_preemption_rate_for_its_own_node_onl
     assert task_prolog_lines({}, str(rate_file)) == ["export BURSTD_PREEMPT_RATE_PER_HOUR=0.5"]
     assert not refresh(served.url, "cloud1", str(rate_file), token_file=str(tok), ca_file=served.ca)  # 403
     assert rate_file.read_text() == "0.5\n"  # kept as it was
+
+    # the running agent does it by itself, in a thread of its own, with no notice to watch (metadata unreachable)
+    from burstd.agent.main import run
+    from burstd.config import AgentConfig, SlurmConfig
+
+    own_file = served.tmp / "agent-run" / "preempt-rate"
+    agent_cfg = AgentConfig(provider="local", metadata_url="http://127.0.0.1:9", node_name="cloud2",
+                            daemon_url=served.url, daemon_token_file=str(tok), daemon_ca_file=served.ca,
+                            preempt_rate_file=str(own_file), deadman_s=0, http_retries=0, http_timeout_s=0.5)
+    stop = threading.Event()
+    loop = threading.Thread(target=run, args=(agent_cfg, SlurmConfig()), kwargs={"stop": stop}, daemon=True)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not own_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert own_file.read_text() == "0.5\n"
+    finally:
+        stop.set()
+        loop.join(10)
