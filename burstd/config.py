@@ -338,6 +338,9 @@ class AgentConfig(_Section):
     deadman_s: float = Field(default=900.0, ge=0, le=86400, allow_inf_nan=False)
     standby_daemon_urls: list[str] = []  # the other head's burstd (active/standby): tried after daemon_url
     poweroff_command: list[str] = Field(default=["systemctl", "poweroff"], min_length=1)  # the VM's own shutdown
+    # where the agent keeps the pool's observed preemption rate for the TaskProlog (burstd.agent.preempt_rate),
+    # e.g. "/run/burstd/preempt-rate" on a cloud VM; None = don't ask (local VMs share the head's filesystem)
+    preempt_rate_file: str | None = None
 
     @field_validator("daemon_url", "standby_daemon_urls")
     @classmethod

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from burstd.agent.actions import NoticeHandler
+from burstd.agent.preempt_rate import keep_fresh
 from burstd.agent.report import report_notice
 from burstd.agent.watchers import WatchError, make_watcher
 from burstd.config import AgentConfig, Config, ConfigError, SlurmConfig, load_config
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="one word of the power-off command (repeat for each; use --poweroff-arg=-x for a dash)")
     ap.add_argument("--slurm-bin-dir", help="where scontrol lives")
     ap.add_argument("--slurm-conf", help="slurm.conf for scontrol (default: [slurm] conf, else $SLURM_CONF)")
+    ap.add_argument("--preempt-rate-file", help="keep the pool's preemption rate here for the TaskProlog")
     ap.add_argument("--once", action="store_true", help="poll once and exit")
     ap.add_argument("--parity-gate", action="store_true",
                     help="before slurmd starts: compare this node with the on-prem reference the daemon keeps, "
@@ -82,6 +84,7 @@ def build_config(args: argparse.Namespace) -> tuple[AgentConfig, SlurmConfig]:
             "standby_daemon_urls": args.standby_daemon_urls,
             "deadman_s": args.deadman_s,
             "poweroff_command": args.poweroff_command,
+            "preempt_rate_file": args.preempt_rate_file,
         }.items()
         if v is not None
     }
@@ -131,6 +134,11 @@ def run(
         watcher.base_url,
         agent.poll_interval_s,
     )
+    if agent.daemon_url and agent.preempt_rate_file and not once:
+        # its own thread: a slow daemon must never delay the next metadata poll (a notice within a second)
+        threading.Thread(target=keep_fresh, name="preempt-rate", daemon=True,
+                         args=(stop, agent.daemon_url, node, agent.preempt_rate_file),
+                         kwargs={"token_file": agent.daemon_token_file, "ca_file": agent.daemon_ca_file}).start()
     try:
         while not stop.is_set():
             started = time.monotonic()

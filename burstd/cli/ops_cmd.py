@@ -231,6 +231,8 @@ def register(app: typer.Typer) -> None:
 
             if data.get("progress"):
                 console.print(progress_sentence(data["progress"]), highlight=False, soft_wrap=True)
+            if data.get("checkpoint"):
+                console.print(data["checkpoint"]["sentence"], highlight=False, soft_wrap=True)
             if data.get("sentence"):
                 console.print(data["sentence"], highlight=False, soft_wrap=True)  # one line: greppable
                 return

@@ -254,6 +254,18 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
             raise HTTPException(404, "no parity.reference_file configured: the parity gate is open")
         return settings
 
+    @app.get("/v1/preempt-rate/{node}", tags=["agent"])
+    def preempt_rate(node: str = Path(max_length=64), who: Principal = agent) -> dict:
+        """burstd-agent: the observed preemptions per node-hour of the pool ``node`` runs in (what its one-node
+        jobs size their checkpoint interval from); ``rate_per_node_hour`` is null while the pool has too little
+        history. A node's agent token asks for its own node only."""
+        if who.role == "agent" and node != who.node:
+            raise HTTPException(403, f"permission denied for {who.who}: it may ask for {who.node} only")
+        rate = ctl.preempt_rate_for_node(node)
+        if rate is None:
+            raise HTTPException(404, f"node {node} has no open lease: no pool to tell the rate of")
+        return rate.as_dict()
+
     @app.post("/v1/parity", tags=["agent"], status_code=202)
     def parity_refused(body: ParityCall, who: Principal = agent) -> dict:
         """burstd-agent: the node differs from the on-prem reference and slurmd was not started; its lease fails

@@ -23,6 +23,7 @@ from burstd.domain.budget import budget_key
 from burstd.domain.jobref import JobRef
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseEvent, LeaseState
 from burstd.domain.money import usd_to_micros
+from burstd.domain.preempt_rate import WINDOW_S, PoolRate, checkpoint_view, is_preemption, observed_rate
 
 log = get_logger("control")
 
@@ -301,7 +302,44 @@ class DaemonControl:
                               history=told[0])
         known = rec.progress.get(job.job_id) if job.plain else None
         answer["progress"] = known.as_dict() if known else None
+        answer["checkpoint"] = self._checkpoint(job, answer, leases, known.step_time_s if known else None)
         return answer
+
+    def _checkpoint(self, ref: JobRef, answer: dict[str, Any], leases: Sequence[Lease],
+                    step_time_s: float | None) -> dict[str, Any] | None:
+        """The checkpoint interval the job gets on (or bound for) a cloud pool; None on-prem or unknown."""
+        found = ref.find(self._rec.last_snapshot.jobs) if self._rec.last_snapshot else []
+        job = found[0] if found else None
+        by_part = {p.partition: p.name for p in self.config.pools}
+        pool = answer.get("pool") or next((le.pool for le in leases if job and job.job_id in le.job_ids
+                                           and le.is_live), None)
+        if pool is None and job is not None and job.is_running and job.partitions:
+            pool = by_part.get(job.partitions[0])
+        if pool is None:
+            return None
+        try:
+            return checkpoint_view(self.preempt_rate(pool), nodes=job.node_count if job else 1,
+                                   step_time_s=step_time_s)
+        except Exception as exc:  # noqa: BLE001 - the rest of explain still answers
+            log.warning("checkpoint interval not explained", extra=ev(pool=pool, error=str(exc)))
+            return None
+
+    def preempt_rate(self, pool: str) -> PoolRate:
+        """``pool``'s preemptions per node-hour over the last week, from its leases and their FAILED events."""
+        now = self._rec.clock()
+        # touched in the window, and the open ones however old (a node up for weeks is all exposure)
+        leases = list({le.lease_id: le for le in [*self._store.leases(pool=pool, since=now - WINDOW_S),
+                                                   *self._store.leases(OPEN_STATES, pool=pool)]}.values())
+        events = [e for le in leases if le.ready_at is not None
+                  for e in self._store.events(lease_id=le.lease_id, limit=1000) if is_preemption(e)]
+        return observed_rate(pool, leases, events, now=now)
+
+    def preempt_rate_for_node(self, node: str) -> PoolRate | None:
+        """The rate of the pool whose open lease holds ``node``; None when no open lease holds it."""
+        lease = self._rec.store.lease_for_node(node)
+        if lease is None or lease.state not in OPEN_STATES:
+            return None
+        return self.preempt_rate(lease.pool)
 
     def budgets(self) -> dict[str, Any]:
         """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``

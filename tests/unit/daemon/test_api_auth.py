@@ -4,6 +4,7 @@ never clobbered. Real uvicorn on a real unix socket and a real TLS listener; the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import stat
@@ -73,7 +74,7 @@ def serving(tmp_path, extra_config: dict | None = None):
     assert server.wait_started()
 
     class Served:
-        config, store_, reconciler, ca = cfg, store, rec, str(tls.ca)
+        config, store_, reconciler, ca, tmp = cfg, store, rec, str(tls.ca), tmp_path
         url = f"https://127.0.0.1:{port}"
 
         def https(self, token: str | None = None) -> httpx.Client:
@@ -329,3 +330,58 @@ def test_a_hook_start_time_that_is_not_a_real_time_never_reaches_the_metrics(ser
               if not line.startswith(("#", "burstd_burn_rate_cap_usd_per_hour "))]
     bad = [v for v in values if v in ("NaN", "+Inf", "-Inf")]
     assert served.store_.leases() == [] and bad == []
+
+
+def test_an_agent_learns_its_pools_observed_preemption_rate_for_its_own_node_only(served):
+    store, now = served.store_, served.reconciler.clock()
+    old = store.create_lease(pool="local", node_name="cloud1", at=now - 7200)
+    for state in (LeaseState.LAUNCHING, LeaseState.BOOTING):
+        store.transition(old.lease_id, state)
+    store.transition(old.lease_id, LeaseState.READY, ready_at=now - 7200)
+    store.transition(old.lease_id, LeaseState.FAILED, "preempted: the provider reclaimed the instance",
+                     ended_at=now - 3600)
+    store.transition(old.lease_id, LeaseState.TERMINATED, "preempted (notice deadline passed)")
+    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud2"})
+    with ApiClient(served.config.api.socket) as api:
+        token = api.post("/v1/nodes/cloud2/agent-token")["token"]
+    lease = store.lease_for_node("cloud2")
+    store._leases[lease.lease_id] = dataclasses.replace(lease, state=LeaseState.READY, ready_at=now - 3600)
+    with served.https(token) as agent:
+        r = agent.get("/v1/preempt-rate/cloud2")
+        assert r.status_code == 200, r.text
+        assert r.json() == {"pool": "local", "preemptions": 1, "node_hours": 2.0, "rate_per_node_hour": 0.5}
+        assert agent.get("/v1/preempt-rate/cloud1").status_code == 403  # another node's
+    with served.https("admin-s3cret") as admin:
+        assert admin.get("/v1/preempt-rate/cloud3").status_code == 404  # no open lease: no pool
+    # the node's agent keeps it in a file over TLS with its own credential; the TaskProlog exports it
+    from burstd.agent.preempt_rate import refresh, task_prolog_lines
+
+    tok = served.tmp / "agent.token"
+    tok.write_text(token + "\n")
+    tok.chmod(0o600)
+    rate_file = served.tmp / "run" / "preempt-rate"
+    assert refresh(served.url, "cloud2", str(rate_file), token_file=str(tok), ca_file=served.ca)
+    assert rate_file.read_text() == "0.5\n" and stat.S_IMODE(rate_file.stat().st_mode) == 0o644
+    assert task_prolog_lines({}, str(rate_file)) == ["export BURSTD_PREEMPT_RATE_PER_HOUR=0.5"]
+    assert not refresh(served.url, "cloud1", str(rate_file), token_file=str(tok), ca_file=served.ca)  # 403
+    assert rate_file.read_text() == "0.5\n"  # kept as it was
+
+    # the running agent does it by itself, in a thread of its own, with no notice to watch (metadata unreachable)
+    from burstd.agent.main import run
+    from burstd.config import AgentConfig, SlurmConfig
+
+    own_file = served.tmp / "agent-run" / "preempt-rate"
+    agent_cfg = AgentConfig(provider="local", metadata_url="http://127.0.0.1:9", node_name="cloud2",
+                            daemon_url=served.url, daemon_token_file=str(tok), daemon_ca_file=served.ca,
+                            preempt_rate_file=str(own_file), deadman_s=0, http_retries=0, http_timeout_s=0.5)
+    stop = threading.Event()
+    loop = threading.Thread(target=run, args=(agent_cfg, SlurmConfig()), kwargs={"stop": stop}, daemon=True)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not own_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert own_file.read_text() == "0.5\n"
+    finally:
+        stop.set()
+        loop.join(10)

@@ -177,3 +177,30 @@ def test_explain_reads_array_and_het_ids_as_slurm_writes_them(live):
     assert r.exit_code == 0 and "on onprem1" in r.output
     r = CliRunner().invoke(app, ["explain", "12x", "-c", path])
     assert r.exit_code == 2 and "job id '12x'" in r.output
+
+
+def test_explain_shows_the_checkpoint_interval_a_cloud_job_gets_from_its_pools_preemptions(live):
+    """Issue 22 item 3: the pool's observed rate, and the Young/Daly interval it leads to."""
+    from burstd.domain.lease import LeaseState
+    from burstd.domain.slurm import Job
+
+    path, rec, store = live
+    now = rec.clock()
+    old = store.create_lease(pool="local", node_name="cloud1", at=now - 4 * 3600)
+    for state in (LeaseState.LAUNCHING, LeaseState.BOOTING):
+        store.transition(old.lease_id, state)
+    store.transition(old.lease_id, LeaseState.READY, ready_at=now - 4 * 3600)
+    store.transition(old.lease_id, LeaseState.FAILED, "preempted: the provider reclaimed the instance",
+                     ended_at=now)
+    rec.adapter.jobs = [Job(90, "j", "alice", "chem", ("cloud",), "RUNNING", nodes="cloud2"),
+                        Job(91, "j", "alice", "chem", ("batch",), "RUNNING", nodes="onprem1")]
+    rec.cycle()
+    r = CliRunner().invoke(app, ["explain", "90", "--json", "-c", path])
+    assert r.exit_code == 0, r.output
+    cp = json.loads(r.output)["checkpoint"]
+    assert (cp["pool"], cp["preemptions"], cp["node_hours"], cp["rate_per_node_hour"]) == ("local", 1, 4.0, 0.25)
+    assert cp["mtbf_s"] == 4 * 3600 and cp["interval_s"] is None  # the save cost is the job's to measure
+    r = CliRunner().invoke(app, ["explain", "90", "-c", path])
+    assert "checkpoint interval: sqrt(2 x save x 14400 s) of work, e.g. 169 s for a 1 s save" in r.output
+    r = CliRunner().invoke(app, ["explain", "91", "--json", "-c", path])
+    assert json.loads(r.output)["checkpoint"] is None  # on-prem: no cloud pool, no interval
