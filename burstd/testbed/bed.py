@@ -107,7 +107,7 @@ class Bed:
         """The chroot of a 24.11 / 26.05 bed (built once per machine), its wrappers, users and munged."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state_dir, 0o755)
-        if not self.chroot:
+        if not self.chroot or self.config.slurm_release is None:  # no chroot: the host's Slurm
             ensure_munge()
             return
         self.paths["log"].mkdir(parents=True, exist_ok=True)
@@ -466,7 +466,7 @@ class Bed:
     def status(self) -> dict[str, Any]:
         ctld = self.ctld_pid()
         up = ctld is not None and self.ping()
-        nodes = {}
+        nodes: dict[str, dict[str, Any]] = {}
         if up:
             proc = _sh(["sinfo", "-h", "-N", "-o", "%N|%P|%T|%o|%E"], "sinfo", env=self.env, check=False)
             for line in proc.stdout.splitlines():
@@ -483,7 +483,8 @@ class Bed:
             "conf": str(self.conf_path),
             "hooks": self.hook_mode,
             "slurm_version": self._saved("slurm_version"),
-            "chroot": str(release.chroot_path(self.config.slurm_release)) if self.chroot else None,
+            "chroot": str(release.chroot_path(self.config.slurm_release))
+            if self.chroot and self.config.slurm_release else None,
             "accounting": {"slurmdbd": self.accounting.dbd_pid(), "mariadbd": self.accounting.db_pid(),
                            "dbd_port": self.config.dbd_port_, "db_port": self.config.db_port_}
             if self.config.accounting else None,

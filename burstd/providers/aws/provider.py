@@ -346,7 +346,7 @@ class AwsProvider(CloudProvider):
         by_key = {(o.instance_type, s): o for o, s in choices}
         for err in resp.get("Errors", []):
             ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
-            offering = by_key.get((ov.get("InstanceType"), ov.get("SubnetId")))
+            offering = by_key.get((str(ov.get("InstanceType")), str(ov.get("SubnetId"))))
             code = err.get("ErrorCode", "Unknown")
             kind = kind_of_code(code)
             if kind is ErrorKind.CAPACITY:  # the fleet did not say which: every offering it was offered
@@ -376,11 +376,11 @@ class AwsProvider(CloudProvider):
             if inst is None:
                 inst = free.pop(0)
                 tags = instance_tags(self.cluster_id, self.name, request) + [{"Key": TAG_GANG, "Value": gang}]
-                volumes = self._volumes.pop(inst.instance_id, [])
+                resources = [inst.instance_id, *self._volumes.pop(inst.instance_id, [])]  # its EBS volumes too
                 if tagged:  # a crash here leaves the gang half tagged: the relaunch must finish it, not leak it
                     crash_point("aws.gang_tags.half_done")
-                self._call("CreateTags", lambda i=inst.instance_id, t=tags, v=volumes: self.ec2.create_tags(
-                    Resources=[i, *v], Tags=t))
+                # _call runs the closure (and its retries) at once, before the loop moves on
+                self._call("CreateTags", lambda: self.ec2.create_tags(Resources=resources, Tags=tags))
                 tagged += 1
                 inst = replace(inst, lease_id=request.lease_id, node_name=request.node_name)
             out.append(inst)
@@ -412,7 +412,7 @@ class AwsProvider(CloudProvider):
         for start in range(0, len(ids), self.cloud.terminate_batch):
             batch = ids[start:start + self.cloud.terminate_batch]
             try:
-                self._call("TerminateInstances", lambda b=batch: self.ec2.terminate_instances(InstanceIds=b))
+                self._call("TerminateInstances", lambda: self.ec2.terminate_instances(InstanceIds=batch))
                 crash_point("aws.terminate.unanswered")
             except ProviderError as exc:
                 if not exc.code.startswith(("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")):
@@ -420,7 +420,7 @@ class AwsProvider(CloudProvider):
                 # One gone id fails the whole call: go one by one, gone ones are fine (idempotent).
                 for iid in batch:
                     try:
-                        self._call("TerminateInstances", lambda i=iid: self.ec2.terminate_instances(InstanceIds=[i]))
+                        self._call("TerminateInstances", lambda: self.ec2.terminate_instances(InstanceIds=[iid]))
                     except ProviderError as one:
                         if not one.code.startswith("InvalidInstanceID"):
                             raise

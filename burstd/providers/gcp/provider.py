@@ -39,6 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
@@ -89,7 +90,7 @@ def build_bulk_insert(
     machine_type: str,
     market: str,
     zones: list[str] | None,  # None: zonal call; else the regional location policy's allowed zones
-    denied: list[str] = (),
+    denied: Sequence[str] = (),
     startup_script: str,
 ) -> Any:
     """The BulkInsertInstanceResource for one node (pure; golden-tested)."""
@@ -114,7 +115,7 @@ def build_gang_bulk_insert(
     machine_type: str,
     market: str,
     zones: list[str] | None,
-    denied: list[str] = (),
+    denied: Sequence[str] = (),
     startup_script: str,
 ) -> Any:
     """The BulkInsertInstanceResource for a gang: ``count = minCount = len(requests)``, all in one zone
@@ -264,8 +265,8 @@ class GcpProvider(CloudProvider):
         member = _member(meta.get(META_MEMBERS), raw.name)
         return Instance(
             instance_id=f"{zone}/{raw.name}",
-            lease_id=member.get("lease") or meta.get("burstd-lease", labels.get(LABEL_LEASE, "")),
-            node_name=member.get("node") or meta.get("burstd-node", labels.get(LABEL_NODE, "")),
+            lease_id=member.get("lease") or meta.get("burstd-lease", labels.get(LABEL_LEASE, "")) or "",
+            node_name=member.get("node") or meta.get("burstd-node", labels.get(LABEL_NODE, "")) or "",
             pool=self.name,
             state="preempted" if preempted else state,
             launched_at=created,
@@ -279,7 +280,7 @@ class GcpProvider(CloudProvider):
 
         def run() -> list[Any]:
             req = compute_v1.AggregatedListInstancesRequest(project=self.project, filter=flt)
-            out = []
+            out: list[Any] = []
             for _scope, scoped in self.instances.aggregated_list(request=req, **self._kw):
                 out.extend(scoped.instances)
             return out
@@ -291,6 +292,9 @@ class GcpProvider(CloudProvider):
         found = [i for i in found if i.lease_id == lease_id and not i.is_gone]
         return sorted(found, key=lambda i: (i.launched_at, i.instance_id))[0] if found else None
 
+    def _zone_operations(self, req: Any) -> list[Any]:
+        return list(self.zone_ops.list(request=req, **self._kw))
+
     def wait(self, op: Any, zone: str | None, region: str | None) -> Any:
         deadline = time.monotonic() + self.cloud.operation_timeout_s
         while op.status != type(op).Status.DONE:
@@ -298,11 +302,11 @@ class GcpProvider(CloudProvider):
                 raise ProviderError(ErrorKind.TRANSIENT, f"operation {op.name} not done after "
                                     f"{self.cloud.operation_timeout_s:.0f}s", code="OperationTimeout")
             if zone:
-                op = self._call("zoneOperations.wait", lambda name=op.name: self.zone_ops.wait(
-                    project=self.project, zone=zone, operation=name, **self._kw))
+                op = self._call("zoneOperations.wait", partial(
+                    self.zone_ops.wait, project=self.project, zone=zone, operation=op.name, **self._kw))
             else:
-                op = self._call("regionOperations.wait", lambda name=op.name: self.region_ops.wait(
-                    project=self.project, region=region, operation=name, **self._kw))
+                op = self._call("regionOperations.wait", partial(
+                    self.region_ops.wait, project=self.project, region=region, operation=op.name, **self._kw))
         return op
 
     # -- the launch skeleton's hooks (burstd.providers.cloud) ---------------------------------------------------
@@ -347,16 +351,16 @@ class GcpProvider(CloudProvider):
             req = compute_v1.BulkInsertRegionInstanceRequest(
                 project=self.project, region=self.gcp.region,
                 bulk_insert_instance_resource_resource=resource, request_id=rid)
-            op = self._call("regionInstances.bulkInsert", lambda req=req: self.region_instances.bulk_insert_unary(
-                request=req, **self._kw))
+            op = self._call("regionInstances.bulkInsert", partial(
+                self.region_instances.bulk_insert_unary, request=req, **self._kw))
             crash_point("gcp.bulk_insert.unanswered")
             op = self.wait(op, None, self.gcp.region)
         else:
             req = compute_v1.BulkInsertInstanceRequest(
                 project=self.project, zone=ok[0], bulk_insert_instance_resource_resource=resource,
                 request_id=rid)
-            op = self._call("instances.bulkInsert", lambda req=req: self.instances.bulk_insert_unary(
-                request=req, **self._kw))
+            op = self._call("instances.bulkInsert", partial(
+                self.instances.bulk_insert_unary, request=req, **self._kw))
             crash_point("gcp.bulk_insert.unanswered")
             op = self.wait(op, ok[0], None)
         errors = list(op.error.errors) if op.error else []
@@ -372,8 +376,8 @@ class GcpProvider(CloudProvider):
             i = kinds.index(worst)
             raise ProviderError(worst, errors[i].message, code=codes[i])
         if ask.gang is not None:  # the list may lag the operation a moment; fewer than all: the skeleton releases
-            n = len(ask.requests)
-            return Attempt(made=self._listed(lambda: self.find_gang(ask.gang, ask.requests), lambda f: len(f) == n))
+            n, gang = len(ask.requests), ask.gang
+            return Attempt(made=self._listed(lambda: self.find_gang(gang, ask.requests), lambda f: len(f) == n))
         lease_id = ask.requests[0].lease_id
         inst = self._listed(lambda: self.find_by_lease(lease_id), lambda i: i is not None)
         if inst is None:
@@ -429,7 +433,7 @@ class GcpProvider(CloudProvider):
         for zone in self.gcp.zones:
             req = compute_v1.ListZoneOperationsRequest(
                 project=self.project, zone=zone, filter='operationType = "compute.instances.preempted"')
-            ops = self._call("zoneOperations.list", lambda req=req: list(self.zone_ops.list(request=req, **self._kw)))
+            ops = self._call("zoneOperations.list", partial(self._zone_operations, req))
             for op in ops:
                 name = op.target_link.rsplit("/", 1)[-1]
                 iid = f"{zone}/{name}"
