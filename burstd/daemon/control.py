@@ -17,7 +17,7 @@ from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import ResumeJob
 from burstd.daemon.ports import RecordsStore
 from burstd.daemon.reconcile import Reconciler
-from burstd.db.daemon_state import PauseState
+from burstd.domain.daemon_state import PauseState
 from burstd.domain.budget import budget_key
 from burstd.domain.jobref import JobRef
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseEvent, LeaseState

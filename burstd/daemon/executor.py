@@ -18,13 +18,13 @@ from burstd.daemon.actions import (
     PowerUp, Refuse, ReleaseJob, RemovePartition, ReturnToService, SetJobMarket, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.cycle_errors import step_failed
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import jobs_to_requeue, sane_launch_time
-from burstd.db.leadership import Fence, Fenced
+from burstd.domain.leadership import Fence, Fenced
 from burstd.domain.lease import ALLOWED, FINAL_STATES, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Snapshot

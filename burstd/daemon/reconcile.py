@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from burstd.config import Config
 from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.executor import CycleReport, Executor
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.daemon.actions import Intent
 from burstd.daemon.intake import GC, Intake, UnknownNode
 from burstd.daemon.leadership import Elector
@@ -45,7 +45,7 @@ from burstd.daemon.pools import PoolHealth
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
-from burstd.db.leadership import Fence, Fenced
+from burstd.domain.leadership import Fence, Fenced
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState

@@ -3,7 +3,7 @@
     d = DaemonProcess("/var/lib/burstd-testbed/burstd/burstd.toml", log_path="/tmp/burstd.log")
     d.start()                     # returns once the control socket answers
     d.kill()                      # SIGKILL, no cleanup (the crash test)
-    d.start(crash_at="launch.before_provider:2")   # dies by itself at that point (burstd.daemon.faults)
+    d.start(crash_at="launch.before_provider:2")   # dies by itself at that point (burstd.faults)
     d.stop()                      # SIGTERM, then SIGKILL after a grace period
 
 ``config_with(text, {"daemon": {"cycle_interval_s": 2}, "budget": {"default_account_usd": 100}})`` adds keys
@@ -24,7 +24,7 @@ from typing import Any
 import tomlkit
 
 import burstd
-from burstd.daemon.faults import CRASH_ENV, CRASH_EXIT
+from burstd.faults import CRASH_ENV, CRASH_EXIT
 
 PKG_ROOT = str(Path(burstd.__file__).resolve().parent.parent)
 

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.domain.money import usd_to_micros
 from burstd.providers.aws.errors import classify, kind_of_code
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError

@@ -43,7 +43,7 @@ from functools import partial
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.domain.money import usd_to_micros
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.bootstrap import render_startup_script
