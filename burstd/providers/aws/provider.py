@@ -33,7 +33,6 @@ from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, 
 from burstd.providers.bootstrap import render_startup_script
 from burstd.providers.cloud import Ask, Attempt, CloudProvider
 from burstd.providers.offerings import OfferingCooldown
-from burstd.providers.retry import RetryPolicy, call_with_retry
 
 log = logging.getLogger("burstd.providers.aws")
 
@@ -173,14 +172,8 @@ class AwsProvider(CloudProvider):
         import boto3
         from botocore.config import Config as BotoConfig
 
-        self.name = pool.name
-        self.pool = pool
+        super().__init__(pool, cluster_id, cloud, cooldown, sleep=sleep)
         self.aws = pool.aws
-        self.cluster_id = cluster_id
-        self.cloud = cloud or CloudConfig()
-        self.cooldown = cooldown if cooldown is not None else OfferingCooldown(self.cloud.capacity_cooldown_s)
-        self.retry = RetryPolicy(self.cloud.api_attempts, self.cloud.retry_base_s, self.cloud.retry_max_s)
-        self._sleep = sleep
         if self.aws.launch_template is None and self.aws.image_id is None:
             raise ProviderError(ErrorKind.CONFIG, f"pool {pool.name}: aws needs launch_template or image_id")
         botocfg = BotoConfig(
@@ -197,8 +190,8 @@ class AwsProvider(CloudProvider):
 
     # -- helpers -------------------------------------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        return call_with_retry(fn, classify, self.retry, f"aws pool {self.name}: {what}", sleep=self._sleep)
+    def classify(self, exc: Exception) -> ProviderError:
+        return classify(exc)
 
     def subnet_zones(self) -> dict[str, str]:
         if self._subnet_zone is None:

@@ -50,7 +50,6 @@ from burstd.providers.bootstrap import render_startup_script
 from burstd.providers.cloud import Ask, Attempt, CloudProvider
 from burstd.providers.gcp.errors import classify, kind_of_code
 from burstd.providers.offerings import OfferingCooldown
-from burstd.providers.retry import RetryPolicy, call_with_retry
 
 log = logging.getLogger("burstd.providers.gcp")
 
@@ -207,15 +206,9 @@ class GcpProvider(CloudProvider):
         from google.api_core.client_options import ClientOptions
         from google.cloud import compute_v1
 
-        self.name = pool.name
-        self.pool = pool
+        super().__init__(pool, cluster_id, cloud, cooldown, sleep=sleep)
         self.gcp = pool.gcp
         self.project = self.gcp.project
-        self.cluster_id = cluster_id
-        self.cloud = cloud or CloudConfig()
-        self.cooldown = cooldown if cooldown is not None else OfferingCooldown(self.cloud.capacity_cooldown_s)
-        self.retry = RetryPolicy(self.cloud.api_attempts, self.cloud.retry_base_s, self.cloud.retry_max_s)
-        self._sleep = sleep
         if credentials is None and self.gcp.anonymous_credentials:
             from google.auth.credentials import AnonymousCredentials
 
@@ -234,8 +227,8 @@ class GcpProvider(CloudProvider):
 
     # -- helpers -------------------------------------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        return call_with_retry(fn, classify, self.retry, f"gcp pool {self.name}: {what}", sleep=self._sleep)
+    def classify(self, exc: Exception) -> ProviderError:
+        return classify(exc)
 
     @property
     def _kw(self) -> dict[str, Any]:
