@@ -36,7 +36,7 @@ from sqlalchemy import text  # noqa: E402
 from burstd.db.store import Store  # noqa: E402
 from burstd.domain.budget import Allocation, PricePoint, SpendInterval  # noqa: E402
 from burstd.domain.lease import Lease, LeaseState  # noqa: E402
-from burstd.policy.ledger import accrue  # noqa: E402
+from burstd.domain.ledger import accrue  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:

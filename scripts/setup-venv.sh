@@ -10,6 +10,6 @@ stamp=.venv/.burstd-deps
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q "torch==2.13.0"
-    .venv/bin/python -m pip install -q -e ".[aws,gcp,train,postgres,plot,test]"
+    .venv/bin/python -m pip install -q -e ".[aws,gcp,train,postgres,plot,bound,test]"
     touch "$stamp"
 fi

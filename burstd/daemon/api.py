@@ -40,14 +40,14 @@ from burstd.daemon.planning import ResumeJob, notice_reason
 from burstd.daemon.control import DaemonControl, NotReady
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.engine import lock_wait
-from burstd.db.errors import StoreBusy, StoreError
+from burstd.domain.store_errors import StoreBusy, StoreError
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.domain.budget import NO_ACCOUNT
 from burstd.domain.jobref import MAX_JOB_ID, JobRefError, parse_job_ref
 from burstd.domain.parity import reason_of as parity_reason
 from burstd.report.job_history import STATES as JOB_STATES
 from burstd.slurm.base import MAX_REASON, check_reason
-from burstd.slurm.hostlist import HostlistError, expand
+from burstd.domain.hostlist import HostlistError, expand
 
 log = get_logger("api")
 

@@ -18,7 +18,7 @@ from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import ResumeJob
 from burstd.daemon.ports import RecordsStore
 from burstd.daemon.reconcile import Reconciler
-from burstd.db.daemon_state import PauseState
+from burstd.domain.daemon_state import PauseState
 from burstd.domain.budget import budget_key
 from burstd.domain.jobref import JobRef
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseEvent, LeaseState
@@ -205,7 +205,7 @@ class DaemonControl:
         """A job's report on itself (``burstd.daemon.job_progress``): ValueError if malformed, ReportRefused if
         the credential does not speak for this job, NotReady before the first snapshot."""
         from burstd.daemon.job_progress import judge, parse_report
-        from burstd.slurm.hostlist import expand
+        from burstd.domain.hostlist import expand
 
         report = parse_report(payload)
         snap = self._rec.last_snapshot

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import OperationalError
 
 from burstd.daemon.logging import ev
-from burstd.db.errors import StoreError
+from burstd.domain.store_errors import StoreError
 from burstd.domain.lease import IllegalTransition
 from burstd.policy.budget import PriceError
 from burstd.providers.base import ProviderError

@@ -19,7 +19,7 @@ from burstd.daemon.actions import (
     StartNow, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.cycle_errors import step_failed
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
@@ -28,7 +28,7 @@ from burstd.daemon.planning import jobs_to_requeue, sane_launch_time
 from burstd.daemon.requeue_record import REQUEUE, OwedRequeue
 from burstd.daemon.requeue_record import decode as decode_requeue
 from burstd.daemon.requeue_record import encode as encode_requeue
-from burstd.db.leadership import Fence, Fenced
+from burstd.domain.leadership import Fence, Fenced
 from burstd.domain.lease import ALLOWED, FINAL_STATES, Lease, LeaseState
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Snapshot

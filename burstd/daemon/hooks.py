@@ -26,7 +26,7 @@ import sys  # noqa: E402
 import tomllib  # noqa: E402
 
 from burstd.daemon.client import ApiError, post_unix_json  # noqa: E402
-from burstd.slurm.hostlist import HostlistError, expand  # noqa: E402  (standard library only)
+from burstd.domain.hostlist import HostlistError, expand  # noqa: E402  (standard library only)
 
 KINDS = ("resume", "suspend", "resume-fail")
 DEFAULT_SOCKET = "/run/burstd/burstd.sock"

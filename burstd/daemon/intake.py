@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from burstd.config import Config
 from burstd.daemon.actions import Intent
-from burstd.db.errors import StoreBusy
-from burstd.daemon.faults import crash_point
+from burstd.domain.store_errors import StoreBusy
+from burstd.faults import crash_point
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.planning import ResumeJob, Sweep, plan_gangs, resume_order

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from burstd.db.leadership import Fenced
+from burstd.domain.leadership import Fenced
 
 
 class LaunchPool:

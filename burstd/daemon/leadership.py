@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from burstd.daemon.logging import ev, get_logger
-from burstd.db.leadership import Fence, LeaderRecord
+from burstd.domain.leadership import Fence, LeaderRecord
 
 log = get_logger("leadership")
 

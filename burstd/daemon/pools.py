@@ -26,7 +26,7 @@ from burstd.config import Config
 from burstd.daemon.cycle_errors import step_failed
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.ports import PoolHealthStore
-from burstd.db.daemon_state import PoolHealthRecord
+from burstd.domain.daemon_state import PoolHealthRecord
 from burstd.providers.offerings import (
     Cooling,
     OfferingCooldown,

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from burstd.db.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
-from burstd.db.leadership import Fence, LeaderRecord
 from burstd.domain.budget import Allocation, BudgetBook, SpendInterval
+from burstd.domain.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
+from burstd.domain.leadership import Fence, LeaderRecord
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
 
 class SpendLedger(Protocol):
     """The money path: who held a lease's node (allocations, from each cycle's snapshot) and one atomic accrual
     per lease. ``accrue_spend`` is the only way the daemon writes spend: it reads the lease, its prices and its
-    allocations and records ``burstd.policy.ledger.accrue``'s intervals in one transaction (under ``fence``,
+    allocations and records ``burstd.domain.ledger.accrue``'s intervals in one transaction (under ``fence``,
     checked in that transaction), so attributed + overhead is the lease's cost exactly (invariant 4) and a
     second accruer finds nothing left to do."""
 

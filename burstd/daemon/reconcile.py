@@ -31,7 +31,7 @@ from burstd.config import Config
 from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.executor import CycleReport, Executor
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.daemon.actions import Intent
 from burstd.daemon.associations import SlurmdbdAssociations
 from burstd.daemon.intake import GC, Intake, UnknownNode
@@ -51,7 +51,7 @@ from burstd.daemon.requeue_watch import RequeueWatch
 from burstd.daemon.ports import LeaseStore
 from burstd.daemon.prices import ProviderPrices
 from burstd.daemon.spend import SpendAccrual
-from burstd.db.leadership import Fence, Fenced
+from burstd.domain.leadership import Fence, Fenced
 from burstd.domain.budget import BudgetBook, PriceQuote
 from burstd.domain.decisions import Decisions
 from burstd.domain.lease import FINAL_STATES, OPEN_STATES, Lease, LeaseState
@@ -64,7 +64,7 @@ from burstd.policy.eligibility import Eligibility
 from burstd.policy.prices import SpotAdvisor
 from burstd.providers.base import Instance, Provider
 from burstd.slurm.base import SlurmAdapter
-from burstd.slurm.hostlist import HostlistError, expand
+from burstd.domain.hostlist import HostlistError, expand
 
 __all__ = ["Decider", "Reconciler", "UnknownNode"]
 

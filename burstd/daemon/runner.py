@@ -3,16 +3,15 @@
     d = DaemonProcess("/var/lib/burstd-testbed/burstd/burstd.toml", log_path="/tmp/burstd.log")
     d.start()                     # returns once the control socket answers
     d.kill()                      # SIGKILL, no cleanup (the crash test)
-    d.start(crash_at="launch.before_provider:2")   # dies by itself at that point (burstd.daemon.faults)
+    d.start(crash_at="launch.before_provider:2")   # dies by itself at that point (burstd.faults)
     d.stop()                      # SIGTERM, then SIGKILL after a grace period
 
 ``config_with(text, {"daemon": {"cycle_interval_s": 2}, "budget": {"default_account_usd": 100}})`` adds keys
-to a TOML config text (into an existing table, or as a new table at the end) without a TOML writer.
+to a TOML config text (into an existing table, or as a new table at the end).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,41 +21,31 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+
 import burstd
-from burstd.daemon.faults import CRASH_ENV, CRASH_EXIT
+from burstd.faults import CRASH_ENV, CRASH_EXIT
 
 PKG_ROOT = str(Path(burstd.__file__).resolve().parent.parent)
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
 def config_with(text: str, tables: dict[str, dict[str, Any]]) -> str:
-    """``text`` plus ``tables`` (dotted table name -> keys). A key already set in that table is replaced."""
-    lines = text.splitlines()
-    for table, keys in tables.items():
-        header = f"[{table}]"
-        try:
-            start = next(i for i, line in enumerate(lines) if line.strip() == header)
-        except StopIteration:
-            lines += ["", header] + [f"{k} = {_toml_value(v)}" for k, v in keys.items()]
-            continue
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
-        body = [line for line in lines[start + 1:end]
-                if line.split("=", 1)[0].strip() not in keys]
-        lines[start + 1:end] = [f"{k} = {_toml_value(v)}" for k, v in keys.items()] + body
-    out = "\n".join(lines) + "\n"
+    """``text`` plus ``tables`` (dotted table name -> keys). A key already set in that table is replaced; the
+    rest of the text, comments included, is kept (tomlkit edits the document, it does not rewrite it)."""
+    doc = tomlkit.parse(text)
+    for dotted, keys in tables.items():
+        table: Any = doc
+        for part in dotted.split("."):
+            if isinstance(table, list):  # an array of tables ([[pools]]): the first entry that has the part
+                table = next((t for t in table if part in t), None)
+                if table is None:
+                    raise ValueError(f"config_with: no [[...]] entry has a [{dotted}] table")
+            if part not in table:
+                table[part] = tomlkit.table()
+            table = table[part]
+        for key, value in keys.items():
+            table[key] = value
+    out = tomlkit.dumps(doc)
     tomllib.loads(out)  # fail here, not in the daemon
     return out
 

@@ -7,7 +7,7 @@
   (``store.record_allocations``, keyed by lease/job/start); an allocation the snapshot no longer shows
   running there gets its end set to the time of this snapshot.
 * Spend: ``SpendLedger.accrue_spend`` (``Store.accrue_spend``, the one accrual path: a transaction that
-  reads the lease, its prices and allocations, runs ``burstd.policy.ledger.accrue`` and records the result,
+  reads the lease, its prices and allocations, runs ``burstd.domain.ledger.accrue`` and records the result,
   under the leader's fence) from where the record ends (``lease.accrued_until``) to now for every open lease,
   and up to ``ended_at`` for leases that closed since the last run (all closed leases on the first run after a
   start, so a crash between close and accrual loses nothing). The ledger's intervals sum to the lease's cost
@@ -26,7 +26,7 @@ from burstd.daemon.cycle_errors import step_failed
 from burstd.daemon.logging import get_logger
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.ports import SpendLedger
-from burstd.db.leadership import Fence, Fenced
+from burstd.domain.leadership import Fence, Fenced
 from burstd.domain.budget import Allocation
 from burstd.domain.lease import FINAL_STATES, OPEN_STATES, Lease
 from burstd.domain.slurm import Job, Snapshot

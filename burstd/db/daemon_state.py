@@ -5,53 +5,13 @@ jobs (``job_market``), capacity cooldowns, and free-form settings. Each has type
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from sqlalchemy import insert, select
 
 from burstd.db.engine import StoreBase, _now
 from burstd.db.rows import _cooldown, _intent, _job_market, _pause, _pool_health, _setting
-
-
-@dataclass(frozen=True, slots=True)
-class Cooldown:
-    offering: str
-    until: float
-    reason: str
-
-
-
-@dataclass(frozen=True, slots=True)
-class StoredIntent:
-    """A hook, agent or admin request waiting for the next cycle."""
-
-    intent_id: int
-    kind: str  # "suspend" | "resume-fail" | "drain" | "terminate" | "notice" | "parity"
-    node: str
-    reason: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class PoolHealthRecord:
-    """A pool's last launch failure (capacity, quota, config) and its protected mode (repeated boot failures)."""
-
-    pool: str
-    consecutive_boot_failures: int = 0
-    protected: bool = False
-    protected_reason: str = ""
-    protected_since: float | None = None
-    launch_failure_reason: str = ""
-    launch_failure_kind: str = ""
-    launch_failure_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PauseState:
-    paused: bool
-    reason: str = ""
-    by: str = ""
-    since: float = 0.0
+from burstd.domain.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
 
 
 class DaemonState(StoreBase):

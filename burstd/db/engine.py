@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
-from burstd.db.errors import LeaseNotFound, StoreBusy, StoreError
+from burstd.domain.store_errors import LeaseNotFound, StoreBusy, StoreError
 from burstd.db.rows import _lease
 from burstd.domain.lease import LeaseState
 

@@ -14,7 +14,7 @@ from sqlalchemy import and_, func, insert, select, update
 
 from burstd.config import _NAME as _ACCOUNT_RE  # the config file's rule for names
 from burstd.db.engine import StoreBase, _now
-from burstd.db.errors import BudgetError, LeaseNotFound, SpendConflict
+from burstd.domain.store_errors import BudgetError, LeaseNotFound, SpendConflict
 from burstd.db.leadership import Fence, check_fence_in
 from burstd.db.rows import _alloc, _budget, _data_spend, _event, _lease, _row_to_lease, _spend
 from burstd.domain.budget import (
@@ -254,12 +254,12 @@ class LedgerRecords(StoreBase):
     def accrue_spend(self, lease_id: str, until: float, *, split_every_s: float | None = 3600.0,
                      fence: Fence | None = None) -> list[SpendInterval]:
         """Bring one lease's recorded spend up to ``until`` (or its end), in one transaction: read the lease,
-        its price history and its job allocations, run ``burstd.policy.ledger.accrue`` and record the result.
+        its price history and its job allocations, run ``burstd.domain.ledger.accrue`` and record the result.
         Safe to call every cycle, after a crash, and from two processes (one of them records, the other
         finds nothing left to do). ``fence``: the leader's token, checked first in the same transaction (a
         deposed leader's accrual raises ``Fenced`` and writes nothing). Returns the intervals written (possibly
         none). This is the daemon's only way to write spend (``daemon.spend``)."""
-        from burstd.policy.ledger import accrue  # pure; imported here to keep the Store importable on its own
+        from burstd.domain.ledger import accrue  # pure; imported here to keep the Store importable on its own
 
         with self._write() as conn:
             if fence is not None:

@@ -27,7 +27,7 @@ Rules the Store keeps (and nothing more: when to move a lease is the daemon's bu
   database: ``create_lease`` raises ``NodeBusy`` naming the open one.
 - Reads return frozen domain objects (``Lease``, ``LeaseEvent``, ``BudgetBook``), never live ORM rows.
 - Money is integer micro-dollars. A spend interval is counted in the period holding its ``start``;
-  ``burstd.policy.ledger`` splits intervals at hour boundaries, so every day/week/month total is exact.
+  ``burstd.domain.ledger`` splits intervals at hour boundaries, so every day/week/month total is exact.
 
 The same code runs on SQLite and PostgreSQL (``postgresql+psycopg2://...``).
 """
@@ -46,7 +46,7 @@ from sqlalchemy.exc import IntegrityError
 from burstd.db.daemon_state import Cooldown, DaemonState
 from burstd.db.engine import _now, make_engine, migrate
 from burstd.db.leadership import Fence, Fenced, LeaderRecord, Leadership
-from burstd.db.errors import BudgetError, LeaseNotFound, NodeBusy, SpendConflict, StaleLease, StoreError
+from burstd.domain.store_errors import BudgetError, LeaseNotFound, NodeBusy, SpendConflict, StaleLease, StoreError
 from burstd.db.ledger_records import OVERHEAD, SPEND_GROUPS, BudgetEntry, LedgerRecords
 from burstd.db.rows import _event, _lease, _row_to_event, _row_to_lease
 from burstd.domain.lease import FINAL_STATES, Lease, LeaseEvent, LeaseState, check_transition

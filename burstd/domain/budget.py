@@ -53,7 +53,7 @@ class SpendInterval:
     """One piece of a lease's spend: [start, end) at one price, charged to one job or to overhead.
 
     ``job_id is None`` is boot/idle overhead of the lease (charged to the lease's account). The ledger
-    (``burstd.policy.ledger``) produces these so that a lease's intervals sum to its cost exactly.
+    (``burstd.domain.ledger``) produces these so that a lease's intervals sum to its cost exactly.
     """
 
     lease_id: str

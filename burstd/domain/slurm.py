@@ -160,7 +160,7 @@ class Snapshot:
         """node -> the jobs whose node list names it (whatever their state), in queue order. Built on first use,
         each job's hostlist expanded once; a job whose hostlist does not parse is on no node."""
         if self._jobs_by_node is None:
-            from burstd.slurm.hostlist import HostlistError, expand  # pure parsing of Slurm's own notation
+            from burstd.domain.hostlist import HostlistError, expand  # pure parsing of Slurm's own notation
 
             index: dict[str, list[Job]] = {}
             for job in self.jobs:

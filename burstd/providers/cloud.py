@@ -23,12 +23,18 @@ errors classified into an ``Attempt``), ``terminate``; optionally ``groups`` and
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from burstd.config import PoolConfig
+from burstd.config import CloudConfig, PoolConfig
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.offerings import OfferingCooldown
+from burstd.providers.retry import RetryPolicy, call_with_retry
+
+T = TypeVar("T")
 
 log = logging.getLogger("burstd.providers")
 
@@ -59,34 +65,53 @@ def markets(market: str, pool: PoolConfig) -> list[str]:
     return [market, "on-demand"] if market == "spot" and pool.ondemand_fallback else [market]
 
 
-class CloudProvider:
-    """Base of the cloud providers: the shared launch algorithm; subclasses supply the hooks."""
+class CloudProvider(ABC):
+    """Base of the cloud providers: what every cloud is built from (its pool, the ``[cloud]`` settings, the retry
+    policy, the offering cooldown shared by the pools), the retried API call, and the shared launch algorithm;
+    subclasses open their client and supply the hooks."""
 
-    name: str
-    pool: PoolConfig
-    cooldown: OfferingCooldown
     cloud_name: str = "cloud"  # "aws", "gcp": how messages name the cloud
+
+    def __init__(self, pool: PoolConfig, cluster_id: str, cloud: CloudConfig | None = None,
+                 cooldown: OfferingCooldown | None = None, *, sleep: Callable[[float], None] = time.sleep):
+        self.name = pool.name
+        self.pool = pool
+        self.cluster_id = cluster_id
+        self.cloud = cloud or CloudConfig()
+        self.cooldown = cooldown if cooldown is not None else OfferingCooldown(self.cloud.capacity_cooldown_s)
+        self.retry = RetryPolicy(self.cloud.api_attempts, self.cloud.retry_base_s, self.cloud.retry_max_s)
+        self._sleep = sleep
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` (one API call), retried as the ``[cloud]`` settings say; failures classified by the cloud."""
+        return call_with_retry(fn, self.classify, self.retry, f"{self.cloud_name} pool {self.name}: {what}",
+                               sleep=self._sleep)
 
     # -- hooks -------------------------------------------------------------------------------------------------
 
-    def find_by_lease(self, lease_id: str) -> Instance | None:
-        raise NotImplementedError
+    @abstractmethod
+    def classify(self, exc: Exception) -> ProviderError:
+        """The cloud's exception as a ProviderError of the right kind (retryable or not)."""
 
+    @abstractmethod
+    def find_by_lease(self, lease_id: str) -> Instance | None:
+        """The live instance made for this lease, if any (the idempotency lookup)."""
+
+    @abstractmethod
     def find_gang(self, gang: str, requests: Sequence[LaunchRequest]) -> list[Instance]:
         """The live instances made for this gang and one of ``requests`` (or not yet labelled with any lease)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def offerings(self, market: str) -> list[Offering]:
         """Every offering of the pool in ``market``, in preference (config) order."""
-        raise NotImplementedError
 
     def groups(self, choices: list[Offering]) -> list[list[Offering]]:
         """How the usable offerings are split into create calls, in order (default: one call for all)."""
         return [choices]
 
+    @abstractmethod
     def create(self, ask: Ask) -> Attempt:
         """One create call, its errors classified; ``made`` in request order for a gang once labelled."""
-        raise NotImplementedError
 
     def bind_gang(self, gang: str, requests: Sequence[LaunchRequest], made: list[Instance]) -> list[Instance]:
         """``made`` (all of the gang) as one instance per request, in request order, each labelled with its node
@@ -94,8 +119,9 @@ class CloudProvider:
         by_lease = {i.lease_id: i for i in made}
         return [by_lease[r.lease_id] for r in requests]
 
+    @abstractmethod
     def terminate(self, instance_ids: list[str]) -> None:
-        raise NotImplementedError
+        """Terminate these instances; gone ones are fine (idempotent)."""
 
     # -- the algorithm -----------------------------------------------------------------------------------------
 

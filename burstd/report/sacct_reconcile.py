@@ -10,32 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from burstd.domain.sacct import SacctJob, SlurmInstance
+
 OVERHEAD = "(overhead)"
-
-
-@dataclass(frozen=True)
-class SacctJob:
-    """One run of an allocation as slurmdbd recorded it (``sacct -X -D``: a requeued job has one per run)."""
-
-    job_id: int
-    account: str
-    user: str
-    nodes: tuple[str, ...]  # expanded NodeList
-    state: str
-    start: float | None
-    end: float | None
-    instance_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SlurmInstance:
-    """One cloud instance as slurmdbd recorded it (``sacctmgr show instance``, Slurm 23.11+)."""
-
-    node: str
-    instance_id: str
-    instance_type: str
-    start: float | None
-    end: float | None
 
 
 def match_instances(launched: Mapping[str, str], recorded: Iterable[SlurmInstance] | None) -> dict | None:

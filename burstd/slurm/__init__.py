@@ -16,7 +16,7 @@ __all__ = ["SlurmAdapter", "SlurmError", "make_adapter"]
 
 
 def __getattr__(name: str):
-    # lazy, so that importing ``burstd.slurm.hostlist`` (the Slurm hooks do) stays standard library only
+    # lazy, so that importing the package (the Slurm hooks do) stays standard library only
     if name in ("SlurmAdapter", "SlurmError"):
         from burstd.slurm import base
 

@@ -9,7 +9,7 @@ import logging
 import re
 import time
 
-from burstd.report.sacct_reconcile import SacctJob, SlurmInstance
+from burstd.domain.sacct import SacctJob, SlurmInstance
 from burstd.slurm import sacct
 from burstd.slurm.base import SlurmError
 from burstd.slurm.parse import load_json

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from burstd.domain.slurm import Snapshot
 
 if TYPE_CHECKING:
-    from burstd.report.sacct_reconcile import SacctJob, SlurmInstance
+    from burstd.domain.sacct import SacctJob, SlurmInstance
 
 
 class SlurmError(Exception):

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from burstd.domain.slurm import Gres, Job, Node, Partition, Snapshot
 from burstd.slurm.base import SlurmError
-from burstd.slurm.hostlist import HostlistError, expand
+from burstd.domain.hostlist import HostlistError, expand
 
 # 32-bit NO_VAL / INFINITE and friends, which 22.05 sometimes prints as plain numbers.
 _SENTINELS = {0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFF, 0xFFFE, -1}
@@ -408,7 +408,7 @@ def partitions_from_nodes(nodes: Iterable[Node]) -> list[Partition]:
     for n in nodes:
         for p in n.partitions:
             members.setdefault(p, []).append(n)
-    from burstd.slurm.hostlist import compress
+    from burstd.domain.hostlist import compress
 
     return [
         Partition(name=p, nodes=compress(n.name for n in ns), total_nodes=len(ns), total_cpus=sum(n.cpus for n in ns))

@@ -23,9 +23,9 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from burstd.report.sacct_reconcile import SacctJob
+from burstd.domain.sacct import SacctJob
 from burstd.slurm.base import HOSTLIST_RE, SlurmError
-from burstd.slurm.hostlist import HostlistError, expand
+from burstd.domain.hostlist import HostlistError, expand
 from burstd.slurm.parse import time_or_none
 
 # JobIDRaw: a job's own id (an array task's is not "7_0" but its own number, the id burstd charges)

@@ -29,7 +29,7 @@ from typing import Any
 
 from burstd.providers.local import netns, vmroot
 from burstd.slurm.features import parse_release
-from burstd.testbed import cloud_image, release, render
+from burstd.testbed import bed_status, cloud_image, release, render
 from burstd.testbed.accounting import Accounting
 from burstd.testbed.config import HOOK_MODES, STATE_ROOT, BedConfig
 from burstd.testbed.host import (  # noqa: F401  (re-exported: tests and tools import them from here)
@@ -107,7 +107,7 @@ class Bed:
         """The chroot of a 24.11 / 26.05 bed (built once per machine), its wrappers, users and munged."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state_dir, 0o755)
-        if not self.chroot:
+        if not self.chroot or self.config.slurm_release is None:  # no chroot: the host's Slurm
             ensure_munge()
             return
         self.paths["log"].mkdir(parents=True, exist_ok=True)
@@ -464,41 +464,7 @@ class Bed:
     # ------------------------------------------------------------------ status
 
     def status(self) -> dict[str, Any]:
-        ctld = self.ctld_pid()
-        up = ctld is not None and self.ping()
-        nodes = {}
-        if up:
-            proc = _sh(["sinfo", "-h", "-N", "-o", "%N|%P|%T|%o|%E"], "sinfo", env=self.env, check=False)
-            for line in proc.stdout.splitlines():
-                name, part, state, addr, reason = (line.split("|") + [""] * 5)[:5]
-                entry = nodes.setdefault(name, {"partitions": [], "state": state, "address": addr,
-                                                "reason": reason})
-                entry["partitions"].append(part.rstrip("*"))
-        vms = [{"netns": r.netns, "node": r.node_name, "address": r.address, "state": r.state,
-                "alive": r.alive, "tags": r.tags} for r in netns.list_vms(self.vms_dir)]
-        return {
-            "name": self.name,
-            "up": up,
-            "state_dir": str(self.state_dir),
-            "conf": str(self.conf_path),
-            "hooks": self.hook_mode,
-            "slurm_version": self._saved("slurm_version"),
-            "chroot": str(release.chroot_path(self.config.slurm_release)) if self.chroot else None,
-            "accounting": {"slurmdbd": self.accounting.dbd_pid(), "mariadbd": self.accounting.db_pid(),
-                           "dbd_port": self.config.dbd_port_, "db_port": self.config.db_port_}
-            if self.config.accounting else None,
-            "slurmctld": {"pid": ctld, "addr": self.ctld_addr, "port": self.ctld_port},
-            "slurmrestd": {"pid": self.rest_pid(), "url": self.rest_url},
-            "subnet": self.subnet,
-            "bridge": self.bridge,
-            "bridge_exists": netns.link_exists(self.bridge),
-            "netns_prefix": self.netns_prefix,
-            "partitions": {"onprem": self.onprem_partition, "cloud": self.cloud_partition},
-            "nodes": nodes,
-            "vms": vms,
-            "namespaces": sorted(self.vm_namespaces()),
-            "burstd_config": str(self.burstd_config),
-        }
+        return bed_status.report(self)
 
     # ------------------------------------------------------------------ helpers for tests and the demo
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import tomlkit
+
 from burstd.image import cache
 from burstd.image.recipe import MARK
 from burstd.image.spec import ImageSpec
@@ -37,7 +39,7 @@ def default_spec(release: str) -> ImageSpec:
     """The bed's own node image: Slurm of the bed's release, no torch (the bed's jobs do not need it; a site's
     image does: docs/clouds.md) and one pinned package in the job environment (/opt/burstd/jobenv), which the
     head does not have."""
-    return ImageSpec(slurm_release=release, torch=False,  # type: ignore[arg-type]
+    return ImageSpec(slurm_release=release, torch=False,
                      python_packages=["six==1.16.0"])
 
 
@@ -84,8 +86,7 @@ def write_gate_files(cfg: BedConfig, measure=None) -> None:
     reference, spec = gate_files(cfg.state_path)
     facts = (measure or fingerprint)(job_python="/usr/bin/python3")
     reference.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
-    allow = ", ".join(json.dumps(a) for a in BED_ALLOW)
-    spec.write_text(f"[parity]\njob_python = {json.dumps(JOB_PYTHON)}\nallow = [{allow}]\n")
+    spec.write_text(tomlkit.dumps({"parity": {"job_python": JOB_PYTHON, "allow": list(BED_ALLOW)}}))
     reference.chmod(0o644)
     spec.chmod(0o644)
 
@@ -117,17 +118,16 @@ def cloud_root(cfg: BedConfig, node: str) -> vmroot.VmRoot | None:
                          parity_spec=str(spec) if gated(cfg) else None)
 
 
-def burstd_toml_lines(cfg: BedConfig) -> str:
-    """The [pools.local] lines that boot the local provider's VMs from the image ("" without one)."""
+def burstd_local_keys(cfg: BedConfig) -> dict[str, str | list[str]]:
+    """The [pools.local] keys that boot the local provider's VMs from the image (none without one)."""
     folder = image_dir(cfg)
     if folder is None:
-        return ""
+        return {}
     reference, spec = gate_files(cfg.state_path)
-    q = json.dumps
-    lines = (f"image_rootfs = {q(str(folder / 'rootfs'))}\n"
-             f"munge_key_file = {q(munge_key(cfg))}\n"
-             f"vm_users = [{', '.join(q(u) for u in TEST_USERS)}]\n"
-             f"vm_dirs = [{', '.join(q(d) for d in slurmd_dirs(cfg))}]\n")
+    keys: dict[str, str | list[str]] = {
+        "image_rootfs": str(folder / "rootfs"), "munge_key_file": munge_key(cfg),
+        "vm_users": list(TEST_USERS), "vm_dirs": list(slurmd_dirs(cfg)),
+    }
     if gated(cfg):
-        lines += f"parity_reference_file = {q(str(reference))}\nparity_spec_file = {q(str(spec))}\n"
-    return lines
+        keys |= {"parity_reference_file": str(reference), "parity_spec_file": str(spec)}
+    return keys

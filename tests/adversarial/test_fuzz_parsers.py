@@ -24,7 +24,7 @@ from burstd.domain.preemption import preemption_reason
 from burstd.simulate.traces import TraceError, read_trace
 from burstd.slurm import parse, squeue_text
 from burstd.slurm.base import SlurmError, check_reason
-from burstd.slurm.hostlist import HostlistError, expand
+from burstd.domain.hostlist import HostlistError, expand
 from tests.conftest import FIXTURES
 
 EXAMPLES = int(os.environ.get("BURSTD_FUZZ_EXAMPLES", "150"))
@@ -532,7 +532,7 @@ def test_sacct_free_text_never_changes_another_record(records):
     """Issue 21 item 5: rows printed with the call's delimiter read back exactly, whatever their account and user
     hold: the same jobs, in order, on their own nodes (no job invented, hidden or moved)."""
     from burstd.slurm import sacct
-    from burstd.slurm.hostlist import expand
+    from burstd.domain.hostlist import expand
 
     out = "".join(SACCT_DELIMITER.join([str(jid), acct, user, nodes or "None assigned", state, "100", "Unknown"])
                   + "\n" for jid, acct, user, nodes, state in records)

@@ -6,7 +6,7 @@ not reached within its time is killed anyway and recorded in ``Storm.unreached``
 power-downs, so a later step may find its work already done); each test then asserts that every point its chains
 name crashed the daemon at least once (``Storm.assert_every_point_fired``): a point that never fires fails.
 The chains below (``chained_points``) are every chain the tests run; ``tests/unit/daemon/test_crash_points.py``
-checks that together they name every point of ``burstd.daemon.faults.POINTS``, so each point is proven to fire
+checks that together they name every point of ``burstd.faults.POINTS``, so each point is proven to fire
 on some provider in every run.
 """
 
@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from burstd.daemon.faults import CRASH_EXIT
+from burstd.faults import CRASH_EXIT
 from burstd.daemon.runner import DaemonProcess
 from burstd.domain.lease import FINAL_STATES, LeaseState
 from burstd.providers.base import LaunchRequest

@@ -21,7 +21,7 @@ import pytest
 
 from burstd.config import load_config
 from burstd.db.store import Store
-from burstd.policy.ledger import lease_cost
+from burstd.domain.ledger import lease_cost
 from tests.integration.daemon_bed import (
     bed_daemon_config, cloud_namespaces, leases, running_daemon, wait_for,
 )

@@ -22,7 +22,7 @@ from burstd.domain.budget import PriceQuote
 from burstd.domain.lease import LeaseState
 from burstd.domain.money import format_usd
 from burstd.domain.slurm import Job
-from burstd.policy.ledger import lease_cost
+from burstd.domain.ledger import lease_cost
 from tests.integration.live_api import POOL_TOML, live_api
 
 @pytest.fixture
@@ -280,7 +280,7 @@ def test_status_shows_why_bursting_is_paused(live):
 
 # --- prices -------------------------------------------------------------------------------------------------
 def test_spend_reconcile_agrees_with_sacct_and_reports_every_difference(live):
-    from burstd.report.sacct_reconcile import SacctJob
+    from burstd.domain.sacct import SacctJob
 
     path, rec, store, adapter, provider, clock = live
     _burst_two_accounts(rec, store, adapter, clock)

@@ -34,7 +34,7 @@ def created_per_lease(provider: str, aws_env, gce_env) -> dict[str, int]:
 @pytest.mark.parametrize("provider", ["aws", "gcp"])
 def test_daemon_killed_at_a_cloud_call_restarts_without_duplicate_or_orphan(
         slurm_bed, bed_user, tmp_path, aws_env, gce_env, provider, point):
-    from burstd.daemon.faults import CRASH_EXIT
+    from burstd.faults import CRASH_EXIT
 
     cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env)
     with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from burstd.daemon.client import ApiClient
-from burstd.daemon.faults import CRASH_EXIT
+from burstd.faults import CRASH_EXIT
 from burstd.daemon.runner import DaemonProcess
 from burstd.db.store import Store
 from tests.fakes.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, REGION, aws_env, moto_server  # noqa: F401

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from burstd.db.engine import lock_wait
-from burstd.db.errors import StoreBusy
+from burstd.domain.store_errors import StoreBusy
 from burstd.db.store import Store
 
 pytestmark = pytest.mark.postgres

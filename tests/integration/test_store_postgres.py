@@ -13,7 +13,7 @@ import pytest
 
 from burstd.db.store import Store
 from burstd.domain.lease import LeaseState as S
-from burstd.policy.ledger import Allocation, lease_cost
+from burstd.domain.ledger import Allocation, lease_cost
 
 pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[2]

@@ -26,14 +26,13 @@ from dataclasses import replace
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.domain.money import usd_to_micros
 from burstd.providers.aws.errors import classify, kind_of_code
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.bootstrap import render_startup_script
 from burstd.providers.cloud import Ask, Attempt, CloudProvider
 from burstd.providers.offerings import OfferingCooldown
-from burstd.providers.retry import RetryPolicy, call_with_retry
 
 log = logging.getLogger("burstd.providers.aws")
 
@@ -173,14 +172,8 @@ class AwsProvider(CloudProvider):
         import boto3
         from botocore.config import Config as BotoConfig
 
-        self.name = pool.name
-        self.pool = pool
+        super().__init__(pool, cluster_id, cloud, cooldown, sleep=sleep)
         self.aws = pool.aws
-        self.cluster_id = cluster_id
-        self.cloud = cloud or CloudConfig()
-        self.cooldown = cooldown if cooldown is not None else OfferingCooldown(self.cloud.capacity_cooldown_s)
-        self.retry = RetryPolicy(self.cloud.api_attempts, self.cloud.retry_base_s, self.cloud.retry_max_s)
-        self._sleep = sleep
         if self.aws.launch_template is None and self.aws.image_id is None:
             raise ProviderError(ErrorKind.CONFIG, f"pool {pool.name}: aws needs launch_template or image_id")
         botocfg = BotoConfig(
@@ -197,8 +190,8 @@ class AwsProvider(CloudProvider):
 
     # -- helpers -------------------------------------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        return call_with_retry(fn, classify, self.retry, f"aws pool {self.name}: {what}", sleep=self._sleep)
+    def classify(self, exc: Exception) -> ProviderError:
+        return classify(exc)
 
     def subnet_zones(self) -> dict[str, str]:
         if self._subnet_zone is None:
@@ -346,7 +339,7 @@ class AwsProvider(CloudProvider):
         by_key = {(o.instance_type, s): o for o, s in choices}
         for err in resp.get("Errors", []):
             ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
-            offering = by_key.get((ov.get("InstanceType"), ov.get("SubnetId")))
+            offering = by_key.get((str(ov.get("InstanceType")), str(ov.get("SubnetId"))))
             code = err.get("ErrorCode", "Unknown")
             kind = kind_of_code(code)
             if kind is ErrorKind.CAPACITY:  # the fleet did not say which: every offering it was offered
@@ -376,11 +369,11 @@ class AwsProvider(CloudProvider):
             if inst is None:
                 inst = free.pop(0)
                 tags = instance_tags(self.cluster_id, self.name, request) + [{"Key": TAG_GANG, "Value": gang}]
-                volumes = self._volumes.pop(inst.instance_id, [])
+                resources = [inst.instance_id, *self._volumes.pop(inst.instance_id, [])]  # its EBS volumes too
                 if tagged:  # a crash here leaves the gang half tagged: the relaunch must finish it, not leak it
                     crash_point("aws.gang_tags.half_done")
-                self._call("CreateTags", lambda i=inst.instance_id, t=tags, v=volumes: self.ec2.create_tags(
-                    Resources=[i, *v], Tags=t))
+                # _call runs the closure (and its retries) at once, before the loop moves on
+                self._call("CreateTags", lambda: self.ec2.create_tags(Resources=resources, Tags=tags))
                 tagged += 1
                 inst = replace(inst, lease_id=request.lease_id, node_name=request.node_name)
             out.append(inst)
@@ -412,7 +405,7 @@ class AwsProvider(CloudProvider):
         for start in range(0, len(ids), self.cloud.terminate_batch):
             batch = ids[start:start + self.cloud.terminate_batch]
             try:
-                self._call("TerminateInstances", lambda b=batch: self.ec2.terminate_instances(InstanceIds=b))
+                self._call("TerminateInstances", lambda: self.ec2.terminate_instances(InstanceIds=batch))
                 crash_point("aws.terminate.unanswered")
             except ProviderError as exc:
                 if not exc.code.startswith(("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")):
@@ -420,7 +413,7 @@ class AwsProvider(CloudProvider):
                 # One gone id fails the whole call: go one by one, gone ones are fine (idempotent).
                 for iid in batch:
                     try:
-                        self._call("TerminateInstances", lambda i=iid: self.ec2.terminate_instances(InstanceIds=[i]))
+                        self._call("TerminateInstances", lambda: self.ec2.terminate_instances(InstanceIds=[iid]))
                     except ProviderError as one:
                         if not one.code.startswith("InvalidInstanceID"):
                             raise

@@ -39,17 +39,17 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from burstd.config import CloudConfig, PoolConfig
-from burstd.daemon.faults import crash_point
+from burstd.faults import crash_point
 from burstd.domain.money import usd_to_micros
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
 from burstd.providers.bootstrap import render_startup_script
 from burstd.providers.cloud import Ask, Attempt, CloudProvider
 from burstd.providers.gcp.errors import classify, kind_of_code
 from burstd.providers.offerings import OfferingCooldown
-from burstd.providers.retry import RetryPolicy, call_with_retry
 
 log = logging.getLogger("burstd.providers.gcp")
 
@@ -89,7 +89,7 @@ def build_bulk_insert(
     machine_type: str,
     market: str,
     zones: list[str] | None,  # None: zonal call; else the regional location policy's allowed zones
-    denied: list[str] = (),
+    denied: Sequence[str] = (),
     startup_script: str,
 ) -> Any:
     """The BulkInsertInstanceResource for one node (pure; golden-tested)."""
@@ -114,7 +114,7 @@ def build_gang_bulk_insert(
     machine_type: str,
     market: str,
     zones: list[str] | None,
-    denied: list[str] = (),
+    denied: Sequence[str] = (),
     startup_script: str,
 ) -> Any:
     """The BulkInsertInstanceResource for a gang: ``count = minCount = len(requests)``, all in one zone
@@ -206,15 +206,9 @@ class GcpProvider(CloudProvider):
         from google.api_core.client_options import ClientOptions
         from google.cloud import compute_v1
 
-        self.name = pool.name
-        self.pool = pool
+        super().__init__(pool, cluster_id, cloud, cooldown, sleep=sleep)
         self.gcp = pool.gcp
         self.project = self.gcp.project
-        self.cluster_id = cluster_id
-        self.cloud = cloud or CloudConfig()
-        self.cooldown = cooldown if cooldown is not None else OfferingCooldown(self.cloud.capacity_cooldown_s)
-        self.retry = RetryPolicy(self.cloud.api_attempts, self.cloud.retry_base_s, self.cloud.retry_max_s)
-        self._sleep = sleep
         if credentials is None and self.gcp.anonymous_credentials:
             from google.auth.credentials import AnonymousCredentials
 
@@ -233,8 +227,8 @@ class GcpProvider(CloudProvider):
 
     # -- helpers -------------------------------------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        return call_with_retry(fn, classify, self.retry, f"gcp pool {self.name}: {what}", sleep=self._sleep)
+    def classify(self, exc: Exception) -> ProviderError:
+        return classify(exc)
 
     @property
     def _kw(self) -> dict[str, Any]:
@@ -264,8 +258,8 @@ class GcpProvider(CloudProvider):
         member = _member(meta.get(META_MEMBERS), raw.name)
         return Instance(
             instance_id=f"{zone}/{raw.name}",
-            lease_id=member.get("lease") or meta.get("burstd-lease", labels.get(LABEL_LEASE, "")),
-            node_name=member.get("node") or meta.get("burstd-node", labels.get(LABEL_NODE, "")),
+            lease_id=member.get("lease") or meta.get("burstd-lease", labels.get(LABEL_LEASE, "")) or "",
+            node_name=member.get("node") or meta.get("burstd-node", labels.get(LABEL_NODE, "")) or "",
             pool=self.name,
             state="preempted" if preempted else state,
             launched_at=created,
@@ -279,7 +273,7 @@ class GcpProvider(CloudProvider):
 
         def run() -> list[Any]:
             req = compute_v1.AggregatedListInstancesRequest(project=self.project, filter=flt)
-            out = []
+            out: list[Any] = []
             for _scope, scoped in self.instances.aggregated_list(request=req, **self._kw):
                 out.extend(scoped.instances)
             return out
@@ -291,6 +285,9 @@ class GcpProvider(CloudProvider):
         found = [i for i in found if i.lease_id == lease_id and not i.is_gone]
         return sorted(found, key=lambda i: (i.launched_at, i.instance_id))[0] if found else None
 
+    def _zone_operations(self, req: Any) -> list[Any]:
+        return list(self.zone_ops.list(request=req, **self._kw))
+
     def wait(self, op: Any, zone: str | None, region: str | None) -> Any:
         deadline = time.monotonic() + self.cloud.operation_timeout_s
         while op.status != type(op).Status.DONE:
@@ -298,11 +295,11 @@ class GcpProvider(CloudProvider):
                 raise ProviderError(ErrorKind.TRANSIENT, f"operation {op.name} not done after "
                                     f"{self.cloud.operation_timeout_s:.0f}s", code="OperationTimeout")
             if zone:
-                op = self._call("zoneOperations.wait", lambda name=op.name: self.zone_ops.wait(
-                    project=self.project, zone=zone, operation=name, **self._kw))
+                op = self._call("zoneOperations.wait", partial(
+                    self.zone_ops.wait, project=self.project, zone=zone, operation=op.name, **self._kw))
             else:
-                op = self._call("regionOperations.wait", lambda name=op.name: self.region_ops.wait(
-                    project=self.project, region=region, operation=name, **self._kw))
+                op = self._call("regionOperations.wait", partial(
+                    self.region_ops.wait, project=self.project, region=region, operation=op.name, **self._kw))
         return op
 
     # -- the launch skeleton's hooks (burstd.providers.cloud) ---------------------------------------------------
@@ -347,16 +344,16 @@ class GcpProvider(CloudProvider):
             req = compute_v1.BulkInsertRegionInstanceRequest(
                 project=self.project, region=self.gcp.region,
                 bulk_insert_instance_resource_resource=resource, request_id=rid)
-            op = self._call("regionInstances.bulkInsert", lambda req=req: self.region_instances.bulk_insert_unary(
-                request=req, **self._kw))
+            op = self._call("regionInstances.bulkInsert", partial(
+                self.region_instances.bulk_insert_unary, request=req, **self._kw))
             crash_point("gcp.bulk_insert.unanswered")
             op = self.wait(op, None, self.gcp.region)
         else:
             req = compute_v1.BulkInsertInstanceRequest(
                 project=self.project, zone=ok[0], bulk_insert_instance_resource_resource=resource,
                 request_id=rid)
-            op = self._call("instances.bulkInsert", lambda req=req: self.instances.bulk_insert_unary(
-                request=req, **self._kw))
+            op = self._call("instances.bulkInsert", partial(
+                self.instances.bulk_insert_unary, request=req, **self._kw))
             crash_point("gcp.bulk_insert.unanswered")
             op = self.wait(op, ok[0], None)
         errors = list(op.error.errors) if op.error else []
@@ -372,8 +369,8 @@ class GcpProvider(CloudProvider):
             i = kinds.index(worst)
             raise ProviderError(worst, errors[i].message, code=codes[i])
         if ask.gang is not None:  # the list may lag the operation a moment; fewer than all: the skeleton releases
-            n = len(ask.requests)
-            return Attempt(made=self._listed(lambda: self.find_gang(ask.gang, ask.requests), lambda f: len(f) == n))
+            n, gang = len(ask.requests), ask.gang
+            return Attempt(made=self._listed(lambda: self.find_gang(gang, ask.requests), lambda f: len(f) == n))
         lease_id = ask.requests[0].lease_id
         inst = self._listed(lambda: self.find_by_lease(lease_id), lambda i: i is not None)
         if inst is None:
@@ -429,7 +426,7 @@ class GcpProvider(CloudProvider):
         for zone in self.gcp.zones:
             req = compute_v1.ListZoneOperationsRequest(
                 project=self.project, zone=zone, filter='operationType = "compute.instances.preempted"')
-            ops = self._call("zoneOperations.list", lambda req=req: list(self.zone_ops.list(request=req, **self._kw)))
+            ops = self._call("zoneOperations.list", partial(self._zone_operations, req))
             for op in ops:
                 name = op.target_link.rsplit("/", 1)[-1]
                 iid = f"{zone}/{name}"

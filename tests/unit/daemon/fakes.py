@@ -9,12 +9,12 @@ import dataclasses
 import itertools
 from dataclasses import replace
 
-from burstd.db.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
-from burstd.db.leadership import Fenced, LeaderRecord
+from burstd.domain.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
+from burstd.domain.leadership import Fenced, LeaderRecord
 from burstd.domain.budget import BudgetBook
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState, check_transition
 from burstd.domain.slurm import Job, Node, Snapshot
-from burstd.policy.ledger import accrue
+from burstd.domain.ledger import accrue
 from burstd.providers.base import ErrorKind, Instance, LaunchRequest, ProviderError
 
 

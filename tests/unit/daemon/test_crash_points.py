@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import burstd
-from burstd.daemon.faults import POINTS
+from burstd.faults import POINTS
 from tests.integration.crash_storm import chained_points
 
 

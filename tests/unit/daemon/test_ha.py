@@ -12,7 +12,7 @@ from burstd.daemon.executor import Executor
 from burstd.daemon.leadership import Elector
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.reconcile import Reconciler
-from burstd.db.leadership import Fence, Fenced
+from burstd.domain.leadership import Fence, Fenced
 from burstd.domain.lease import LeaseState
 from burstd.providers.base import Instance
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore

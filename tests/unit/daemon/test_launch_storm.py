@@ -17,7 +17,7 @@ from burstd.daemon.leadership import Elector
 from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.reconcile import Reconciler
-from burstd.db.leadership import Fence, Fenced, LeaderRecord
+from burstd.domain.leadership import Fence, Fenced, LeaderRecord
 from burstd.db.store import Store
 from burstd.domain.lease import LeaseState
 from burstd.providers.base import ErrorKind, ProviderError

@@ -10,7 +10,7 @@ from burstd.daemon.spend import SpendAccrual
 from burstd.db.store import Fenced, Store
 from burstd.domain.lease import LeaseState as S
 from burstd.domain.slurm import Job, Snapshot
-from burstd.policy.ledger import lease_cost
+from burstd.domain.ledger import lease_cost
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 from tests.unit.daemon.first_rule import first_rule
 from tests.unit.daemon.test_daemon_reconcile import CFG

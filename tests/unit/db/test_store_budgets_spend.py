@@ -191,7 +191,7 @@ def test_ledger_accrual_every_cycle_lands_exactly_in_the_store(store):
     written chunk is refused; the stored total equals the lease's cost to the micro-dollar."""
     from burstd.domain.budget import Allocation
     from burstd.domain.lease import LeaseState as S
-    from burstd.policy.ledger import accrue, lease_cost
+    from burstd.domain.ledger import accrue, lease_cost
 
     lease = store.create_lease(pool="aws-a", node_name="n1", account="chem", price_per_hour_micros=1_234_567, at=T0)
     store.transition(lease.lease_id, S.LAUNCHING, "go", at=T0)
@@ -232,7 +232,7 @@ def test_accrue_spend_follows_jobs_on_and_off_the_node(store):
     """The daemon's whole accrual duty in two calls a cycle: tell the Store who is on the node, accrue."""
     from burstd.domain.budget import Allocation
     from burstd.domain.lease import LeaseState as S
-    from burstd.policy.ledger import lease_cost
+    from burstd.domain.ledger import lease_cost
 
     lease = store.create_lease(pool="aws-a", node_name="n1", account="chem", price_per_hour_micros=3_600_000, at=T0)
     lid = lease.lease_id

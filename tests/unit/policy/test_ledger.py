@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from burstd.domain.lease import Lease, LeaseState
 from burstd.domain.money import cost_micros
-from burstd.policy.ledger import (
+from burstd.domain.ledger import (
     Allocation,
     LedgerError,
     PricePoint,

@@ -22,13 +22,11 @@ class ToyCloud(CloudProvider):
     cloud_name = "toy"
 
     def __init__(self, fallback: bool = False):
-        self.cloud = CloudConfig()  # like the real providers: the [cloud] settings; never in a message
-        self.pool = PoolConfig.model_validate({
+        super().__init__(PoolConfig.model_validate({
             "name": "toy", "provider": "local", "partition": "c", "node_prefix": "t", "node_count": 8,
             "price_per_hour": 0.1, "ondemand_fallback": fallback,
-            "instance_types": [{"name": "small", "cpus": 1, "memory_mb": 1}, {"name": "big", "cpus": 1, "memory_mb": 1}]})
-        self.name = "toy"
-        self.cooldown = OfferingCooldown(600)
+            "instance_types": [{"name": "small", "cpus": 1, "memory_mb": 1}, {"name": "big", "cpus": 1, "memory_mb": 1}]}),
+            "site1", CloudConfig(), OfferingCooldown(600), sleep=lambda s: None)
         self.no_room: set[Offering] = set()
         self.hard: ProviderError | None = None
         self.extra = 0
@@ -36,6 +34,9 @@ class ToyCloud(CloudProvider):
         self.calls: list[Ask] = []
         self.live: dict[str, Instance] = {}
         self.ids = itertools.count(1)
+
+    def classify(self, exc):
+        return ProviderError(ErrorKind.TRANSIENT, str(exc), code="Toy")
 
     def offerings(self, market):
         return [Offering(t, z, market) for t in ("small", "big") for z in ("z1", "z2")]
@@ -157,3 +158,29 @@ def test_a_gang_is_all_or_nothing_and_idempotent_on_the_gang():
     again = cloud.launch_gang("G", gang)
     assert cloud.calls[-1].released == tuple(sorted(i.instance_id for i in made[:2]))
     assert {i.instance_id for i in again} == set(cloud.live) and len(cloud.live) == 3
+
+
+def test_the_base_builds_a_cloud_from_its_pool_and_retries_each_call_as_the_cloud_settings_say(caplog):
+    toy = ToyCloud()
+    assert (toy.name, toy.cluster_id, toy.retry.attempts) == ("toy", "site1", toy.cloud.api_attempts)
+    calls: list[int] = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < toy.cloud.api_attempts:
+            raise RuntimeError("blip")
+        return "ok"
+
+    with caplog.at_level("WARNING", logger="burstd.providers"):
+        assert toy._call("Describe", flaky) == "ok"
+    assert len(calls) == toy.cloud.api_attempts
+    assert "toy pool toy: Describe: transient: Toy: blip" in caplog.text  # classified by the cloud's hook, named by the base
+
+
+def test_a_cloud_missing_a_hook_is_refused_when_built():
+    class HalfCloud(CloudProvider):
+        def classify(self, exc):
+            return ProviderError(ErrorKind.TRANSIENT, str(exc))
+
+    with pytest.raises(TypeError, match="abstract.*create"):
+        HalfCloud(ToyCloud().pool, "site1")

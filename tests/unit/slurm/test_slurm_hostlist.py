@@ -2,7 +2,7 @@
 
 import pytest
 
-from burstd.slurm.hostlist import HostlistError, compress, expand
+from burstd.domain.hostlist import HostlistError, compress, expand
 
 EXPAND = [
     ("", []),
@@ -113,4 +113,4 @@ def test_hooks_import_only_the_standard_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[3]).stdout
     assert json.loads(out) == ["burstd", "burstd.daemon", "burstd.daemon.client", "burstd.daemon.hooks",
-                               "burstd.slurm", "burstd.slurm.hostlist"]
+                               "burstd.domain", "burstd.domain.hostlist"]

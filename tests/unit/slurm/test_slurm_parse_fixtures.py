@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from burstd.slurm import parse
-from burstd.slurm.hostlist import expand
+from burstd.domain.hostlist import expand
 from burstd.slurm.rest import newest_served
 from tests.conftest import FIXTURES
 

@@ -48,7 +48,7 @@ def test_a_build_that_leaves_no_image_is_not_cached(tmp_path):
 def test_without_an_image_the_cloud_vms_share_the_head_as_before(tmp_path):
     cfg = BedConfig(state_dir=str(tmp_path)).resolved()
     assert render.vm_spec(cfg, "cloud1", boot_flag=True).root is None
-    assert cloud_image.burstd_toml_lines(cfg) == ""
+    assert cloud_image.burstd_local_keys(cfg) == {}
 
 
 def test_with_an_image_only_the_cloud_nodes_boot_from_it_gated_on_the_heads_fingerprint(tmp_path):

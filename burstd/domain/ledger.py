@@ -1,6 +1,6 @@
 """The spend ledger: what a lease cost, split into intervals and charged to the jobs that held the node.
 
-    from burstd.policy.ledger import Allocation, PricePoint, accrue
+    from burstd.domain.ledger import Allocation, PricePoint, accrue
 
     intervals = accrue(lease, until=now,
                        prices=[PricePoint(at=t_change, price_per_hour_micros=455_000)],

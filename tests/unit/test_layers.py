@@ -1,0 +1,116 @@
+"""Layers point one way (issue 20 seam 4): value types sit in ``domain``, crash points in the leaf ``burstd.faults``,
+and the adapters (db, slurm, providers) never reach up into the policy, the report or the daemon.
+
+Read from the source with ``ast`` (every import counts: top-level, inside a function, under TYPE_CHECKING), so a
+wrong-way import fails here with its file and line, before anyone builds on it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BURSTD = REPO / "burstd"
+
+# What sits above everything below: nothing of these may be imported by a lower layer.
+TOP = {"cli", "daemon", "api", "agent", "testbed", "simulate", "train"}
+
+# part of burstd -> the parts it must never import (a part: the first name under burstd, a module or a package)
+FORBIDDEN: dict[str, set[str]] = {
+    "policy": TOP | {"db", "slurm", "report"},
+    "db": TOP | {"policy", "providers", "slurm", "report"},
+    "slurm": TOP | {"db", "policy", "providers", "report"},
+    "providers": TOP | {"db", "policy", "slurm", "report"},
+    "report": TOP | {"db", "providers"},
+    "config": TOP | {"db", "policy", "providers", "slurm", "report"},
+    "config_policy": TOP | {"db", "policy", "providers", "slurm", "report"},
+    "config_types": TOP | {"db", "policy", "providers", "slurm", "report"},
+}
+# parts that import nothing of burstd but themselves: the pure values and the crash points
+LEAVES = {"domain", "faults"}
+
+# The old locations kept as one-line re-exports while parallel work lands; the merge removes them.
+REEXPORTS = {"daemon/faults.py", "slurm/hostlist.py", "policy/ledger.py", "db/errors.py"}
+
+# In the daemon only the composition root and the control API (leaving daemon/ in seam 5) open the database;
+# the cycle knows the store through daemon/ports.py and the values in domain.
+DAEMON_DB = {"daemon/wiring.py", "daemon/api.py"}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out += [(node.lineno, node.module)] if node.module != "burstd" else \
+                [(node.lineno, f"burstd.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return [(line, m) for line, m in out if m.startswith("burstd.")]
+
+
+def _part(module: str) -> str:
+    return module.split(".")[1]
+
+
+def violations(root: Path = BURSTD) -> list[str]:
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in REEXPORTS:
+            continue
+        part = rel.split("/")[0].removesuffix(".py")
+        for line, module in _imports(path):
+            target = _part(module)
+            if target == part:
+                continue
+            if part in LEAVES:
+                found.append(f"burstd/{rel}:{line}: {part} is a leaf, yet imports {module}")
+            elif target in FORBIDDEN.get(part, set()):
+                found.append(f"burstd/{rel}:{line}: {part} must not import {module}")
+            elif part == "daemon" and target == "db" and rel not in DAEMON_DB:
+                found.append(f"burstd/{rel}:{line}: the daemon's cycle imports {module}; "
+                             "its values are in burstd.domain, the store is reached through daemon/ports.py")
+    return found
+
+
+def test_every_import_points_down_the_layers():
+    assert violations() == []
+
+
+def test_the_value_types_the_ports_speak_in_live_in_domain():
+    from burstd.daemon import ports
+    from burstd.domain import daemon_state, leadership, sacct
+
+    for value in (leadership.Fence, leadership.LeaderRecord, daemon_state.PauseState,
+                  daemon_state.PoolHealthRecord, daemon_state.StoredIntent, daemon_state.Cooldown, sacct.SacctJob):
+        assert value.__module__.startswith("burstd.domain."), value
+    assert ports.Fence is leadership.Fence and ports.PauseState is daemon_state.PauseState
+
+
+@pytest.mark.parametrize(("rel", "source", "expected"), [
+    ("db/x.py", "from burstd.policy.ledger import accrue\n", ":2: db must not import burstd.policy.ledger"),
+    ("slurm/x.py", "def f():\n    from burstd.report import sacct_reconcile\n", ":3: slurm must not import burstd.report"),
+    ("providers/aws/x.py", "import burstd.daemon.faults\n", ":2: providers must not import burstd.daemon.faults"),
+    ("domain/x.py", "from burstd import slurm\n", ":2: domain is a leaf, yet imports burstd.slurm"),
+    ("faults.py", "from burstd.domain import ids\n", ":2: faults is a leaf, yet imports burstd.domain"),
+    ("daemon/executor.py", "from burstd.db.leadership import Fence\n", ":2: the daemon's cycle imports burstd.db"),
+])
+def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path, rel, source, expected):
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("import os\n" + source)
+    [found] = violations(tmp_path)
+    assert found.startswith(f"burstd/{rel}{expected}")
+
+
+def test_imports_that_point_down_pass(tmp_path):
+    for rel, source in [("daemon/wiring.py", "from burstd.db.store import Store\n"),
+                        ("db/x.py", "from burstd.domain.ledger import accrue\n"),
+                        ("report/x.py", "from burstd.slurm.conf import HOOK_DIR\n"),
+                        ("providers/x.py", "from burstd.faults import crash_point\n")]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(source)
+    assert violations(tmp_path) == []
