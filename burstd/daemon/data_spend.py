@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 
 from burstd.config import Config, PoolDataConfig
 from burstd.daemon.metrics import Metrics
-from burstd.db.leadership import Fence
+from burstd.domain.leadership import Fence
 from burstd.domain.data import DataSpend
 from burstd.domain.money import MICROS_PER_USD
 from burstd.policy.data_cost import storage_micros, transfer_micros

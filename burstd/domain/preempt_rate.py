@@ -73,7 +73,7 @@ def checkpoint_view(rate: PoolRate, *, nodes: int, step_time_s: float | None,
     """What ``burstctl explain`` shows: the rate a job on ``nodes`` nodes of the pool would get and the Young/Daly
     interval it leads to. The save cost is the job's own (it measures its first save); without it the interval is
     given as its rule, ``sqrt(2 x save x mtbf)``, with the mean time between preemptions filled in."""
-    from burstd.train.interval import choose_interval, daly_interval_s  # pure: no torch
+    from burstd.domain.checkpoint_interval import choose_interval, daly_interval_s
 
     out: dict[str, object] = {**rate.as_dict(), "nodes": nodes, "step_time_s": step_time_s,
                               "save_cost_s": save_cost_s, "mtbf_s": None, "interval_s": None,

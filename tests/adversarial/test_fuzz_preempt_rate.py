@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -32,7 +33,8 @@ def test_any_file_gives_one_plain_export_line_or_none(tmp_path, raw):
 @given(st.dictionaries(st.sampled_from(["rate_per_node_hour", "pool", "x"]), JSONISH, max_size=3) | JSONISH)
 def test_any_daemon_answer_gives_a_valid_rate_none_or_daemon_unreachable(body):
     def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json=body)
+        # json.dumps, not httpx's json=: a body may carry NaN or Infinity, as Python's own encoder writes them
+        return httpx.Response(200, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
 
     original = pr._client
     pr._client = lambda *a, **k: (httpx.Client(transport=httpx.MockTransport(answer)), "http://d")  # the edge only
