@@ -1,6 +1,7 @@
 """A preempted job's round trip on the bed: notice -> requeued -> running again, baseline tree vs this one.
 
-    sudo BURSTD_BED_NAME=mine BURSTD_BED_SLOT=7 python bench/bench_requeue_round_trip.py --baseline /work/main
+    git worktree add /tmp/baseline 71eb0af   # any checkout of the tree to compare against
+    sudo BURSTD_BED_NAME=mine BURSTD_BED_SLOT=7 python bench/bench_requeue_round_trip.py --baseline /tmp/baseline
 
 Root is needed (the live Slurm bed: tests/bed.py's settings, ``BURSTD_BED_*``). For each tree (the baseline
 first, then this one), with the same bed and the same burstd config (a constant waiting policy: a job bursts
