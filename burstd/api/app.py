@@ -12,7 +12,7 @@ from the socket file's mode:
 The socket is created ``0660`` and group-owned by ``socket_group``. A TCP listener (``api.tcp_listen``)
 serves the same app over TLS only; there the admin token (``api.token_file``) counts as admin and a node's
 agent token (``burstd.daemon.agent_auth``) may post notices for its own node while its lease is open.
-Rights are checked before a body is read, and bodies are capped (``burstd.daemon.api_auth.Gate``). The
+Rights are checked before a body is read, and bodies are capped (``burstd.api.auth.Gate``). The
 OpenAPI schema is at ``/openapi.json`` (for callers with read rights, like every other read).
 """
 
@@ -30,10 +30,10 @@ from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
 
 from burstd.config import Config
-from burstd.daemon import api_progress
+from burstd.api.routers import progress as api_progress
 from burstd.daemon.agent_auth import AgentCredentials
 from burstd.daemon.job_credentials import verify_munge
-from burstd.daemon.api_auth import Access, Principal
+from burstd.api.auth import Access, Principal
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.intake import UnknownNode
 from burstd.daemon.planning import ResumeJob, notice_reason

@@ -2,7 +2,7 @@
 
 ``POST /v1/jobs/{job_id}/progress`` takes no body: the report is the payload of the job's MUNGE credential
 (``Authorization: Munge <credential>``, see ``burstd.daemon.job_credentials``), checked by the gate before any
-body is read. Only that role reaches it, and it reaches nothing else (``api_auth``: role "job").
+body is read. Only that role reaches it, and it reaches nothing else (``burstd.api.auth``: role "job").
 ``GET /v1/progress`` lists the latest report of every job that sent one, for readers.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Path, Request
 
-from burstd.daemon.api_auth import JOB_CALLER_KEY, Access
+from burstd.api.auth import JOB_CALLER_KEY, Access
 from burstd.daemon.control import DaemonControl, NotReady
 from burstd.daemon.job_credentials import JobCaller
 from burstd.daemon.job_progress import ReportRefused

@@ -1,0 +1,1 @@
+"""The control API's routes."""
