@@ -57,7 +57,7 @@ def _client(daemon_url: str, token_file: str | None, timeout_s: float,
 
 
 def notice_body(node: str, notice: Notice) -> dict:
-    """The daemon's ``NoticeCall`` (burstd/daemon/api.py)."""
+    """The daemon's ``NoticeCall`` (burstd/api/models.py)."""
     return {
         "node": node,
         "kind": KINDS[notice.kind],

@@ -1,5 +1,5 @@
 """The control facade: everything the control API may ask of the running daemon (queries) and tell it
-(commands), in one narrow, typed surface. ``daemon/api.py`` speaks HTTP and checks rights; it never reaches into the
+(commands), in one narrow, typed surface. ``burstd/api/`` speaks HTTP and checks rights; it never reaches into the
 reconciler's store, snapshot or decider. Commands record durably and wake the cycle; queries read the store and the
 last cycle's snapshot and decisions.
 """

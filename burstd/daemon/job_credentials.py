@@ -6,7 +6,7 @@ cluster's key) answers with the uid and gid of the process that made it, the hos
 report itself, which the credential seals: nobody can change a report, make one for another uid, or send one
 twice (munged refuses a replayed credential; a credential lives ``munge --ttl``, 300 s by default). It is the
 same on-prem and on a cloud node: both run munged with the cluster's key. The API then checks that this uid owns
-the job and that the host is one of its nodes (``burstd.daemon.api_progress``).
+the job and that the host is one of its nodes (``burstd.api.routers.progress``).
 
     caller = verify_munge(credential, socket="/run/munge/munge.socket.2")   # JobCaller or MungeRefused
 """

@@ -1,7 +1,7 @@
 """Training progress a job reports about itself: steps, step time, GPU use, and what a step costs.
 
 A job using ``burstd.train`` seals a :class:`ProgressReport` in a MUNGE credential (``job_credentials``) and posts
-it to ``POST /v1/jobs/<id>/progress`` (``api_progress``). burstd believes it only about that job, and only when
+it to ``POST /v1/jobs/<id>/progress`` (``burstd.api.routers.progress``). burstd believes it only about that job, and only when
 
 * the credential's uid is the job's owner (a user cannot report on someone else's job), and
 * it was made on one of the nodes the job runs on now (a user's job cannot report on the same user's other jobs,

@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         _detach(os.path.join(config.daemon.state_dir, "burstd.log"))
     setup_logging(config.daemon.log_format)
 
-    from burstd.daemon.api import create_app
-    from burstd.daemon.api_server import ApiServer
+    from burstd.api.app import create_app
+    from burstd.api.server import ApiServer
     from burstd.daemon.metrics import Metrics
     from burstd.daemon.pools import PoolHealth
     from burstd.daemon.reconcile import Reconciler

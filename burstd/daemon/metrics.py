@@ -23,7 +23,7 @@ ACTION_NAMES = sorted(n for n, c in vars(_actions).items() if isinstance(c, type
                       and hasattr(c, "__dataclass_fields__") and n != "Intent")
 
 
-#: Slurm's hooks and what a call can come to (``burstd_hook_calls_total{hook,outcome}``, daemon/api.py)
+#: Slurm's hooks and what a call can come to (``burstd_hook_calls_total{hook,outcome}``, api/routers/hooks.py)
 HOOKS = ("resume", "suspend", "resume-fail")
 HOOK_OUTCOMES = ("ok", "rejected", "busy", "late")
 

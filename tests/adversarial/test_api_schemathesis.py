@@ -1,7 +1,7 @@
 """schemathesis over the control API's own OpenAPI schema: every operation, generated and mutated requests, as
 an admin peer (the most any caller can reach) and as a reader. No request may give a 5xx or a response the
 schema does not allow; a reader's mutating call is always refused. The API runs on a real SQLite Store behind
-the same gate (``api_auth.Gate``) the daemon serves; Slurm and the cloud are fakes. Bounded: ``EXAMPLES``
+the same gate (``burstd.api.auth.Gate``) the daemon serves; Slurm and the cloud are fakes. Bounded: ``EXAMPLES``
 cases an operation (``BURSTD_FUZZ_EXAMPLES`` raises it)."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import _PeerApp
-from burstd.daemon.api_auth import Gate
+from burstd.api.app import create_app
+from burstd.api.server import _PeerApp
+from burstd.api.auth import Gate
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.store import Store
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider

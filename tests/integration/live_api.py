@@ -7,8 +7,8 @@ import contextlib
 from pathlib import Path
 
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.store import Store
 from burstd.policy.decide import decide

@@ -34,9 +34,13 @@ LEAVES = {"domain", "faults"}
 # The old locations kept as one-line re-exports while parallel work lands; the merge removes them.
 REEXPORTS = {"daemon/faults.py", "slurm/hostlist.py", "policy/ledger.py", "db/errors.py"}
 
-# In the daemon only the composition root and the control API (leaving daemon/ in seam 5) open the database;
-# the cycle knows the store through daemon/ports.py and the values in domain.
-DAEMON_DB = {"daemon/wiring.py", "daemon/api.py"}
+# In the daemon only the composition root opens the database; the cycle knows the store through daemon/ports.py
+# and the values in domain.
+DAEMON_DB = {"daemon/wiring.py"}
+
+# The control API (burstd/api) is the daemon's edge: it imports the daemon, never the other way round, except in the
+# daemon's composition root, which starts it.
+API_STARTERS = {"daemon/main.py"}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -70,6 +74,9 @@ def violations(root: Path = BURSTD) -> list[str]:
                 found.append(f"burstd/{rel}:{line}: {part} is a leaf, yet imports {module}")
             elif target in FORBIDDEN.get(part, set()):
                 found.append(f"burstd/{rel}:{line}: {part} must not import {module}")
+            elif part == "daemon" and target == "api" and rel not in API_STARTERS:
+                found.append(f"burstd/{rel}:{line}: the daemon imports {module}; the API sits at the edge, "
+                             "started only by the composition root (daemon/main.py)")
             elif part == "daemon" and target == "db" and rel not in DAEMON_DB:
                 found.append(f"burstd/{rel}:{line}: the daemon's cycle imports {module}; "
                              "its values are in burstd.domain, the store is reached through daemon/ports.py")
@@ -97,6 +104,9 @@ def test_the_value_types_the_ports_speak_in_live_in_domain():
     ("domain/x.py", "from burstd import slurm\n", ":2: domain is a leaf, yet imports burstd.slurm"),
     ("faults.py", "from burstd.domain import ids\n", ":2: faults is a leaf, yet imports burstd.domain"),
     ("daemon/executor.py", "from burstd.db.leadership import Fence\n", ":2: the daemon's cycle imports burstd.db"),
+    ("daemon/control.py", "from burstd.api.auth import Principal\n", ":2: the daemon imports burstd.api.auth"),
+    ("daemon/wiring.py", "def f():\n    from burstd.api.app import create_app\n", ":3: the daemon imports burstd.api"),
+    ("db/x.py", "from burstd.api.models import HookCall\n", ":2: db must not import burstd.api.models"),
 ])
 def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path, rel, source, expected):
     path = tmp_path / rel
@@ -110,7 +120,10 @@ def test_imports_that_point_down_pass(tmp_path):
     for rel, source in [("daemon/wiring.py", "from burstd.db.store import Store\n"),
                         ("db/x.py", "from burstd.domain.ledger import accrue\n"),
                         ("report/x.py", "from burstd.slurm.conf import HOOK_DIR\n"),
-                        ("providers/x.py", "from burstd.faults import crash_point\n")]:
+                        ("providers/x.py", "from burstd.faults import crash_point\n"),
+                        ("daemon/main.py", "from burstd.api.app import create_app\n"),
+                        ("api/app.py", "from burstd.daemon.control import DaemonControl\n"),
+                        ("api/routers/hooks.py", "from burstd.db.engine import lock_wait\n")]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(source)
     assert violations(tmp_path) == []

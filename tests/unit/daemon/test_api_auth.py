@@ -21,8 +21,8 @@ import pytest
 
 from burstd.config import parse_config
 from burstd.daemon.agent_auth import AgentCredentials
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer, bind_unix_socket
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer, bind_unix_socket
 from burstd.daemon.client import ApiClient, ApiError, post_unix_json
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import LeaseState

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from burstd.cli.app import app
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.leadership import Elector
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import LeaseState as S

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.client import ApiClient
 from burstd.daemon.conn_guard import PRIVILEGED_RESERVE, ConnectionBudget, ensure_descriptor_reserve
 from burstd.daemon.logging import RepeatLimit

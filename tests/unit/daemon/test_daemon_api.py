@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.client import ApiClient, ApiError, post_unix_json
 from burstd.daemon.reconcile import Reconciler
 from tests.unit.daemon.first_rule import first_rule

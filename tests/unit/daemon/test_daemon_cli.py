@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from burstd.cli.app import app
 from burstd.cli.ops_cmd import install_hooks
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.reconcile import Reconciler
 from tests.unit.daemon.first_rule import first_rule
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.client import ApiError, post_unix_json
 from burstd.daemon.hooks import MAX_RESUME_FILE_BYTES, run
 from burstd.daemon.reconcile import Reconciler

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.reconcile import Reconciler
 from burstd.db.store import Store
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider

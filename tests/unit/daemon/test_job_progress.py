@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from burstd.config import parse_config
-from burstd.daemon.api import create_app
-from burstd.daemon.api_server import ApiServer
+from burstd.api.app import create_app
+from burstd.api.server import ApiServer
 from burstd.daemon.job_credentials import JobCaller, MungeRefused, read_unmunge, verify_munge
 from burstd.daemon.job_progress import ProgressBook, ReportRefused, judge, parse_report
 from burstd.daemon.reconcile import Reconciler

@@ -1,6 +1,6 @@
 """The control API's transport: uvicorn on the unix socket (peer credentials in every request's scope) and,
 optionally, on a TLS listener; every listener capped by ``burstd.daemon.conn_guard``. The routes are
-``burstd.daemon.api.create_app``."""
+``burstd.api.app.create_app``."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
+from burstd.api.auth import PEER_KEY, Access, Gate, group_id
 from burstd.config import Config
-from burstd.daemon.api_auth import PEER_KEY, Access, Gate, group_id
 from burstd.daemon.conn_guard import (ConnectionBudget, GuardedListener, HeaderTimeoutH11Protocol,
                                       ensure_descriptor_reserve, privileged_peers, with_header_timeout)
 
@@ -94,7 +94,7 @@ def bind_unix_socket(path: str, group: str) -> socket.socket:
 
 
 class _TcpApp:
-    """TCP connections carry no peer credentials: only the bearer token counts (see api_auth.Access)."""
+    """TCP connections carry no peer credentials: only the bearer token counts (see burstd.api.auth.Access)."""
 
     def __init__(self, app):
         self.app = app

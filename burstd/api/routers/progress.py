@@ -2,7 +2,7 @@
 
 ``POST /v1/jobs/{job_id}/progress`` takes no body: the report is the payload of the job's MUNGE credential
 (``Authorization: Munge <credential>``, see ``burstd.daemon.job_credentials``), checked by the gate before any
-body is read. Only that role reaches it, and it reaches nothing else (``api_auth``: role "job").
+body is read. Only that role reaches it, and it reaches nothing else (``burstd.api.auth``: role "job").
 ``GET /v1/progress`` lists the latest report of every job that sent one, for readers.
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Path, Request
 
-from burstd.daemon.api_auth import JOB_CALLER_KEY, Access
-from burstd.daemon.control import DaemonControl, NotReady
+from burstd.api.auth import JOB_CALLER_KEY
+from burstd.api.context import RouteContext
+from burstd.daemon.control import NotReady
 from burstd.daemon.job_credentials import JobCaller
 from burstd.daemon.job_progress import ReportRefused
 from burstd.daemon.logging import ev, get_logger
@@ -20,8 +21,8 @@ from burstd.domain.jobref import MAX_JOB_ID
 log = get_logger("api")
 
 
-def register(app: FastAPI, ctl: DaemonControl, access: Access) -> None:
-    job_role, read = access.need("job"), access.need("read")
+def register(app: FastAPI, ctx: RouteContext) -> None:
+    ctl, job_role, read = ctx.ctl, ctx.job, ctx.read
 
     @app.post("/v1/jobs/{job_id}/progress", tags=["job"], status_code=202)
     def report_progress(request: Request, job_id: int = Path(ge=1, le=MAX_JOB_ID), who: str = job_role) -> dict:
