@@ -58,7 +58,10 @@ class SlurmdbdAssociations:
     def refusal(self, user: str, account: str) -> str | None:
         """Why a launch for ``user`` under ``account`` may not be charged (``association_refusal``), read again
         once when the copy is old enough to have missed a new association; a slurmdbd that cannot be read is a
-        refusal too (nothing is charged to an account burstd cannot vouch for)."""
+        refusal too (nothing is charged to an account burstd cannot vouch for). A lease that names no account (no
+        job known: the ``(none)`` budget) has nothing to vouch for, so slurmdbd is not asked."""
+        if not account:
+            return None
         try:
             why = association_refusal(user, account, self.current())
             if why is not None and self._read_at is not None and self.clock() - self._read_at >= self.recheck_s:

@@ -164,6 +164,20 @@ def test_a_new_association_is_seen_at_once_and_a_silent_slurmdbd_refuses_once_th
     clock.advance(600)
     why = assoc.refusal("alice", "funded")
     assert why is not None and "could not be read" in why and "slurmdbd not responding" in why
+    # a lease that names no account (no job known: the site's "(none)" budget) has nothing to vouch for
+    assert assoc.refusal("", "") is None
+
+
+def test_a_daemon_that_never_read_slurmdbd_refuses_named_accounts_but_not_a_lease_with_none():
+    clock, adapter = FakeClock(), FakeAdapter()
+
+    def down():
+        raise RuntimeError("sacctmgr not found")
+
+    adapter.associations = down
+    assoc = SlurmdbdAssociations(adapter, clock)
+    assert "could not be read" in (assoc.refusal("alice", "funded") or "")
+    assert assoc.refusal("", "") is None
 
 
 def test_a_slow_slurm_read_takes_at_most_half_the_hooks_wait():
