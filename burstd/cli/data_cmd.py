@@ -10,10 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from burstd.cli.common import JsonFlag, console, fail, print_json, sub_app
+from burstd.cli.common import JsonFlag, WideFlag, console, fail, print_json, sub_app
+from burstd.cli.tables import Column, print_table
 
 
 def _size(n: float) -> str:
@@ -32,6 +31,7 @@ def register(app: typer.Typer) -> None:
     def progress_cmd(
         files: list[Path] = typer.Argument(..., help="progress records (--progress of stage-in/stage-out/push)"),
         as_json: bool = JsonFlag,
+        wide: bool = WideFlag,
     ) -> None:
         """Show each staging's state, bytes moved and reused, rate and time left."""
         from burstd.data.progress import read_progress
@@ -43,13 +43,16 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json([{"file": str(f), **asdict(r)} for f, r in records])
             return
-        table = Table("file", "way", "state", "files", "done", "reused", "rate", "left")
+        rows = []
         for f, r in records:
             pct = f"{100 * r.bytes_done / r.bytes_total:.0f}%" if r.bytes_total else "-"
             left = (f"{(r.bytes_total - r.bytes_done) / r.rate_bytes_s:.0f} s"
                     if r.state == "running" and r.rate_bytes_s > 0 else "-")
             state = r.state if r.error is None else f"{r.state}: {r.error}"
-            table.add_row(escape(f.name), r.direction, escape(state), f"{r.files_done}/{r.files_total}",
-                          f"{_size(r.bytes_done)} of {_size(r.bytes_total)} ({pct})", _size(r.bytes_reused),
-                          f"{_size(r.rate_bytes_s)}/s", left)
-        console.print(table)
+            rows.append([f.name, r.direction, state, f"{r.files_done}/{r.files_total}",
+                         f"{_size(r.bytes_done)} of {_size(r.bytes_total)} ({pct})", _size(r.bytes_reused),
+                         f"{_size(r.rate_bytes_s)}/s", left])
+        columns = [Column("file", free_text=True), Column("way", drop=2), Column("state", free_text=True),
+                   Column("files", drop=1), Column("done"), Column("reused", drop=3), Column("rate", drop=4),
+                   Column("left")]
+        print_table(console, "staging", columns, rows, wide=wide)

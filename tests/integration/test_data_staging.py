@@ -189,9 +189,10 @@ def test_killing_the_link_and_the_transfer_mid_stage_in_loses_nothing_and_resume
 @pytest.mark.slow
 def test_a_cut_link_fails_a_stage_out_cleanly_and_a_rerun_resumes_from_the_finished_parts(s3, tmp_path):
     url, store = s3
-    out = dataset(tmp_path / "node-out", {"ckpt.pt": 30 * MIB})
+    # 48 MiB at 4 MiB/s: the kill at 12 MiB leaves nine seconds of upload, so even a loaded machine cuts it midway
+    out = dataset(tmp_path / "node-out", {"ckpt.pt": 48 * MIB})
     progress = tmp_path / "out.json"
-    with MeteredLink(moto_addr(url), rate_bytes_s=6 * MIB) as link:
+    with MeteredLink(moto_addr(url), rate_bytes_s=4 * MIB) as link:
         proc = cli("stage-out", "--bucket", BUCKET, "--endpoint-url", link.url, "--job", "7", "--label", "ckpt",
                    "--src", str(out), progress=progress)
         wait_for_bytes(progress, 12 * MIB, proc)

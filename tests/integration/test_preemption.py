@@ -207,7 +207,9 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
         victim = first_nodes[-1]
         victim_instance = _instance_of(cfg, victim)
 
-        # the notice, through the victim VM's metadata endpoint
+        # the notice, through the victim VM's metadata endpoint; its time is taken when the command starts (the
+        # CLI may need seconds to exit on a loaded machine, while the job saves at once)
+        notice_at = time.time()
         out = subprocess.run(
             [
                 sys.executable,
@@ -227,7 +229,6 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
             cwd=REPO,
             check=True,
         )
-        notice_at = time.time()
         deadline = json.loads(out.stdout)["deadline_unix"]
 
         # the agent drains the node with the deadline in the reason

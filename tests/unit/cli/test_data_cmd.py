@@ -25,7 +25,7 @@ def record(path, state="running", error=None):
 
 def test_the_table_shows_how_far_how_fast_and_what_is_left(tmp_path):
     f = record(tmp_path / "4242-in.json")
-    out = CliRunner().invoke(app, ["data", "progress", str(f)], env={"COLUMNS": "200"})
+    out = CliRunner().invoke(app, ["data", "progress", str(f), "--wide"])
     assert out.exit_code == 0, out.output
     assert "4242-in.json" in out.output and "running" in out.output
     assert "2.0 MiB of 4.0 MiB (50%)" in out.output and "512.0 KiB/s" in out.output and "4 s" in out.output
