@@ -341,6 +341,31 @@ class DaemonControl:
             return None
         return self.preempt_rate(lease.pool)
 
+    def staging_for(self, job_id: int, node: str | None) -> dict[str, Any] | None:
+        """What ``burstd-agent stage-in --job`` pulls: the job's staged inputs and its pool's store (None: not
+        staged by this daemon, or, with ``node``, the job is neither held by that node's open lease nor seen
+        running on it)."""
+        stager = self._rec.data_stager
+        staged = stager.staged(job_id) if stager is not None else None
+        if staged is None:
+            return None
+        if node is not None and not self._job_on_node(job_id, node):
+            return None
+        data = next(p.data for p in self.config.pools if p.name == staged.pool)
+        return {"job_id": job_id, "pool": staged.pool, "state": staged.state, "error": staged.error,
+                "bucket": data.store_bucket, "endpoint": data.store_endpoint, "region": data.store_region,
+                "inputs": [{"path": i.path, "dataset": i.dataset} for i in staged.inputs]}
+
+    def _job_on_node(self, job_id: int, node: str) -> bool:
+        from burstd.domain.hostlist import expand
+
+        lease = self._rec.store.lease_for_node(node)
+        if lease is not None and lease.state in OPEN_STATES and job_id in lease.job_ids:
+            return True
+        snap = self._rec.last_snapshot
+        job = snap.job(job_id) if snap is not None else None
+        return job is not None and node in expand(job.nodes)
+
     def budgets(self) -> dict[str, Any]:
         """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``
         from ``[budget.accounts]``, ``default`` = ``budget.default_account_usd``, ``none`` = may not burst)."""

@@ -15,7 +15,6 @@ out a file they could not open themselves.
 
 from __future__ import annotations
 
-import grp
 import os
 import pwd
 import stat
