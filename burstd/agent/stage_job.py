@@ -30,8 +30,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from burstd.agent.report import DaemonUnreachable, _client
 from burstd.data.manifest import SHA256_HEX
+from burstd.domain.data import UNDECLARED_NOTICE
 
 STAGE_PATH = "/v1/stage-in/"
+STAGING_DIR = Path("/run/burstd/staging")  # progress records, and the marker of a job that declared nothing
+
+
+def _plain_absolute(p: str) -> str:
+    if not p.startswith("/") or "\x00" in p or ".." in PurePosixPath(p).parts or p.rstrip("/") == "" or "//" in p:
+        raise ValueError(f"{p!r} is not an absolute path without '..'")
+    return p
 
 
 class StagedInput(BaseModel):
@@ -42,10 +50,7 @@ class StagedInput(BaseModel):
     @field_validator("path")
     @classmethod
     def _absolute_plain(cls, p: str) -> str:
-        parts = PurePosixPath(p).parts
-        if not p.startswith("/") or "\x00" in p or ".." in parts or p.rstrip("/") == "" or "//" in p:
-            raise ValueError(f"{p!r} is not an absolute path without '..'")
-        return p
+        return _plain_absolute(p)
 
     @field_validator("dataset")
     @classmethod
@@ -53,6 +58,17 @@ class StagedInput(BaseModel):
         if not SHA256_HEX.fullmatch(d):
             raise ValueError(f"{d!r} is not a sha256 digest")
         return d
+
+
+class DeclaredOutput(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    path: str = Field(max_length=4096)
+    label: str = Field(pattern=r"^out-[0-9]{1,3}$")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_plain(cls, p: str) -> str:
+        return _plain_absolute(p)
 
 
 class Staging(BaseModel):
@@ -64,6 +80,7 @@ class Staging(BaseModel):
     endpoint: str | None = Field(default=None, pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+/?$")
     region: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,32}$")
     inputs: list[StagedInput] = Field(default=[], max_length=256)
+    outputs: list[DeclaredOutput] = Field(default=[], max_length=256)
 
 
 def parse_staging(raw: bytes, job_id: int) -> Staging:
@@ -74,7 +91,7 @@ def parse_staging(raw: bytes, job_id: int) -> Staging:
         raise ValueError(f"the daemon's {STAGE_PATH}{job_id} answer: {exc}") from None
     if staging.job_id != job_id:
         raise ValueError(f"the daemon's {STAGE_PATH}{job_id} answer is for job {staging.job_id}")
-    if staging.state == "done" and staging.inputs and staging.bucket is None:
+    if (staging.inputs or staging.outputs) and staging.bucket is None:
         raise ValueError(f"the daemon's {STAGE_PATH}{job_id} answer names no bucket")
     return staging
 
@@ -103,23 +120,43 @@ def make_parents(dest: Path, uid: int, gid: int) -> None:
         os.chown(p, uid, gid)
 
 
+def _as_user(cmd: list[str], uid: int, gid: int, what: str) -> None:
+    as_user = os.getuid() == 0 and uid != 0
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, user=uid if as_user else None,
+                         group=gid if as_user else None, extra_groups=[] if as_user else None)
+    if out.returncode != 0:
+        raise RuntimeError(f"{what}: {cmd[3]} exited {out.returncode}: {out.stderr.strip()[-500:]}")
+
+
+def _store_flags(staging: Staging) -> list[str]:
+    return (["--bucket", str(staging.bucket)] + (["--endpoint-url", staging.endpoint] if staging.endpoint else [])
+            + (["--region", staging.region] if staging.region else []))
+
+
+def publish_as_user(staging: Staging, uid: int, gid: int) -> int:
+    """The Epilog: each declared output the job wrote to the store, read as the job's user; the count published.
+    An output the job did not write is skipped (the head then reports it missing)."""
+    n = 0
+    for out in staging.outputs:
+        if not os.path.lexists(out.path):
+            print(f"burstd-agent stage-out: {out.path}: the job wrote nothing there", file=sys.stderr)
+            continue
+        _as_user([sys.executable, "-m", "burstd.data", "stage-out", *_store_flags(staging), "--job",
+                  str(staging.job_id), "--label", out.label, "--src", out.path], uid, gid, out.path)
+        n += 1
+    return n
+
+
 def pull_as_user(staging: Staging, uid: int, gid: int, progress_dir: Path | None) -> None:
     """Each input to its declared path, by ``burstd-agent stage-in --dataset`` run as uid/gid (raises on failure)."""
     for i, item in enumerate(staging.inputs):
         dest = Path(item.path)
         make_parents(dest, uid, gid)
-        cmd = [sys.executable, "-m", "burstd.data", "stage-in", "--bucket", str(staging.bucket),
+        cmd = [sys.executable, "-m", "burstd.data", "stage-in", *_store_flags(staging),
                "--dataset", item.dataset, "--dest", str(dest)]
-        cmd += ["--endpoint-url", staging.endpoint] if staging.endpoint else []
-        cmd += ["--region", staging.region] if staging.region else []
         if progress_dir is not None:
             cmd += ["--progress", str(progress_dir / f"{staging.job_id}-in-{i}.json")]
-        as_user = os.getuid() == 0 and uid != 0
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                             user=uid if as_user else None, group=gid if as_user else None,
-                             extra_groups=[] if as_user else None)
-        if out.returncode != 0:
-            raise RuntimeError(f"{item.path}: stage-in exited {out.returncode}: {out.stderr.strip()[-500:]}")
+        _as_user(cmd, uid, gid, item.path)
 
 
 def stage_job(daemon_url: str, job_id: int, uid: int, gid: int, *, token_file: str | None = None,
@@ -130,6 +167,9 @@ def stage_job(daemon_url: str, job_id: int, uid: int, gid: int, *, token_file: s
     while True:
         staging = fetch_staging(daemon_url, job_id, token_file=token_file, ca_file=ca_file)
         if staging is None:
+            if progress_dir is not None:  # the TaskProlog tells the job (task_prolog_notice)
+                progress_dir.mkdir(parents=True, exist_ok=True)
+                (progress_dir / f"{job_id}.undeclared").touch()
             return 0
         if staging.state == "failed":
             raise RuntimeError(f"job {job_id}: the head could not stage its inputs: {staging.error}")
@@ -144,9 +184,25 @@ def stage_job(daemon_url: str, job_id: int, uid: int, gid: int, *, token_file: s
     return len(staging.inputs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="burstd-agent stage-in", description="Slurm Prolog: a burst job's declared "
-                                 "inputs onto this node, as the job's user")
+def task_prolog_notice(env: dict[str, str] | os._Environ[str], progress_dir: Path) -> list[str]:
+    """The TaskProlog's ``print`` lines (shown in the job's own output) when the prolog found that this burst job
+    declared no data: its on-prem paths do not exist on this node."""
+    job = env.get("SLURM_JOB_ID", "")
+    if not job.isdigit() or not (progress_dir / f"{job}.undeclared").exists():
+        return []
+    return [f"print burstd: {UNDECLARED_NOTICE}"]
+
+
+def stage_out_job(daemon_url: str, job_id: int, uid: int, gid: int, *, token_file: str | None = None,
+                  ca_file: str | None = None) -> int:
+    """The Epilog: the job's declared outputs to the store (the head brings them home); the count published."""
+    staging = fetch_staging(daemon_url, job_id, token_file=token_file, ca_file=ca_file)
+    return 0 if staging is None else publish_as_user(staging, uid, gid)
+
+
+def main(argv: list[str] | None = None, command: str = "stage-in") -> int:
+    ap = argparse.ArgumentParser(prog=f"burstd-agent {command}", description="Slurm Prolog (stage-in) / Epilog "
+                                 "(stage-out): a burst job's declared data onto / off this node, as its user")
     ap.add_argument("--job", type=int, required=True)
     ap.add_argument("--daemon-url", required=True, help="unix:/path or https://host:port")
     ap.add_argument("--token-file", help="the node's agent token")
@@ -154,19 +210,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--uid", type=int, default=os.environ.get("SLURM_JOB_UID"))
     ap.add_argument("--gid", type=int, default=os.environ.get("SLURM_JOB_GID"))
     ap.add_argument("--wait-s", type=float, default=3600.0)
-    ap.add_argument("--progress-dir", type=Path, default=Path("/run/burstd/staging"))
+    ap.add_argument("--progress-dir", type=Path, default=STAGING_DIR)
     args = ap.parse_args(argv)
     if args.uid is None or args.gid is None:
-        print("burstd-agent stage-in: --uid/--gid (or SLURM_JOB_UID/SLURM_JOB_GID) required", file=sys.stderr)
+        print(f"burstd-agent {command}: --uid/--gid (or SLURM_JOB_UID/SLURM_JOB_GID) required", file=sys.stderr)
         return 2
     try:
-        n = stage_job(args.daemon_url, args.job, int(args.uid), int(args.gid), token_file=args.token_file,
-                      ca_file=args.ca_file, wait_s=args.wait_s, progress_dir=args.progress_dir)
+        if command == "stage-out":
+            n = stage_out_job(args.daemon_url, args.job, int(args.uid), int(args.gid), token_file=args.token_file,
+                              ca_file=args.ca_file)
+        else:
+            n = stage_job(args.daemon_url, args.job, int(args.uid), int(args.gid), token_file=args.token_file,
+                          ca_file=args.ca_file, wait_s=args.wait_s, progress_dir=args.progress_dir)
     except ValueError as exc:
-        print(f"burstd-agent stage-in: {exc}", file=sys.stderr)
+        print(f"burstd-agent {command}: {exc}", file=sys.stderr)
         return 2
     except (RuntimeError, DaemonUnreachable, OSError) as exc:
-        print(f"burstd-agent stage-in: {exc}", file=sys.stderr)
+        print(f"burstd-agent {command}: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"job_id": args.job, "inputs": n}))
+    print(json.dumps({"job_id": args.job, "inputs" if command == "stage-in" else "outputs": n}))
     return 0

@@ -354,7 +354,8 @@ class DaemonControl:
         data = next(p.data for p in self.config.pools if p.name == staged.pool)
         return {"job_id": job_id, "pool": staged.pool, "state": staged.state, "error": staged.error,
                 "bucket": data.store_bucket, "endpoint": data.store_endpoint, "region": data.store_region,
-                "inputs": [{"path": i.path, "dataset": i.dataset} for i in staged.inputs]}
+                "inputs": [{"path": i.path, "dataset": i.dataset} for i in staged.inputs],
+                "outputs": [{"path": p, "label": f"out-{n}"} for n, p in enumerate(staged.outputs)]}
 
     def _job_on_node(self, job_id: int, node: str) -> bool:
         from burstd.domain.hostlist import expand

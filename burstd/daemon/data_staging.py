@@ -15,9 +15,12 @@ out a file they could not open themselves.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -63,6 +66,10 @@ class JobStaging:
     state: State = "queued"
     inputs: list[StagedInput] = field(default_factory=list)
     error: str = ""
+    outputs: tuple[str, ...] = ()  # declared on-prem paths; the node publishes output i as label out-<i>
+    outputs_state: Literal["", "queued", "done", "failed"] = ""
+    outputs_verified: int = 0
+    outputs_error: str = ""
 
 
 def user_can_read(path: Path, user: str) -> None:
@@ -139,28 +146,48 @@ class DataStager:
         return pool in self.pools
 
     def submit(self, job_id: int, pool: str, account: str, user: str, needs: DataNeeds) -> Future[None] | None:
-        """Queue the job's declared inputs for ``pool`` (once per job and pool; None: nothing to do)."""
-        if not needs.inputs or pool not in self.pools:
+        """Queue the job's declared inputs for ``pool`` (once per job and pool; None: nothing to move now)."""
+        if not (needs.inputs or needs.outputs) or pool not in self.pools:
             return None
         with self._lock:
             got = self.jobs.get(job_id)
             if got is not None and got.pool == pool and got.state != "failed":
                 return None
-            self.jobs[job_id] = job = JobStaging(job_id, pool, account, user)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="burstd-stage-in")
-            return self._pool.submit(self._run, job, needs)
+            self.jobs[job_id] = job = JobStaging(job_id, pool, account, user,
+                                                 outputs=tuple(o.path for o in needs.outputs))
+            if not needs.inputs:  # outputs only: nothing to push, the record is what the node's epilog asks
+                job.state = "done"
+                return None
+            return self._executor().submit(self._run, job, needs)
 
     def staged(self, job_id: int) -> JobStaging | None:
         with self._lock:
             return self.jobs.get(job_id)
 
     def forget(self, job_ids: set[int]) -> None:
-        """Drop finished jobs' records (the cycle passes those no longer in the queue)."""
+        """Jobs no longer in the queue: their declared outputs are fetched home (once), then their records go."""
         with self._lock:
             for jid in job_ids & set(self.jobs):
-                if self.jobs[jid].state in ("done", "failed"):
+                job = self.jobs[jid]
+                if job.outputs and job.state == "done" and not job.outputs_state:
+                    job.outputs_state = "queued"
+                    self._executor().submit(self._fetch, job)
+                elif job.state in ("done", "failed") and job.outputs_state in ("", "done", "failed"):
                     del self.jobs[jid]
+
+    def fetch_outputs(self, job_id: int) -> Future[None] | None:
+        """Bring a finished job's declared outputs home now (what ``forget`` queues when the job leaves)."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or not job.outputs:
+                return None
+            job.outputs_state = "queued"
+            return self._executor().submit(self._fetch, job)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:  # made on first use: a daemon whose jobs declare nothing starts no thread
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="burstd-stage")
+        return self._pool
 
     def close(self) -> None:
         if self._pool is not None:
@@ -202,6 +229,35 @@ class DataStager:
             keys = [f"sha256:{i.dataset}" for j in self.jobs.values()
                     if j.pool == pool and j.job_id != job_id and j.state == "done" for i in j.inputs]
         return frozenset(b for k in keys for b in cache.datasets.get(k, ()))
+
+    def _fetch(self, job: JobStaging) -> None:
+        """Each declared output from the store to its on-prem path, verified, written as the job's user."""
+        data = self.pools[job.pool]
+        try:
+            self.progress_dir.mkdir(parents=True, exist_ok=True)
+            pw = pwd.getpwnam(job.user)
+            for i, path in enumerate(job.outputs):
+                cmd = [sys.executable, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
+                       "--job", str(job.job_id), "--label", f"out-{i}", "--dest", path,
+                       "--progress", str(self.progress_dir / f"{job.job_id}-out-{i}.json")]
+                cmd += ["--endpoint-url", data.store_endpoint] if data.store_endpoint else []
+                cmd += ["--region", data.store_region] if data.store_region else []
+                as_user = os.getuid() == 0 and pw.pw_uid != 0  # never root-owned files in a user's folder
+                out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=24 * 3600,
+                                     user=pw.pw_uid if as_user else None, group=pw.pw_gid if as_user else None,
+                                     extra_groups=os.getgrouplist(job.user, pw.pw_gid) if as_user else None)
+                if out.returncode != 0:
+                    raise RuntimeError(f"{path}: fetch-outputs exited {out.returncode}: {out.stderr.strip()[-300:]}")
+                n_bytes = int(json.loads(out.stdout)["bytes"])
+                book_transfer(self.ledger, self.config, key=f"xfer-{job.job_id}-out-{i}", account=job.account,
+                              pool=job.pool, n_bytes=n_bytes, direction="out", job_id=job.job_id, user=job.user,
+                              at=self.clock(), metrics=self.metrics)
+                job.outputs_verified += 1
+            job.outputs_state = "done"
+            log.info("job's outputs home, verified", extra=ev(job_id=job.job_id, outputs=job.outputs_verified))
+        except Exception as exc:  # noqa: BLE001 - recorded and logged: the outputs stay in the store
+            job.outputs_error, job.outputs_state = f"{type(exc).__name__}: {exc}", "failed"
+            log.error("job's outputs not brought home", extra=ev(job_id=job.job_id, error=job.outputs_error))
 
     def _run(self, job: JobStaging, needs: DataNeeds) -> None:
         job.state = "running"

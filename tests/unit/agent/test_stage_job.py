@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from burstd.agent.stage_job import main as stage_job_main
-from burstd.agent.stage_job import parse_staging, stage_job
+from burstd.agent.stage_job import parse_staging, stage_job, task_prolog_notice
 from burstd.daemon.client import ApiClient, post_unix_json
 from burstd.daemon.data_staging import DataStager
 from burstd.db.store import Store
@@ -42,7 +42,9 @@ def test_the_prolog_pulls_a_held_jobs_inputs_to_their_declared_paths_and_nothing
         rec = served.reconciler
         ledger = Store.open(f"sqlite:///{tmp_path}/ledger.db")
         rec.data_stager = DataStager(served.config, ledger)
-        fut = rec.data_stager.submit(5, "local", "chem", "root", DataNeeds(inputs=(DataItem(str(src)),)))
+        results = tmp_path / "onprem" / "results"
+        needs = DataNeeds(inputs=(DataItem(str(src)),), outputs=(DataItem(str(results)),))
+        fut = rec.data_stager.submit(5, "local", "chem", "root", needs)
         assert fut is not None
         fut.result(timeout=60)
         post_unix_json(served.config.api.socket, "/v1/hooks/resume",
@@ -70,9 +72,36 @@ def test_the_prolog_pulls_a_held_jobs_inputs_to_their_declared_paths_and_nothing
         assert n == 1 and _digest_tree(src) == _digest_tree(kept)
         assert (node_progress / "5-in-0.json").exists()
         # a job burstd staged nothing for (or another node's job): nothing to do, exit 0
-        assert stage_job(served.url, 6, os.getuid(), os.getgid(), token_file=str(tok), ca_file=served.ca) == 0
+        assert stage_job(served.url, 6, os.getuid(), os.getgid(), token_file=str(tok), ca_file=served.ca,
+                         progress_dir=node_progress) == 0
+        # ... and the job's own output says its on-prem paths are not on this node (the TaskProlog's print)
+        [notice] = task_prolog_notice({"SLURM_JOB_ID": "6"}, node_progress)
+        assert notice.startswith("print burstd: this job runs on a cloud node and declared no data")
+        assert task_prolog_notice({"SLURM_JOB_ID": "5"}, node_progress) == []  # it declared its data
         assert stage_job_main(["--job", "5", "--daemon-url", served.url, "--token-file", str(other_tok),
                                "--ca-file", served.ca, "--uid", "0", "--gid", "0"]) == 0  # 404: not its job
+
+        # the job writes its output on the node; the epilog publishes it; the node goes, so does the file here
+        results.mkdir()
+        (results / "scores.csv").write_text("epoch,loss\n1,0.5\n")
+        (results / "model.pt").write_bytes(os.urandom(200_000))
+        written = _digest_tree(results)
+        assert stage_job_main(["--job", "5", "--daemon-url", served.url, "--token-file", str(tok),
+                               "--ca-file", served.ca, "--uid", "0", "--gid", "0"], command="stage-out") == 0
+        shutil.rmtree(results)
+        # the job leaves the queue: the daemon brings the output home, verified, and books it
+        rec.data_stager.forget({5})
+        deadline = time.monotonic() + 60
+        while (job := rec.data_stager.staged(5)) is not None and job.outputs_state in ("", "queued"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert job is not None and (job.outputs_state, job.outputs_verified) == ("done", 1), job.outputs_error
+        assert _digest_tree(results) == written
+        booked = {d.key: d for d in ledger.data_spend()}
+        assert (booked["xfer-5-out-0"].kind, booked["xfer-5-out-0"].n_bytes) == ("transfer_out", 200_000 + len("epoch,loss\n1,0.5\n"))
+        assert booked["xfer-5-out-0"].account == "chem"
+        rec.data_stager.forget({5})
+        assert rec.data_stager.staged(5) is None  # home: the record goes
         rec.data_stager.close()
         ledger.close()
 

@@ -144,6 +144,9 @@ def test_a_pool_without_a_store_or_a_job_without_inputs_queues_nothing(tmp_path,
     stager = DataStager(config, ledger, store_for=lambda pool: pytest.fail("no store should be opened"))
     assert stager.submit(1, "gcp", "chem", "alice", DataNeeds(inputs=(DataItem("/data/x"),))) is None
     assert stager.submit(2, "aws-spot", "chem", "alice", DataNeeds(outputs=(DataItem("/data/out"),))) is None
+    outputs_only = stager.staged(2)  # nothing to push; the record is there for the node's epilog
+    assert outputs_only is not None and (outputs_only.state, outputs_only.outputs) == ("done", ("/data/out",))
+    assert stager.staged(1) is None
     assert stager.stages("aws-spot") and not stager.stages("gcp")
 
 
