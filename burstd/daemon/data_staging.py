@@ -261,6 +261,7 @@ class DataStager:
 
     def _run(self, job: JobStaging, needs: DataNeeds) -> None:
         job.state = "running"
+        attempt = time.time_ns() // 1_000_000  # each attempt books what crossed the link in it, once
         try:
             store = self.store_for(job.pool)
             cache, meter = self._cache(job.pool)
@@ -275,9 +276,11 @@ class DataStager:
                                       now=self.clock())
                 finally:
                     self._save(cache)
-                book_transfer(self.ledger, self.config, key=f"xfer-{job.job_id}-in-{result.manifest.digest[:16]}",
-                              account=job.account, pool=job.pool, n_bytes=result.bytes_moved, direction="in",
-                              job_id=job.job_id, user=job.user, at=self.clock(), metrics=self.metrics)
+                    # a cut link still billed the bytes that crossed before it broke: booked whatever the outcome
+                    crossed = progress.record.bytes_done - progress.record.bytes_reused
+                    book_transfer(self.ledger, self.config, key=f"xfer-{job.job_id}-in-{i}-{attempt}",
+                                  account=job.account, pool=job.pool, n_bytes=crossed, direction="in",
+                                  job_id=job.job_id, user=job.user, at=self.clock(), metrics=self.metrics)
                 job.inputs.append(StagedInput(item.path, result.manifest.digest, result.bytes_moved,
                                               result.cache_hit))
             cache.report(self.clock())

@@ -4,6 +4,7 @@ a real metered link; a real Store (SQLite)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -199,3 +200,47 @@ def test_the_cycle_queues_a_bursting_jobs_inputs_and_the_worker_stages_them(tmp_
     assert job.state == "done", job.error
     assert job.inputs[0].bytes_moved == MIB and linked_store.get_bytes(manifest_key(job.inputs[0].dataset), MIB)
     rec.data_stager.close()
+
+
+def test_a_link_cut_mid_transfer_fails_the_staging_and_the_next_try_resumes_losing_nothing(
+        tmp_path, ledger, aws_env):  # noqa: F811
+    host, port = aws_env.moto_url.removeprefix("http://").split(":")
+    link = MeteredLink((host, int(port)), 8 * MIB).start()
+    try:
+        client = s3_client(link.url, "us-east-1", attempts=1, timeout_s=5)
+        store = S3Store(client, "stage-cut", workers=1)  # parts one after another: the first is whole at the cut
+        store.ensure_bucket()
+        config = _config(tmp_path, "stage-cut", cache_gb=1)
+        stager = DataStager(config, ledger, store_for=lambda pool: store)
+        src = tmp_path / "data" / "big"
+        src.mkdir(parents=True)
+        (src / "weights.bin").write_bytes(os.urandom(24 * MIB))  # 3 parts of 8 MiB, 1 s each over the link
+        needs = DataNeeds(inputs=(DataItem(str(src)),))
+        user = os.environ.get("USER") or "root"
+        fut = stager.submit(3, "aws-spot", "chem", user, needs)
+        assert fut is not None
+        record = tmp_path / "state" / "staging" / "3-in-0.json"
+        deadline = time.monotonic() + 30
+        while not (record.exists() and read_progress(record).bytes_done >= 8 * MIB + MIB):  # into the 2nd part
+            assert time.monotonic() < deadline and not fut.done()
+            time.sleep(0.05)
+        link.cut()
+        fut.result(timeout=60)
+        job = stager.staged(3)
+        assert job is not None and job.state == "failed"
+        link.restore()
+        assert store.blob_sizes() == {}  # no half object visible
+        again = stager.submit(3, "aws-spot", "chem", user, needs)  # the next cycle's decision queues it again
+        assert again is not None
+        again.result(timeout=60)
+        job = stager.staged(3)
+        assert job is not None and job.state == "done", job.error
+        assert store.blob_sizes() == {hashlib.sha256((src / "weights.bin").read_bytes()).hexdigest(): 24 * MIB}
+        # both tries are booked: what crossed the link before the cut, and the rest (the part that was whole
+        # before the cut was kept: the second try sent at most the other two)
+        first, second = sorted((d for d in ledger.data_spend() if d.job_id == 3), key=lambda d: d.key)
+        assert first.n_bytes >= 8 * MIB and 0 < second.n_bytes <= 16 * MIB
+        assert 24 * MIB <= first.n_bytes + second.n_bytes <= 32 * MIB  # at most the part cut mid-way twice
+        stager.close()
+    finally:
+        link.close()
