@@ -106,6 +106,42 @@ def test_the_prolog_pulls_a_held_jobs_inputs_to_their_declared_paths_and_nothing
         ledger.close()
 
 
+def test_after_a_daemon_restart_the_prolog_waits_while_the_job_is_staged_again(tmp_path, aws_env,
+                                                                             monkeypatch):  # noqa: F811
+    from burstd.domain.slurm import Job, Snapshot
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIABURSTDFAKE000001")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "burstdFakeSecretKey/DoNotLog+0123456789abcd")
+    pool = {**POOL, "data": {"store_bucket": "burstd-restart", "store_endpoint": aws_env.moto_url}}
+    src = tmp_path / "onprem" / "vocab.txt"
+    src.parent.mkdir(parents=True)
+    src.write_text("a\nb\nc\n")
+    with serving(tmp_path, {"pools": [pool]}) as served:
+        rec = served.reconciler
+        ledger = Store.open(f"sqlite:///{tmp_path}/ledger.db")
+        rec.data_stager = DataStager(served.config, ledger)  # a fresh daemon: no record of job 9
+        rec.data_needs.reader = lambda jid: f"#!/bin/sh\n#BURSTD stage-in {src}\ncat {src}\n"
+        post_unix_json(served.config.api.socket, "/v1/hooks/resume",
+                       {"hostlist": "cloud2", "jobs": [{"job_id": 9, "nodes": "cloud2"}]})
+        rec.last_snapshot = Snapshot(taken_at=0.0, jobs=(Job(9, "j", "root", "chem", ("cloud",), "CONFIGURING",
+                                                             nodes="cloud2"),))
+        with ApiClient(served.config.api.socket) as api:
+            token = api.post("/v1/nodes/cloud2/agent-token")["token"]
+        tok = tmp_path / "agent.token"
+        tok.write_text(token + "\n")
+        tok.chmod(0o600)
+        kept = src.read_bytes()
+        t0 = time.monotonic()
+        assert stage_job(served.url, 9, 0, 0, token_file=str(tok), ca_file=served.ca, poll_s=0.1,
+                         wait_s=60) == 1
+        assert time.monotonic() - t0 < 60
+        assert src.read_bytes() == kept
+        job = rec.data_stager.staged(9)
+        assert job is not None and job.state == "done" and job.inputs[0].path == str(src)
+        rec.data_stager.close()
+        ledger.close()
+
+
 def test_a_failed_head_staging_fails_the_prolog_and_queued_ones_are_waited_for(tmp_path):
     with serving(tmp_path) as served:
         from burstd.daemon.data_staging import JobStaging
