@@ -4,14 +4,17 @@ site-wide rules for data that never leaves (``[data]``). What ``burstd.policy.da
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from burstd.config_types import Name, Usd, _Section
 
 # link speed in megabits per second: 1 kbit/s at least (a 0 or 1e-9 link is a typo that keeps every job home)
 Mbps = Annotated[float, Field(ge=0.001, le=10_000_000, allow_inf_nan=False)]
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_ENDPOINT = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?")
 Gigabytes = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 
 
@@ -23,6 +26,32 @@ class PoolDataConfig(_Section):
     transfer_out_per_gb: Usd = 0.0  # pool -> site (the cloud's egress: typically $0.02-0.12)
     storage_per_gb_month: Usd = 0.0  # storage kept near the pool (staged inputs, the cache)
     cache_gb: Gigabytes = 0.0  # storage near the pool the cache may hold; 0 = no cache
+    # the object store near the pool that burst jobs' declared inputs are staged to (docs/data.md); no bucket = the
+    # pool stages nothing (a job that declares data still bursts, its inputs are not moved)
+    store_bucket: str | None = None
+    store_endpoint: str | None = None  # http(s) URL; None = the cloud's own endpoint for store_region
+    store_region: str | None = None
+
+    @field_validator("store_bucket")
+    @classmethod
+    def _bucket_name(cls, bucket: str | None) -> str | None:
+        if bucket is not None and not _BUCKET.fullmatch(bucket):
+            raise ValueError(f"{bucket!r} is not an S3 bucket name (3-63 of a-z 0-9 . -, starting and ending with "
+                             "a letter or digit)")
+        return bucket
+
+    @field_validator("store_endpoint")
+    @classmethod
+    def _endpoint_url(cls, url: str | None) -> str | None:
+        if url is not None and not _ENDPOINT.fullmatch(url):
+            raise ValueError(f"{url!r} is not an http(s) URL of the store (http://host:port)")
+        return url
+
+    @model_validator(mode="after")
+    def _store_needs_bucket(self) -> PoolDataConfig:
+        if self.store_bucket is None and (self.store_endpoint or self.store_region):
+            raise ValueError("store_endpoint/store_region given without store_bucket: name the pool's bucket")
+        return self
 
 
 class DataConfig(_Section):

@@ -161,6 +161,10 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["stage-in"], ["stage-out"]) and any(a.startswith("--daemon-url") for a in argv):
+        from burstd.agent.stage_job import main as stage_job_main  # prolog/epilog: the job's data, asked of the daemon
+
+        return stage_job_main(argv[1:], command=argv[0])
     if argv and argv[0] in ("stage-in", "stage-out"):  # a job's data, from a prolog/epilog (burstd.data.cli)
         from burstd.data.cli import main as data_main
 

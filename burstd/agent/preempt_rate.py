@@ -126,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for line in task_prolog_lines(os.environ, args.file):
         print(line)
+    from burstd.agent.stage_job import STAGING_DIR, task_prolog_notice  # issue 24: a burst job without data
+
+    for line in task_prolog_notice(os.environ, STAGING_DIR):
+        print(line)
     return 0  # never fail the task over an optional hint
 
 

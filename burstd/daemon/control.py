@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from burstd.config import Config
+from burstd.daemon.data_staging import JobStaging
 from burstd.daemon.job_credentials import JobCaller
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
@@ -340,6 +341,53 @@ class DaemonControl:
         if lease is None or lease.state not in OPEN_STATES:
             return None
         return self.preempt_rate(lease.pool)
+
+    def staging_for(self, job_id: int, node: str | None) -> dict[str, Any] | None:
+        """What ``burstd-agent stage-in --job`` pulls: the job's staged inputs and its pool's store (None: not
+        staged by this daemon, or, with ``node``, the job is neither held by that node's open lease nor seen
+        running on it)."""
+        stager = self._rec.data_stager
+        if stager is None or (node is not None and not self._job_on_node(job_id, node)):
+            return None
+        staged = stager.staged(job_id)
+        if staged is None and node is not None:
+            staged = self._restage(job_id, node)
+        if staged is None:
+            return None
+        data = next(p.data for p in self.config.pools if p.name == staged.pool)
+        return {"job_id": job_id, "pool": staged.pool, "state": staged.state, "error": staged.error,
+                "bucket": data.store_bucket, "endpoint": data.store_endpoint, "region": data.store_region,
+                "inputs": [{"path": i.path, "dataset": i.dataset} for i in staged.inputs],
+                "outputs": [{"path": p, "label": f"out-{n}"} for n, p in enumerate(staged.outputs)]}
+
+    def _restage(self, job_id: int, node: str) -> JobStaging | None:
+        """A job on a node that this daemon holds no staging record for (it restarted after deciding): its script
+        read again and its inputs queued again (the pool's cache makes that cheap), so the prolog waits for them
+        rather than running the job without its data. None: nothing to stage (or the script is unreadable)."""
+        from burstd.domain.data_directives import parse_data_directives
+
+        stager, reader = self._rec.data_stager, self._rec.data_needs.reader
+        lease, snap = self._rec.store.lease_for_node(node), self._rec.last_snapshot
+        job = snap.job(job_id) if snap is not None else None
+        if stager is None or reader is None or lease is None or job is None:
+            return None
+        try:
+            needs = parse_data_directives(reader(job_id), source=f"job {job_id}'s batch script")
+        except Exception as exc:  # noqa: BLE001 - Slurm said no (DataDirectiveError: a bad script)
+            log.warning("job's data not staged again", extra=ev(job_id=job_id, error=str(exc)))
+            return None
+        stager.submit(job_id, lease.pool, job.account, job.user, needs)
+        return stager.staged(job_id)
+
+    def _job_on_node(self, job_id: int, node: str) -> bool:
+        from burstd.domain.hostlist import expand
+
+        lease = self._rec.store.lease_for_node(node)
+        if lease is not None and lease.state in OPEN_STATES and job_id in lease.job_ids:
+            return True
+        snap = self._rec.last_snapshot
+        job = snap.job(job_id) if snap is not None else None
+        return job is not None and node in expand(job.nodes)
 
     def budgets(self) -> dict[str, Any]:
         """Limits and spend this period, in micro-dollars (``source``: ``set`` through the API, ``config``

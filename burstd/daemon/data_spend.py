@@ -15,7 +15,7 @@ budget book sums compute and data), show in ``burstctl spend --by kind`` and the
 from __future__ import annotations
 
 import time
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from burstd.config import Config, PoolDataConfig
 from burstd.daemon.metrics import Metrics
@@ -25,6 +25,7 @@ from burstd.domain.money import MICROS_PER_USD
 from burstd.policy.data_cost import storage_micros, transfer_micros
 
 
+@runtime_checkable
 class DataSpendLedger(Protocol):
     """What booking needs of the Store (``LedgerRecords.book_data_spend``)."""
 

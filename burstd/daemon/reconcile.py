@@ -30,6 +30,8 @@ from typing import Any, Protocol
 from burstd.config import Config
 from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.data_needs import JobDataNeeds
+from burstd.daemon.data_spend import DataSpendLedger
+from burstd.daemon.data_staging import DataStager
 from burstd.daemon.executor import CycleReport, Executor
 from burstd.faults import crash_point
 from burstd.daemon.actions import Intent
@@ -128,6 +130,9 @@ class Reconciler:
         self.spend = SpendAccrual(store, config.budget.accrual_interval_s, self.metrics)
         # each pending job's data directives, read from its batch script (issue 24; docs/researchers.md)
         self.data_needs = JobDataNeeds(getattr(adapter, "batch_script", None))
+        # a bursting job's declared inputs pushed near its pool, on a worker (pools with a store_bucket)
+        self.data_stager = DataStager(config, store, self.metrics) if isinstance(store, DataSpendLedger) and any(
+            p.data.store_bucket for p in config.pools) else None
         # every pool's offerings and prices from its provider, cached (the one place that reads spot prices)
         advisor = _advisor(config)
         self.price_book = ProviderPrices(providers, clock, advisor=advisor)
@@ -284,6 +289,7 @@ class Reconciler:
                 decisions = self.decider(*args, progress=progress, data=self.data_needs.view(snapshot))
                 self.last_decisions = decisions
                 self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
+                self._stage_inputs(decisions, snapshot)
                 ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
             except Exception as exc:  # noqa: BLE001
                 report.errors.append(f"decide: {exc}")
@@ -318,6 +324,16 @@ class Reconciler:
         if ex.again:
             self.wake()
         return report
+
+    def _stage_inputs(self, decisions: Decisions, snapshot: Snapshot) -> None:
+        """Queue the inputs of each job decided to burst with a data move (the worker moves them, not the cycle)."""
+        if self.data_stager is None:
+            return
+        for jid, move in decisions.data_moves.items():
+            job, needs = snapshot.job(jid), self.data_needs.known.get(jid)
+            if job is not None and needs is not None:
+                self.data_stager.submit(jid, move.pool, job.account, job.user, needs)
+        self.data_stager.forget({jid for jid in self.data_stager.jobs} - {j.job_id for j in snapshot.jobs})
 
     def _sweep_pools(self, intent: Intent) -> list[str]:
         """The pools a sweep names that this daemon can list (a pool since removed from the config: none)."""

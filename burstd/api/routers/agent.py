@@ -55,6 +55,16 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
             raise HTTPException(404, f"node {node} has no open lease: no pool to tell the rate of")
         return rate.as_dict()
 
+    @app.get("/v1/stage-in/{job_id}", tags=["agent"])
+    def stage_in_manifest(job_id: int = Path(ge=1, le=4_294_967_294), who: Principal = agent) -> dict:
+        """burstd-agent's prolog: job ``job_id``'s declared inputs as staged near its pool (``state``: queued,
+        running, done or failed) and the pool's store. A node's agent token gets an answer only for a job its
+        node holds (the node's open lease, or the last snapshot shows the job there); 404 otherwise."""
+        answer = ctl.staging_for(job_id, who.node if who.role == "agent" else None)
+        if answer is None:
+            raise HTTPException(404, f"job {job_id}: no staged inputs for {who.who}")
+        return answer
+
     @app.post("/v1/parity", tags=["agent"], status_code=202)
     def parity_refused(body: ParityCall, who: Principal = agent) -> dict:
         """burstd-agent: the node differs from the on-prem reference and slurmd was not started; its lease fails
