@@ -32,8 +32,11 @@ def test_a_forged_preempt_reason_drains_and_terminates_nothing(slurm_bed, bed_us
         wait_for(lambda: slurm_bed.job(job).get("JobState") == "RUNNING", 180, "the job RUNNING on a cloud node",
                  diagnose=diagnose)
         node = slurm_bed.job(job)["NodeList"]
-        (lease,) = [r for r in leases(cfg_path, all_=False) if r["node_name"] == node]
-        assert lease["state"] == "READY", lease
+
+        def ready_lease():  # the job may run a cycle before the daemon records the node's lease READY
+            mine = [r for r in leases(cfg_path, all_=False) if r["node_name"] == node]
+            return mine[0] if len(mine) == 1 and mine[0]["state"] == "READY" else None
+        lease = wait_for(ready_lease, 30, f"{node}'s lease READY", diagnose=diagnose)
 
         deadline = time.time() + 15
         forged = preemption_reason(Notice(kind="interruption", action="terminate", deadline=deadline, source="aws"))
