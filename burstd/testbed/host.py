@@ -89,17 +89,31 @@ def munge_ok() -> bool:
 
 
 def ensure_munge() -> None:
-    """munge is shared by every bed: start it if it is not running, never stop it."""
+    """munge is shared by every bed: start it if it is not running, never stop it.
+
+    Beds come up in parallel (xdist workers, the release subsets beside the main run), so the start is serialised
+    by a lock of its own, and a munged that another process started between our check and our start counts as
+    started: munged refuses a second copy, and only an answering munged matters."""
     if munge_ok():
         return
-    if not Path("/etc/munge/munge.key").exists():
-        _sh(["mungekey", "-c", "-k", "/etc/munge/munge.key"], "create munge key")
-        _sh(["chown", "munge:munge", "/etc/munge/munge.key"], "chown munge key")
-        os.chmod("/etc/munge/munge.key", 0o400)
-    Path("/run/munge").mkdir(exist_ok=True)
-    shutil.chown("/run/munge", "munge", "munge")
-    _sh(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "start munged")
-    _wait(munge_ok, 10, "munged to answer")
+    STATE_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(STATE_ROOT / ".munge.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        if munge_ok():
+            return
+        if not Path("/etc/munge/munge.key").exists():
+            _sh(["mungekey", "-c", "-k", "/etc/munge/munge.key"], "create munge key")
+            _sh(["chown", "munge:munge", "/etc/munge/munge.key"], "chown munge key")
+            os.chmod("/etc/munge/munge.key", 0o400)
+        Path("/run/munge").mkdir(exist_ok=True)
+        shutil.chown("/run/munge", "munge", "munge")
+        started = _sh(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "start munged", check=False)
+        try:
+            _wait(munge_ok, 10, "munged to answer")
+        except BedError:
+            output = (started.stderr or started.stdout).strip()
+            raise BedError(f"start munged: `runuser -u munge -- /usr/sbin/munged` exited {started.returncode} "
+                           f"and munge does not answer: {output}") from None
 
 
 def _sh(argv: list[str], what: str, env: dict[str, str] | None = None, timeout: float = 60,
