@@ -8,8 +8,18 @@ import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler
 
-from burstd.agent.report import report_notice
+import pytest
+
+from burstd.agent.report import DaemonUnreachable, get_from_daemon, report_notice
 from burstd.domain.preemption import Notice
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        sock, _ = super().get_request()
+        return sock, ("local", 0)
 
 
 def test_report_posts_the_daemon_notice_shape_over_a_unix_socket(tmp_path):
@@ -26,15 +36,8 @@ def test_report_posts_the_daemon_notice_shape_over_a_unix_socket(tmp_path):
         def log_message(self, *a):
             pass
 
-    class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-        daemon_threads = True
-
-        def get_request(self):
-            sock, _ = super().get_request()
-            return sock, ("local", 0)
-
     sock = str(tmp_path / "burstd.sock")
-    srv = S(sock, H)
+    srv = _UnixServer(sock, H)
     threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
     try:
         n = Notice("interruption", "terminate", 1_900_000_100.0, "local")
@@ -48,6 +51,34 @@ def test_report_posts_the_daemon_notice_shape_over_a_unix_socket(tmp_path):
         srv.server_close()
     # the daemon gone: logged, False, never raised
     assert report_notice(f"unix:{sock}", "cloud3", n) is False
+
+
+def test_get_from_daemon_answers_the_body_none_for_404_and_raises_naming_the_path_otherwise(tmp_path):
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            status = {"/v1/ok": 200, "/v1/absent": 404}.get(self.path, 503)
+            self.send_response(status)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"busy" if status == 503 else b"[42]")
+
+        def log_message(self, *a):
+            pass
+
+    sock = str(tmp_path / "burstd.sock")
+    srv = _UnixServer(sock, H)
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        answer = get_from_daemon(f"unix:{sock}", "/v1/ok")
+        assert answer is not None and answer.json() == [42]
+        assert get_from_daemon(f"unix:{sock}", "/v1/absent") is None
+        with pytest.raises(DaemonUnreachable, match="daemon answered 503 for /v1/down: busy"):
+            get_from_daemon(f"unix:{sock}", "/v1/down")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    with pytest.raises(DaemonUnreachable, match="daemon unreachable at unix:"):
+        get_from_daemon(f"unix:{sock}", "/v1/ok")
 
 
 def test_slurm_conf_comes_from_the_flag_the_file_or_the_environment(monkeypatch):
