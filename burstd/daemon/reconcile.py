@@ -43,7 +43,7 @@ from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
-    ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
+    World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
     plan_node_notices, plan_orphans, provider_confirms_notice, unconfirmed_notices, unleased_since,
 )
 from burstd.daemon.kept_work import kept_work, requeued_since
@@ -137,18 +137,6 @@ class Reconciler:
         advisor = _advisor(config)
         self.price_book = ProviderPrices(providers, clock, advisor=advisor)
         self.price_source: Callable[[Config], dict] = self.price_book.quotes
-
-    # --- the intake's entry points (fast: record, wake, return) ---------------------------------
-    def check_nodes(self, nodes: Sequence[str]) -> None:
-        self.intake.check_nodes(nodes)
-
-    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
-                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None,
-                       wait_s: float | None = None) -> dict:
-        return self.intake.request_resume(nodes, jobs, hook_t0, info, wait_s)
-
-    def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
-        self.intake.add_intent(kind, nodes, reason)
 
     def wake(self) -> None:
         self.on_wake()

@@ -69,13 +69,13 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
     @app.post("/v1/nodes/{node}/drain", tags=["admin"], status_code=202)
     def drain(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = ctx.nodes_of(node)
-        ctl.queue("drain", nodes, check_reason(body.reason if body and body.reason else f"drained by {who}"))
+        ctx.intake.add_intent("drain", nodes, check_reason(body.reason if body and body.reason else f"drained by {who}"))
         return {"queued": nodes}
 
     @app.post("/v1/nodes/{node}/terminate", tags=["admin"], status_code=202)
     def terminate(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = ctx.nodes_of(node)
-        ctl.queue("terminate", nodes,
+        ctx.intake.add_intent("terminate", nodes,
                   check_reason(body.reason if body and body.reason else f"terminated by {who}"))
         return {"queued": nodes}
 

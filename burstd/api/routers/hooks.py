@@ -57,10 +57,10 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
                     ctl.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
             info = {j.job_id: ResumeJob.of(j.job_id, j.priority, j.exclusive) for j in body.jobs}
-            out = ctl.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0, info=info,
+            out = ctx.intake.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0, info=info,
                                      wait_s=wait)
         else:
-            ctl.queue(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
+            ctx.intake.add_intent(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}
         ctl.metrics.hook_calls.labels(kind, "ok").inc()
         log.info(f"hook {kind}", extra=ev(hostlist=body.hostlist, nodes=len(nodes),

@@ -89,7 +89,7 @@ def storm(workers: int, n: int, provider_kwargs: dict | None = None, store=None)
     nodes = [f"cloud{i}" for i in range(1, n + 1)]
     for node in nodes:
         adapter.set_node(node, "IDLE", "POWERING_UP")
-    rec.request_resume(nodes)
+    rec.intake.request_resume(nodes)
     return rec, store, provider, nodes
 
 
@@ -194,7 +194,7 @@ def test_a_leader_deposed_mid_storm_starts_no_launch_after_the_fence_refuses_one
     nodes = [f"cloud{i}" for i in range(1, 11)]
     for node in nodes:
         adapter.set_node(node, "IDLE", "POWERING_UP")
-    rec.request_resume(nodes)
+    rec.intake.request_resume(nodes)
     real_launch = provider.launch
 
     def launch_then_lose_the_lead(request):

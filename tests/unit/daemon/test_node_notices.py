@@ -191,7 +191,8 @@ def test_a_restarted_daemon_still_enforces_the_deadline():
     adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
     deadline = clock() + 60
     _agent_drains(adapter, "cloud1", deadline)
-    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))  # its report
+    # the agent's own report
+    rec.intake.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
     clock.advance(2)
     rec.cycle()
     assert store.lease(lease.lease_id).state == S.DRAINING
@@ -241,7 +242,7 @@ def test_a_notice_both_posted_by_the_agent_and_left_in_slurm_drains_once_without
     clock, store, adapter, provider, rec = _env()
     lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
     deadline = clock() + 120
-    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
+    rec.intake.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
     _agent_drains(adapter, "cloud1", deadline)
     clock.advance(2)
     rec.cycle()
@@ -261,7 +262,7 @@ def test_a_drain_of_a_lease_already_draining_is_a_no_op():
 
     clock, store, adapter, provider, rec = _env()
     lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
-    rec.add_intent("drain", ["cloud1"], "maintenance")
+    rec.intake.add_intent("drain", ["cloud1"], "maintenance")
     clock.advance(2)
     rec.cycle()
     assert store.lease(lease.lease_id).state == S.DRAINING
