@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from burstd.daemon.actions import Terminate, TerminateOrphan
-from burstd.daemon.executor import Executor
+from burstd.daemon.executor import CycleContext, Executor
 from burstd.daemon.leadership import Elector
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.reconcile import Reconciler
@@ -105,21 +105,20 @@ def test_a_deposed_leader_cannot_repeat_a_terminate_or_kill_an_orphan(pair):
     pair.rec["a"].cycle()
     lease = pair.store.leases()[0]
     stale = pair.elector["a"].fence
-    ex = Executor(pair.store, pair.adapter, {"local": pair.provider}, CFG, Metrics(), clock=pair.clock, fence=stale)
-    ex.apply([Terminate(lease.lease_id, "suspend")])  # while a leads: TERMINATING recorded under epoch 1
+    ex, cycle = Executor(pair.store, pair.adapter, {"local": pair.provider}, CFG, Metrics(), clock=pair.clock), \
+        CycleContext(fence=stale)
+    ex.apply([Terminate(lease.lease_id, "suspend")], cycle)  # while a leads: TERMINATING recorded under epoch 1
     assert pair.store.lease(lease.lease_id).state == S.TERMINATING and len(pair.provider.terminate_calls) == 1
     pair.clock.advance(LEASE_S + 1)
     pair.elector["b"].tick()
     with pytest.raises(Fenced):  # the repeat of a recorded TERMINATING checks the fence before the call
-        ex.apply([Terminate(lease.lease_id, "suspend")])
+        ex.apply([Terminate(lease.lease_id, "suspend")], cycle)
     pair.provider.instances["i-orphan"] = Instance("i-orphan", "gone", "cloud3", "local", "running", 0.0)
     with pytest.raises(Fenced):
-        ex.apply([TerminateOrphan("local", "i-orphan", "", "no lease")])
+        ex.apply([TerminateOrphan("local", "i-orphan", "", "no lease")], cycle)
     assert len(pair.provider.terminate_calls) == 1 and "i-orphan" in pair.provider.instances
     assert pair.store.orphan_log == []
-    fresh = Executor(pair.store, pair.adapter, {"local": pair.provider}, CFG, Metrics(), clock=pair.clock,
-                     fence=pair.elector["b"].fence)
-    fresh.apply([TerminateOrphan("local", "i-orphan", "", "no lease")])
+    ex.apply([TerminateOrphan("local", "i-orphan", "", "no lease")], CycleContext(fence=pair.elector["b"].fence))
     assert "i-orphan" not in pair.provider.instances and pair.store.orphan_log[-1]["epoch"] == 2
 
 
