@@ -27,12 +27,15 @@ FORBIDDEN: dict[str, set[str]] = {
     "config": TOP | {"db", "policy", "providers", "slurm", "report"},
     "config_policy": TOP | {"db", "policy", "providers", "slurm", "report"},
     "config_types": TOP | {"db", "policy", "providers", "slurm", "report"},
+    # the daemon runs the cycle: the tools around it (burstctl, the bed and its daemon-process harness, the
+    # simulator, the node agent, the training library) sit beside it, never under it
+    "daemon": {"cli", "testbed", "simulate", "agent", "train"},
 }
 # parts that import nothing of burstd but themselves: the pure values and the crash points
 LEAVES = {"domain", "faults"}
 
 # The old locations kept as one-line re-exports while parallel work lands; the merge removes them.
-REEXPORTS = {"daemon/faults.py", "slurm/hostlist.py", "policy/ledger.py", "db/errors.py"}
+REEXPORTS = {"daemon/faults.py", "slurm/hostlist.py", "policy/ledger.py", "db/errors.py", "daemon/runner.py"}
 
 # In the daemon only the composition root opens the database; the cycle knows the store through daemon/ports.py
 # and the values in domain.
@@ -106,6 +109,8 @@ def test_the_value_types_the_ports_speak_in_live_in_domain():
     ("daemon/executor.py", "from burstd.db.leadership import Fence\n", ":2: the daemon's cycle imports burstd.db"),
     ("daemon/control.py", "from burstd.api.auth import Principal\n", ":2: the daemon imports burstd.api.auth"),
     ("daemon/wiring.py", "def f():\n    from burstd.api.app import create_app\n", ":3: the daemon imports burstd.api"),
+    ("daemon/reconcile.py", "from burstd.testbed.daemon_process import DaemonProcess\n",
+     ":2: daemon must not import burstd.testbed.daemon_process"),
     ("db/x.py", "from burstd.api.models import HookCall\n", ":2: db must not import burstd.api.models"),
 ])
 def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path, rel, source, expected):
