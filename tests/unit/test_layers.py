@@ -33,6 +33,9 @@ FORBIDDEN: dict[str, set[str]] = {
     # the daemon runs the cycle: the tools around it (burstctl, the bed and its daemon-process harness, the
     # simulator, the node agent, the training library) sit beside it, never under it
     "daemon": {"cli", "testbed", "simulate", "agent", "train"},
+    # the node image is built from the providers' artefacts; the bed builds on the image (its chroots start from
+    # image/debian.py), never the other way round
+    "image": TOP,
 }
 # parts that import nothing of burstd but themselves: the pure values and the crash points
 LEAVES = {"domain", "faults"}
@@ -128,6 +131,8 @@ def test_the_value_types_the_ports_speak_in_live_in_domain():
     ("daemon/reconcile.py", "from burstd.testbed.daemon_process import DaemonProcess\n",
      ":2: daemon must not import burstd.testbed.daemon_process"),
     ("db/x.py", "from burstd.api.models import HookCall\n", ":2: db must not import burstd.api.models"),
+    ("image/rootfs.py", "def f():\n    from burstd.testbed.release import debootstrap\n",
+     ":3: image must not import burstd.testbed.release"),
     ("policy/prices.py", "from burstd.providers.base import Offering\n",
      ":2: policy must not import burstd.providers.base"),
     ("config.py", "from burstd.providers.aws.provider import AwsProvider\n",
