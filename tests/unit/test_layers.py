@@ -47,7 +47,9 @@ REEXPORTS = {"daemon/faults.py", "slurm/hostlist.py", "policy/ledger.py", "db/er
 # the pool union: the config may import those modules and nothing else of the providers; they import only the
 # config's field types, so reading a config never loads a cloud SDK.
 PROVIDER_CONFIG = re.compile(r"burstd\.providers\.\w+\.config")
-CONFIG_PARTS = {"config", "config_types"}
+# the same for the node image's part of the config ([image], [parity]): the rest of image/ builds on the providers
+IMAGE_SPEC = "burstd.image.spec"
+CONFIG_PARTS = {"config_types", "domain"}  # never burstd.config itself: it imports them
 
 # In the daemon only the composition root opens the database; the cycle knows the store through daemon/ports.py
 # and the values in domain.
@@ -81,12 +83,13 @@ def violations(root: Path = BURSTD) -> list[str]:
         if rel in REEXPORTS:
             continue
         part = rel.split("/")[0].removesuffix(".py")
-        provider_config = PROVIDER_CONFIG.fullmatch("burstd." + rel.removesuffix(".py").replace("/", "."))
+        dotted = "burstd." + rel.removesuffix(".py").replace("/", ".")
+        config_section = PROVIDER_CONFIG.fullmatch(dotted) or dotted == IMAGE_SPEC
         for line, module in _imports(path):
             target = _part(module)
-            if provider_config and target not in CONFIG_PARTS:
-                found.append(f"burstd/{rel}:{line}: a provider's config section imports {module}; it may import "
-                             "only burstd.config_types (the config loads it)")
+            if config_section and target not in CONFIG_PARTS:
+                found.append(f"burstd/{rel}:{line}: a config section imports {module}; it may import "
+                             "only burstd.config_types and burstd.domain (the config loads it)")
                 continue
             if target == part:
                 continue
@@ -138,7 +141,9 @@ def test_the_value_types_the_ports_speak_in_live_in_domain():
     ("config.py", "from burstd.providers.aws.provider import AwsProvider\n",
      ":2: config must not import burstd.providers.aws.provider"),
     ("providers/aws/config.py", "from burstd.providers.base import Offering\n",
-     ":2: a provider's config section imports burstd.providers.base"),
+     ":2: a config section imports burstd.providers.base"),
+    ("image/spec.py", "from burstd.providers.bootstrap import script_body\n",
+     ":2: a config section imports burstd.providers.bootstrap"),
 ])
 def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path, rel, source, expected):
     path = tmp_path / rel
