@@ -214,12 +214,12 @@ def daemon_side(cloud_name: str, nodes: int, workers: int, latency_ms: float, wo
         loop.start()
         try:
             slurm.set_node(warm, "IDLE", "POWERING_UP")
-            rec.request_resume([warm])
+            rec.intake.request_resume([warm])
             wait_states(store, {warm}, S.BOOTING, 120)
             for node in storm:
                 slurm.set_node(node, "IDLE", "POWERING_UP")
             t0 = time.time()
-            rec.request_resume(storm, hook_t0=t0)
+            rec.intake.request_resume(storm, hook_t0=t0)
             returned = time.time() - t0
             leases = wait_states(store, set(storm), S.BOOTING, 1800)
         finally:

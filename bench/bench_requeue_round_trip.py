@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from burstd.daemon.runner import DaemonProcess
+from burstd.testbed.daemon_process import DaemonProcess
 from burstd.testbed import Bed, BedConfig
 from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms
 

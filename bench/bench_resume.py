@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from burstd.daemon.runner import DaemonProcess, config_with  # noqa: E402
+from burstd.testbed.daemon_process import DaemonProcess, config_with  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:

@@ -12,7 +12,6 @@ Unknown keys are errors (a typo must never silently fall back to a default).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import signal as _signal
@@ -21,9 +20,14 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from burstd.image.spec import ImageSpec, ParityConfig
+
+# each provider's own section lives beside the provider (a new cloud touches its folder and POOL_KINDS below)
+from burstd.providers.aws.config import AwsPoolConfig as AwsPoolConfig
+from burstd.providers.gcp.config import GcpPoolConfig as GcpPoolConfig
+from burstd.providers.local.config import LocalPoolConfig as LocalPoolConfig
 
 # the sections' field types and the policy sections live beside this file; names other modules import from
 # here are re-exported (``as``) so ``from burstd.config import WaitingPolicy`` keeps working
@@ -154,93 +158,6 @@ class InstanceType(_Section):
     weight: int = Field(default=1, ge=1, le=1_000_000)
 
 
-class AwsPoolConfig(_Section):
-    region: str
-    subnets: list[str] = Field(min_length=1)
-    launch_template: str | None = None  # name or id of an existing template; None = burstd creates one
-    image_id: str | None = None
-    security_groups: list[str] = []
-    instance_profile: str | None = None
-    allocation_strategy: Literal["price-capacity-optimized", "lowest-price", "prioritized", "capacity-optimized"] = (
-        "price-capacity-optimized"
-    )
-    munge_key_secret: str = "burstd/munge-key"  # Secrets Manager name (or ssm:/path for SSM)
-    endpoint_url: str | None = None  # for tests (moto) or private endpoints
-    conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
-    spot_max_price: Price | None = None  # USD/hour; None = up to the on-demand price (AWS default)
-    root_volume_gb: int | None = Field(default=None, ge=1, le=1_000_000)  # None = the image's own size
-    launch_template_version: str = "$Latest"  # for a referenced launch_template
-
-    @model_validator(mode="after")
-    def _bootable(self) -> AwsPoolConfig:
-        # a VM that cannot boot into Slurm is paid for and never joins: refuse such a pool up front
-        if not self.launch_template and not self.image_id:
-            raise ValueError("needs launch_template (an existing template) or image_id (burstd makes one)")
-        if self.image_id and not self.launch_template and not self.conf_server:
-            raise ValueError("image_id needs conf_server (slurmctld host[:port] the node's configless slurmd asks)")
-        return self
-
-
-class GcpPoolConfig(_Section):
-    project: str
-    region: str
-    zones: list[str] = Field(min_length=1)
-    instance_template: str | None = None
-    machine_image: str | None = None
-    network: str = "global/networks/default"
-    subnetwork: str | None = None
-    termination_action: Literal["DELETE", "STOP"] = "DELETE"
-    munge_key_secret: str = "burstd-munge-key"  # Secret Manager secret id
-    api_endpoint: str | None = None  # for tests or private endpoints
-    conf_server: str | None = None  # slurmctld "host[:port]" the node's configless slurmd asks for its config
-    image: str = "projects/debian-cloud/global/images/family/debian-12"  # boot disk source image
-    boot_disk_gb: int = Field(default=20, ge=10, le=1_000_000)
-    service_account: str | None = None  # email; None = the project's default compute service account
-    anonymous_credentials: bool = False  # tests against a fake endpoint only: send no credentials
-
-
-class LocalPoolConfig(_Section):
-    subnet: str = "10.77.0.0/24"
-    # an existing Linux bridge (IFNAMSIZ: 15 characters); never the loopback
-    bridge: str = Field(default="br-slurm", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
-    first_host: int = Field(default=101, ge=2, le=254)
-    netns_prefix: str = "sl-"
-    boot_delay_s: Seconds = 0.0
-    conf_server: str | None = None  # "10.77.0.1:6817"; None = from the test bed
-    # random spot reclaims per VM-hour, for chaos testing
-    preempt_rate_per_hour: Annotated[float, Field(ge=0, le=360_000, allow_inf_nan=False)] = 0.0
-    notice_s: Seconds = 120.0  # preemption notice lead time
-    metadata_port: int = Field(default=1338, ge=1, le=65535)
-    vm_agent: bool = True  # each VM runs its metadata endpoint and burstd-agent (preemption notices)
-    capacity: int | None = Field(default=None, ge=0, le=100_000)  # live VMs at most; None = max_nodes, else node_count
-    slurmd_path: str = "/usr/sbin/slurmd"
-    records_dir: str | None = None  # VM records; None = <daemon.state_dir>/local/<pool name>
-    # boot each VM from a node image (`burstctl image build --provider local --out DIR`: DIR/rootfs) in its own
-    # mount namespace, seeing none of the head's files (providers/local/vmroot.py); None: share the head's
-    image_rootfs: str | None = None
-    munge_key_file: str = "/etc/munge/munge.key"  # the cluster key an image VM gets at each boot
-    vm_users: list[str] = []  # job users whose passwd/group lines an image VM gets (a site's directory service)
-    vm_dirs: list[str] = []  # folders slurm.conf names for slurmd (spool, log, pid), made in an image VM
-    parity_reference_file: str | None = None  # the on-prem fingerprint an image VM is gated on before slurmd
-    parity_spec_file: str | None = None  # TOML with [parity] (allow, job_python) for that gate
-
-    @field_validator("subnet")
-    @classmethod
-    def _ipv4_network(cls, value: str) -> str:
-        try:
-            ipaddress.IPv4Network(value, strict=False)
-        except ValueError as exc:
-            raise ValueError(f"{value!r} is not an IPv4 network (e.g. 10.77.0.0/24): {exc}") from None
-        return value
-
-    @field_validator("bridge")
-    @classmethod
-    def _not_loopback(cls, value: str) -> str:
-        if value == "lo":
-            raise ValueError("'lo' is the loopback, not a bridge: name the bed's bridge (e.g. br-slurm)")
-        return value
-
-
 class PoolConfig(_Section):
     name: Name
     provider: Literal["local", "aws", "gcp"]
@@ -287,14 +204,19 @@ class PoolConfig(_Section):
                           FutureWarning, stacklevel=2)
         return data
 
-    @model_validator(mode="after")
-    def _provider_section(self) -> PoolConfig:
-        present = {p for p in ("aws", "gcp") if getattr(self, p) is not None}
-        if self.provider in ("aws", "gcp") and self.provider not in present:
-            raise ValueError(f"provider = {self.provider!r} needs a [pools.{self.provider}] section")
-        if present - {self.provider}:
-            raise ValueError(f"section [pools.{(present - {self.provider}).pop()}] does not match provider")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_section(cls, data: object) -> object:
+        # before the fields: a missing [pools.aws] is said as what it is, not as a missing field
+        if not isinstance(data, dict):
+            return data
+        provider = data.get("provider")
+        present = {p for p in ("aws", "gcp") if data.get(p) is not None}
+        if provider in ("aws", "gcp") and provider not in present:
+            raise ValueError(f"provider = {provider!r} needs a [pools.{provider}] section")
+        if provider in POOL_KINDS and present - {provider}:
+            raise ValueError(f"section [pools.{(present - {provider}).pop()}] does not match provider")
+        return data
 
     @property
     def node_names(self) -> list[str]:
@@ -312,6 +234,44 @@ class PoolConfig(_Section):
     def gpus(self) -> int:
         return min(t.gpus for t in self.instance_types)
 
+
+
+class AwsPool(PoolConfig):
+    """A pool on EC2 (``burstd.providers.aws``): its ``[pools.aws]`` is required."""
+
+    provider: Literal["aws"]
+    aws: AwsPoolConfig
+
+
+class GcpPool(PoolConfig):
+    """A pool on Compute Engine (``burstd.providers.gcp``): its ``[pools.gcp]`` is required."""
+
+    provider: Literal["gcp"]
+    gcp: GcpPoolConfig
+
+
+class LocalPool(PoolConfig):
+    """A pool of network-namespace VMs on this host (``burstd.providers.local``); ``[pools.local]`` optional."""
+
+    provider: Literal["local"]
+
+
+# ``provider`` picks the pool's class; a new cloud adds its class here and its section in its own folder
+POOL_KINDS: dict[str, type[PoolConfig]] = {"aws": AwsPool, "gcp": GcpPool, "local": LocalPool}
+
+
+def _pool_tag(data: object) -> str:
+    provider = data.get("provider") if isinstance(data, dict) else getattr(data, "provider", None)
+    return f"provider={provider}" if provider in POOL_KINDS else "provider=?"
+
+
+# The tags ("provider=aws") are dropped from an error's key path (``validate_model``); an unknown or missing
+# provider is validated as the plain PoolConfig, whose Literal names the providers there are.
+Pool = Annotated[
+    Annotated[AwsPool, Tag("provider=aws")] | Annotated[GcpPool, Tag("provider=gcp")]
+    | Annotated[LocalPool, Tag("provider=local")] | Annotated[PoolConfig, Tag("provider=?")],
+    Discriminator(_pool_tag),
+]
 
 
 class AgentConfig(_Section):
@@ -384,7 +344,7 @@ class Config(_Section):
     database: DatabaseConfig = DatabaseConfig()
     api: ApiConfig = ApiConfig()
     daemon: DaemonConfig = DaemonConfig()
-    pools: list[PoolConfig] = []
+    pools: list[Pool] = []
     policy: PolicyConfig = PolicyConfig()
     budget: BudgetConfig = BudgetConfig()
     agent: AgentConfig = AgentConfig()
@@ -473,7 +433,8 @@ def validate_model(model: type[M], data: dict, path: str) -> M:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and re.fullmatch(r"function-\w+.*", p)))
+            loc = tuple(p for p in err["loc"]
+                        if not (isinstance(p, str) and re.fullmatch(r"function-\w+.*|provider=\w+|provider=\?", p)))
             msg = err["msg"].removeprefix("Value error, ")
             # Model-level checks already start with the key they are about.
             problems.append(f"{_loc(loc)}: {msg}" if loc else msg)

@@ -23,9 +23,7 @@ import tempfile
 import threading
 from collections.abc import Mapping
 
-import httpx
-
-from burstd.agent.report import DaemonUnreachable, _client
+from burstd.agent.report import DaemonUnreachable, get_from_daemon
 from burstd.domain.preempt_rate import rate_text
 from burstd.train.interval import RATE_ENV, rate_from_env
 
@@ -40,14 +38,9 @@ def fetch_rate(daemon_url: str, node: str, *, token_file: str | None = None, ca_
                timeout_s: float = 5.0) -> float | None:
     """The rate the daemon observed for ``node``'s pool; None while it is unknown. ``DaemonUnreachable`` when the
     daemon cannot be asked or its answer is not a valid rate."""
-    try:
-        client, base = _client(daemon_url, token_file, timeout_s, ca_file)
-        with client:
-            r = client.get(base + RATE_PATH + node)
-    except (httpx.HTTPError, OSError) as exc:
-        raise DaemonUnreachable(f"daemon unreachable at {daemon_url}: {exc}") from None
-    if r.status_code != 200:
-        raise DaemonUnreachable(f"daemon answered {r.status_code} for {RATE_PATH}{node}: {r.text[:200]}")
+    r = get_from_daemon(daemon_url, RATE_PATH + node, token_file=token_file, ca_file=ca_file, timeout_s=timeout_s)
+    if r is None:  # every cloud node has a pool: a 404 is a daemon that cannot say
+        raise DaemonUnreachable(f"daemon answered 404 for {RATE_PATH}{node}")
     try:
         rate = r.json()["rate_per_node_hour"]
     except (ValueError, KeyError, TypeError):

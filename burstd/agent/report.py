@@ -98,20 +98,30 @@ class DaemonUnreachable(RuntimeError):
     """The daemon could not be asked (network, TLS, its answer): the parity gate cannot decide."""
 
 
-def fetch_parity_settings(daemon_url: str, *, token_file: str | None = None, ca_file: str | None = None,
-                          timeout_s: float = 10.0) -> dict | None:
-    """``GET /v1/parity``: the reference, allowed differences and checks; None when the daemon has no reference
-    (404). ``DaemonUnreachable`` otherwise, ``ReportConfigError`` for unsafe settings."""
+def get_from_daemon(daemon_url: str, path: str, *, token_file: str | None = None, ca_file: str | None = None,
+                    timeout_s: float = 10.0) -> httpx.Response | None:
+    """``GET path`` from the daemon: its 200 answer, or None for 404 (it knows nothing of what was asked).
+    ``DaemonUnreachable`` for the network, TLS or any other status; ``ReportConfigError`` for unsafe settings."""
     try:
         client, base = _client(daemon_url, token_file, timeout_s, ca_file)
         with client:
-            r = client.get(base + PARITY_PATH)
+            r = client.get(base + path)
     except (httpx.HTTPError, OSError) as exc:
         raise DaemonUnreachable(f"daemon unreachable at {daemon_url}: {exc}") from None
     if r.status_code == 404:
         return None
     if r.status_code != 200:
-        raise DaemonUnreachable(f"daemon answered {r.status_code} for {PARITY_PATH}: {r.text[:200]}")
+        raise DaemonUnreachable(f"daemon answered {r.status_code} for {path}: {r.text[:200]}")
+    return r
+
+
+def fetch_parity_settings(daemon_url: str, *, token_file: str | None = None, ca_file: str | None = None,
+                          timeout_s: float = 10.0) -> dict | None:
+    """``GET /v1/parity``: the reference, allowed differences and checks; None when the daemon has no reference
+    (404). ``DaemonUnreachable`` otherwise, ``ReportConfigError`` for unsafe settings."""
+    r = get_from_daemon(daemon_url, PARITY_PATH, token_file=token_file, ca_file=ca_file, timeout_s=timeout_s)
+    if r is None:
+        return None
     try:
         data = r.json()
     except ValueError:

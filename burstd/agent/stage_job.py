@@ -25,10 +25,9 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from burstd.agent.report import DaemonUnreachable, _client
+from burstd.agent.report import DaemonUnreachable, get_from_daemon
 from burstd.data.manifest import SHA256_HEX
 from burstd.domain.data import UNDECLARED_NOTICE
 
@@ -99,17 +98,9 @@ def parse_staging(raw: bytes, job_id: int) -> Staging:
 def fetch_staging(daemon_url: str, job_id: int, *, token_file: str | None = None, ca_file: str | None = None,
                   timeout_s: float = 10.0) -> Staging | None:
     """The job's staging as the daemon knows it; None: the daemon staged nothing for it (404)."""
-    try:
-        client, base = _client(daemon_url, token_file, timeout_s, ca_file)
-        with client:
-            r = client.get(f"{base}{STAGE_PATH}{job_id}")
-    except (httpx.HTTPError, OSError) as exc:
-        raise DaemonUnreachable(f"daemon unreachable at {daemon_url}: {exc}") from None
-    if r.status_code == 404:
-        return None
-    if r.status_code != 200:
-        raise DaemonUnreachable(f"daemon answered {r.status_code} for {STAGE_PATH}{job_id}: {r.text[:200]}")
-    return parse_staging(r.content, job_id)
+    r = get_from_daemon(daemon_url, f"{STAGE_PATH}{job_id}", token_file=token_file, ca_file=ca_file,
+                        timeout_s=timeout_s)
+    return None if r is None else parse_staging(r.content, job_id)
 
 
 def make_parents(dest: Path, uid: int, gid: int) -> None:

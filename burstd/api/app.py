@@ -40,7 +40,7 @@ log = get_logger("api")
 
 
 def create_app(rec: Reconciler, config: Config, token: str | None = None, started_at: float = 0.0) -> FastAPI:
-    ctl = DaemonControl(rec, config, started_at)  # the only way into the daemon from here
+    ctl = DaemonControl(rec, config, started_at)  # with rec.intake, the only ways into the daemon from here
     creds: list[AgentCredentials] = []  # loaded on first use (makes <state_dir>/agent.key once)
 
     def credentials() -> AgentCredentials:
@@ -53,7 +53,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
                     job_caller=lambda c: verify_munge(c, socket=config.api.munge_socket))
     app = FastAPI(title="burstd control API", version="1", description=__doc__)
     app.state.access = access
-    ctx = RouteContext(ctl, config, credentials, read=access.need("read"), admin=access.need("admin"),
+    ctx = RouteContext(ctl, rec.intake, config, credentials, read=access.need("read"), admin=access.need("admin"),
                        hook=access.need("hooks"), agent=access.need_principal("agent"), job=access.need("job"))
     # Each audience adds its routes to the app itself, not through include_router: FastAPI (0.165) nests an
     # included router as one opaque route, and the gate (auth.route_level) reads each route's first tag, the

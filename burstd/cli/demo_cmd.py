@@ -60,7 +60,7 @@ def working_folder(keep: bool) -> Iterator[Path]:
 
 
 def _daemon_config(bed, work: Path, min_wait_s: float) -> Path:
-    from burstd.daemon.runner import config_with
+    from burstd.testbed.daemon_process import config_with
 
     text = config_with(Path(bed.burstd_config).read_text(), {
         "database": {"url": f"sqlite:///{work}/burstd.db"},
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         if os.geteuid() != 0:
             fail("the demo needs root: it creates network namespaces and runs slurmctld/slurmd")
         from burstd.config import ConfigError, load_config
-        from burstd.daemon.runner import DaemonProcess
+        from burstd.testbed.daemon_process import DaemonProcess
         from burstd.daemon.wiring import make_providers
 
         try:

@@ -27,7 +27,7 @@ LEASE_S, RENEW_S = 6.0, 2.0  # failover bound: 8 s after the leader's last renew
 def ha_configs(bed, work: Path, db_url: str, min_wait_s: float) -> tuple[Path, Path]:
     """(head-a, head-b): the same cluster, database and VM records; each its own state dir and socket. head-a
     keeps the bed's socket (the hooks call it). Each VM's agent tries the other head after its own."""
-    from burstd.daemon.runner import config_with
+    from burstd.testbed.daemon_process import config_with
 
     base = Path(bed.burstd_config).read_text()
     hook_socket = str(tomllib.loads(base)["api"]["socket"])
@@ -101,7 +101,7 @@ class _Kill:
 def run_storm(bed, work: Path, *, jobs: int, job_seconds: int, user: str, min_wait: float, timeout: float) -> dict:
     """Start PostgreSQL and both heads, submit, kill the leader mid-storm, wait for the end; the summary."""
     from burstd.config import load_config
-    from burstd.daemon.runner import DaemonProcess
+    from burstd.testbed.daemon_process import DaemonProcess
     from burstd.daemon.wiring import make_providers
     from burstd.domain.lease import FINAL_STATES, LeaseState
     from burstd.testbed.pg import ThrowawayPostgres

@@ -5,12 +5,9 @@ hook/agent/admin requests (``Intent``) a cycle turns into actions. ``daemon.plan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from burstd.domain.offering import Offering
 from burstd.domain.preemption import REASON_PREFIX, REBALANCE_PREFIX
-
-if TYPE_CHECKING:
-    from burstd.providers.base import Offering
 
 
 @dataclass(frozen=True, slots=True)

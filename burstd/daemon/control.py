@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from burstd.config import Config
@@ -16,7 +16,6 @@ from burstd.daemon.data_staging import JobStaging
 from burstd.daemon.job_credentials import JobCaller
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
-from burstd.daemon.planning import ResumeJob
 from burstd.daemon.ports import RecordsStore
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.daemon_state import PauseState
@@ -77,19 +76,7 @@ class DaemonControl:
         return {"reference": reference, "allow": list(p.allow), "job_python": p.job_python,
                 "checks": [c.model_dump() for c in p.checks]}
 
-    # --- commands: hooks, agent, admin ---------------------------------------------------------------
-    def check_nodes(self, nodes: Sequence[str]) -> None:
-        self._rec.check_nodes(nodes)
-
-    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]],
-                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None,
-                       wait_s: float | None = None) -> dict:
-        return self._rec.request_resume(nodes, jobs, hook_t0=hook_t0, info=info, wait_s=wait_s)
-
-    def queue(self, kind: str, nodes: Sequence[str], reason: str) -> None:
-        """suspend, resume-fail, notice, drain, terminate or parity: applied by the next cycle."""
-        self._rec.add_intent(kind, nodes, reason)
-
+    # --- commands: admin (hooks and the agent ask the intake: api.context.IntakePort) ---------------------
     def pause(self, reason: str, by: str) -> PauseState:
         state = self._rec.store.set_pause(True, reason=reason, by=by)
         log.warning("bursting paused", extra=ev(by=by, reason=reason))

@@ -55,6 +55,10 @@ class CycleReport:
     eligible_jobs: int = 0
     decider: str = ""
     role: str = ""  # active/standby only: "leader", "standby", or "deposed" (a fenced write was refused)
+    # what the Executor did for the cycle's own use (not shown by the API)
+    requeued: list[int] = field(default_factory=list)  # jobs burstd requeued (the requeue watch skips them)
+    again: bool = False  # something changed that the next cycle should look at right away
+    gangs_launched: set[str] = field(default_factory=set)  # one launch call per gang and cycle
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,42 +68,51 @@ class CycleReport:
         }
 
 
+@dataclass(frozen=True)
+class CycleContext:
+    """What a cycle hands the Executor with each batch of actions: the newest snapshot, the leader's fencing token
+    (every lease move is written under it; None = single daemon) and the cycle's report, which the Executor
+    fills. The cycle makes a new context once it has read a new snapshot (``with_snapshot``); the report
+    stays the same."""
+
+    report: CycleReport = field(default_factory=CycleReport)
+    snapshot: Snapshot | None = None
+    fence: Fence | None = None
+
+    def with_snapshot(self, snapshot: Snapshot) -> CycleContext:
+        return CycleContext(self.report, snapshot, self.fence)
+
+
 class Executor:
     """Applies actions in order (launches through a bounded pool); a failed action is logged and counted, the rest
-    still run."""
+    still run. Built once; each ``apply`` gets its cycle's ``CycleContext``."""
 
     def __init__(self, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider], config: Config,
-                 metrics: Metrics, *, snapshot: Snapshot | None = None, clock: Callable[[], float] = time.time,
-                 report: CycleReport | None = None, health: PoolHealth | None = None,
+                 metrics: Metrics, *, clock: Callable[[], float] = time.time, health: PoolHealth | None = None,
                  hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None,
-                 markets: JobMarkets | None = None, fence: Fence | None = None):
+                 markets: JobMarkets | None = None):
         self.store = store
         self.adapter = adapter
         self.providers = providers
         self.config = config
         self.metrics = metrics
-        self.snapshot = snapshot  # the newest snapshot; the cycle sets it again once it has read a new one
         self.clock = clock
-        self.report = report
         self.health = health  # launch and boot failures per pool
         # lease id -> when its ResumeProgram started (shared with the intake, for the resume->launch latency)
         self.hook_started = hook_started if hook_started is not None else {}
         # job id -> when a lease it asked for failed (held jobs to release); shared across cycles
         self.failed_jobs = failed_jobs if failed_jobs is not None else {}
-        self.requeued: list[int] = []  # jobs this executor requeued (the requeue watch does not count them again)
-        # active/standby: every lease move is written under the leader's fencing token; None = single daemon
-        self.fence = fence
         self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
-        self.again = False  # something changed that the next cycle should look at right away
-        self._gangs_tried: set[str] = set()  # gangs launched (or tried) by this executor
+        self._cycle = CycleContext()  # the context of the apply() running now
         self._lock = threading.Lock()  # the report and the pool health, written by launch workers too
         # launches at once; 1 where the store cannot take calls from several threads (one shared connection)
         self.launch_workers = config.daemon.launch_workers if getattr(store, "concurrent", True) else 1
 
-    def apply(self, actions: Iterable[Action]) -> None:
-        """Every action, in order; returns once all of them, launches included, are over. With more than one
-        launch worker a Launch runs on the pool and the next actions go on: one that touches a lease whose
-        launch is in flight waits for it, one that names no lease waits for every launch in flight."""
+    def apply(self, actions: Iterable[Action], cycle: CycleContext) -> None:
+        """Every action, in order, in ``cycle``'s context; returns once all of them, launches included, are over.
+        With more than one launch worker a Launch runs on the pool and the next actions go on: one that touches a
+        lease whose launch is in flight waits for it, one that names no lease waits for every launch in flight."""
+        self._cycle = cycle
         pool = LaunchPool(self.launch_workers)
         try:
             for action in actions:
@@ -130,15 +143,14 @@ class Executor:
 
     def _counted(self, name: str) -> None:
         self.metrics.actions.labels(name).inc()
-        if self.report is not None:
-            with self._lock:
-                self.report.actions[name] = self.report.actions.get(name, 0) + 1
+        report = self._cycle.report
+        with self._lock:
+            report.actions[name] = report.actions.get(name, 0) + 1
 
     def _failed(self, action: Action, exc: Exception) -> None:
         name = type(action).__name__
-        if self.report is not None:
-            with self._lock:
-                self.report.errors.append(f"{name}: {exc}")
+        with self._lock:
+            self._cycle.report.errors.append(f"{name}: {exc}")
         step_failed(log, "action failed", exc, self.metrics, action=name, lease_id=getattr(action, "lease_id", None),
                     node=getattr(action, "node", None))
 
@@ -150,7 +162,7 @@ class Executor:
             lease = self.store.lease(a.lease_id)
             # a member of a gang already launched by this executor has nothing left to launch (and must not wait
             # for that launch: the next gang's would wait behind it); anything else in flight: read it after
-            if (lease.gang is None or lease.gang not in self._gangs_tried) and pool.busy(key):
+            if (lease.gang is None or lease.gang not in self._cycle.report.gangs_launched) and pool.busy(key):
                 pool.wait_for(key)
                 lease = self.store.lease(a.lease_id)
             members = self._launch_members(a, lease)
@@ -167,8 +179,8 @@ class Executor:
     def _move(self, lease_id: str, state: LeaseState, reason: str, extra: dict | None = None, **fields) -> Lease:
         if extra:  # what the event records beside the move (e.g. the jobs a failure requeued)
             fields["extra"] = extra
-        if self.fence is not None:
-            fields["fence"] = self.fence
+        if self._cycle.fence is not None:
+            fields["fence"] = self._cycle.fence
         lease = self.store.transition(lease_id, state, reason=reason, at=self.clock(), **fields)
         log.info(f"lease {state.value.lower()}", extra=ev(lease_id=lease_id, node=lease.node_name, pool=lease.pool,
                                                          state=state.value, reason=reason,
@@ -187,10 +199,10 @@ class Executor:
         lease = lease if lease is not None else self.store.lease(a.lease_id)
         if lease.gang is None:
             members = [lease]
-        elif lease.gang in self._gangs_tried:
+        elif lease.gang in self._cycle.report.gangs_launched:
             return []  # one call per gang and cycle: the other members' Launch actions are the same call
         else:
-            self._gangs_tried.add(lease.gang)
+            self._cycle.report.gangs_launched.add(lease.gang)
             members = self.store.leases(states=(S.REQUESTED, S.LAUNCHING), gang=lease.gang)
         return [m for m in members if m.state in (S.REQUESTED, S.LAUNCHING)]
 
@@ -245,7 +257,7 @@ class Executor:
             self._move(m.lease_id, S.BOOTING, f"instance {inst.instance_id} launched",
                        instance_id=inst.instance_id, launched_at=self._launch_time(m, inst.launched_at))
         crash_point("launch.after_booting")
-        self.again = True
+        self._cycle.report.again = True
 
     def _launch_time(self, lease: Lease, reported: float) -> float:
         """Spend starts at the provider's launch time, but only a sane one is billed (issue 9 item 10)."""
@@ -259,7 +271,7 @@ class Executor:
         self._move(a.lease_id, S.BOOTING, f"instance {a.instance_id} found in the listing",
                    instance_id=a.instance_id,
                    launched_at=self._launch_time(self.store.lease(a.lease_id), a.launched_at))
-        self.again = True
+        self._cycle.report.again = True
 
     def _do_Refuse(self, a: Refuse) -> None:
         lease = self._move(a.lease_id, S.REFUSED, a.reason, ended_at=self.clock())
@@ -275,8 +287,9 @@ class Executor:
         if not part:
             return
         job_ids = dict.fromkeys(lease.job_ids)
-        if self.snapshot is not None:
-            job_ids.update(dict.fromkeys(job.job_id for job in self.snapshot.jobs_on(lease.node_name)))
+        snapshot = self._cycle.snapshot
+        if snapshot is not None:
+            job_ids.update(dict.fromkeys(job.job_id for job in snapshot.jobs_on(lease.node_name)))
         for job_id in job_ids:
             self.failed_jobs[job_id] = self.clock()
             self._quiet(self.adapter.remove_partition, job_id, part)
@@ -334,12 +347,12 @@ class Executor:
             self._slurm_power_down(lease.node_name, OWN_REASON + a.reason, force=True)
         crash_point("fail.before_requeue")
         self._requeue(requeue, expedite, owed)
-        self.again = True
+        self._cycle.report.again = True
 
     def _requeue(self, job_ids: Iterable[int], expedite: bool, owed: list[int]) -> None:
         for job_id in job_ids:
             self.failed_jobs[job_id] = self.clock()
-            self.requeued.append(job_id)
+            self._cycle.report.requeued.append(job_id)
             self._quiet(self.adapter.requeue, job_id, expedite=expedite)
         crash_point("fail.after_requeue")
         if owed:  # a failure here leaves the record: the next cycle finds the jobs back and requeues none twice
@@ -359,7 +372,7 @@ class Executor:
         log.info("owed requeue", extra=ev(lease_id=lease.lease_id, node=a.node, jobs=list(owed.job_ids),
                                           requeued=list(keep)))
         self._requeue(keep, owed.expedite, [])
-        self.again = True
+        self._cycle.report.again = True
 
     def _live_jobs(self, lease: Lease, jobs: tuple[int, ...], since: float, *,
                    node_reused: bool = False) -> tuple[int, ...]:
@@ -374,11 +387,12 @@ class Executor:
             allocations = []
         on_node = tuple(al.job_id for al in allocations if al.start <= since and (al.end is None or al.end >= since))
         candidates = tuple(dict.fromkeys(jobs + on_node))
-        listed = {j.job_id: j for j in self.snapshot.jobs} if self.snapshot is not None else {}
+        snapshot = self._cycle.snapshot
+        listed = {j.job_id: j for j in snapshot.jobs} if snapshot is not None else {}
         states = {job_id: listed[job_id].state if job_id in listed else self._quiet_state(job_id)
                   for job_id in candidates}
-        here = ({j.job_id for j in self.snapshot.jobs_on(lease.node_name)}
-                if self.snapshot is not None and not node_reused else set())
+        here = ({j.job_id for j in snapshot.jobs_on(lease.node_name)}
+                if snapshot is not None and not node_reused else set())
         # a job the snapshot shows on other nodes was requeued by Slurm itself and runs (or boots) again there
         elsewhere = [jid for jid in candidates if jid in listed and listed[jid].nodes and jid not in here]
         keep = jobs_to_requeue(candidates, states, allocations, since, elsewhere)
@@ -401,7 +415,8 @@ class Executor:
             log.debug("lease already draining", extra=ev(lease_id=a.lease_id, reason=a.reason))
             return
         lease = self._move(a.lease_id, S.DRAINING, a.reason, extra={"running_jobs": list(a.jobs)} if a.jobs else None)
-        node = self.snapshot.node(lease.node_name) if self.snapshot is not None else None
+        snapshot = self._cycle.snapshot
+        node = snapshot.node(lease.node_name) if snapshot is not None else None
         if node is not None and node.is_drained and parse_preemption_reason(node.reason) is not None:
             return  # the agent drained it with the notice in the reason: keep that (the cycle reads it back)
         self._quiet(self.adapter.drain, [lease.node_name], a.reason[:200])
@@ -415,7 +430,7 @@ class Executor:
             return
         if lease.state != S.TERMINATING:
             lease = self._move(a.lease_id, S.TERMINATING, a.reason)
-            self.again = True  # the next cycle closes it as soon as the listing shows the VM gone
+            self._cycle.report.again = True  # the next cycle closes it as soon as the listing shows the VM gone
         else:
             self._still_leader()  # TERMINATING was recorded earlier: repeat the call only while leading
         ids = list(a.instance_ids) or ([lease.instance_id] if lease.instance_id else [])
@@ -428,25 +443,26 @@ class Executor:
 
     def _do_Close(self, a: Close) -> None:
         self._move(a.lease_id, S.TERMINATED, a.reason, ended_at=self.clock())
-        self.again = True  # the node may be waiting (POWERING_UP) for its next lease
+        self._cycle.report.again = True  # the node may be waiting (POWERING_UP) for its next lease
 
     def _do_TerminateOrphan(self, a: TerminateOrphan) -> None:
         log.warning("terminating orphan instance", extra=ev(pool=a.pool, instance_id=a.instance_id,
                                                              lease_id=a.lease_id or None, reason=a.reason))
         self.store.record_orphan_termination(a.pool, a.instance_id, lease_id=a.lease_id or None,
-                                             reason=a.reason, fence=self.fence)
+                                             reason=a.reason, fence=self._cycle.fence)
         crash_point("orphan.before_terminate")
         self.providers[a.pool].terminate([a.instance_id])
 
     def _do_CreateLease(self, a: CreateLease) -> None:
         pool = self.config.pool(a.pool)
         market, price = self.markets.lease_terms(pool, a.job_ids)  # the market decided for its jobs
+        snapshot = self._cycle.snapshot
         lease = self.store.create_lease(
             pool=pool.name, node_name=a.node, market=market, price_per_hour_micros=price, job_ids=a.job_ids,
-            account=self.snapshot.account_of(a.job_ids) if self.snapshot is not None else "", reason=a.reason,
+            account=snapshot.account_of(a.job_ids) if snapshot is not None else "", reason=a.reason,
         )
         log.info("lease requested", extra=ev(lease_id=lease.lease_id, node=a.node, market=market, reason=a.reason))
-        self.again = True
+        self._cycle.report.again = True
 
     # --- Slurm ------------------------------------------------------------------------------
     def _do_PowerDown(self, a: PowerDown) -> None:
@@ -505,8 +521,8 @@ class Executor:
     # --- helpers ----------------------------------------------------------------------------
     def _still_leader(self) -> None:
         """Raise ``Fenced`` if this daemon no longer leads (no-op for a single daemon)."""
-        if self.fence is not None:
-            self.store.check_fence(self.fence)
+        if self._cycle.fence is not None:
+            self.store.check_fence(self._cycle.fence)
 
     def _slurm_power_down(self, node: str, reason: str, force: bool) -> None:
         self._quiet(self.adapter.power_down, [node], force=force, reason=reason[:200])

@@ -32,7 +32,7 @@ from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.data_spend import DataSpendLedger
 from burstd.daemon.data_staging import DataStager
-from burstd.daemon.executor import CycleReport, Executor
+from burstd.daemon.executor import CycleContext, CycleReport, Executor
 from burstd.faults import crash_point
 from burstd.daemon.actions import Intent
 from burstd.daemon.associations import SlurmdbdAssociations
@@ -43,7 +43,7 @@ from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.planning import (
-    ResumeJob, World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
+    World, plan_blocked, plan_decisions, plan_held, plan_intents, plan_launches, plan_leases,
     plan_node_notices, plan_orphans, provider_confirms_notice, unconfirmed_notices, unleased_since,
 )
 from burstd.daemon.kept_work import kept_work, requeued_since
@@ -137,18 +137,10 @@ class Reconciler:
         advisor = _advisor(config)
         self.price_book = ProviderPrices(providers, clock, advisor=advisor)
         self.price_source: Callable[[Config], dict] = self.price_book.quotes
-
-    # --- the intake's entry points (fast: record, wake, return) ---------------------------------
-    def check_nodes(self, nodes: Sequence[str]) -> None:
-        self.intake.check_nodes(nodes)
-
-    def request_resume(self, nodes: Sequence[str], jobs: dict[str, tuple[int, ...]] | None = None,
-                       hook_t0: float | None = None, info: Mapping[int, ResumeJob] | None = None,
-                       wait_s: float | None = None) -> dict:
-        return self.intake.request_resume(nodes, jobs, hook_t0, info, wait_s)
-
-    def add_intent(self, kind: str, nodes: Sequence[str], reason: str = "") -> None:
-        self.intake.add_intent(kind, nodes, reason)
+        # the only code with side effects: built once, each cycle's snapshot, fence and report passed to apply()
+        self.executor = Executor(store, adapter, providers, config, self.metrics, clock=clock, health=self.health,
+                                 hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs,
+                                 markets=self.markets)
 
     def wake(self) -> None:
         self.on_wake()
@@ -200,16 +192,13 @@ class Reconciler:
         now = self.clock()
         for job_id in [j for j, t in self.failed_jobs.items() if now - t > 3600]:
             del self.failed_jobs[job_id]
-        ex = Executor(self.store, self.adapter, self.providers, self.config, self.metrics,
-                      snapshot=self.last_snapshot, clock=self.clock, report=report, health=self.health,
-                      hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs, markets=self.markets,
-                      fence=fence)
+        ex, cycle = self.executor, CycleContext(report, self.last_snapshot, fence)
         paused = self.paused()
 
         # 1. launches first: a resume call becomes a provider call without waiting for Slurm reads
         with self.intake.lock:  # a resume call records a gang's leases under this lock: see all of them or none
             leases = self.store.leases(states=OPEN_STATES)
-        ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)))
+        ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)), cycle)
 
         # 2. read the world once
         observed_at = self.clock()
@@ -229,10 +218,10 @@ class Reconciler:
         crash_point("cycle.after_snapshot")
         if snapshot is not None:
             self.last_snapshot = snapshot
-            ex.snapshot = snapshot
-            self._watch_requeues(snapshot, self._our_requeues | set(ex.requeued))
+            cycle = cycle.with_snapshot(snapshot)
+            self._watch_requeues(snapshot, self._our_requeues | set(report.requeued))
             self.metrics.set_training(self.progress.running(j.job_id for j in snapshot.jobs if j.is_running))
-        watched = len(ex.requeued)
+        watched = len(report.requeued)
 
         # 3. hook / agent / admin intents (kept in the store until applied); orphan sweeps wait for step 4
         intents = self.intake.pending()
@@ -244,7 +233,7 @@ class Reconciler:
         confirmed = provider_confirms_notice(listings)
         self._warn_unconfirmed(unconfirmed_notices(leases, snapshot, confirmed), snapshot)
         ex.apply(plan_intents([*intents, *plan_node_notices(leases, snapshot, confirmed)], leases, snapshot,
-                                 listings))
+                                 listings), cycle)
         crash_point("cycle.after_intents")
         if intents:
             try:
@@ -259,8 +248,8 @@ class Reconciler:
         world = World(now, observed_at, snapshot, listings, open_leases, self.unleased)
         self.last_world = world
         with self.intake.lock:  # CreateLease must not race a resume call for the same node
-            ex.apply(plan_leases(world, self.config))
-        ex.apply(plan_orphans(world, self.config, [self.intake.sweep_of(i) for i in sweeps]))
+            ex.apply(plan_leases(world, self.config), cycle)
+        ex.apply(plan_orphans(world, self.config, [self.intake.sweep_of(i) for i in sweeps]), cycle)
         # a sweep is done once every pool it names was listed (a failed listing: the next cycle sweeps again)
         done = [i for i in sweeps if all(world.listed(p) for p in self._sweep_pools(i))]
         if done:
@@ -274,9 +263,9 @@ class Reconciler:
         if snapshot is not None:
             # pools that cannot launch now send their pending jobs on-prem; held failed launches run again
             blocked = self._blocked()
-            ex.apply(plan_blocked(snapshot, blocked, self.config))
-            ex.apply(plan_held(snapshot, self.failed_jobs))
-            ex.apply(plan_start_now(snapshot, (p.partition for p in self.config.pools), self.clock()))
+            ex.apply(plan_blocked(snapshot, blocked, self.config), cycle)
+            ex.apply(plan_held(snapshot, self.failed_jobs), cycle)
+            ex.apply(plan_start_now(snapshot, (p.partition for p in self.config.pools), self.clock()), cycle)
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
@@ -290,7 +279,7 @@ class Reconciler:
                 self.last_decisions = decisions
                 self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
                 self._stage_inputs(decisions, snapshot)
-                ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()))
+                ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()), cycle)
             except Exception as exc:  # noqa: BLE001
                 report.errors.append(f"decide: {exc}")
                 step_failed(log, "decide failed", exc, self.metrics)
@@ -301,7 +290,7 @@ class Reconciler:
         with self.intake.lock:
             leases = self.store.leases(states=OPEN_STATES)
         if any(lease.state == S.REQUESTED for lease in leases):
-            ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)))
+            ex.apply(plan_launches(leases, paused=paused, refusal=self._refusal_fn(leases)), cycle)
 
         self._lease_metrics()
         # 7. the spend ledger: allocations from this snapshot, spend of every lease up to now
@@ -313,7 +302,7 @@ class Reconciler:
             report.errors.append(f"spend: {exc}")
             step_failed(log, "spend accrual failed", exc, self.metrics)
         self._money_metrics()
-        self._our_requeues = set(ex.requeued[watched:])
+        self._our_requeues = set(report.requeued[watched:])
         report.duration_s = time.perf_counter() - t0
         self.metrics.cycle_seconds.observe(report.duration_s)
         self.metrics.last_cycle.set(time.time())  # wall time, for the "cycle stalled" alert
@@ -321,7 +310,7 @@ class Reconciler:
         if report.actions:
             log.info("cycle", extra=ev(duration_s=round(report.duration_s, 4), actions=report.actions,
                                        errors=len(report.errors)))
-        if ex.again:
+        if report.again:
             self.wake()
         return report
 

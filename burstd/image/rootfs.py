@@ -4,9 +4,9 @@
     DIR/files/      what was staged into it (install.sh, node-bootstrap.sh, ...), kept as the build's record
     DIR/build.log   debootstrap's and install.sh's output
 
-debootstrap is the test bed's (``burstd.testbed.release.debootstrap``, the same that builds the 24.11 / 26.05
-chroots), so a bed and an image of one release start from the same Debian. Building needs root, debootstrap and
-the Debian mirror; it takes minutes (torch is the largest part).
+debootstrap is ``burstd.image.debian``'s (the same that builds the test bed's 24.11 / 26.05 chroots), so a bed
+and an image of one release start from the same Debian. Building needs root, debootstrap and the Debian mirror; it
+takes minutes (torch is the largest part).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from burstd.image import debian
 from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageBuildFailed, ImageError, Target
 from burstd.providers.local.netns import SANE_PATH
 
@@ -92,21 +93,21 @@ def leaked_secrets(rootfs: Path) -> list[str]:
 def build(p: RootfsPlan, files: dict[str, str], wheel: Path) -> Path:
     """Run the plan: debootstrap (kept from an earlier run when complete), stage, install.sh, unstage, check."""
     from burstd.image.recipe import write_stage
-    from burstd.testbed.release import debootstrap, run_logged
 
     if shutil.which("debootstrap", path=SANE_PATH) is None:
         raise ImageBuildFailed("debootstrap is missing; run: bash scripts/install-deps.sh")
     p.out_dir.mkdir(parents=True, exist_ok=True)
     write_stage(files, p.out_dir / "files", wheel)
     with open(p.log, "ab") as out:
-        debootstrap(p.rootfs, p.suite, out)
+        debian.debootstrap(p.rootfs, p.suite, out, failed=ImageBuildFailed)
         shutil.rmtree(p.stage, ignore_errors=True)
         write_stage(files, p.stage, wheel)
         ca = host_pip_ca(os.environ)
         if ca is not None:
             shutil.copyfile(ca, p.stage / PIP_CA_IN_STAGE)
         p = RootfsPlan(p.out_dir, p.suite, host_build_env(os.environ, ca is not None))
-        run_logged(p.install_argv, "the image recipe (install.sh) in the rootfs", out, log_name=str(p.log))
+        debian.run_logged(p.install_argv, "the image recipe (install.sh) in the rootfs", out, log_name=str(p.log),
+                          failed=ImageBuildFailed)
     shutil.rmtree(p.stage)
     leaked = leaked_secrets(p.rootfs)
     if leaked:

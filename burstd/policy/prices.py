@@ -23,15 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from burstd.config import Config, PoolConfig
 from burstd.domain.budget import PriceQuote
 from burstd.domain.money import usd_to_micros
+from burstd.domain.offering import Offering
 from burstd.policy.budget import PriceError, validate_quote
-
-if TYPE_CHECKING:  # a value type only: policy stays free of the providers' code
-    from burstd.providers.base import Offering
 
 HOURS_PER_MONTH = 730.0
 # Spot Advisor's interruption-frequency buckets (% of instances interrupted a month): mid-points

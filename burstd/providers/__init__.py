@@ -1,6 +1,7 @@
 """Cloud providers behind one small interface (``burstd.providers.base.Provider``).
 
-A new cloud touches one folder: ``burstd/providers/<name>/`` and one line in ``make_provider``.
+A new cloud touches one folder, ``burstd/providers/<name>/`` (its ``config.py`` section and its provider), one
+line in ``make_provider`` and its pool class in ``burstd.config.POOL_KINDS`` (docs/clouds.md, "Adding a cloud").
 """
 
 from __future__ import annotations

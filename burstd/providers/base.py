@@ -21,6 +21,8 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from burstd.domain.offering import Offering as Offering  # a value type (domain): named here for the providers
+
 log = logging.getLogger("burstd.providers")
 
 
@@ -38,15 +40,6 @@ class ProviderError(Exception):
         self.code = code
         self.offering = offering
         super().__init__(f"{kind}: {code + ': ' if code else ''}{message}")
-
-
-@dataclass(frozen=True, slots=True)
-class Offering:
-    """One place a node can be bought: instance type x zone x market."""
-
-    instance_type: str
-    zone: str
-    market: str  # "spot" | "on-demand"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from burstd.image import debian
+from burstd.image.debian import apt_env
 from burstd.providers.local import netns
 from burstd.testbed.config import STATE_ROOT
 from burstd.testbed.host import TEST_USERS, BedError, _sh
 from burstd.testbed.render import CHROOT_MARK, CHROOT_RELEASES
 
 CHROOT_ROOT = STATE_ROOT / "chroots"
-MIRROR = "http://deb.debian.org/debian"
 CHROOT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmrestd", "slurmdbd", "slurm-wlm-basic-plugins",
                    "slurm-wlm-jwt-plugin", "munge", "libpmix2", "procps", "util-linux")
 # Commands wrapped in <state>/bin (path inside the chroot).
@@ -39,10 +40,6 @@ COMMANDS.update({name: f"/usr/sbin/{name}" for name in ("slurmctld", "slurmd", "
 
 def chroot_path(release: str) -> Path:
     return CHROOT_ROOT / CHROOT_RELEASES[release]
-
-
-def apt_env() -> dict[str, str]:
-    return {"PATH": netns.SANE_PATH, "LANG": "C", "DEBIAN_FRONTEND": "noninteractive"}
 
 
 def ensure_chroot(release: str, log: Path | None = None) -> Path:
@@ -76,22 +73,12 @@ def ensure_chroot(release: str, log: Path | None = None) -> Path:
 
 
 def debootstrap(target: Path, suite: str, out) -> None:
-    """A minimal Debian ``suite`` in ``target`` (kept when an earlier run got that far), its services held off.
-
-    Also how ``burstctl image build --provider local`` starts a node image's root filesystem."""
-    if not (target / "usr/bin/apt-get").exists():
-        shutil.rmtree(target, ignore_errors=True)
-        run_logged(["debootstrap", "--variant=minbase", suite, str(target), MIRROR], f"debootstrap {suite}", out)
-    # no init system in a chroot: package scripts must not start the daemons they install
-    (target / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")
-    os.chmod(target / "usr/sbin/policy-rc.d", 0o755)
+    """``burstd.image.debian.debootstrap`` (the same Debian a local node image starts from), failing as BedError."""
+    debian.debootstrap(target, suite, out, failed=BedError)
 
 
 def run_logged(argv: list[str], what: str, out, log_name: str = "the bed's log/chroot-build.log") -> None:
-    proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=apt_env(), stdin=subprocess.DEVNULL,
-                          timeout=1800)
-    if proc.returncode != 0:
-        raise BedError(f"{what}: `{' '.join(argv[:4])} ...` failed (exit {proc.returncode}); see {log_name}")
+    debian.run_logged(argv, what, out, log_name, failed=BedError)
 
 
 def sync_users(root: Path, users: tuple[str, ...]) -> None:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import burstd.agent.preempt_rate as pr
+import burstd.agent.report as report
 from burstd.agent.report import DaemonUnreachable
 
 EXAMPLES = int(os.environ.get("BURSTD_FUZZ_EXAMPLES", "150"))
@@ -36,12 +37,12 @@ def test_any_daemon_answer_gives_a_valid_rate_none_or_daemon_unreachable(body):
         # json.dumps, not httpx's json=: a body may carry NaN or Infinity, as Python's own encoder writes them
         return httpx.Response(200, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
 
-    original = pr._client
-    pr._client = lambda *a, **k: (httpx.Client(transport=httpx.MockTransport(answer)), "http://d")  # the edge only
+    original = report._client
+    report._client = lambda *a, **k: (httpx.Client(transport=httpx.MockTransport(answer)), "http://d")  # the edge
     try:
         rate = pr.fetch_rate("unix:/nonexistent", "cloud1")
     except DaemonUnreachable:
         return
     finally:
-        pr._client = original
+        report._client = original
     assert rate is None or (0 <= rate <= 3600 and float(pr.rate_text(rate)) == rate)

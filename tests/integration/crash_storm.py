@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from burstd.faults import CRASH_EXIT
-from burstd.daemon.runner import DaemonProcess
+from burstd.testbed.daemon_process import DaemonProcess
 from burstd.domain.lease import FINAL_STATES, LeaseState
 from burstd.providers.base import LaunchRequest
 from tests.integration.daemon_bed import cloud_namespaces, wait_for

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from burstd.config import load_config
 from burstd.daemon.client import ApiClient
-from burstd.daemon.runner import DaemonProcess, config_with
+from burstd.testbed.daemon_process import DaemonProcess, config_with
 
 
 def bed_daemon_config(bed, directory: Path, **tables) -> Path:

@@ -143,7 +143,7 @@ def _burst_two_accounts(rec, store, adapter, clock):
                     Job(12, "j", "ann", "bio", ("onprem", "cloud"), "PENDING", time_limit_min=60)]
     rec.cycle()  # the daemon sees the jobs (and their accounts) before Slurm resumes nodes for them
     for node, job, acct in (("cloud1", 11, "chem"), ("cloud2", 12, "bio")):
-        rec.request_resume([node], {node: (job,)})
+        rec.intake.request_resume([node], {node: (job,)})
         rec.cycle()
         lease = store.lease_for_node(node)
         assert lease is not None and lease.launched_at is not None, lease
@@ -157,7 +157,7 @@ def _burst_two_accounts(rec, store, adapter, clock):
     rec.cycle()
     clock.advance(300)
     for lease, _, _ in made:  # an admin terminates them: the daemon's own path to TERMINATED
-        rec.add_intent("terminate", [lease.node_name], "test is done")
+        rec.intake.add_intent("terminate", [lease.node_name], "test is done")
     for _ in range(3):
         rec.cycle()
         clock.advance(5)
@@ -305,7 +305,7 @@ def test_spend_reconcile_agrees_with_sacct_and_reports_every_difference(live):
 def test_price_source_returning_nan_refuses_the_launch(live, caplog):
     path, rec, store, adapter, provider, clock = live
     rec.price_source = lambda cfg: {("local", "spot"): PriceQuote("local", "spot", math.nan)}
-    rec.request_resume(["cloud3"], {"cloud3": (21,)})
+    rec.intake.request_resume(["cloud3"], {"cloud3": (21,)})
     adapter.jobs = [Job(21, "j", "ann", "chem", ("onprem",), "PENDING")]
     rec.cycle()
     lease = store.leases()[0]

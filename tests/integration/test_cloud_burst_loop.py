@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from burstd.config import load_config
-from burstd.daemon.runner import DaemonProcess
+from burstd.testbed.daemon_process import DaemonProcess
 from burstd.providers import make_provider
 from tests.fakes.cloud_boot import CloudBootStandIn
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401

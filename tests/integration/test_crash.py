@@ -28,7 +28,7 @@ import random
 import pytest
 
 from burstd.config import load_config
-from burstd.daemon.runner import DaemonProcess
+from burstd.testbed.daemon_process import DaemonProcess
 from tests.integration.crash_storm import LOCAL_LAUNCH_CHAINS, LOCAL_TERMINATE_CHAINS, REQUEUE_CHAINS, Storm
 from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms
 

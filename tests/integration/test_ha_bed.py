@@ -29,7 +29,7 @@ import pytest
 
 from burstd.config import load_config
 from burstd.daemon.client import ApiClient
-from burstd.daemon.runner import DaemonProcess
+from burstd.testbed.daemon_process import DaemonProcess
 from burstd.db.store import Store
 from burstd.domain.lease import FINAL_STATES, LeaseState
 from burstd.providers import make_provider

@@ -19,7 +19,7 @@ import pytest
 
 from burstd.daemon.client import ApiClient
 from burstd.faults import CRASH_EXIT
-from burstd.daemon.runner import DaemonProcess
+from burstd.testbed.daemon_process import DaemonProcess
 from burstd.db.store import Store
 from tests.fakes.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, REGION, aws_env, moto_server  # noqa: F401
 from tests.fakes.toml_out import dumps

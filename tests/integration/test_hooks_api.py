@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from burstd.daemon.runner import PKG_ROOT, DaemonProcess
+from burstd.testbed.daemon_process import PKG_ROOT, DaemonProcess
 from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms, world_readable_dir
 
 pytestmark = [pytest.mark.bed]

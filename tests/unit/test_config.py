@@ -38,6 +38,18 @@ def test_example_config_is_valid():
     assert cfg.budget.accounts == {"chem": 5000, "physics": 2500}
 
 
+def test_each_pool_is_the_class_of_its_provider_holding_its_provider_s_own_section():
+    from burstd.config import AwsPool, LocalPool
+    from burstd.providers.aws.config import AwsPoolConfig
+
+    cfg = load_config(EXAMPLE)
+    aws = cfg.pool("aws-spot")
+    assert isinstance(aws, AwsPool) and isinstance(aws.aws, AwsPoolConfig)
+    assert all(isinstance(p, LocalPool) for p in cfg.pools if p.provider == "local")
+    again = parse_config(cfg.model_dump())  # a dumped config reads back into the same classes
+    assert [type(p) for p in again.pools] == [type(p) for p in cfg.pools]
+
+
 def test_defaults_apply_to_an_empty_file(tmp_path):
     cfg = load_config(write(tmp_path, ""))
     assert cfg.slurm.backend == "cli"
@@ -62,6 +74,9 @@ def test_pool_node_names_and_lookup(tmp_path):
         (POOL.replace("price_per_hour = 0.5", "price_per_hour = nan"), "pools[0].price_per_hour: Input should be a finite number"),
         (POOL.replace("cpus = 2", "cpus = 0"), "pools[0].instance_types[0].cpus: Input should be greater than or equal to 1"),
         (POOL.replace('provider = "local"', 'provider = "aws"'), "pools[0]: provider = 'aws' needs a [pools.aws] section"),
+        (POOL.replace('provider = "local"', 'provider = "azure"'), "pools[0].provider: Input should be 'local', 'aws' or 'gcp'"),
+        (POOL + '[pools.gcp]\nproject = "p"\n', "pools[0]: section [pools.gcp] does not match provider"),
+        (POOL + '[pools.local]\nbridge = "lo"\n', "pools[0].local.bridge: 'lo' is the loopback"),
         (POOL + POOL, "pools: name must be unique, repeated: p1"),
         ("[budget]\naccounts = { chem = -5 }\n", "budget.accounts.chem: Input should be greater than or equal to 0"),
         ("[api]\ntcp_listen = '127.0.0.1:8787'\n", "api: tcp_listen needs token_file"),

@@ -7,6 +7,9 @@ wrong-way import fails here with its file and line, before anyone builds on it."
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ TOP = {"cli", "daemon", "api", "agent", "testbed", "simulate", "train"}
 
 # part of burstd -> the parts it must never import (a part: the first name under burstd, a module or a package)
 FORBIDDEN: dict[str, set[str]] = {
-    "policy": TOP | {"db", "slurm", "report"},
+    "policy": TOP | {"db", "slurm", "report", "providers"},  # prices speak of domain.offering.Offering
     "db": TOP | {"policy", "providers", "slurm", "report"},
     "slurm": TOP | {"db", "policy", "providers", "report"},
     "providers": TOP | {"db", "policy", "slurm", "report"},
@@ -27,12 +30,26 @@ FORBIDDEN: dict[str, set[str]] = {
     "config": TOP | {"db", "policy", "providers", "slurm", "report"},
     "config_policy": TOP | {"db", "policy", "providers", "slurm", "report"},
     "config_types": TOP | {"db", "policy", "providers", "slurm", "report"},
+    # the daemon runs the cycle: the tools around it (burstctl, the bed and its daemon-process harness, the
+    # simulator, the node agent, the training library) sit beside it, never under it
+    "daemon": {"cli", "testbed", "simulate", "agent", "train"},
+    # the node image is built from the providers' artefacts; the bed builds on the image (its chroots start from
+    # image/debian.py), never the other way round
+    "image": TOP,
 }
 # parts that import nothing of burstd but themselves: the pure values and the crash points
 LEAVES = {"domain", "faults"}
 
 # The old locations kept as one-line re-exports while parallel work lands; the merge removes them.
-REEXPORTS = {"daemon/faults.py", "slurm/hostlist.py", "policy/ledger.py", "db/errors.py"}
+REEXPORTS = {"daemon/faults.py", "slurm/hostlist.py", "policy/ledger.py", "db/errors.py", "daemon/runner.py"}
+
+# Each provider's own config section lives beside it (``providers/<cloud>/config.py``) and joins the config through
+# the pool union: the config may import those modules and nothing else of the providers; they import only the
+# config's field types, so reading a config never loads a cloud SDK.
+PROVIDER_CONFIG = re.compile(r"burstd\.providers\.\w+\.config")
+# the same for the node image's part of the config ([image], [parity]): the rest of image/ builds on the providers
+IMAGE_SPEC = "burstd.image.spec"
+CONFIG_PARTS = {"config_types", "domain"}  # never burstd.config itself: it imports them
 
 # In the daemon only the composition root opens the database; the cycle knows the store through daemon/ports.py
 # and the values in domain.
@@ -66,9 +83,17 @@ def violations(root: Path = BURSTD) -> list[str]:
         if rel in REEXPORTS:
             continue
         part = rel.split("/")[0].removesuffix(".py")
+        dotted = "burstd." + rel.removesuffix(".py").replace("/", ".")
+        config_section = PROVIDER_CONFIG.fullmatch(dotted) or dotted == IMAGE_SPEC
         for line, module in _imports(path):
             target = _part(module)
+            if config_section and target not in CONFIG_PARTS:
+                found.append(f"burstd/{rel}:{line}: a config section imports {module}; it may import "
+                             "only burstd.config_types and burstd.domain (the config loads it)")
+                continue
             if target == part:
+                continue
+            if part == "config" and PROVIDER_CONFIG.fullmatch(module):
                 continue
             if part in LEAVES:
                 found.append(f"burstd/{rel}:{line}: {part} is a leaf, yet imports {module}")
@@ -106,7 +131,19 @@ def test_the_value_types_the_ports_speak_in_live_in_domain():
     ("daemon/executor.py", "from burstd.db.leadership import Fence\n", ":2: the daemon's cycle imports burstd.db"),
     ("daemon/control.py", "from burstd.api.auth import Principal\n", ":2: the daemon imports burstd.api.auth"),
     ("daemon/wiring.py", "def f():\n    from burstd.api.app import create_app\n", ":3: the daemon imports burstd.api"),
+    ("daemon/reconcile.py", "from burstd.testbed.daemon_process import DaemonProcess\n",
+     ":2: daemon must not import burstd.testbed.daemon_process"),
     ("db/x.py", "from burstd.api.models import HookCall\n", ":2: db must not import burstd.api.models"),
+    ("image/rootfs.py", "def f():\n    from burstd.testbed.release import debootstrap\n",
+     ":3: image must not import burstd.testbed.release"),
+    ("policy/prices.py", "from burstd.providers.base import Offering\n",
+     ":2: policy must not import burstd.providers.base"),
+    ("config.py", "from burstd.providers.aws.provider import AwsProvider\n",
+     ":2: config must not import burstd.providers.aws.provider"),
+    ("providers/aws/config.py", "from burstd.providers.base import Offering\n",
+     ":2: a config section imports burstd.providers.base"),
+    ("image/spec.py", "from burstd.providers.bootstrap import script_body\n",
+     ":2: a config section imports burstd.providers.bootstrap"),
 ])
 def test_a_wrong_way_import_is_named_with_its_file_and_line(tmp_path, rel, source, expected):
     path = tmp_path / rel
@@ -123,7 +160,16 @@ def test_imports_that_point_down_pass(tmp_path):
                         ("providers/x.py", "from burstd.faults import crash_point\n"),
                         ("daemon/main.py", "from burstd.api.app import create_app\n"),
                         ("api/app.py", "from burstd.daemon.control import DaemonControl\n"),
-                        ("api/routers/hooks.py", "from burstd.db.engine import lock_wait\n")]:
+                        ("api/routers/hooks.py", "from burstd.db.engine import lock_wait\n"),
+                        ("config.py", "from burstd.providers.gcp.config import GcpPoolConfig\n"),
+                        ("providers/gcp/config.py", "from burstd.config_types import _Section\n")]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(source)
     assert violations(tmp_path) == []
+
+
+def test_reading_a_config_loads_no_cloud_sdk():
+    code = ("import sys, burstd.config; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore', 'google')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"

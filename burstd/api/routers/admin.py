@@ -18,7 +18,7 @@ log = get_logger("api")
 
 
 def register(app: FastAPI, ctx: RouteContext) -> None:
-    ctl, config, admin = ctx.ctl, ctx.config, ctx.admin
+    ctl, intake, config, admin = ctx.ctl, ctx.intake, ctx.config, ctx.admin
 
     @app.post("/v1/pause", tags=["admin"])
     def pause(body: ReasonBody | None = None, who: str = admin) -> dict:
@@ -69,14 +69,14 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
     @app.post("/v1/nodes/{node}/drain", tags=["admin"], status_code=202)
     def drain(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = ctx.nodes_of(node)
-        ctl.queue("drain", nodes, check_reason(body.reason if body and body.reason else f"drained by {who}"))
+        intake.add_intent("drain", nodes, check_reason(body.reason if body and body.reason else f"drained by {who}"))
         return {"queued": nodes}
 
     @app.post("/v1/nodes/{node}/terminate", tags=["admin"], status_code=202)
     def terminate(node: str, body: ReasonBody | None = None, who: str = admin) -> dict:
         nodes = ctx.nodes_of(node)
-        ctl.queue("terminate", nodes,
-                  check_reason(body.reason if body and body.reason else f"terminated by {who}"))
+        intake.add_intent("terminate", nodes,
+                          check_reason(body.reason if body and body.reason else f"terminated by {who}"))
         return {"queued": nodes}
 
     @app.put("/v1/budgets/{account}", tags=["admin"])

@@ -18,7 +18,7 @@ log = get_logger("api")
 
 
 def register(app: FastAPI, ctx: RouteContext) -> None:
-    ctl, agent = ctx.ctl, ctx.agent
+    ctl, intake, agent = ctx.ctl, ctx.intake, ctx.agent
 
     @app.post("/v1/notices", tags=["agent"], status_code=202)
     def notice(body: NoticeCall, who: Principal = agent) -> dict:
@@ -27,7 +27,7 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
         if who.role == "agent" and body.node != who.node:
             raise HTTPException(403, f"permission denied for {who.who}: it may report for {who.node} only")
         nodes = ctx.nodes_of(body.node)
-        ctl.queue("notice", nodes, check_reason(notice_reason(body.kind, body.deadline, body.detail)))
+        intake.add_intent("notice", nodes, check_reason(notice_reason(body.kind, body.deadline, body.detail)))
         log.warning("preemption notice", extra=ev(node=body.node, kind=body.kind, deadline=body.deadline))
         return {"queued": nodes}
 
@@ -76,7 +76,7 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
             why = check_reason(parity_reason(body.differences, MAX_REASON))
         except ValueError as exc:
             raise HTTPException(422, f"differences: {exc}") from None
-        ctl.queue("parity", nodes, why)
+        intake.add_intent("parity", nodes, why)
         pool = ctl.config.pool_of_node(body.node)
         ctl.metrics.parity_refusals.labels(pool.name if pool else "unknown").inc()
         log.warning("parity gate refused a node", extra=ev(node=body.node, reason=why))

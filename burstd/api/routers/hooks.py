@@ -23,7 +23,7 @@ MIN_HOOK_LEFT_S = 0.05  # less than this left before the hook's deadline: too la
 
 
 def register(app: FastAPI, ctx: RouteContext) -> None:
-    ctl, config, hook = ctx.ctl, ctx.config, ctx.hook
+    ctl, intake, config, hook = ctx.ctl, ctx.intake, ctx.config, ctx.hook
 
     def hook_call(kind: str, body: HookCall) -> dict:
         wait = 0.5 * min(body.timeout_s or config.daemon.hook_timeout_s, config.daemon.hook_timeout_s)
@@ -57,10 +57,10 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
                     ctl.metrics.hook_calls.labels(kind, "rejected").inc()
                     raise HTTPException(422, f"SLURM_RESUME_FILE job {j.job_id}: {exc}") from None
             info = {j.job_id: ResumeJob.of(j.job_id, j.priority, j.exclusive) for j in body.jobs}
-            out = ctl.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0, info=info,
-                                     wait_s=wait)
+            out = intake.request_resume(nodes, {n: tuple(v) for n, v in jobs.items()}, hook_t0=body.t0, info=info,
+                                        wait_s=wait)
         else:
-            ctl.queue(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
+            intake.add_intent(kind, nodes, f"{'SuspendProgram' if kind == 'suspend' else 'ResumeFailProgram'}")
             out = {"queued": nodes}
         ctl.metrics.hook_calls.labels(kind, "ok").inc()
         log.info(f"hook {kind}", extra=ev(hostlist=body.hostlist, nodes=len(nodes),

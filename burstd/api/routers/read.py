@@ -34,6 +34,16 @@ def unit_named(data: Any) -> Any:
     return data
 
 
+SPEND_GROUPINGS = ("account", "user", "job", "pool", "kind")
+
+
+def check_spend_grouping(by: str) -> None:
+    """``/v1/spend`` and ``/v1/spend/series`` group by the same keys (the ledger also knows ``lease``: not
+    offered to readers)."""
+    if by not in SPEND_GROUPINGS:
+        raise HTTPException(422, f"by must be account, user, job, pool or kind, not {by!r}")
+
+
 def register(app: FastAPI, ctx: RouteContext) -> None:
     ctl, read = ctx.ctl, ctx.read
 
@@ -90,8 +100,7 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
     def spend(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
               who: str = read) -> dict:
         """Spend of intervals starting in [since, until), grouped, largest first (micro-dollars)."""
-        if by not in ("account", "user", "job", "pool", "kind"):
-            raise HTTPException(422, f"by must be account, user, job, pool or kind, not {by!r}")
+        check_spend_grouping(by)
         rows = ctl.spend(by, since, until)
         return {"by": by, "since": since, "until": until, "total_micro_usd": sum(rows.values()),
                 "rows": [{"key": k, "spend_micro_usd": v} for k, v in rows.items()]}
@@ -113,8 +122,7 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
     def spend_series(by: str = "account", since: float | None = SINCE, until: float | None = UNTIL,
                      who: str = read) -> dict:
         """Spend by interval start and key, sorted by time: what ``burstctl spend --plot`` draws."""
-        if by not in ("account", "user", "job", "pool", "kind"):
-            raise HTTPException(422, f"by must be account, user, job, pool or kind, not {by!r}")
+        check_spend_grouping(by)
         series = ctl.spend_series(by, since, until)
         return {"by": by, "points": [{"t": t, "key": k, "spend_micro_usd": c} for t, k, c in series]}
 

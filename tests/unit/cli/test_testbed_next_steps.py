@@ -45,6 +45,6 @@ def test_the_printed_daemon_command_is_the_installed_entry_point():
     from pathlib import Path
 
     scripts = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["burstd"] == "burstd.daemon.main:main"  # the same main the bed tests start (daemon/runner.py)
+    assert scripts["burstd"] == "burstd.daemon.main:main"  # what testbed/daemon_process.py starts
     assert _commands(next_steps(BED, "burstd"))[1].split() == [
         "burstd", "--config", "/var/lib/burstd-testbed/try/burstd.toml", "--foreground"]

@@ -197,6 +197,14 @@ def test_out_of_range_query_values_are_422_not_500(served, path):
         assert c.get(path).status_code == 422
 
 
+@pytest.mark.parametrize("path", ["/v1/spend?by=lease", "/v1/spend/series?by=lease"])
+def test_both_spend_routes_refuse_a_grouping_readers_are_not_offered_with_the_same_message(served, path):
+    with httpx.Client(transport=httpx.HTTPTransport(uds=served.config.api.socket), base_url="http://b") as c:
+        r = c.get(path)
+    assert r.status_code == 422
+    assert r.json()["detail"] == "by must be account, user, job, pool or kind, not 'lease'"
+
+
 @pytest.mark.parametrize("job_id", [-1, 0, 10**24])
 def test_resume_file_job_ids_outside_slurms_range_are_refused(served, job_id):
     with pytest.raises(ApiError) as e:

@@ -78,7 +78,7 @@ def daemon(tmp_path):
 
 
 def _booting(rec, store):
-    rec.request_resume(["cloud1"])
+    rec.intake.request_resume(["cloud1"])
     rec.cycle()
     lease = store.lease_for_node("cloud1")
     assert lease.state == LeaseState.BOOTING, lease

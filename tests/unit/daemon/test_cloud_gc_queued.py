@@ -63,7 +63,7 @@ def gc(path, *args):
 def test_gc_is_queued_to_the_leader_which_kills_fenced_and_recorded(ha):
     path, recs, store, adapter, provider, clock = ha
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
-    recs["a"].request_resume(["cloud1"], {"cloud1": (7,)})
+    recs["a"].intake.request_resume(["cloud1"], {"cloud1": (7,)})
     recs["a"].cycle()
     [leased] = provider.live()
     stray = Instance("i-stray", "gone-lease", "cloud2", "local", "running", clock() - 60)

@@ -84,7 +84,7 @@ instance_types = [{ name = "ns", cpus = 2, memory_mb = 1000 }]
 
 def test_status_leases_pause_through_the_api(live):
     path, rec, store = live
-    rec.request_resume(["cloud2"], {"cloud2": (11,)})
+    rec.intake.request_resume(["cloud2"], {"cloud2": (11,)})
     rec.cycle()
     r = CliRunner().invoke(app, ["status", "--json", "-c", path])
     assert r.exit_code == 0, r.output

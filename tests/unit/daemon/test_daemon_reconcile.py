@@ -44,7 +44,7 @@ def states(store):
 def test_resume_to_terminated_runs_one_vm_per_lease(env):
     clock, store, adapter, provider, rec = env
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
-    rec.request_resume(["cloud1"], {"cloud1": (7,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (7,)})
     assert states(store) == {"cloud1": S.REQUESTED}
     rec.cycle()
     assert states(store) == {"cloud1": S.BOOTING}
@@ -59,7 +59,7 @@ def test_resume_to_terminated_runs_one_vm_per_lease(env):
     assert [c for c in adapter.calls if c[0] == "set_instance"] == [
         ("set_instance", "cloud1", lease.instance_id, (lease.offering or "").split("/")[0] or "ns")]
 
-    rec.add_intent("suspend", ["cloud1"])
+    rec.intake.add_intent("suspend", ["cloud1"])
     rec.cycle()
     assert states(store) == {"cloud1": S.TERMINATING}
     assert provider.live() == []
@@ -70,8 +70,8 @@ def test_resume_to_terminated_runs_one_vm_per_lease(env):
 
 def test_repeated_resume_for_a_node_keeps_one_lease(env):
     _, store, _, provider, rec = env
-    first = rec.request_resume(["cloud1", "cloud2"])
-    again = rec.request_resume(["cloud1"])
+    first = rec.intake.request_resume(["cloud1", "cloud2"])
+    again = rec.intake.request_resume(["cloud1"])
     assert len(first["created"]) == 2 and again == {"created": [], "existing": [first["created"][0]], "deferred": []}
     rec.cycle()
     assert len(provider.live()) == 2
@@ -79,12 +79,12 @@ def test_repeated_resume_for_a_node_keeps_one_lease(env):
 
 def test_resume_while_old_vm_terminates_is_deferred_then_recorded_from_slurm(env):
     clock, store, adapter, provider, rec = env
-    rec.request_resume(["cloud1"])
+    rec.intake.request_resume(["cloud1"])
     rec.cycle()
     old = store.leases()[0]
     store.transition(old.lease_id, S.TERMINATING, reason="test: suspend in progress")
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")  # Slurm resumes the node again at once
-    out = rec.request_resume(["cloud1"], {"cloud1": (4,)})
+    out = rec.intake.request_resume(["cloud1"], {"cloud1": (4,)})
     assert out["deferred"] == [old.lease_id] and out["created"] == []
     provider.instances.clear()  # the old VM is gone
     clock.advance(5)
@@ -103,7 +103,7 @@ def test_resume_while_old_vm_terminates_is_deferred_then_recorded_from_slurm(env
 def test_unknown_node_is_refused_and_nothing_recorded(env):
     _, store, _, _, rec = env
     with pytest.raises(UnknownNode, match="onprem1"):
-        rec.request_resume(["cloud1", "onprem1"])
+        rec.intake.request_resume(["cloud1", "onprem1"])
     assert store.leases() == []
 
 
@@ -135,7 +135,7 @@ def test_crash_before_provider_call_relaunches_with_same_token(env):
 def test_transient_launch_error_retries_capacity_error_fails_and_requeues(env):
     clock, store, adapter, provider, rec = env
     provider.fail_next = ErrorKind.THROTTLED
-    rec.request_resume(["cloud1"], {"cloud1": (5,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (5,)})
     rec.cycle()
     assert states(store) == {"cloud1": S.LAUNCHING}
     clock.advance(10)
@@ -144,7 +144,7 @@ def test_transient_launch_error_retries_capacity_error_fails_and_requeues(env):
 
     provider.fail_next = ErrorKind.CAPACITY
     adapter.add_job(6, "CONFIGURING", "cloud2")  # Slurm holds the job on the node it is powering up
-    rec.request_resume(["cloud2"], {"cloud2": (6,)})
+    rec.intake.request_resume(["cloud2"], {"cloud2": (6,)})
     rec.cycle()
     lease2 = next(x for x in store.leases() if x.node_name == "cloud2")
     assert lease2.state in (S.FAILED, S.TERMINATED)
@@ -155,7 +155,7 @@ def test_boot_timeout_fails_powers_down_requeues_and_cleans_up(env):
     clock, store, adapter, provider, rec = env
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
     adapter.add_job(9, "CONFIGURING", "cloud1")
-    rec.request_resume(["cloud1"], {"cloud1": (9,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (9,)})
     rec.cycle()
     clock.advance(CFG.daemon.boot_timeout_s + 1)
     rec.cycle()
@@ -169,7 +169,7 @@ def test_boot_timeout_fails_powers_down_requeues_and_cleans_up(env):
 
 def test_vanished_instance_fails_lease_and_requeues_job(env):
     clock, store, adapter, provider, rec = env
-    rec.request_resume(["cloud1"], {"cloud1": (3,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (3,)})
     rec.cycle()
     adapter.set_node("cloud1", "ALLOCATED")
     adapter.add_job(3, "RUNNING", "cloud1")
@@ -187,7 +187,7 @@ def test_vanished_instance_fails_lease_and_requeues_job(env):
 
 def test_node_powered_down_in_slurm_terminates_ready_lease(env):
     clock, store, adapter, provider, rec = env
-    rec.request_resume(["cloud1"])
+    rec.intake.request_resume(["cloud1"])
     rec.cycle()
     adapter.set_node("cloud1", "IDLE")
     clock.advance(5)
@@ -226,7 +226,7 @@ def test_paused_refuses_launch_and_revokes_eligibility(env):
     clock, store, adapter, provider, rec = env
     store.set_pause(True, reason="test")
     adapter.jobs = [Job(1, "j", "u", "a", ("onprem", "cloud"), "PENDING", reason="Resources")]
-    rec.request_resume(["cloud1"])
+    rec.intake.request_resume(["cloud1"])
     rec.cycle()
     assert states(store) == {"cloud1": S.REFUSED} and provider.launch_calls == []
     assert ("remove_partition", 1, "cloud") in adapter.calls
@@ -237,7 +237,7 @@ def test_budget_guard_refuses_launch_without_budget():
     cfg = CFG.model_copy(update={"budget": CFG.budget.model_copy(update={"default_account_usd": None})})
     store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
     rec = Reconciler(cfg, store, adapter, {"local": provider}, first_rule, clock=clock)
-    rec.request_resume(["cloud1"])
+    rec.intake.request_resume(["cloud1"])
     rec.cycle()
     lease = store.leases()[0]
     assert lease.state == S.REFUSED and "no budget" in lease.reason and provider.launch_calls == []
@@ -350,7 +350,7 @@ def test_a_multi_node_resume_call_arriving_within_the_grace_is_one_gang_not_drif
         adapter.set_node(node, "IDLE", "POWERING_UP")
     rec.cycle()
     clock.advance(UNLEASED_GRACE_S / 2)
-    rec.request_resume(["cloud1", "cloud2"], {"cloud1": (9,), "cloud2": (9,)})
+    rec.intake.request_resume(["cloud1", "cloud2"], {"cloud1": (9,), "cloud2": (9,)})
     rec.cycle()
     leases = store.leases()
     assert len(leases) == 2 and {x.gang for x in leases} == {leases[0].gang} and leases[0].gang is not None
@@ -358,14 +358,14 @@ def test_a_multi_node_resume_call_arriving_within_the_grace_is_one_gang_not_drif
 
 def test_cloud_node_left_down_by_a_failed_power_up_is_returned_once_its_vm_is_gone(env):
     clock, store, adapter, provider, rec = env
-    rec.request_resume(["cloud1"], {"cloud1": (5,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (5,)})
     rec.cycle()
     lease = store.leases()[0]
     # slurmd never registered: Slurm gives up at ResumeTimeout, marks the node DOWN and calls ResumeFailProgram
     down = Node("cloud1", "DOWN", flags=("CLOUD", "POWERED_DOWN", "NOT_RESPONDING"), reason="ResumeTimeout reached")
     adapter.nodes["cloud1"] = down
     adapter.nodes["cloud2"] = Node("cloud2", "DOWN", flags=("CLOUD", "POWERED_DOWN"), reason="admin: bad disk")
-    rec.add_intent("resume-fail", ["cloud1"])
+    rec.intake.add_intent("resume-fail", ["cloud1"])
     clock.advance(5)
     rec.cycle()
     assert ("resume", ("cloud1",)) not in adapter.calls  # not while the lease still owns a VM
@@ -380,7 +380,7 @@ def test_cloud_node_left_down_by_a_failed_power_up_is_returned_once_its_vm_is_go
 
 def test_reclaimed_node_back_to_idle_loses_burstd_reason_but_an_admins_reason_stays(env):
     clock, store, adapter, provider, rec = env
-    rec.request_resume(["cloud1"], {"cloud1": (3,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (3,)})
     rec.cycle()
     adapter.set_node("cloud1", "ALLOCATED")
     adapter.add_job(3, "RUNNING", "cloud1")

@@ -14,7 +14,7 @@ S = LeaseState
 
 def ready_lease(clock, store, adapter, provider, rec, node="cloud1"):
     adapter.set_node(node, "IDLE", "POWERING_UP")
-    rec.request_resume([node])
+    rec.intake.request_resume([node])
     rec.cycle()
     adapter.set_node(node, "IDLE")
     clock.advance(5)
@@ -31,8 +31,8 @@ def test_drain_and_terminate_requested_before_a_crash_are_applied_after_the_rest
     one = ready_lease(clock, store, adapter, provider, rec, "cloud1")
     two = ready_lease(clock, store, adapter, provider, rec, "cloud2")
 
-    rec.add_intent("drain", ["cloud1"], "maintenance")
-    rec.add_intent("terminate", ["cloud2"], "bad node")
+    rec.intake.add_intent("drain", ["cloud1"], "maintenance")
+    rec.intake.add_intent("terminate", ["cloud2"], "bad node")
     saved = store.intents()
     assert [(i.kind, i.node, i.reason) for i in saved] == [
         ("drain", "cloud1", "maintenance"), ("terminate", "cloud2", "bad node")]
@@ -65,7 +65,7 @@ def test_a_request_that_cannot_be_stored_is_refused_not_lost_silently():
 
     store.queue_intents = broken
     try:
-        rec.add_intent("drain", ["cloud1"], "x")
+        rec.intake.add_intent("drain", ["cloud1"], "x")
     except OSError:
         pass
     else:
@@ -78,7 +78,7 @@ def test_draining_lease_whose_node_was_undrained_goes_back_to_ready():
     store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
     rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
     lease = ready_lease(clock, store, adapter, provider, rec)
-    rec.add_intent("drain", ["cloud1"], "maintenance")
+    rec.intake.add_intent("drain", ["cloud1"], "maintenance")
     adapter.set_node("cloud1", "IDLE", "DRAIN")
     rec.cycle()
     clock.advance(5)

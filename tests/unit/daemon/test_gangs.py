@@ -74,7 +74,7 @@ def test_plan_launches_moves_a_gang_as_one():
 # -- the cycle -------------------------------------------------------------------------------------------
 def test_a_multi_node_job_gets_one_gang_launched_in_one_call(env):
     _, store, _, provider, rec = env
-    out = rec.request_resume(["cloud1", "cloud2", "cloud3", "cloud4"],
+    out = rec.intake.request_resume(["cloud1", "cloud2", "cloud3", "cloud4"],
                              {"cloud1": (7,), "cloud2": (7,), "cloud3": (7,), "cloud4": (8,)})
     leases = by_node(store)
     gang = leases["cloud1"].lease_id
@@ -92,7 +92,7 @@ def test_pool_without_all_or_nothing_launches_each_node_on_its_own():
     store, provider = FakeStore(clock), FakeGangProvider("local", clock)
     rec = Reconciler(config(all_or_nothing=False), store, FakeAdapter(), {"local": provider}, first_rule,
                      clock=clock)
-    rec.request_resume(["cloud1", "cloud2"], {"cloud1": (7,), "cloud2": (7,)})
+    rec.intake.request_resume(["cloud1", "cloud2"], {"cloud1": (7,), "cloud2": (7,)})
     rec.cycle()
     assert provider.gang_calls == [] and len(provider.launch_calls) == 2
     assert all(x.gang is None and x.state == S.BOOTING for x in store.leases())
@@ -102,7 +102,7 @@ def test_no_capacity_for_the_whole_gang_fails_every_member_and_sends_the_job_on_
     _, store, adapter, provider, rec = env
     provider.fail_next = ErrorKind.CAPACITY
     adapter.add_job(7, "CONFIGURING", "cloud[1-2]")
-    rec.request_resume(["cloud1", "cloud2"], {"cloud1": (7,), "cloud2": (7,)})
+    rec.intake.request_resume(["cloud1", "cloud2"], {"cloud1": (7,), "cloud2": (7,)})
     rec.cycle()
     assert {x.state for x in store.leases()} <= {S.FAILED, S.TERMINATED}
     assert all("launch failed (capacity)" in x.reason for x in store.leases())
@@ -114,7 +114,7 @@ def test_no_capacity_for_the_whole_gang_fails_every_member_and_sends_the_job_on_
 def test_throttled_gang_launch_is_retried_whole_once_per_cycle(env):
     clock, store, _, provider, rec = env
     provider.fail_next = ErrorKind.THROTTLED
-    rec.request_resume(["cloud1", "cloud2"], {"cloud1": (7,), "cloud2": (7,)})
+    rec.intake.request_resume(["cloud1", "cloud2"], {"cloud1": (7,), "cloud2": (7,)})
     rec.cycle()
     assert {x.state for x in store.leases()} == {S.LAUNCHING}
     clock.advance(10)
@@ -178,7 +178,7 @@ def test_when_the_budget_holds_one_gang_the_higher_priority_gang_launches():
 
     store, provider = SiteBudget(clock), FakeGangProvider("local", clock)
     rec = Reconciler(config(), store, FakeAdapter(), {"local": provider}, first_rule, clock=clock)
-    rec.request_resume(["cloud1", "cloud2", "cloud3", "cloud4"],
+    rec.intake.request_resume(["cloud1", "cloud2", "cloud3", "cloud4"],
                        {"cloud1": (7,), "cloud2": (7,), "cloud3": (8,), "cloud4": (8,)},
                        info={7: ResumeJob.of(7, 10, "NO"), 8: ResumeJob.of(8, 900, "NODE")})
     rec.cycle()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from burstd.daemon.actions import Terminate, TerminateOrphan
-from burstd.daemon.executor import Executor
+from burstd.daemon.executor import CycleContext, Executor
 from burstd.daemon.leadership import Elector
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.reconcile import Reconciler
@@ -54,7 +54,7 @@ def pair():
 def test_only_one_daemon_leads_and_the_standby_keeps_requests_for_it(pair):
     assert pair.elector["a"].is_leader and not pair.elector["b"].is_leader
     pair.adapter.set_node("cloud1", "IDLE", "POWERING_UP")
-    pair.rec["b"].request_resume(["cloud1"], {"cloud1": (7,)})  # Slurm's hook reached the standby
+    pair.rec["b"].intake.request_resume(["cloud1"], {"cloud1": (7,)})  # Slurm's hook reached the standby
     assert pair.states() == {"cloud1": S.REQUESTED}  # stored durably, committed before the hook's answer
     report = pair.rec["b"].cycle()
     assert report.role == "standby" and report.actions == {}
@@ -64,7 +64,7 @@ def test_only_one_daemon_leads_and_the_standby_keeps_requests_for_it(pair):
     # an agent's or admin's request queued on the standby is applied by the leader too
     pair.adapter.set_node("cloud1", "MIXED")
     pair.rec["a"].cycle()
-    pair.rec["b"].add_intent("suspend", ["cloud1"])
+    pair.rec["b"].intake.add_intent("suspend", ["cloud1"])
     pair.rec["b"].cycle()
     assert pair.states() == {"cloud1": S.READY}
     pair.rec["a"].cycle()
@@ -90,7 +90,7 @@ def test_a_deposed_leader_that_wakes_late_launches_nothing(pair):
     assert pair.elector["b"].tick() is not None
     assert pair.elector["a"].fence == Fence("head-a:1:x", 1)  # stale belief
     pair.adapter.set_node("cloud2", "IDLE", "POWERING_UP")
-    a.request_resume(["cloud2"], {"cloud2": (8,)})
+    a.intake.request_resume(["cloud2"], {"cloud2": (8,)})
     report = a.cycle()
     assert report.role == "deposed" and "deposed" in report.errors[-1]
     assert pair.provider.launch_calls == [] and pair.states() == {"cloud2": S.REQUESTED}
@@ -101,25 +101,24 @@ def test_a_deposed_leader_that_wakes_late_launches_nothing(pair):
 
 def test_a_deposed_leader_cannot_repeat_a_terminate_or_kill_an_orphan(pair):
     pair.adapter.set_node("cloud1", "IDLE", "POWERING_UP")
-    pair.rec["a"].request_resume(["cloud1"], {"cloud1": (7,)})
+    pair.rec["a"].intake.request_resume(["cloud1"], {"cloud1": (7,)})
     pair.rec["a"].cycle()
     lease = pair.store.leases()[0]
     stale = pair.elector["a"].fence
-    ex = Executor(pair.store, pair.adapter, {"local": pair.provider}, CFG, Metrics(), clock=pair.clock, fence=stale)
-    ex.apply([Terminate(lease.lease_id, "suspend")])  # while a leads: TERMINATING recorded under epoch 1
+    ex, cycle = Executor(pair.store, pair.adapter, {"local": pair.provider}, CFG, Metrics(), clock=pair.clock), \
+        CycleContext(fence=stale)
+    ex.apply([Terminate(lease.lease_id, "suspend")], cycle)  # while a leads: TERMINATING recorded under epoch 1
     assert pair.store.lease(lease.lease_id).state == S.TERMINATING and len(pair.provider.terminate_calls) == 1
     pair.clock.advance(LEASE_S + 1)
     pair.elector["b"].tick()
     with pytest.raises(Fenced):  # the repeat of a recorded TERMINATING checks the fence before the call
-        ex.apply([Terminate(lease.lease_id, "suspend")])
+        ex.apply([Terminate(lease.lease_id, "suspend")], cycle)
     pair.provider.instances["i-orphan"] = Instance("i-orphan", "gone", "cloud3", "local", "running", 0.0)
     with pytest.raises(Fenced):
-        ex.apply([TerminateOrphan("local", "i-orphan", "", "no lease")])
+        ex.apply([TerminateOrphan("local", "i-orphan", "", "no lease")], cycle)
     assert len(pair.provider.terminate_calls) == 1 and "i-orphan" in pair.provider.instances
     assert pair.store.orphan_log == []
-    fresh = Executor(pair.store, pair.adapter, {"local": pair.provider}, CFG, Metrics(), clock=pair.clock,
-                     fence=pair.elector["b"].fence)
-    fresh.apply([TerminateOrphan("local", "i-orphan", "", "no lease")])
+    ex.apply([TerminateOrphan("local", "i-orphan", "", "no lease")], CycleContext(fence=pair.elector["b"].fence))
     assert "i-orphan" not in pair.provider.instances and pair.store.orphan_log[-1]["epoch"] == 2
 
 

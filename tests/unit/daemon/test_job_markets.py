@@ -84,7 +84,7 @@ def test_an_escalated_job_gets_an_on_demand_lease_and_launch_at_the_on_demand_pr
     assert store.job_markets() == {7: "on-demand"}
 
     # Slurm schedules job 7 on cloud1 and calls ResumeProgram
-    rec.request_resume(["cloud1"], {"cloud1": (7,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (7,)})
     [lease] = store.leases()
     assert lease.market == "on-demand" and lease.price_per_hour_micros == 300_000
     rec.cycle()
@@ -103,7 +103,7 @@ def test_a_job_escalated_while_it_keeps_its_cloud_partition_is_recorded_too():
     rec.cycle()
     assert not [c for c in adapter.calls if c[0] == "add_partition"]
     assert store.job_markets() == {7: "on-demand"}
-    rec.request_resume(["cloud1"], {"cloud1": (7,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (7,)})
     assert store.leases()[0].market == "on-demand"
 
 
@@ -111,7 +111,7 @@ def test_a_spot_job_gets_a_spot_lease():
     clock, store, adapter, provider, rec = env(config())
     adapter.jobs = [running(clock), pending(clock)]
     rec.cycle()
-    rec.request_resume(["cloud1"], {"cloud1": (7,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (7,)})
     [lease] = store.leases()
     assert lease.market == "spot" and lease.price_per_hour_micros == 100_000
     rec.cycle()

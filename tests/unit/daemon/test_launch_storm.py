@@ -12,7 +12,7 @@ import pytest
 
 from burstd.config import ConfigError, parse_config
 from burstd.daemon.actions import Fail, Launch
-from burstd.daemon.executor import CycleReport, Executor
+from burstd.daemon.executor import CycleContext, CycleReport, Executor
 from burstd.daemon.leadership import Elector
 from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.metrics import Metrics
@@ -89,7 +89,7 @@ def storm(workers: int, n: int, provider_kwargs: dict | None = None, store=None)
     nodes = [f"cloud{i}" for i in range(1, n + 1)]
     for node in nodes:
         adapter.set_node(node, "IDLE", "POWERING_UP")
-    rec.request_resume(nodes)
+    rec.intake.request_resume(nodes)
     return rec, store, provider, nodes
 
 
@@ -144,15 +144,16 @@ def test_a_lease_s_next_action_waits_for_its_launch_and_a_node_is_launched_once_
     provider.slow = {"cloud1": 0.3, "cloud3": 0.3}
     one, two, three = (store.create_lease(pool="local", node_name=f"cloud{i}") for i in (1, 2, 3))
     report = CycleReport()
-    ex = Executor(store, FakeAdapter(), {"local": provider}, config(8), Metrics(), clock=clock, report=report)
+    ex = Executor(store, FakeAdapter(), {"local": provider}, config(8), Metrics(), clock=clock)
     # one's launch is slow; its Fail, given after it, is applied after it
-    ex.apply([Launch(one.lease_id), Launch(two.lease_id), Fail(one.lease_id, "taken back", power_down=False)])
+    ex.apply([Launch(one.lease_id), Launch(two.lease_id), Fail(one.lease_id, "taken back", power_down=False)],
+             CycleContext(report))
     assert [(e.from_state, e.to_state) for e in store.events(one.lease_id)] == [
         (None, S.REQUESTED), (S.REQUESTED, S.LAUNCHING), (S.LAUNCHING, S.BOOTING), (S.BOOTING, S.FAILED)]
     assert store.lease(two.lease_id).state == S.BOOTING
     assert provider.most_inside == 2  # both nodes at once
     # a second Launch of a lease whose launch is in flight waits for it, then finds nothing left to launch
-    ex.apply([Launch(three.lease_id), Launch(three.lease_id, retry=True)])
+    ex.apply([Launch(three.lease_id), Launch(three.lease_id, retry=True)], CycleContext(report))
     assert provider.launch_calls.count(three.lease_id) == 1 and provider.most_per_node == 1
     assert store.lease(three.lease_id).state == S.BOOTING
     assert report.errors == []
@@ -165,9 +166,26 @@ def test_a_gang_is_one_launch_whichever_member_actions_name_it():
     members = [store.create_lease(pool="local", node_name=f"cloud{i}", gang="g1",
                                   lease_id="g1" if i == 1 else None) for i in (1, 2, 3)]
     ex = Executor(store, FakeAdapter(), {"local": provider}, config(8), Metrics(), clock=clock)
-    ex.apply([Launch(m.lease_id, retry=True) for m in members])
+    ex.apply([Launch(m.lease_id, retry=True) for m in members], CycleContext())
     assert {store.lease(m.lease_id).state for m in members} == {S.BOOTING}
     assert sorted(provider.launch_calls) == sorted(m.lease_id for m in members)  # one per node, never two
+
+
+def test_one_executor_launches_a_gang_once_per_cycle_and_again_in_the_next_cycle():
+    clock = FakeClock()
+    store = FakeStore(clock)
+    provider = FakeProvider("local", clock)
+    provider.fail_next = ErrorKind.THROTTLED  # the first cycle's gang call is throttled: retried next cycle
+    members = [store.create_lease(pool="local", node_name=f"cloud{i}", gang="g1",
+                                  lease_id="g1" if i == 1 else None) for i in (1, 2)]
+    ex = Executor(store, FakeAdapter(), {"local": provider}, config(1), Metrics(), clock=clock)
+    first, second = CycleReport(), CycleReport()
+    ex.apply([Launch(m.lease_id) for m in members], CycleContext(first))
+    assert {store.lease(m.lease_id).state for m in members} == {S.LAUNCHING} and len(provider.launch_calls) == 1
+    assert first.gangs_launched == {"g1"} and not first.again
+    ex.apply([Launch(m.lease_id, retry=True) for m in members], CycleContext(second))
+    assert {store.lease(m.lease_id).state for m in members} == {S.BOOTING}
+    assert second.gangs_launched == {"g1"} and second.again and second.actions == {"Launch": 2}
 
 
 def test_gangs_launch_concurrently_with_each_other():
@@ -177,8 +195,8 @@ def test_gangs_launch_concurrently_with_each_other():
     gangs = {g: [store.create_lease(pool="local", node_name=f"cloud{g}{i}", gang=f"g{g}",
                                     lease_id=f"g{g}" if i == 1 else None) for i in (1, 2)] for g in (1, 2)}
     report = CycleReport()
-    ex = Executor(store, FakeAdapter(), {"local": provider}, config(8), Metrics(), clock=clock, report=report)
-    ex.apply([Launch(m.lease_id) for members in gangs.values() for m in members])
+    ex = Executor(store, FakeAdapter(), {"local": provider}, config(8), Metrics(), clock=clock)
+    ex.apply([Launch(m.lease_id) for members in gangs.values() for m in members], CycleContext(report))
     assert report.errors == [] and {x.state for x in store.leases()} == {S.BOOTING}
     assert provider.most_inside == 2 and len(provider.launch_calls) == 4
 
@@ -194,7 +212,7 @@ def test_a_leader_deposed_mid_storm_starts_no_launch_after_the_fence_refuses_one
     nodes = [f"cloud{i}" for i in range(1, 11)]
     for node in nodes:
         adapter.set_node(node, "IDLE", "POWERING_UP")
-    rec.request_resume(nodes)
+    rec.intake.request_resume(nodes)
     real_launch = provider.launch
 
     def launch_then_lose_the_lead(request):

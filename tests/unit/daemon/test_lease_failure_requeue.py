@@ -102,7 +102,7 @@ def test_the_failure_and_the_notice_are_on_the_lease_record_with_their_jobs():
     clock = FakeClock(NOW)
     store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
     rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
-    rec.request_resume(["cloud1"], {"cloud1": (5,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (5,)})
     rec.cycle()
     adapter.set_node("cloud1", "MIXED")
     clock.advance(5)
@@ -110,7 +110,7 @@ def test_the_failure_and_the_notice_are_on_the_lease_record_with_their_jobs():
     assert store.leases()[0].state == S.READY
     adapter.jobs = [RUNNING]  # job 5 was cancelled; job 9 runs on cloud1
     adapter.ended = {5: "CANCELLED"}
-    rec.add_intent("notice", ["cloud1"], "spot-interruption")
+    rec.intake.add_intent("notice", ["cloud1"], "spot-interruption")
     clock.advance(5)
     rec.cycle()
     provider.instances.clear()  # reclaimed
@@ -129,7 +129,7 @@ def test_a_launch_failure_does_not_requeue_a_job_cancelled_before_it():
     rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
     rec.cycle()  # a snapshot newer than the lease below: the daemon has seen the queue
     clock.advance(1)
-    rec.request_resume(["cloud1"], {"cloud1": (5,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (5,)})
     provider.fail_next = ErrorKind.CAPACITY
     clock.advance(5)
     rec.last_snapshot = Snapshot(taken_at=clock(), jobs=())  # job 5 is gone: cancelled while waiting

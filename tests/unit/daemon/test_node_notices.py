@@ -191,7 +191,8 @@ def test_a_restarted_daemon_still_enforces_the_deadline():
     adapter.jobs = [Job(4, "train", "u", "a", ("cloud",), "RUNNING", nodes="cloud1")]
     deadline = clock() + 60
     _agent_drains(adapter, "cloud1", deadline)
-    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))  # its report
+    # the agent's own report
+    rec.intake.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
     clock.advance(2)
     rec.cycle()
     assert store.lease(lease.lease_id).state == S.DRAINING
@@ -241,7 +242,7 @@ def test_a_notice_both_posted_by_the_agent_and_left_in_slurm_drains_once_without
     clock, store, adapter, provider, rec = _env()
     lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
     deadline = clock() + 120
-    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
+    rec.intake.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
     _agent_drains(adapter, "cloud1", deadline)
     clock.advance(2)
     rec.cycle()
@@ -257,19 +258,19 @@ def test_a_notice_both_posted_by_the_agent_and_left_in_slurm_drains_once_without
 def test_a_drain_of_a_lease_already_draining_is_a_no_op():
     from burstd.daemon.executor import Executor
     from burstd.daemon.metrics import Metrics
-    from burstd.daemon.executor import CycleReport
+    from burstd.daemon.executor import CycleContext, CycleReport
 
     clock, store, adapter, provider, rec = _env()
     lease = ready_lease(clock, store, adapter, provider, rec, "cloud1")
-    rec.add_intent("drain", ["cloud1"], "maintenance")
+    rec.intake.add_intent("drain", ["cloud1"], "maintenance")
     clock.advance(2)
     rec.cycle()
     assert store.lease(lease.lease_id).state == S.DRAINING
     n_events, n_calls = len(store.events(lease.lease_id)), len(adapter.calls)
     # a Drain planned from a stale view (READY when read, DRAINING by the time it runs) changes nothing
     metrics, report = Metrics(), CycleReport(started_at=clock())
-    Executor(store, adapter, {"local": provider}, CFG, metrics, clock=clock, report=report).apply(
-        [Drain(lease.lease_id, "notice again")])
+    Executor(store, adapter, {"local": provider}, CFG, metrics, clock=clock).apply(
+        [Drain(lease.lease_id, "notice again")], CycleContext(report))
     assert store.lease(lease.lease_id).state == S.DRAINING and report.errors == []
     assert len(store.events(lease.lease_id)) == n_events and len(adapter.calls) == n_calls
     assert not [m for m in metrics.registry.collect() if m.name == "burstd_errors" and
@@ -315,7 +316,7 @@ def test_a_notice_on_a_node_with_jobs_boots_one_spare_node_of_its_partition_in_a
 
 def test_the_cycle_powers_up_the_spare_once_and_cools_the_reclaimed_offering_only_if_the_pool_has_another():
     from burstd.daemon.actions import BootReplacement
-    from burstd.daemon.executor import CycleReport, Executor
+    from burstd.daemon.executor import CycleContext, Executor
     from burstd.daemon.metrics import Metrics
     from burstd.daemon.pools import PoolHealth
     from burstd.providers.base import Offering
@@ -336,7 +337,6 @@ def test_the_cycle_powers_up_the_spare_once_and_cools_the_reclaimed_offering_onl
     for offered, cooled in (([a, b], True), ([a], False)):
         health = PoolHealth(FakeStore(clock), CFG, clock)  # a fresh record of cooldowns each time
         provider.offerings = lambda market, offered=offered: [o for o in offered if o.market == market]
-        ex = Executor(store, adapter, {"local": provider}, CFG, Metrics(), clock=clock, report=CycleReport(),
-                      health=health)
-        ex.apply([BootReplacement(lease.lease_id, "cloud3", a)])
+        ex = Executor(store, adapter, {"local": provider}, CFG, Metrics(), clock=clock, health=health)
+        ex.apply([BootReplacement(lease.lease_id, "cloud3", a)], CycleContext())
         assert health.cooldown.is_cooling(a) is cooled and not health.cooldown.is_cooling(b)

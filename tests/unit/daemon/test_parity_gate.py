@@ -40,12 +40,12 @@ def test_repeated_parity_refusals_fail_each_lease_with_the_difference_and_protec
     cfg = CFG.model_copy(update={"cloud": CFG.cloud.model_copy(update={"protect_after_boot_failures": 2})})
     clock, store, adapter, provider, rec = make(cfg)
     for i, node in enumerate(["cloud1", "cloud2"]):
-        rec.request_resume([node], {node: (i + 1,)})
+        rec.intake.request_resume([node], {node: (i + 1,)})
         rec.cycle()
         assert next(x for x in store.leases() if x.node_name == node).state == S.BOOTING
         # the job it was started for waits on the node (CONFIGURING) while the node boots
         adapter.jobs = [Job(i + 1, "j", "u", "a", ("cloud",), "CONFIGURING", nodes=node)]
-        rec.add_intent("parity", [node], WHY)  # what POST /v1/parity queues
+        rec.intake.add_intent("parity", [node], WHY)  # what POST /v1/parity queues
         rec.cycle()
         rec.cycle()
         lease = next(x for x in store.leases() if x.node_name == node)
@@ -55,7 +55,7 @@ def test_repeated_parity_refusals_fail_each_lease_with_the_difference_and_protec
     health = rec.health.status()["local"]
     assert health["protected"] and "slurmd 24.11.5 on the node, 22.05.8 on-prem" in health["protected_reason"]
     provider.launch_calls.clear()
-    rec.request_resume(["cloud3"])
+    rec.intake.request_resume(["cloud3"])
     rec.cycle()
     assert next(x for x in store.leases() if x.node_name == "cloud3").state == S.REFUSED
     assert provider.launch_calls == []  # a bad image is not relaunched in a loop

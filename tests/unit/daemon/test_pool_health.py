@@ -28,7 +28,7 @@ def make(cfg=CFG):
 def test_capacity_failure_sends_jobs_on_prem_keeps_reason_and_blocks_the_pool_until_cooldown_ends():
     clock, store, adapter, provider, rec = make()
     provider.fail_next = ErrorKind.CAPACITY
-    rec.request_resume(["cloud1"], {"cloud1": (6,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (6,)})
     rec.cycle()
     rec.cycle()
     lease = store.leases()[0]
@@ -62,7 +62,7 @@ def test_capacity_failure_sends_jobs_on_prem_keeps_reason_and_blocks_the_pool_un
 
     # a resume for the exhausted pool is refused with that reason, no provider call
     provider.launch_calls.clear()
-    rec.request_resume(["cloud2"], {"cloud2": (9,)})
+    rec.intake.request_resume(["cloud2"], {"cloud2": (9,)})
     rec.cycle()
     refused = next(x for x in store.leases() if x.node_name == "cloud2")
     assert refused.state == S.REFUSED and "last launch failure" in refused.reason and provider.launch_calls == []
@@ -71,7 +71,7 @@ def test_capacity_failure_sends_jobs_on_prem_keeps_reason_and_blocks_the_pool_un
     clock.advance(CFG.cloud.capacity_cooldown_s + 1)
     rec.cycle()
     assert any(c == ("add_partition", 7, "cloud") for c in adapter.calls)
-    rec.request_resume(["cloud3"], {"cloud3": (7,)})
+    rec.intake.request_resume(["cloud3"], {"cloud3": (7,)})
     rec.cycle()
     assert next(x for x in store.leases() if x.node_name == "cloud3").state == S.BOOTING
     assert rec.health.status()["local"]["last_launch_failure"] is None
@@ -81,7 +81,7 @@ def test_boot_failures_protect_the_pool_until_unprotected():
     cfg = CFG.model_copy(update={"cloud": CFG.cloud.model_copy(update={"protect_after_boot_failures": 2})})
     clock, store, _adapter, provider, rec = make(cfg)
     for i, node in enumerate(["cloud1", "cloud2"]):
-        rec.request_resume([node], {node: (i + 1,)})
+        rec.intake.request_resume([node], {node: (i + 1,)})
         rec.cycle()
         clock.advance(cfg.daemon.boot_timeout_s + 1)
         rec.cycle()
@@ -91,7 +91,7 @@ def test_boot_failures_protect_the_pool_until_unprotected():
     assert health["protected"] and "2 consecutive boot failures" in health["protected_reason"]
 
     provider.launch_calls.clear()
-    rec.request_resume(["cloud3"])
+    rec.intake.request_resume(["cloud3"])
     rec.cycle()
     lease = next(x for x in store.leases() if x.node_name == "cloud3")
     assert lease.state == S.REFUSED and "protected mode" in lease.reason and provider.launch_calls == []
@@ -100,7 +100,7 @@ def test_boot_failures_protect_the_pool_until_unprotected():
     assert "boot" in rec.health.unprotect("local")
     with pytest.raises(LookupError, match="not in protected mode"):
         rec.health.unprotect("local")
-    rec.request_resume(["cloud4"])
+    rec.intake.request_resume(["cloud4"])
     rec.cycle()
     assert next(x for x in store.leases() if x.node_name == "cloud4").state == S.BOOTING
 
@@ -109,7 +109,7 @@ def test_a_ready_node_resets_the_boot_failure_count():
     clock, store, adapter, _provider, rec = make()
     rec.health.record_boot_failure("local", "boot timeout")
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
-    rec.request_resume(["cloud1"])
+    rec.intake.request_resume(["cloud1"])
     rec.cycle()
     adapter.set_node("cloud1", "IDLE")
     clock.advance(5)

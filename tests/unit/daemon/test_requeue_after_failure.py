@@ -38,7 +38,7 @@ def test_which_jobs_come_back(state, alloc, requeued):
 
 
 def ready(clock, store, adapter, provider, rec, node, job_ids):
-    rec.request_resume([node], {node: job_ids})
+    rec.intake.request_resume([node], {node: job_ids})
     rec.cycle()
     adapter.set_node(node, "ALLOCATED")
     clock.advance(5)
@@ -84,7 +84,8 @@ def test_a_job_killed_by_the_notice_signal_comes_back_and_one_that_finished_does
     adapter.nodes["cloud1"] = adapter.nodes["cloud1"].__class__(
         "cloud1", "ALLOCATED", flags=("CLOUD", "DRAIN"),
         reason=preemption_reason(Notice("interruption", "terminate", deadline, "aws")))
-    rec.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))  # the agent's report
+    # the agent's report
+    rec.intake.add_intent("notice", ["cloud1"], notice_reason("spot-interruption", deadline, "agent"))
     clock.advance(1)
     rec.cycle()
     assert store.lease(lease.lease_id).state == S.DRAINING
@@ -100,7 +101,7 @@ def test_a_job_killed_by_the_notice_signal_comes_back_and_one_that_finished_does
 def test_a_gang_member_lost_requeues_its_job_once_even_if_every_member_fails(env):
     clock, store, adapter, provider, rec = env
     adapter.add_job(31, "CONFIGURING", "cloud[1-2]")
-    rec.request_resume(["cloud1", "cloud2"], {"cloud1": (31,), "cloud2": (31,)})
+    rec.intake.request_resume(["cloud1", "cloud2"], {"cloud1": (31,), "cloud2": (31,)})
     rec.cycle()
     clock.advance(CFG.daemon.boot_timeout_s + 1)
     rec.cycle()

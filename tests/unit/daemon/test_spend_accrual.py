@@ -108,7 +108,7 @@ def test_the_cycle_accrues_through_the_spend_ledger_port():
     store, adapter, provider = FakeStore(clock), FakeAdapter(), FakeProvider("local", clock)
     rec = Reconciler(CFG, store, adapter, {"local": provider}, first_rule, clock=clock)
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
-    rec.request_resume(["cloud1"], {"cloud1": (7,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (7,)})
     rec.cycle()
     adapter.set_node("cloud1", "MIXED")
     adapter.add_job(7, "RUNNING", "cloud1")

@@ -46,7 +46,7 @@ def _straight_to_cloud(adapter, rec, job_id, account, user="alice", qos="normal"
     adapter.jobs.append(Job(job_id, "j", user, account, ("cloud",), "PENDING", qos=qos, time_limit_min=10))
     adapter.set_node(node, "IDLE", "POWERING_UP")
     assert rec.last_snapshot is None or rec.last_snapshot.job(job_id) is None
-    rec.request_resume([node], {node: (job_id,)})
+    rec.intake.request_resume([node], {node: (job_id,)})
     return next(x for x in rec.store.leases() if x.node_name == node)
 
 
@@ -97,7 +97,7 @@ def test_a_failed_fresh_read_still_records_the_lease_and_launches_nothing_unjudg
     adapter.jobs.append(Job(15, "j", "alice", "excl", ("cloud",), "PENDING"))
     adapter.snapshot, real = busy, adapter.snapshot  # the hook's read fails; the hook still records its lease
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
-    rec.request_resume(["cloud1"], {"cloud1": (15,)})
+    rec.intake.request_resume(["cloud1"], {"cloud1": (15,)})
     adapter.snapshot = real
     lease = store.leases()[0]
     assert lease.account == ""  # nothing known of the job: the "(none)" budget, which this config does not fund

@@ -13,7 +13,7 @@ import pytest
 from burstd.image import rootfs
 from burstd.image.recipe import MARK, STAGE_IN_IMAGE, ImageBuildFailed, ImageError, stage_files, target
 from burstd.image.spec import ImageSpec
-from burstd.testbed import release
+from burstd.image import debian
 
 SPEC = ImageSpec(slurm_release="24.11")
 
@@ -30,7 +30,7 @@ def test_plan_debootstraps_the_releases_suite_and_runs_the_recipe_in_a_chroot(tm
 
 
 class FakeDebian:
-    """debootstrap and the chroot run, as burstd.testbed.release offers them (same signatures)."""
+    """debootstrap and the chroot run, as burstd.image.debian offers them (same signatures)."""
 
     def __init__(self, plan: rootfs.RootfsPlan, *, removes_key: bool = True, build_env: tuple[str, ...] = ()):
         self.plan = plan
@@ -40,15 +40,15 @@ class FakeDebian:
         self.staged: list[str] = []
         self.argv: list[str] = []
 
-    def debootstrap(self, target: Path, suite: str, out) -> None:
-        assert (target, suite) == (self.plan.rootfs, self.plan.suite)
+    def debootstrap(self, target: Path, suite: str, out, *, failed) -> None:
+        assert (target, suite) == (self.plan.rootfs, self.plan.suite) and failed is ImageBuildFailed
         (target / "usr/bin").mkdir(parents=True)
         (target / "usr/bin/apt-get").write_text("")
         self.calls.append("debootstrap")
 
-    def run_logged(self, argv: list[str], what: str, out, log_name: str = "") -> None:
+    def run_logged(self, argv: list[str], what: str, out, log_name: str = "", *, failed) -> None:
         expected = rootfs.RootfsPlan(self.plan.out_dir, self.plan.suite, self.build_env).install_argv
-        assert argv == expected and log_name == str(self.plan.log)
+        assert argv == expected and log_name == str(self.plan.log) and failed is ImageBuildFailed
         self.argv = argv
         self.staged = sorted(p.name for p in self.plan.stage.iterdir())
         assert {"burstd-0.1.0-py3-none-any.whl", "burstd-agent.service", "install.sh",
@@ -76,8 +76,8 @@ def _build(tmp_path, wheel, monkeypatch, **fake_kw):
     tgt = target(SPEC, "local", None)
     p = rootfs.plan(tmp_path / "img", tgt)
     fake = FakeDebian(p, **fake_kw)
-    monkeypatch.setattr(release, "debootstrap", fake.debootstrap)
-    monkeypatch.setattr(release, "run_logged", fake.run_logged)
+    monkeypatch.setattr(debian, "debootstrap", fake.debootstrap)
+    monkeypatch.setattr(debian, "run_logged", fake.run_logged)
     return p, fake, lambda: rootfs.build(p, stage_files(SPEC, tgt), wheel)
 
 
@@ -116,8 +116,8 @@ def test_build_inherits_the_hosts_pip_trust_and_index_but_bakes_nothing_in(tmp_p
         monkeypatch.delenv(name, raising=False)
     env = ("PIP_INDEX_URL=https://pypi.example.org/simple", f"PIP_CERT={STAGE_IN_IMAGE}/{rootfs.PIP_CA_IN_STAGE}")
     fake = FakeDebian(p, build_env=env)
-    monkeypatch.setattr(release, "debootstrap", fake.debootstrap)
-    monkeypatch.setattr(release, "run_logged", fake.run_logged)
+    monkeypatch.setattr(debian, "debootstrap", fake.debootstrap)
+    monkeypatch.setattr(debian, "run_logged", fake.run_logged)
     rootfs.build(p, stage_files(SPEC, tgt), wheel)
     assert rootfs.PIP_CA_IN_STAGE in fake.staged  # there while install.sh ran
     assert not p.stage.exists()  # and gone with the stage
@@ -135,3 +135,9 @@ def test_the_hosts_pip_ca_comes_from_the_environment_or_pip_conf(tmp_path):
     conf.write_text("[global\ncert")  # a broken pip.conf is pip's problem, not a build failure here
     assert rootfs.host_pip_ca({}, conf) is None
     assert rootfs.host_pip_ca({"PIP_CERT": str(tmp_path / "missing.pem")}, tmp_path / "none.conf") is None
+
+
+def test_a_failed_step_raises_the_callers_error_naming_the_step_and_the_log(tmp_path):
+    with open(tmp_path / "build.log", "ab") as out, pytest.raises(ImageBuildFailed) as err:
+        debian.run_logged(["false", "--step"], "the recipe", out, log_name="DIR/build.log", failed=ImageBuildFailed)
+    assert str(err.value) == "the recipe: `false --step ...` failed (exit 1); see DIR/build.log"

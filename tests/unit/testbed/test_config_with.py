@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from burstd.daemon.runner import config_with
+from burstd.testbed.daemon_process import config_with
 
 BASE = """# the bed's config
 [daemon]
