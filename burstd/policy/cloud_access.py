@@ -118,7 +118,7 @@ def plan_gate(snapshot: Snapshot, pools_by_partition: Mapping[str, str], refusal
             if why is not None and onprem:
                 remove += [(job.job_id, p) for p in clouds]
             elif why is not None and not (money_only and is_slurm_name(job.account)):
-                if not job.hold and job.job_id not in ours:
+                if not job.hold:  # ours released by someone else (a munge-holding node is a Slurm admin): again
                     hold.append((job.job_id, why))
                 continue
             if job.job_id in ours:

@@ -119,3 +119,18 @@ def test_excluded_users_this_host_knows_are_reserved_out_of_every_cloud_node_and
     _, _, rec2 = _env(tmp_path, adapter=adapter, clock=clock, exclude_users=())  # the exclusion lifted
     rec2.cycle()
     assert adapter.reservations == {}
+
+
+def test_explain_says_burstd_holds_the_job_and_why(tmp_path):
+    from burstd.daemon.control import DaemonControl
+    from burstd.domain.jobref import JobRef
+
+    _, adapter, rec = _env(tmp_path)
+    adapter.jobs = [_job(1, user="mallory"), _job(2)]
+    rec.cycle()
+    rec.cycle()
+    ctl = DaemonControl(rec, rec.config)
+    answer = ctl.explain(JobRef(1))
+    assert answer["held_by_burstd"] == "user mallory is excluded"
+    assert "held by burstd: user mallory is excluded" in answer["sentence"]
+    assert ctl.explain(JobRef(2))["held_by_burstd"] is None

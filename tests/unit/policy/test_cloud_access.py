@@ -134,3 +134,9 @@ def test_the_hold_comment_is_one_bounded_line_of_plain_words():
     text = hold_comment("user x\ny=z;$(rm -rf /)`id` is excluded" + "a" * 400)
     assert text.startswith("burstd-hold: ") and "\n" not in text and "`" not in text and "=" not in text
     assert len(text) <= 250
+
+
+def test_a_hold_of_ours_someone_released_while_the_rule_still_refuses_is_put_back():
+    edits = plan_gate(snap(job(1, user="mallory", hold=False)), POOLS, rule(elig(exclude_users=["mallory"])), (),
+                      held_by_burstd={1})
+    assert edits.hold == ((1, "user mallory is excluded"),) and not edits.release
