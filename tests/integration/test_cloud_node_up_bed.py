@@ -63,11 +63,13 @@ def test_a_node_already_up_refuses_unfunded_accounts_and_excluded_users_but_runs
         assert node in slurm_bed.cloud_nodes, node
         assert "POWER" not in slurm_bed.node(node).get("State", ""), slurm_bed.node(node)  # up and idle
 
-        # straight at the node that is up: a $0 account, an excluded user, and a funded job beside them
-        broke = submit("broke", bed_user, node, seconds=30)
-        excluded = submit("chemistry", other_user, node, seconds=30)  # chemistry is funded: only the user is refused
+        # straight at the node that is up: a funded job, then a $0 account and an excluded user beside it (the
+        # node has a CPU free for each of them in turn). The funded one goes first: a job Slurm cannot place
+        # blocks those behind it in its partition until the backfill pass, which may come after the node is down
         funded = submit("funded", bed_user, node)
         assert isinstance(funded, int), funded
+        broke = submit("broke", bed_user, node, seconds=30)
+        excluded = submit("chemistry", other_user, node, seconds=30)  # chemistry is funded: only the user is refused
         jobs = [j for j in (broke, excluded, funded) if isinstance(j, int)]
         diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon)
 
