@@ -5,6 +5,9 @@ only jobs the eligibility rule lets in, not whatever is sent to its partition.
   and again whenever Slurm no longer shows what burstd last wrote: ``scontrol reconfigure`` went back to
   slurm.conf) plus the rule's refused and unfunded accounts. Written only when it changes; read again at most every
   ``reread_s`` (one ``scontrol show partition`` per cloud partition), so the cycle's Slurm cost stays flat.
+* Excluded users: a MAGNETIC reservation ``burstd_<cluster id>`` over every cloud node with ``Users=-name``
+  (Slurm has no per-user partition setting; every other job uses a magnetic reservation without asking), made
+  again whenever the list changes or the reservation is gone (read every ``reread_s`` too).
 * burstd's holds, by job id, in ``state_dir/cloud_holds.json``, so that a restart releases them too and never
   releases a hold an admin or a user put on.
 

@@ -8,14 +8,15 @@ Two halves close that:
 * **The partition says what it can** (:func:`partition_accounts`): the accounts the rule refuses as a whole
   (``policy.exclude_accounts``, ``pools[].accounts``) and every account with no money left this period ($0, no
   budget at all, or spent) go into the cloud partition's ``DenyAccounts`` (or leave its ``AllowAccounts``), on
-  top of what the admin wrote in slurm.conf. Slurm then refuses such a job at submission and never schedules a
-  pending one there: no race with the cycle.
-* **The queue holds the rest** (:func:`plan_gate`): Slurm has no per-user partition setting, and it cannot know
-  slurmdbd pairs burstd refuses to charge, so a pending job the rule refuses (an excluded user, a user slurmdbd
-  does not associate with the account, a name the partition line cannot carry) loses its cloud partition when it
-  has another, or is held (an admin hold, with the reason in its AdminComment) when the cloud is all it asked for.
-  burstd releases its own holds when the rule allows the job again. A job of an excluded identity found running on
-  a cloud node (it started between submission and the next cycle) is requeued and held: it runs at most a cycle.
+  top of what the admin wrote in slurm.conf. Slurm then never starts such a job there (it stays pending with
+  Slurm's own reason, "account not permitted to use this partition"): no race with the cycle.
+* **Excluded users** have no partition setting: the daemon puts them in a MAGNETIC reservation's deny list over
+  the cloud nodes (``burstd.daemon.cloud_gate``), which Slurm holds just as synchronously.
+* **The queue holds the rest** (:func:`plan_gate`): Slurm cannot know the slurmdbd pairs burstd refuses to
+  charge, nor carry every name, so a pending job the rule refuses (an excluded user too) loses its cloud partition
+  when it has another, or is held (an admin hold, with the reason in its AdminComment) when the cloud is all it
+  asked for. burstd releases its own holds when the rule allows the job again. A refused job found running on a
+  cloud node (it started between submission and the next cycle) is requeued and held: it runs at most a cycle.
 
     access = partition_accounts(static, eligibility, pool, unfunded)   # PartitionAccess(allow=None, deny=(...))
     edits = plan_gate(snapshot, pools, refusal, unfunded, held_by_burstd)
