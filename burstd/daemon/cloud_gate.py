@@ -21,7 +21,7 @@ import json
 import os
 import pwd
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,6 +52,7 @@ class GateSlurm(Protocol):
     def release_with_note(self, job_id: int, comment: str) -> None: ...
     def cloud_reservation(self, name: str) -> CloudReservation | None: ...
     def set_cloud_reservation(self, name: str, want: CloudReservation | None, *, exists: bool) -> None: ...
+    def update_reservation_users(self, name: str, denied_users: Sequence[str]) -> None: ...
     def remove_partition(self, job_id: int, partition: str) -> None: ...
 
 
@@ -125,7 +126,12 @@ class CloudGate:
         have = self._reservation_seen[1]
         if have != want and now >= self._reservation_retry_at:
             self._reservation_retry_at = now + self.reread_s  # a refused write is tried again later, not per cycle
-            self.slurm.set_cloud_reservation(self.reservation, want, exists=have is not None)
+            if have is not None and want is not None and have.nodes == want.nodes:
+                # jobs may run in it (it cannot be deleted then): change its deny list in place, and check
+                self.slurm.update_reservation_users(self.reservation, want.denied_users)
+                have = self.slurm.cloud_reservation(self.reservation)
+            if have != want:
+                self.slurm.set_cloud_reservation(self.reservation, want, exists=have is not None)
             self._reservation_retry_at = 0.0
             self._reservation_seen = (now, want)
             log.info("cloud reservation set", extra=ev(reservation=self.reservation,

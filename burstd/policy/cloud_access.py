@@ -95,11 +95,9 @@ Refusal = Callable[[str, Job], "str | None"]
 def plan_gate(snapshot: Snapshot, pools_by_partition: Mapping[str, str], refusal: Refusal,
               unfunded: Iterable[str], held_by_burstd: Iterable[int]) -> GateEdits:
     """Pending and running jobs in cloud partitions measured against the rule (``refusal``) and the money
-    (``unfunded``, for pending jobs only: a job already running was paid for at launch).
-
-    A pending job refused only for money, under an account the partition's DenyAccounts names, is left to Slurm
-    (its reason already says so, and it may start the moment the account is funded again) unless it has an
-    on-prem partition to go to."""
+    (``unfunded``, for pending jobs only: a job already running was paid for at launch, or cannot be told from
+    one that was). A job refused for money is held too: the partition's DenyAccounts holds only where Slurm
+    enforces it (every 22.05; from 23.02 on only with ``AccountingStorageEnforce=associations``)."""
     broke = set(unfunded)
     ours = set(held_by_burstd)
     remove, hold, requeue, release = [], [], [], []
@@ -108,17 +106,17 @@ def plan_gate(snapshot: Snapshot, pools_by_partition: Mapping[str, str], refusal
         seen.add(job.job_id)
         clouds = [p for p in job.partitions if p in pools_by_partition]
         if job.is_pending:
-            why, money_only = None, False
+            why = None
             for part in clouds:
                 why = refusal(pools_by_partition[part], job)
                 if why is None and job.account in broke:
-                    why, money_only = f"account {job.account} has no cloud budget left", True
+                    why = f"account {job.account} has no cloud budget left"
                 if why:
                     break
             onprem = [p for p in job.partitions if p not in pools_by_partition]
             if why is not None and onprem:
                 remove += [(job.job_id, p) for p in clouds]
-            elif why is not None and not (money_only and is_slurm_name(job.account)):
+            elif why is not None:
                 if not job.hold:  # ours released by someone else (a munge-holding node is a Slurm admin): again
                     hold.append((job.job_id, why))
                 continue

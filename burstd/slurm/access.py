@@ -110,6 +110,15 @@ class PartitionAccessMixin:
         self.run("scontrol", ["create", "reservation", f"ReservationName={name}", f"Nodes={nodes}",
                               "StartTime=now", "Duration=infinite", f"Users={users}", "Flags=MAGNETIC"])
 
+    def update_reservation_users(self, name: str, denied_users: Sequence[str]) -> None:
+        """Replace the reservation's deny list in place (a reservation jobs run in cannot be deleted). Slurm's
+        update reads ``-name`` lists differently across releases: the caller reads the result back."""
+        check_name("reservation", name, PARTITION_RE)
+        users = ",".join(f"-{u}" for u in denied_users if is_slurm_name(u))
+        if not users:
+            raise ValueError(f"reservation {name}: no user to deny (delete it instead)")
+        self.run("scontrol", ["update", f"ReservationName={name}", f"Users={users}"])
+
     def hold_with_reason(self, job_id: int, comment: str) -> None:
         """An admin hold (a user cannot release it) and the reason in the job's AdminComment."""
         jid = str(_positive(job_id))

@@ -402,6 +402,13 @@ class FakeGateAdapter(FakeAdapter):
     def cloud_reservation(self, name):
         return self.reservations.get(name)
 
+    def update_reservation_users(self, name, denied_users):
+        """As 24.11 does when jobs run in it: a longer deny list is taken, a shorter one silently ignored."""
+        self.calls.append(("update_reservation_users", name, tuple(denied_users)))
+        have = self.reservations[name]
+        if set(denied_users) >= set(have.denied_users):
+            self.reservations[name] = dataclasses.replace(have, denied_users=tuple(sorted(denied_users)))
+
     def set_cloud_reservation(self, name, want, *, exists):
         assert exists == (name in self.reservations), "delete only what exists, as scontrol would refuse"
         self.calls.append(("set_cloud_reservation", name, want))

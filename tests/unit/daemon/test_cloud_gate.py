@@ -134,3 +134,20 @@ def test_explain_says_burstd_holds_the_job_and_why(tmp_path):
     assert answer["held_by_burstd"] == "user mallory is excluded"
     assert "held by burstd: user mallory is excluded" in answer["sentence"]
     assert ctl.explain(JobRef(2))["held_by_burstd"] is None
+
+
+def test_a_newly_excluded_user_joins_the_reservation_in_place_and_a_refused_update_falls_back_to_a_new_one(tmp_path):
+    from burstd.domain.partition_access import CloudReservation
+
+    clock, adapter, rec = _env(tmp_path, exclude_users=("root",))
+    rec.cycle()
+    name = "burstd_" + rec.config.cluster.id
+    user = __import__("pwd").getpwuid(65534).pw_name  # nobody: a second user this host knows
+    _, _, rec2 = _env(tmp_path, adapter=adapter, clock=clock, exclude_users=("root", user))
+    rec2.cycle()
+    assert adapter.reservations[name].denied_users == tuple(sorted(("root", user)))
+    assert ("update_reservation_users", name, tuple(sorted(("root", user)))) in adapter.calls
+    # a shorter list the in-place update ignores: the reservation is made again
+    _, _, rec3 = _env(tmp_path, adapter=adapter, clock=clock, exclude_users=("root",))
+    rec3.cycle()
+    assert adapter.reservations[name] == CloudReservation(("cloud1", "cloud2", "cloud3", "cloud4"), ("root",))

@@ -101,11 +101,10 @@ def test_a_refused_job_with_an_onprem_partition_only_loses_the_cloud():
     assert edits.remove == ((1, "cloud"),) and not edits.hold
 
 
-def test_an_unfunded_account_is_left_to_the_partition_unless_its_name_cannot_go_there():
-    edits = plan_gate(snap(job(1, account="broke"), job(2, account="bro,ke"), job(3, account="broke",
-                                                                                  partitions=("batch", "cloud"))),
-                      POOLS, rule(elig()), {"broke", "bro,ke"}, ())
-    assert edits.hold == ((2, "account bro,ke has no cloud budget left"),)
+def test_an_unfunded_accounts_job_is_held_or_sent_home_as_slurm_may_not_enforce_denyaccounts():
+    edits = plan_gate(snap(job(1, account="broke"), job(3, account="broke", partitions=("batch", "cloud"))),
+                      POOLS, rule(elig()), {"broke"}, ())
+    assert edits.hold == ((1, "account broke has no cloud budget left"),)
     assert edits.remove == ((3, "cloud"),)
 
 
