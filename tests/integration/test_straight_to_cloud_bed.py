@@ -83,8 +83,11 @@ def test_straight_to_cloud_jobs_meet_exclusions_budgets_and_associations(slurm_b
                 return "slurm", reason
             return None
 
-        got = wait_for(lambda: all(refusal_of(j) for j in everything) and {j: refusal_of(j) for j in everything},
-                       150, "every job refused", diagnose=diagnose)
+        def refused_all():
+            seen = {j: refusal_of(j) for j in everything}  # read once: a job moves from one way to another
+            return all(seen.values()) and seen
+
+        got = wait_for(refused_all, 150, "every job refused", diagnose=diagnose)
         for job, why in refused.items():
             kind, detail = got[job]
             if kind == "lease":
