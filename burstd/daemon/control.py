@@ -288,6 +288,11 @@ class DaemonControl:
             if told:
                 answer.update(sentence=told[0]["sentence"], reason="not in the queue; burstd's records",
                               history=told[0])
+        held = rec.cloud_gate.why_held(job.job_id) if job.plain else None
+        if held:  # burstd's own hold: the rule refuses this job the cloud nodes it asked for (issue 21 item 1)
+            answer.update(reason=f"held by burstd: {held}",
+                          sentence=f"job {job.job_id}: held by burstd: {held} (released when the rule allows it)")
+        answer["held_by_burstd"] = held
         known = rec.progress.get(job.job_id) if job.plain else None
         answer["progress"] = known.as_dict() if known else None
         answer["checkpoint"] = self._checkpoint(job, answer, leases, known.step_time_s if known else None)

@@ -34,8 +34,9 @@ from burstd.daemon.data_spend import DataSpendLedger
 from burstd.daemon.data_staging import DataStager
 from burstd.daemon.executor import CycleContext, CycleReport, Executor
 from burstd.faults import crash_point
-from burstd.daemon.actions import Intent
+from burstd.daemon.actions import AddPartition, Intent
 from burstd.daemon.associations import SlurmdbdAssociations
+from burstd.daemon.cloud_gate import CloudGate
 from burstd.daemon.intake import GC, Intake, UnknownNode
 from burstd.daemon.job_progress import ProgressBook
 from burstd.daemon.leadership import Elector
@@ -121,6 +122,8 @@ class Reconciler:
         # who may use cloud nodes (decide()'s gates too) and whom slurmdbd lets a budget be charged for
         self.eligibility = Eligibility.of(config)
         self.associations = SlurmdbdAssociations(adapter, clock)
+        # the same rule for jobs that reach a cloud node already up (partition accounts, holds)
+        self.cloud_gate = CloudGate(config, adapter, self.eligibility, self.associations, clock)
         self.failed_jobs: dict[int, float] = {}
         self.progress = ProgressBook()  # what training jobs report about themselves (burstd.daemon.job_progress)
         self.requeue_watch = RequeueWatch()  # requeues of cloud jobs burstd did not make (the templates' own)
@@ -266,6 +269,11 @@ class Reconciler:
             ex.apply(plan_blocked(snapshot, blocked, self.config), cycle)
             ex.apply(plan_held(snapshot, self.failed_jobs), cycle)
             ex.apply(plan_start_now(snapshot, (p.partition for p in self.config.pools), self.clock()), cycle)
+            try:
+                report.errors += self.cloud_gate.run(snapshot, self._budget_book())
+            except Exception as exc:  # noqa: BLE001
+                report.errors.append(f"cloud gate: {exc}")
+                step_failed(log, "cloud gate failed", exc, self.metrics)
             cfg = self.config if not paused or self.config.policy.paused else self.config.model_copy(
                 update={"policy": self.config.policy.model_copy(update={"paused": True})})
             try:
@@ -279,7 +287,8 @@ class Reconciler:
                 self.last_decisions = decisions
                 self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
                 self._stage_inputs(decisions, snapshot)
-                ex.apply(plan_decisions(decisions, self.config, blocked, self.markets.recorded()), cycle)
+                ex.apply([a for a in plan_decisions(decisions, self.config, blocked, self.markets.recorded())
+                          if not self._gate_refuses(a, snapshot)], cycle)
             except Exception as exc:  # noqa: BLE001
                 report.errors.append(f"decide: {exc}")
                 step_failed(log, "decide failed", exc, self.metrics)
@@ -313,6 +322,14 @@ class Reconciler:
         if report.again:
             self.wake()
         return report
+
+    def _gate_refuses(self, action: object, snapshot: Snapshot) -> bool:
+        """An AddPartition the cloud gate would undo next cycle (a pair slurmdbd does not associate: decide()
+        does not ask slurmdbd): not made, so the job never flaps between partitions."""
+        if not isinstance(action, AddPartition) or (job := snapshot.job(action.job_id)) is None:
+            return False
+        pool = self.cloud_gate.pools.get(action.partition)
+        return pool is not None and self.cloud_gate.refusal(pool, job) is not None
 
     def _stage_inputs(self, decisions: Decisions, snapshot: Snapshot) -> None:
         """Queue the inputs of each job decided to burst with a data move (the worker moves them, not the cycle)."""

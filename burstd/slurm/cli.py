@@ -22,6 +22,7 @@ from pathlib import Path
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Job, Node, Partition, Snapshot
 from burstd.slurm import parse, squeue_text
+from burstd.slurm.access import PartitionAccessMixin
 from burstd.slurm.accounting import AccountingMixin
 from burstd.slurm.health import HealthMixin
 from burstd.slurm.features import Features, parse_release
@@ -58,7 +59,7 @@ def parse_version(text: str) -> tuple[int, int]:
         raise SlurmError(f"cannot read the Slurm version from {text.strip()!r}") from None
 
 
-class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin):
+class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMixin):
     backend = "cli"
 
     def __init__(self, config: SlurmConfig | None = None, *, job_format: str | None = None) -> None:

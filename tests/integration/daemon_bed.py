@@ -66,10 +66,21 @@ def cleanup_vms(config_path: Path) -> list[str]:
     return left
 
 
+def reset_cloud_gate(bed, config_path: Path) -> None:
+    """Take away what the daemon's cloud gate left in Slurm (by design it outlives the daemon): the cloud
+    partitions' account lists and burstd's reservation, so the bed's next test starts from slurm.conf."""
+    cfg = load_config(config_path)
+    bed.run(["scontrol", "delete", f"ReservationName=burstd_{cfg.cluster.id}"], check=False)
+    for pool in cfg.pools:
+        bed.run(["scontrol", "update", f"PartitionName={pool.partition}", "AllowAccounts=ALL", "DenyAccounts="],
+                check=False)
+
+
 @contextlib.contextmanager
 def running_daemon(bed, config_path: Path, log_path: Path):
     d = DaemonProcess(config_path, log_path=log_path)
     bed.reset_cloud_nodes()  # an earlier test may have left cloud nodes drained, down or powering down
+    reset_cloud_gate(bed, config_path)
     with bed.hooks("burstd"):
         d.start()
         try:
@@ -77,6 +88,7 @@ def running_daemon(bed, config_path: Path, log_path: Path):
         finally:
             d.stop()
             cleanup_vms(config_path)
+            reset_cloud_gate(bed, config_path)
 
 
 def wait_for(pred, timeout: float, what: str, interval: float = 0.5,

@@ -8,7 +8,8 @@ funded "(none)" budget), and a funded job was refused once and requeued. Now:
 * ``-A funded`` (as a user slurmdbd associates with it) launches at its first resume call and runs on a cloud
   node, its lease charged to ``funded``;
 * ``-A physics`` (excluded) and ``-A broke`` ($0 budget) are refused before any VM is asked for, each with its
-  reason;
+  reason: by the launch guard, or (from the daemon's first cycle on) by the cloud gate's hold or Slurm's own
+  DenyAccounts (``tests/integration/test_cloud_node_up_bed.py``);
 * ``-A made-up`` (unknown to slurmdbd) and ``-A funded`` as root (not associated with it): the lease carries the
   account Slurm gave the job, and where Slurm kept the typed string burstd refuses to charge it.
 
@@ -17,6 +18,8 @@ provider's network-namespace VMs.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -39,6 +42,11 @@ def test_straight_to_cloud_jobs_meet_exclusions_budgets_and_associations(slurm_b
         return slurm_bed.sbatch(["-p", cloud, f"--account={account}", "-N", "1", "--exclusive", "-t", "5",
                                  "-o", "out-%j.txt"], f"#!/bin/sh\nhostname\nsleep {seconds}\n", user=user)
 
+    def admin_comment(job: int) -> str:
+        out = slurm_bed.run(["scontrol", "show", "job", str(job)], check=False).stdout
+        m = re.search(r"AdminComment=(.*)$", out, re.M)
+        return m.group(1).strip() if m else ""
+
     def leases_of(job: int) -> list[dict]:
         return [r for r in leases(cfg_path) if job in r["job_ids"]]
 
@@ -52,7 +60,7 @@ def test_straight_to_cloud_jobs_meet_exclusions_budgets_and_associations(slurm_b
         # node a job (--exclusive), so each lease names one job and one reason
         refused = {
             submit("physics"): "account physics is excluded",
-            submit("broke"): "account broke has $0.00 left",
+            submit("broke"): "account broke has",  # "$0.00 left" at the guard, "no cloud budget left" in a hold
         }
         # Slurm with slurmdbd may swap a string it does not know for the user's default account (the bed's does,
         # unenforced; burstuser's default is physics): the account Slurm gives the job is the one judged
@@ -60,19 +68,42 @@ def test_straight_to_cloud_jobs_meet_exclusions_budgets_and_associations(slurm_b
         everything = [*refused, *typed]
         diagnose = diagnosis(slurm_bed, everything, cfg_path, daemon)
 
+        def refusal_of(job: int) -> tuple[str, str] | None:
+            """How the job was refused: by the launch guard (a REFUSED lease), by the cloud gate's hold (from
+            the daemon's first cycle on; the reason in the AdminComment), or by Slurm on the partition's
+            DenyAccounts (where Slurm enforces it: no resume call, no lease)."""
+            got = leases_of(job)
+            if any(r["state"] == "REFUSED" for r in got):
+                return "lease", " | ".join(r["reason"] for r in got)
+            comment = admin_comment(job)
+            if comment.startswith("burstd-hold:"):
+                return "hold", comment
+            reason = slurm_bed.job(job).get("Reason", "")
+            if not got and "account_not_permitted" in reason:
+                return "slurm", reason
+            return None
+
         def refused_all():
-            got = {j: leases_of(j) for j in everything}
-            return all(any(r["state"] == "REFUSED" for r in got[j]) for j in everything) and got
+            seen = {j: refusal_of(j) for j in everything}  # read once: a job moves from one way to another
+            return all(seen.values()) and seen
 
         got = wait_for(refused_all, 150, "every job refused", diagnose=diagnose)
         for job, why in refused.items():
-            assert got[job] and all(r["state"] == "REFUSED" and why in r["reason"] for r in got[job]), (job, got[job])
+            kind, detail = got[job]
+            if kind == "lease":
+                assert all(r["state"] == "REFUSED" and why in r["reason"] for r in leases_of(job)), leases_of(job)
+            elif kind == "hold":
+                assert why in detail, detail
         for job, (account, why) in typed.items():
             slurm_account = slurm_bed.job(job).get("Account", "")
             assert slurm_account in (account, "physics"), slurm_bed.job(job)
-            assert all(r["account"] == slurm_account for r in got[job]), (job, slurm_account, got[job])
+            assert all(r["account"] == slurm_account for r in leases_of(job)), (job, slurm_account, leases_of(job))
             why = why if slurm_account == account else "account physics is excluded"
-            assert all(r["state"] == "REFUSED" and why in r["reason"] for r in got[job]), (job, got[job])
+            kind, detail = got[job]
+            if kind == "lease":
+                assert all(r["state"] == "REFUSED" and why in r["reason"] for r in leases_of(job)), leases_of(job)
+            elif kind == "hold":
+                assert why in detail, detail
         for job in everything:
             assert all(not r.get("instance_id") for r in leases_of(job)), leases_of(job)  # no VM ever asked for
             assert not (slurm_bed.workdir(bed_user) / f"out-{job}.txt").exists()  # never ran
@@ -83,12 +114,16 @@ def test_straight_to_cloud_jobs_meet_exclusions_budgets_and_associations(slurm_b
         root_job = submit("funded", user=None)
         diagnose = diagnosis(slurm_bed, [root_job], cfg_path, daemon)
 
+        def held_by_burstd() -> bool:  # the cloud gate's hold: slurmdbd does not associate root with funded
+            return "user 'root' has no association" in admin_comment(root_job)
+
         def root_settled():
             got = leases_of(root_job)
-            return (any(r["state"] == "REFUSED" for r in got)
-                    or slurm_bed.job(root_job).get("JobState") == "COMPLETED") and got
+            return (any(r["state"] == "REFUSED" for r in got) or held_by_burstd()
+                    or slurm_bed.job(root_job).get("JobState") == "COMPLETED") and (got or held_by_burstd())
 
-        got_root = wait_for(root_settled, 150, "root's job refused or run under its own account", diagnose=diagnose)
+        wait_for(root_settled, 150, "root's job refused, held or run under its own account", diagnose=diagnose)
+        got_root = leases_of(root_job)
         slurm_account = slurm_bed.job(root_job).get("Account", "")
         assert all(r["account"] == slurm_account for r in got_root), (slurm_account, got_root)
         if slurm_account == "funded":  # Slurm kept the typed string: burstd refuses to charge it

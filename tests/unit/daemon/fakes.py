@@ -386,3 +386,55 @@ class FakeGangProvider(FakeProvider):
 
 def as_dict(x):
     return dataclasses.asdict(x)
+
+
+class FakeGateAdapter(FakeAdapter):
+    """A FakeAdapter with the cloud gate's calls (``burstd.daemon.cloud_gate.GateSlurm``): partitions' account
+    lists as Slurm would keep them, holds on its jobs."""
+
+    def __init__(self, partitions=None):
+        super().__init__()
+        from burstd.domain.partition_access import PartitionAccess
+        self.access = dict(partitions or {"cloud": PartitionAccess()})
+        self.reads = 0
+        self.reservations: dict = {}  # name -> CloudReservation
+
+    def cloud_reservation(self, name):
+        return self.reservations.get(name)
+
+    def update_reservation_users(self, name, denied_users):
+        """As 24.11 does when jobs run in it: a longer deny list is taken, a shorter one silently ignored."""
+        self.calls.append(("update_reservation_users", name, tuple(denied_users)))
+        have = self.reservations[name]
+        if set(denied_users) >= set(have.denied_users):
+            self.reservations[name] = dataclasses.replace(have, denied_users=tuple(sorted(denied_users)))
+
+    def set_cloud_reservation(self, name, want, *, exists):
+        assert exists == (name in self.reservations), "delete only what exists, as scontrol would refuse"
+        self.calls.append(("set_cloud_reservation", name, want))
+        self.reservations.pop(name, None)
+        if want is not None:
+            self.reservations[name] = want
+
+    def partition_access(self, partition):
+        self.reads += 1
+        return self.access[partition]
+
+    def set_partition_access(self, partition, access):
+        self.calls.append(("set_partition_access", partition, access))
+        self.access[partition] = access
+
+    def _edit(self, job_id, **changes):
+        self.jobs = [replace(j, **changes) if j.job_id == job_id else j for j in self.jobs]
+
+    def hold_with_reason(self, job_id, comment):
+        self.calls.append(("hold", job_id, comment))
+        self._edit(job_id, hold=True, reason="JobHeldAdmin")
+
+    def requeue_hold_with_reason(self, job_id, comment):
+        self.calls.append(("requeue_hold", job_id, comment))
+        self._edit(job_id, hold=True, reason="JobHeldAdmin", state="PENDING", nodes="")
+
+    def release_with_note(self, job_id, comment):
+        self.calls.append(("release", job_id))
+        self._edit(job_id, hold=False, reason="None")

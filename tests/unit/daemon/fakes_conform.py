@@ -25,3 +25,11 @@ real_decider: Decider = decide
 def the_real_store_conforms(store: Store) -> tuple[LeaseStore, RecordsStore]:
     """``db.store.Store`` is what the daemon runs on: it must satisfy both protocols too."""
     return store, store
+
+
+def the_gate_fake_conforms() -> None:
+    from burstd.daemon.cloud_gate import GateSlurm
+    from tests.unit.daemon.fakes import FakeGateAdapter
+
+    gate: GateSlurm = FakeGateAdapter()
+    assert gate
