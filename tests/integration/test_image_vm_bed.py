@@ -1,9 +1,9 @@
-"""Local VMs that boot from a node image, on the live bed (issue 23 items 1 and 4; providers/local/vmroot.py).
+"""Local VMs that boot from a node image, on the live bed (issue 23 items 1, 2 and 4; providers/local/vmroot.py).
 
 The images are the bed's default ones (``burstd.testbed.cloud_image.default_spec``), from the image cache: built
 once per machine (scripts/install-deps.sh), here only when missing. A VM booted from the 22.05 image joins the
 bed's 22.05 slurmctld, runs a job as a test user from the image's Slurm and job environment, and does not see a
-file that exists only on the head node; the 24.11 image is refused by the parity gate before slurmd starts,
+file that exists only on the head node, nor any process of the head's (the VM has a PID namespace of its own); the 24.11 image is refused by the parity gate before slurmd starts,
 with the mismatch named.
 """
 
@@ -57,6 +57,17 @@ def _provider(bed, tmp_path, release: str) -> LocalProvider:
     return LocalProvider.from_config(cfg, "local")
 
 
+def _runs(comm: str) -> bool:
+    """Whether a process named ``comm`` runs on the head (seen from the head's /proc)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == comm:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _req(node: str) -> LaunchRequest:
     return LaunchRequest(lease_id=f"lease-{uuid.uuid4().hex[:8]}", node_name=node, pool="local")
 
@@ -74,7 +85,8 @@ def test_a_vm_from_the_matching_image_runs_a_job_that_cannot_see_the_head_nodes_
         bed.wait_for(lambda: "IDLE" in bed.node(node).get("State", ""), 60, f"{node} (from the image) to register")
         script = (f"#!/bin/sh\nhostname\npwd\ncat /etc/burstd-image\n/opt/burstd/jobenv/bin/python -c "
                   f"'import six; print(\"six\", six.__version__)'\n"
-                  f"cat {head_only} || echo HEAD-FILE-MISSING\nls {bed.workdir('burstuser')} || echo WORKDIR-MISSING\n")
+                  f"cat {head_only} || echo HEAD-FILE-MISSING\nls {bed.workdir('burstuser')} || echo WORKDIR-MISSING\n"
+                  "echo PROCESSES $(ps -e -o comm= | sort -u)\n")
         job = bed.sbatch(["-p", bed.cloud_partition, "-w", node, "--chdir=/scratch", "-o", "/scratch/out-%j.txt"],
                          script, user="burstuser")
         bed.wait_for(lambda: bed.job(job).get("JobState") in ("COMPLETED", "FAILED"), 90, f"job {job} to end")
@@ -88,6 +100,11 @@ def test_a_vm_from_the_matching_image_runs_a_job_that_cannot_see_the_head_nodes_
         assert "HEAD-FILE-MISSING" in out and "on the head node only" not in out
         assert "WORKDIR-MISSING" in out
         assert not Path(f"/scratch/out-{job}.txt").exists()  # the output stayed on the node
+        # the VM's own PID namespace: the job sees the VM's processes (slurmd, its step) and none of the head's
+        seen = next(line for line in lines if line.startswith("PROCESSES ")).split()[1:]
+        assert {"slurmd", "slurmstepd", "munged"} <= set(seen), seen
+        assert not {"slurmctld", "slurmdbd", "mariadbd", "systemd"} & set(seen), seen
+        assert _runs("slurmctld")  # it does run, on the head
 
         provider.terminate([inst.instance_id])
         assert not netns.netns_exists(provider.netns_of(node)) and not vm_dir.exists()  # its disk went with it
