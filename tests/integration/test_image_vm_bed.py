@@ -18,6 +18,7 @@ from burstd.config import parse_config
 from burstd.image import cache
 from burstd.providers.base import ErrorKind, LaunchRequest, ProviderError
 from burstd.providers.local import netns
+from burstd.providers.local.preemption import PreemptionHook, metadata_dir, preempt
 from burstd.providers.local.provider import LocalProvider
 from burstd.testbed import cloud_image
 from burstd.testbed.host import TEST_USERS
@@ -36,13 +37,15 @@ def _image(release: str) -> Path:
     return cache.ensure(cloud_image.default_spec(release), release) / "rootfs"
 
 
-def _provider(bed, tmp_path, release: str) -> LocalProvider:
+def _provider(bed, tmp_path, release: str, agent: dict | None = None) -> LocalProvider:
     gate_cfg = bed.config.model_copy(update={"cloud_image": cloud_image.DEFAULT, "state_dir": str(tmp_path)})
     cloud_image.write_gate_files(gate_cfg)  # the head's fingerprint: the on-prem side of this bed
     reference, spec = cloud_image.gate_files(tmp_path)
     cfg = parse_config({
         "cluster": {"id": f"t{uuid.uuid4().hex[:8]}"},
         "daemon": {"state_dir": str(tmp_path / "state")},
+        # no daemon listens there: the agent's reports fail, its dead-man switch counts
+        "api": {"socket": str(tmp_path / "no-daemon.sock")}, "agent": agent or {},
         "pools": [{
             "name": "local", "provider": "local", "partition": bed.cloud_partition,
             "node_prefix": bed.config.cloud_prefix, "node_count": bed.config.cloud_count, "price_per_hour": 0.1,
@@ -54,7 +57,8 @@ def _provider(bed, tmp_path, release: str) -> LocalProvider:
                       "parity_reference_file": str(reference), "parity_spec_file": str(spec)},
         }],
     })
-    return LocalProvider.from_config(cfg, "local")
+    hooks = [PreemptionHook(cfg, cfg.pools[0])] if agent is not None else []
+    return LocalProvider.from_config(cfg, "local", hooks=hooks)
 
 
 def _runs(comm: str) -> bool:
@@ -129,3 +133,106 @@ def test_an_image_of_another_slurm_release_is_refused_by_the_gate_before_slurmd_
         assert provider.list_instances() == []
     finally:
         provider.terminate([i.instance_id for i in provider.list_instances()])
+
+
+def _agent_pid(netns_name: str) -> int | None:
+    for pid in netns.netns_pids(netns_name):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"/usr/bin/burstd-agent" in argv and b"--config" in argv:
+            return pid
+    return None
+
+
+def test_the_vms_agent_runs_from_the_image_inside_the_vm_and_drains_its_node_on_a_notice(host_bed, tmp_path):
+    bed = host_bed
+    provider = _provider(bed, tmp_path, "22.05", agent={"poll_interval_s": 0.5, "deadman_s": 0})
+    node = bed.cloud_nodes[1]
+    ns = provider.netns_of(node)
+    head_only = tmp_path / "head-only.txt"
+    head_only.write_text("on the head node only\n")
+    try:
+        inst = provider.launch(_req(node))
+        bed.wait_for(lambda: "IDLE" in bed.node(node).get("State", ""), 60, f"{node} (from the image) to register")
+        pid = bed.wait_for(lambda: _agent_pid(ns), 30, "burstd-agent to run in the VM")
+        # the image's agent, in the VM's PID namespace and root: the image is its /, the head's files are not there
+        status = Path(f"/proc/{pid}/status").read_text()
+        ns_pids = next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[1:]
+        assert len(ns_pids) == 2, status
+        root = Path(f"/proc/{pid}/root")
+        assert '"slurm_release": "22.05"' in (root / "etc/burstd-image").read_text()
+        assert head_only.exists() and not (root / str(head_only).lstrip("/")).exists()
+        assert not (root / str(provider.records_dir).lstrip("/")).exists()  # nor the provider's records
+        # its settings came as user data from the metadata endpoint: no path of the head's in them
+        settings = (root / "etc/burstd/burstd.toml").read_text()
+        assert f'node_name = "{node}"' in settings and str(tmp_path) not in settings
+        assert 'daemon_url = "unix:/run/burstd-boot/daemon-0.sock"' in settings
+
+        # a spot notice on the VM's metadata: the agent drains its node with the image's scontrol
+        preempt(provider.records_dir, ns, notice_s=300, reclaim=False)
+        bed.wait_for(lambda: "DRAIN" in bed.node(node).get("State", ""), 30, f"the in-VM agent to drain {node}")
+        assert "preempt" in bed.node(node).get("Reason", "").lower(), bed.node(node)
+        provider.terminate([inst.instance_id])
+        assert not netns.netns_exists(ns) and _agent_pid(ns) is None
+    finally:
+        provider.terminate([i.instance_id for i in provider.list_instances()])
+        bed.reset_cloud_nodes()
+
+
+def test_an_image_vm_whose_agent_reaches_no_burstd_powers_itself_off(host_bed, tmp_path):
+    """The dead-man switch of the image's agent: no daemon behind the VM's link, no job, so the guest powers off
+    (``/run/burstd-boot/poweroff``) and the host side ends the VM as a hypervisor would: no process, no record,
+    no disk left."""
+    bed = host_bed
+    provider = _provider(bed, tmp_path, "22.05", agent={"poll_interval_s": 0.5, "deadman_s": 3})
+    node = bed.cloud_nodes[1]
+    ns = provider.netns_of(node)
+    try:
+        provider.launch(_req(node))
+        vm_dir = provider.records_dir / f"{ns}.vm"
+        assert vm_dir.is_dir()
+        bed.wait_for(lambda: not netns.netns_exists(ns), 60, "the VM to power itself off")
+        assert provider.list_instances() == [] and not vm_dir.exists()
+        assert "no burstd reachable" in (metadata_dir(provider.records_dir, ns) / "agent.log").read_text()
+    finally:
+        provider.terminate([i.instance_id for i in provider.list_instances()])
+        bed.reset_cloud_nodes()
+
+
+@pytest.mark.slow
+def test_a_job_bursts_onto_an_image_vm_whose_agent_reports_a_notice_to_the_daemon_over_the_vms_link(host_bed, tmp_path):
+    """The whole path with the real daemon: a job bursts, the daemon's local provider boots its VM from the image,
+    the image's agent inside it sees a spot notice, drains the node and reports to the daemon through the socket
+    relayed into the VM (the agent has no other way to the head)."""
+    from burstd.config import load_config
+    from burstd.providers.local.preemption import records_dir_of
+    from tests.integration.daemon_bed import bed_daemon_config, diagnosis, running_daemon, wait_for
+
+    bed = host_bed
+    gate_cfg = bed.config.model_copy(update={"cloud_image": cloud_image.DEFAULT, "state_dir": str(tmp_path)})
+    cloud_image.write_gate_files(gate_cfg)
+    local = cloud_image.burstd_local_keys(gate_cfg) | {"vm_dirs": list(cloud_image.slurmd_dirs(bed.config))}
+    _image("22.05")
+    cfg_path = bed_daemon_config(bed, tmp_path / "burstd", **{"pools.local": local,
+                                                              "agent": {"poll_interval_s": 0.5}})
+    cfg = load_config(cfg_path)
+    with running_daemon(bed, cfg_path, tmp_path / "burstd.log") as daemon:
+        job = bed.sbatch(["-p", bed.cloud_partition, "--chdir=/scratch", "-o", "/scratch/o-%j", "-t", "10"],
+                         "#!/bin/sh\nsleep 300\n", user="burstuser")
+        diagnose = diagnosis(bed, [job], cfg_path, daemon)
+        node = wait_for(lambda: bed.job(job).get("JobState") == "RUNNING" and bed.job(job).get("NodeList"), 240,
+                        f"job {job} RUNNING on a cloud node", diagnose=diagnose)
+        ns = bed.config.netns_of(node)
+        pid = wait_for(lambda: _agent_pid(ns), 30, "the image's agent in the VM", diagnose=diagnose)
+        assert Path(f"/proc/{pid}/root/etc/burstd-image").is_file()
+        records = records_dir_of(cfg, cfg.pools[0])
+        preempt(records, ns, notice_s=300, reclaim=False)
+        agent_log = metadata_dir(records, ns) / "agent.log"
+        wait_for(lambda: f"reported to daemon node={node} ok=True" in agent_log.read_text(), 30,
+                 "the agent's report to reach the daemon", diagnose=lambda: agent_log.read_text()[-2000:])
+        daemon_log = (tmp_path / "burstd.log").read_text()
+        assert "preemption notice" in daemon_log and node in daemon_log
+        assert "DRAIN" in bed.node(node).get("State", "")
+        bed.run(["scancel", str(job)])

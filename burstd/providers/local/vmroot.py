@@ -171,14 +171,10 @@ exec python3 -c VM_INIT
 
 # The VM's PID 1 for its whole life: orphans are reparented to it, and a PID 1 that does not reap them fills the
 # VM with zombies. Signals from inside the VM cannot stop it (PID 1 gets none it does not handle); the host's
-# SIGKILL (a terminate, a power-off) ends it and, with it, every process of the VM.
-_VM_INIT = """import os, time
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        time.sleep(1)
-"""
+# SIGKILL (a terminate, a power-off) ends it and, with it, every process of the VM. One line: hook scripts indent
+# what they embed (burstd.testbed.render), and an indented Python block would not parse.
+_VM_INIT = ('exec("import os, time\\nwhile True:\\n try:\\n  os.wait()\\n except ChildProcessError:\\n'
+            '  time.sleep(1)\\n")')
 
 
 def inner_script() -> str:

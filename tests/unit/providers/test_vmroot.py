@@ -154,3 +154,17 @@ def test_the_local_provider_boots_from_the_pools_image_in_a_folder_beside_its_re
 def test_a_bad_image_setting_fails_when_the_provider_is_made_naming_it(tmp_path):
     with pytest.raises(ValueError, match=r"pools.local.local: invalid image 'images/x'"):
         LocalProvider.from_config(_pool(tmp_path, image_rootfs="images/x"), "local")
+
+
+def test_the_vms_init_parses_even_when_a_hook_script_indents_the_boot():
+    import shlex
+    import sys
+    import textwrap
+
+    indented = textwrap.indent(vmroot.inner_script(), "    ")  # as burstd.testbed.render embeds it
+    line = next(x for x in indented.splitlines() if "exec python3 -c" in x)
+    code = shlex.split(line)[-1]
+    compile(code, "<init>", "exec")
+    # it runs (and keeps running: an init never returns); a syntax error would end it at once
+    proc = subprocess.run(["timeout", "1", sys.executable, "-c", code], check=False)
+    assert proc.returncode == 124
