@@ -236,3 +236,44 @@ def test_a_job_bursts_onto_an_image_vm_whose_agent_reports_a_notice_to_the_daemo
         assert "preemption notice" in daemon_log and node in daemon_log
         assert "DRAIN" in bed.node(node).get("State", "")
         bed.run(["scancel", str(job)])
+
+
+@pytest.mark.slow
+def test_the_daemon_counts_a_local_vm_the_gate_refused_as_a_parity_refusal_and_protects_the_pool(host_bed, tmp_path):
+    """The daemon's pool boots its VMs from the 24.11 image against this 22.05 bed: the launch is refused by the
+    gate, and the daemon treats it as a cloud agent's report: the lease fails with `parity: ...`, the metric counts
+    it, the pool is protected (`/v1/status`), no VM is left."""
+    import json
+
+    import httpx
+
+    from burstd.config import load_config
+    from tests.integration.daemon_bed import (bed_daemon_config, cloud_namespaces, diagnosis, leases, running_daemon,
+                                              wait_for)
+
+    bed = host_bed
+    gate_cfg = bed.config.model_copy(update={"cloud_image": cloud_image.DEFAULT, "state_dir": str(tmp_path)})
+    cloud_image.write_gate_files(gate_cfg)
+    local = cloud_image.burstd_local_keys(gate_cfg) | {"vm_dirs": list(cloud_image.slurmd_dirs(bed.config)),
+                                                       "image_rootfs": str(_image("24.11"))}
+    cfg_path = bed_daemon_config(bed, tmp_path / "burstd", **{"pools.local": local,
+                                                              "cloud": {"protect_after_boot_failures": 1}})
+    socket = load_config(cfg_path).api.socket
+    with running_daemon(bed, cfg_path, tmp_path / "burstd.log") as daemon:
+        job = bed.sbatch(["-p", bed.cloud_partition, "--chdir=/scratch", "-o", "/scratch/o-%j", "-t", "10"],
+                         "#!/bin/sh\nhostname\n", user="burstuser")
+        diagnose = diagnosis(bed, [job], cfg_path, daemon)
+        # FAILED, then TERMINATED at once (no VM to take back), keeping the gate's reason
+        failed = wait_for(lambda: next((x for x in leases(cfg_path) if x["reason"].startswith("parity: ")), None),
+                          240, "a lease the gate failed", diagnose=diagnose)
+        assert failed["state"] in ("FAILED", "TERMINATED"), failed
+        assert "(trixie) on the node, Debian GNU/Linux 12 (bookworm) on-prem" in failed["reason"], failed
+        with httpx.Client(transport=httpx.HTTPTransport(uds=socket), base_url="http://burstd") as http:
+            metrics = http.get("/metrics").text
+            status = http.get("/v1/status").json()
+        assert 'burstd_parity_refusals_total{pool="local"} 1.0' in metrics, metrics
+        pool = json.dumps(status["pool_health"]["local"])
+        assert '"protected": true' in pool and "parity: " in pool, pool
+        assert not cloud_namespaces(bed)
+        assert bed.job(job).get("JobState") != "RUNNING"
+        bed.run(["scancel", str(job)])
