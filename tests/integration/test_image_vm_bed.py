@@ -37,7 +37,7 @@ def _image(release: str) -> Path:
     return cache.ensure(cloud_image.default_spec(release), release) / "rootfs"
 
 
-def _provider(bed, tmp_path, release: str, agent: dict | None = None) -> LocalProvider:
+def _provider(bed, tmp_path, release: str, agent: dict | None = None, **local) -> LocalProvider:
     gate_cfg = bed.config.model_copy(update={"cloud_image": cloud_image.DEFAULT, "state_dir": str(tmp_path)})
     cloud_image.write_gate_files(gate_cfg)  # the head's fingerprint: the on-prem side of this bed
     reference, spec = cloud_image.gate_files(tmp_path)
@@ -54,7 +54,7 @@ def _provider(bed, tmp_path, release: str, agent: dict | None = None) -> LocalPr
                       "netns_prefix": bed.netns_prefix, "conf_server": bed.config.conf_server,
                       "image_rootfs": str(_image(release)), "vm_users": list(TEST_USERS),
                       "vm_dirs": list(cloud_image.slurmd_dirs(bed.config)),
-                      "parity_reference_file": str(reference), "parity_spec_file": str(spec)},
+                      "parity_reference_file": str(reference), "parity_spec_file": str(spec), **local},
         }],
     })
     hooks = [PreemptionHook(cfg, cfg.pools[0])] if agent is not None else []
@@ -90,7 +90,8 @@ def test_a_vm_from_the_matching_image_runs_a_job_that_cannot_see_the_head_nodes_
         script = (f"#!/bin/sh\nhostname\npwd\ncat /etc/burstd-image\n/opt/burstd/jobenv/bin/python -c "
                   f"'import six; print(\"six\", six.__version__)'\n"
                   f"cat {head_only} || echo HEAD-FILE-MISSING\nls {bed.workdir('burstuser')} || echo WORKDIR-MISSING\n"
-                  "echo PROCESSES $(ps -e -o comm= | sort -u)\n")
+                  "echo PROCESSES $(ps -e -o comm= | sort -u)\n"
+                  "/opt/burstd/jobenv/bin/python -m burstd.train should-requeue /scratch/no-checkpoints 2>&1 || true\n")
         job = bed.sbatch(["-p", bed.cloud_partition, "-w", node, "--chdir=/scratch", "-o", "/scratch/out-%j.txt"],
                          script, user="burstuser")
         bed.wait_for(lambda: bed.job(job).get("JobState") in ("COMPLETED", "FAILED"), 90, f"job {job} to end")
@@ -101,6 +102,7 @@ def test_a_vm_from_the_matching_image_runs_a_job_that_cannot_see_the_head_nodes_
         assert lines[0] == node and lines[1] == "/scratch"
         assert '"slurm_release": "22.05"' in lines[2]  # the job ran on the image...
         assert "six 1.16.0" in out  # ...with its job environment
+        assert "no complete checkpoint in /scratch/no-checkpoints" in out  # burstd.train is in it (the templates')
         assert "HEAD-FILE-MISSING" in out and "on the head node only" not in out
         assert "WORKDIR-MISSING" in out
         assert not Path(f"/scratch/out-{job}.txt").exists()  # the output stayed on the node
@@ -277,3 +279,41 @@ def test_the_daemon_counts_a_local_vm_the_gate_refused_as_a_parity_refusal_and_p
         assert not cloud_namespaces(bed)
         assert bed.job(job).get("JobState") != "RUNNING"
         bed.run(["scancel", str(job)])
+
+
+def test_a_release_beds_vms_are_gated_on_its_chroots_slurm(slurm_bed, tmp_path):
+    """A 24.11 (or 26.05) bed: the on-prem side is the release chroot, measured from the host; a VM from the bed's
+    own release image passes the gate and runs a job, one from the 22.05 image is refused before slurmd starts."""
+    import json
+
+    bed = slurm_bed
+    release = bed.config.slurm_release
+    if release is None:
+        pytest.skip("a release bed's test: BURSTD_BED_SLURM_RELEASE=24.11")
+    gate_cfg = bed.config.model_copy(update={"cloud_image": cloud_image.DEFAULT, "state_dir": str(tmp_path)})
+    cloud_image.write_gate_files(gate_cfg)
+    reference = json.loads(cloud_image.gate_files(tmp_path)[0].read_text())
+    assert reference["slurm.release"].startswith(release + ".") and "python.version" not in reference
+    key = cloud_image.munge_key(bed.config)
+    refused = _provider(bed, tmp_path, "22.05", munge_key_file=key)
+    node = bed.cloud_nodes[3]
+    with pytest.raises(ProviderError) as caught:
+        refused.launch(_req(node))
+    assert caught.value.code == "ParityRefused"
+    assert f"slurmd 22.05.8 on the node, {reference['slurm.release']} on-prem" in str(caught.value)
+    assert not netns.netns_exists(refused.netns_of(node))
+
+    provider = _provider(bed, tmp_path, release, munge_key_file=key)
+    node = bed.cloud_nodes[2]
+    try:
+        provider.launch(_req(node))
+        bed.wait_for(lambda: "IDLE" in bed.node(node).get("State", ""), 60, f"{node} (from the image) to register")
+        job = bed.sbatch(["-p", bed.cloud_partition, "-w", node, "--chdir=/scratch", "-o", "/scratch/out-%j.txt"],
+                         "#!/bin/sh\ncat /etc/burstd-image\n", user="burstuser")
+        bed.wait_for(lambda: bed.job(job).get("JobState") in ("COMPLETED", "FAILED"), 90, f"job {job} to end")
+        assert bed.job(job)["JobState"] == "COMPLETED"
+        out = (provider.records_dir / f"{provider.netns_of(node)}.vm" / "scratch" / f"out-{job}.txt").read_text()
+        assert f'"slurm_release": "{release}"' in out
+    finally:
+        provider.terminate([i.instance_id for i in provider.list_instances()])
+        bed.reset_cloud_nodes()

@@ -31,8 +31,14 @@ from typing import Protocol
 
 from burstd.config import Config, LocalPoolConfig, PoolConfig
 from burstd.domain.money import usd_to_micros
-from burstd.providers.base import (ErrorKind, Instance, LaunchRequest, Offering, ParityRefusedError,
-                                   ProviderError)
+from burstd.providers.base import (
+    ErrorKind,
+    Instance,
+    LaunchRequest,
+    Offering,
+    ParityRefusedError,
+    ProviderError,
+)
 from burstd.providers.local import netns, vmroot
 from burstd.secure_files import LockTimeout
 
