@@ -57,23 +57,25 @@ def _version(text: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def slurm_facts(slurmd: str = "slurmd", plugin_dirs: Iterable[str] = PLUGIN_DIRS) -> dict[str, str]:
+def slurm_facts(slurmd: str = "slurmd", plugin_dirs: Iterable[str] = PLUGIN_DIRS,
+                prefix: Sequence[str] = ()) -> dict[str, str]:
+    """``prefix``: what runs the commands elsewhere (``chroot ROOT``: a release bed's on-prem side)."""
     facts: dict[str, str] = {}
-    release = _version(_ok_output([slurmd, "-V"]))  # "slurm-wlm 22.05.8" (Debian), "slurm 24.11.5"
+    release = _version(_ok_output([*prefix, slurmd, "-V"]))  # "slurm-wlm 22.05.8" (Debian), "slurm 24.11.5"
     if release:
         facts["slurm.release"] = release
     for pattern in plugin_dirs:
         for directory in sorted(glob.glob(pattern)):
             for so in Path(directory).glob("*.so"):
                 facts[f"slurm.plugin.{so.stem}"] = PRESENT
-    gres = re.search(r"\bGres=(\S+)", _ok_output([slurmd, "-C"]) or "")  # only with gres.conf AutoDetect
+    gres = re.search(r"\bGres=(\S+)", _ok_output([*prefix, slurmd, "-C"]) or "")  # only with gres.conf AutoDetect
     if gres and gres.group(1) != "(null)":
         facts["slurm.gres"] = gres.group(1)
     return facts
 
 
-def munge_facts(munged: str = "munged") -> dict[str, str]:
-    version = _version(_ok_output([munged, "-V"]))  # "munge-0.5.15 (2022-06-22)"
+def munge_facts(munged: str = "munged", prefix: Sequence[str] = ()) -> dict[str, str]:
+    version = _version(_ok_output([*prefix, munged, "-V"]))  # "munge-0.5.15 (2022-06-22)"
     return {"munge.version": version} if version else {}
 
 

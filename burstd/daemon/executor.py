@@ -30,12 +30,13 @@ from burstd.daemon.requeue_record import decode as decode_requeue
 from burstd.daemon.requeue_record import encode as encode_requeue
 from burstd.domain.leadership import Fence, Fenced
 from burstd.domain.lease import ALLOWED, FINAL_STATES, Lease, LeaseState
+from burstd.domain.parity import reason_of as parity_reason
 from burstd.domain.preemption import parse_preemption_reason
 from burstd.domain.slurm import Snapshot
 from burstd.providers.base import (
-    ErrorKind, LaunchRequest, Offering, Provider, ProviderError, launch_all_or_nothing,
+    ErrorKind, LaunchRequest, Offering, ParityRefusedError, Provider, ProviderError, launch_all_or_nothing,
 )
-from burstd.slurm.base import SlurmAdapter, SlurmError
+from burstd.slurm.base import MAX_REASON, SlurmAdapter, SlurmError, check_reason
 
 if TYPE_CHECKING:
     from burstd.daemon.pools import PoolHealth
@@ -237,6 +238,8 @@ class Executor:
                 instances = launch_all_or_nothing(provider, head.gang, requests)
         except ProviderError as exc:
             self.metrics.error(f"provider_{exc.kind}")
+            if isinstance(exc, ParityRefusedError):
+                return self._parity_refused(members, exc)
             if exc.kind in (ErrorKind.THROTTLED, ErrorKind.TRANSIENT):
                 log.warning("launch will be retried", extra=ev(lease_id=head.lease_id, node=head.node_name,
                                                                   gang=head.gang, error=str(exc),
@@ -258,6 +261,19 @@ class Executor:
                        instance_id=inst.instance_id, launched_at=self._launch_time(m, inst.launched_at))
         crash_point("launch.after_booting")
         self._cycle.report.again = True
+
+    def _parity_refused(self, members: list[Lease], exc: ParityRefusedError) -> None:
+        """The node's gate refused the image within the launch (a local image VM): what ``POST /v1/parity`` does
+        for a cloud node's agent. The lease fails with the differences as its reason, its jobs go back to the
+        queue with their priority, the refusal is counted (metric) and is a boot failure toward the pool's
+        protection."""
+        head = members[0]
+        why = check_reason(parity_reason(list(exc.differences), MAX_REASON))
+        self.metrics.parity_refusals.labels(head.pool).inc()
+        log.warning("parity gate refused a node", extra=ev(node=head.node_name, lease_id=head.lease_id, reason=why))
+        for m in members:
+            self._do_Fail(Fail(m.lease_id, why, requeue=m.job_ids))
+        self._health("record_boot_failure", head.pool, why)
 
     def _launch_time(self, lease: Lease, reported: float) -> float:
         """Spend starts at the provider's launch time, but only a sane one is billed (issue 9 item 10)."""

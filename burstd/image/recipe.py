@@ -115,6 +115,10 @@ def render_install(spec: ImageSpec, tgt: Target) -> str:
         lines.append(_cmd(pip_env, "install", "-q", "--no-cache-dir", *index, torch))
     lines += [
         "",
+        'step "burstd.train in the job environment (the sbatch templates checkpoint and resume with it)"',
+        # no dependencies: burstd.train needs only torch (spec.torch), never the daemon's packages
+        f'{pip_env} install -q --no-cache-dir --no-deps "$STAGE"/burstd-*.whl',
+        "",
         'step "burstd-agent (its own venv: it must not change the jobs\' packages)"',
         _cmd("python3", "-m", "venv", AGENT_VENV),
         f'{AGENT_VENV}/bin/pip install -q --no-cache-dir "$STAGE"/burstd-*.whl',

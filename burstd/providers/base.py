@@ -42,6 +42,16 @@ class ProviderError(Exception):
         super().__init__(f"{kind}: {code + ': ' if code else ''}{message}")
 
 
+class ParityRefusedError(ProviderError):
+    """The node's parity gate refused the image during the launch, before slurmd started (the local provider's VMs
+    boot within the call; a cloud node's agent reports the same later, ``POST /v1/parity``). A boot failure of the
+    pool, never retried: the same image would be refused again. ``differences``: the gate's messages."""
+
+    def __init__(self, message: str, differences: tuple[str, ...] | list[str]):
+        super().__init__(ErrorKind.CONFIG, message, code="ParityRefused")
+        self.differences = tuple(differences)
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchRequest:
     lease_id: str  # idempotency token and tag

@@ -4,8 +4,8 @@ With an image, each cloud VM is ``providers/local/vmroot.py``'s: its own root (a
 scratch disk and mount namespace, the head's munge key and the test users arriving at boot, and the parity gate
 before slurmd: the image's ``burstctl image check`` against the on-prem side's fingerprint, which ``up`` measures
 (``<state>/parity-reference.json``) with the bed's allowed differences (``<state>/parity.toml``). The on-prem
-nodes of a bed are namespaces on the head, so their fingerprint is the head's (its Slurm: host packages or the
-bed's chroot).
+nodes of a bed are namespaces on the head, so their fingerprint is the head's: its own Slurm, or for a release
+bed (24.11, 26.05) the chroot's, measured from the host (``chroot_fingerprint``).
 
 ``cloud_image`` is a folder as ``burstctl image build --provider local --out DIR`` made it (DIR/rootfs), or
 ``"default"``: the image of the bed's release from the spec below, built once per machine into the cache
@@ -68,23 +68,41 @@ def ensure_image(cfg: BedConfig) -> Path | None:
 
 
 def gated(cfg: BedConfig) -> bool:
-    """Whether the cloud VMs are gated: an image on a bed of the host's Slurm (a chroot bed's on-prem fingerprint
-    would have to be measured inside its chroot, which has no Python: not done yet)."""
-    return cfg.cloud_image is not None and cfg.slurm_release is None
+    """Whether the cloud VMs are gated: whenever they boot from an image (the host's Slurm, or a release chroot)."""
+    return cfg.cloud_image is not None
+
+
+def chroot_fingerprint(root: Path) -> dict[str, str]:
+    """A release bed's on-prem side, measured from the host: its OS, Slurm (release, plugins) and munge run from
+    the chroot (``chroot ROOT``). The chroot has no Python, so the reference names no job environment and the gate
+    compares none."""
+    from burstd.agent.fingerprint import PLUGIN_DIRS, munge_facts, os_facts, slurm_facts
+
+    prefix = ("chroot", str(root))
+    facts = os_facts(root / "etc/os-release")
+    facts |= slurm_facts(plugin_dirs=[f"{root}{d}" for d in PLUGIN_DIRS], prefix=prefix)
+    facts |= munge_facts(prefix=prefix)
+    return dict(sorted(facts.items()))
 
 
 def gate_files(state_dir: Path) -> tuple[Path, Path]:
     return state_dir / "parity-reference.json", state_dir / "parity.toml"
 
 
-def write_gate_files(cfg: BedConfig, measure=None) -> None:
-    """The on-prem reference and the bed's parity settings, for the cloud VMs' gate (measured on the head)."""
+def write_gate_files(cfg: BedConfig, measure=None, measure_chroot=None) -> None:
+    """The on-prem reference and the bed's parity settings, for the cloud VMs' gate (measured on the head, or in
+    a release bed's chroot)."""
     if not gated(cfg):
         return
     from burstd.agent.fingerprint import fingerprint
 
     reference, spec = gate_files(cfg.state_path)
-    facts = (measure or fingerprint)(job_python="/usr/bin/python3")
+    if cfg.slurm_release is None:
+        facts = (measure or fingerprint)(job_python="/usr/bin/python3")
+    else:
+        from burstd.testbed.release import chroot_path
+
+        facts = (measure_chroot or chroot_fingerprint)(chroot_path(cfg.slurm_release))
     reference.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
     spec.write_text(tomlkit.dumps({"parity": {"job_python": JOB_PYTHON, "allow": list(BED_ALLOW)}}))
     reference.chmod(0o644)

@@ -19,6 +19,7 @@ Served (IMDSv2: every GET needs a token from ``PUT /latest/api/token``):
 * ``/latest/meta-data/spot/instance-action``: 404, or 200 ``{"action": "terminate", "time": "...Z"}``
 * ``/latest/meta-data/events/recommendations/rebalance``: 404, or 200 ``{"noticeTime": "...Z"}``
 * ``/latest/meta-data/tags/instance/`` and ``.../tags/instance/KEY``
+* ``/latest/user-data``: the state directory's ``user-data`` file, 404 without one (an image VM's agent settings)
 * GCP: ``/computeMetadata/v1/instance/preempted`` (``Metadata-Flavor: Google``; ``?wait_for_change=true``)
 """
 
@@ -274,6 +275,11 @@ class MetadataServer(ThreadingHTTPServer):
 
     def aws_value(self, path: str) -> tuple[str, str] | None:
         ident = self.identity
+        if path == "/latest/user-data":
+            try:
+                return (self.state_dir / "user-data").read_text(), "text/plain"
+            except OSError:
+                return None
         md = "/latest/meta-data/"
         if path == "/latest/meta-data" or path == md:
             keys = [

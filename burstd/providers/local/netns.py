@@ -58,7 +58,11 @@ class NetnsError(RuntimeError):
 
 class ParityRefused(NetnsError):
     """An image VM's parity gate found the image unlike on-prem: slurmd never started; the message names each
-    difference."""
+    difference, ``differences`` lists them."""
+
+    def __init__(self, message: str, differences: list[str]):
+        super().__init__(message)
+        self.differences = differences
 
 
 def check_name(what: str, value: str, pattern: re.Pattern[str] = _NAME_RE) -> str:
@@ -496,7 +500,7 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
                 if refusal is not None and proc.returncode == vmroot.GATE_REFUSED:
                     image = spec.root.image if spec.root else ""
                     raise ParityRefused(f"{spec.netns}: the parity gate refused the image {image}: "
-                                        + "; ".join(refusal.splitlines()))
+                                        + "; ".join(refusal.splitlines()), refusal.splitlines())
                 raise NetnsError(f"start slurmd in {spec.netns}: exit {proc.returncode}, "
                                  f"no process left in the VM; see {console}")
             rec.state = "booting" if spec.boot_delay_s > 0 else "running"

@@ -385,8 +385,9 @@ def chaos(
 
 
 class PreemptionHook:
-    """The LocalProvider's ``VmHook``: each VM gets its metadata endpoint and agent, and (with
-    ``preempt_rate_per_hour`` > 0) a chaos process that preempts it at random.
+    """The LocalProvider's ``VmHook``: each VM gets its metadata endpoint and agent (a VM booted from an image runs
+    the image's agent inside it: ``vm_agent``), and (with ``preempt_rate_per_hour`` > 0) a chaos process that
+    preempts it at random.
 
         LocalProvider.from_config(cfg, "local", hooks=[PreemptionHook(cfg, cfg.pool("local"))])
     """
@@ -397,16 +398,27 @@ class PreemptionHook:
         self.records_dir = records_dir_of(config, pool)
 
     def vm_started(self, vm) -> dict[str, str]:
-        extra = start_vm_services_for(
-            self.config,
-            self.pool,
-            netns=vm.netns,
-            node=vm.node_name,
-            address=vm.ip,
-            instance_id=vm.instance_id,
-            records_dir=self.records_dir,
-            tags=dict(vm.tags),
-        )
+        if getattr(vm, "vm_dir", ""):  # booted from an image: the image's agent, started inside the VM
+            from burstd.providers.local import vm_agent
+
+            _, env, port = vm_services_plan(self.config, self.pool, vm.node_name)
+            extra = start_vm_services(netns=vm.netns, node=vm.node_name, address=vm.ip,
+                                      instance_id=vm.instance_id, records_dir=self.records_dir,
+                                      metadata_port=port, tags=dict(vm.tags), env=env)
+            extra |= vm_agent.start(self.config, vm, records_dir=self.records_dir, metadata_port=port,
+                                    state_dir=metadata_dir(self.records_dir, vm.netns), spawn=_spawn,
+                                    env=_env(env))
+        else:
+            extra = start_vm_services_for(
+                self.config,
+                self.pool,
+                netns=vm.netns,
+                node=vm.node_name,
+                address=vm.ip,
+                instance_id=vm.instance_id,
+                records_dir=self.records_dir,
+                tags=dict(vm.tags),
+            )
         local = self.pool.local
         if local is not None and local.preempt_rate_per_hour > 0:
             pid = _spawn(

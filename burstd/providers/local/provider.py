@@ -31,7 +31,14 @@ from typing import Protocol
 
 from burstd.config import Config, LocalPoolConfig, PoolConfig
 from burstd.domain.money import usd_to_micros
-from burstd.providers.base import ErrorKind, Instance, LaunchRequest, Offering, ProviderError
+from burstd.providers.base import (
+    ErrorKind,
+    Instance,
+    LaunchRequest,
+    Offering,
+    ParityRefusedError,
+    ProviderError,
+)
 from burstd.providers.local import netns, vmroot
 from burstd.secure_files import LockTimeout
 
@@ -209,7 +216,7 @@ class LocalProvider:
                 rec = netns.create(spec, self.records_dir)
             except netns.ParityRefused as exc:  # the same image would be refused again: never retried
                 netns.remove_record(self.records_dir, ns)
-                raise ProviderError(ErrorKind.CONFIG, str(exc), code="ParityRefused") from exc
+                raise ParityRefusedError(str(exc), exc.differences) from exc
             except (netns.NetnsError, ValueError) as exc:
                 raise ProviderError(ErrorKind.TRANSIENT, str(exc), code="LaunchFailed") from exc
             if self.hooks and not rec.services_up:

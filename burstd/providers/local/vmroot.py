@@ -6,12 +6,14 @@ namespace (``netns.start_argv`` puts ``nsenter --net`` in front)::
     root = VmRoot(image="/var/lib/burstd-testbed/images/<digest>/rootfs", vm_dir="/var/lib/.../sl-cloud1.vm",
                   munge_key="/etc/munge/munge.key", users=("burstuser",))
 
-The boot, as root, in a fresh mount and UTS namespace (so nothing it mounts is seen by the host):
+The boot, as root, in a fresh mount, UTS and PID namespace (so nothing it mounts is seen by the host, and nothing
+in the VM sees or signals a process of the head's: its /proc is its own):
 
 1. an overlayfs over the image (the image is the read-only lower layer, shared by every VM; each VM writes into
    ``<vm_dir>/upper``, emptied at every boot, so a VM starts from the image as built);
-2. /proc, /sys (slurmd needs the cgroup filesystem) and /dev from the host, a tmpfs /run, and a scratch disk of
-   its own (``<vm_dir>/scratch`` at ``/scratch``). No /home, no project folder, no host binary is visible;
+2. a /proc of the VM's own PID namespace, /sys (slurmd needs the cgroup filesystem) and /dev from the host, a
+   tmpfs /run, and a scratch disk of its own (``<vm_dir>/scratch`` at ``/scratch``). No /home, no project
+   folder, no host binary, no head process is visible;
 3. what arrives at boot, never baked into the image: the cluster's munge key (copied from ``munge_key``, as a
    cloud node fetches it from the secret store), the job users' passwd and group lines (a site's directory
    service stands in for them), the parity reference and its settings;
@@ -19,10 +21,14 @@ The boot, as root, in a fresh mount and UTS namespace (so nothing it mounts is s
    runs (the image's own ``burstctl image check`` against the on-prem reference: on a difference slurmd never
    starts, the boot exits 3 and ``<vm_dir>/boot/gate.out`` names each difference), then data staging
    (``/usr/lib/burstd/stage-in.d/*``, executables in the image, run in name order: where issue 24's staging
-   plugs in) and finally slurmd, from the image.
+   plugs in) and finally slurmd, from the image;
+5. the boot's first process, PID 1 of the VM, becomes the VM's init (the image's python3, reaping the orphans a
+   PID 1 inherits) and lives as long as the VM. The command that boots returns once ``<vm_dir>/boot/booted``
+   says the VM is up, or with the boot's exit status (``GATE_REFUSED``) when it ended before that.
 
 ``<vm_dir>/boot`` is the VM's ``/run/burstd-boot``: the only folder both sides see (the gate's answer comes back
-through it). Every path is checked against a narrow character set first: they end up in mount options, where a
+through it; ``vm_agent`` relays the daemon's socket into it and watches it for the guest's power-off).
+:func:`init_pid` finds the VM's PID 1 from the host, to start a process inside the VM (``nsenter --target``). Every path is checked against a narrow character set first: they end up in mount options, where a
 comma or a colon would change their meaning.
 """
 
@@ -36,6 +42,9 @@ from pathlib import Path
 
 GATE_OUT = "gate.out"  # under <vm_dir>/boot: the parity gate's differences, when it refused the image
 GATE_REFUSED = 3  # the boot's exit status when the gate refused
+BOOTED = "booted"  # under <vm_dir>/boot: made once slurmd is started (or scheduled); the VM is up
+BOOT_EXIT = "exit"  # under <vm_dir>/boot: the boot's exit status, when it ended before the VM was up
+BOOT_WAIT_S = 180  # the longest a boot may take to answer (the gate fingerprints the image: seconds)
 GATE_OUT_MAX = 4000  # characters of the gate's answer read back (a lease reason is bounded further)
 STAGE_IN_DIR = "/usr/lib/burstd/stage-in.d"  # in the image: data staging's hooks, run before slurmd starts
 IMAGE_AGENT_CLI = "/opt/burstd/agent/bin/burstctl"  # burstd in the image (burstd.image.recipe.AGENT_VENV)
@@ -86,16 +95,31 @@ class VmRoot:
         return Path(self.vm_dir) / "boot"
 
 
-# Host side, in the VM's new mount namespace: build the root, hand in what arrives at boot, chroot.
+# Host side, in the VM's network namespace: start the VM (detached: its PID 1 lives as long as the VM) and wait
+# for its verdict. "$0" is the VM's folder; the rest is unshare's argv.
+_START = r"""vm=$0
+rm -rf "$vm/upper" "$vm/work" "$vm/boot"
+mkdir -p "$vm/upper" "$vm/work" "$vm/root" "$vm/scratch" "$vm/boot"
+setsid -f sh -c 'unshare "$@"; echo "$?" >"$0/boot/BOOT_EXIT"' "$vm" "$@"
+i=0
+while [ "$i" -lt BOOT_WAIT_TENTHS ]; do
+  [ -e "$vm/boot/BOOTED" ] && exit 0
+  [ -e "$vm/boot/BOOT_EXIT" ] && exit "$(cat "$vm/boot/BOOT_EXIT")"
+  sleep 0.1; i=$((i + 1))
+done
+echo "boot: no answer from the VM within BOOT_WAIT_S s" >&2
+exit 1
+"""
+
+# Host side, in the VM's new mount and PID namespaces (PID 1 there): build the root, hand in what arrives at boot,
+# chroot.
 _BOOT = r"""set -eu
 img=$1 vm=$2 host=$3 key=$4 users=$5 dirs=$6 ref=$7 pspec=$8 delay=$9; shift 9
 hostname "$host"
 [ -x "$img/usr/sbin/slurmd" ] || { echo "boot: $img is not a node image (no usr/sbin/slurmd)" >&2; exit 1; }
-rm -rf "$vm/upper" "$vm/work" "$vm/boot"
-mkdir -p "$vm/upper" "$vm/work" "$vm/root" "$vm/scratch" "$vm/boot"
 mount -t overlay overlay -o "lowerdir=$img,upperdir=$vm/upper,workdir=$vm/work" "$vm/root"
 r=$vm/root
-mount --rbind /proc "$r/proc"
+mount -t proc -o nosuid,nodev,noexec proc "$r/proc"
 mount --rbind /sys "$r/sys"
 mount --rbind /dev "$r/dev"
 mount -t tmpfs -o mode=0755 tmpfs "$r/run"
@@ -138,15 +162,30 @@ if [ -d STAGE_IN_DIR ]; then
 fi
 if [ "$delay" != 0 ]; then  # a slow cloud boot: slurmd later, the gate's answer now
   setsid -f sh -c 'sleep "$0" && exec "$@"' "$delay" "$@" </dev/null >/dev/null 2>&1
-  exit 0
+else
+  "$@"
 fi
-exec "$@"
+: >/run/burstd-boot/BOOTED
+exec python3 -c VM_INIT
 """
+
+# The VM's PID 1 for its whole life: orphans are reparented to it, and a PID 1 that does not reap them fills the
+# VM with zombies. Signals from inside the VM cannot stop it (PID 1 gets none it does not handle); the host's
+# SIGKILL (a terminate, a power-off) ends it and, with it, every process of the VM. One line: hook scripts indent
+# what they embed (burstd.testbed.render), and an indented Python block would not parse.
+_VM_INIT = ('exec("import os, time\\nwhile True:\\n try:\\n  os.wait()\\n except ChildProcessError:\\n'
+            '  time.sleep(1)\\n")')
 
 
 def inner_script() -> str:
     return (_INNER.replace("AGENT_CLI", IMAGE_AGENT_CLI).replace("GATE_OUT", GATE_OUT)
-            .replace("GATE_REFUSED", str(GATE_REFUSED)).replace("STAGE_IN_DIR", STAGE_IN_DIR))
+            .replace("GATE_REFUSED", str(GATE_REFUSED)).replace("STAGE_IN_DIR", STAGE_IN_DIR)
+            .replace("BOOTED", BOOTED).replace("VM_INIT", shlex.quote(_VM_INIT)))
+
+
+def start_script() -> str:
+    return (_START.replace("BOOT_WAIT_TENTHS", str(BOOT_WAIT_S * 10)).replace("BOOT_WAIT_S", str(BOOT_WAIT_S))
+            .replace("BOOT_EXIT", BOOT_EXIT).replace("BOOTED", BOOTED))
 
 
 def boot_argv(root: VmRoot, hostname: str, command: list[str], delay_s: float = 0.0) -> list[str]:
@@ -154,12 +193,28 @@ def boot_argv(root: VmRoot, hostname: str, command: list[str], delay_s: float = 
     ``delay_s`` after the gate passed (the boot returns then; the command's start is left running).
 
     Runs inside the VM's network namespace; the new mount namespace ends with the VM's last process, taking
-    the overlay and every bind mount with it (nothing to unmount on the host)."""
+    the overlay and every bind mount with it (nothing to unmount on the host), and the PID namespace with its
+    PID 1 (the kernel kills every process left in it)."""
     script = f"INNER={shlex.quote(inner_script())}\n{_BOOT}"
-    return ["unshare", "--mount", "--uts", "--propagation", "private", "--", "sh", "-c", script, "boot",
+    return ["sh", "-c", start_script(), root.vm_dir,
+            "--mount", "--uts", "--pid", "--fork", "--propagation", "private", "--", "sh", "-c", script, "boot",
             root.image, root.vm_dir, hostname, root.munge_key, ",".join(root.users), ":".join(root.make_dirs),
             root.parity_reference or "", root.parity_spec or "", "0" if delay_s <= 0 else f"{delay_s:.3f}",
             *command]
+
+
+def init_pid(pids: list[int]) -> int | None:
+    """Of ``pids`` (a VM's processes, host pids), the VM's PID 1, seen from the host; None when it has none (a VM
+    that is not booted, or one that shares the head's PID namespace)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                ns_pids = next((line.split()[1:] for line in fh if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if len(ns_pids) >= 2 and ns_pids[-1] == "1":
+            return pid
+    return None
 
 
 def gate_refusal(vm_dir: str | Path) -> str | None:

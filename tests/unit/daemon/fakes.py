@@ -327,10 +327,14 @@ class FakeProvider:
         self.launch_calls: list[str] = []
         self.terminate_calls: list[str] = []
         self.fail_next: ErrorKind | None = None
+        self.raise_next: ProviderError | None = None  # a given error (a subclass: ParityRefusedError)
         self._ids = itertools.count(1)
 
     def launch(self, request: LaunchRequest) -> Instance:
         self.launch_calls.append(request.lease_id)
+        if self.raise_next is not None:
+            exc, self.raise_next = self.raise_next, None
+            raise exc
         if self.fail_next is not None:
             kind, self.fail_next = self.fail_next, None
             raise ProviderError(kind, "injected", code="Injected")

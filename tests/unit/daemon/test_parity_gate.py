@@ -61,6 +61,35 @@ def test_repeated_parity_refusals_fail_each_lease_with_the_difference_and_protec
     assert provider.launch_calls == []  # a bad image is not relaunched in a loop
 
 
+def test_a_local_image_vm_refused_within_its_launch_counts_as_a_cloud_agents_report_would():
+    """The local provider's image VM runs its gate within the launch call (ParityRefusedError): the daemon does
+    what POST /v1/parity does for a cloud node: the lease fails with the differences, the job goes back to the
+    queue, the refusal is counted, and repeated ones protect the pool (not a launch failure's cooldown)."""
+    from burstd.providers.base import ParityRefusedError
+
+    cfg = CFG.model_copy(update={"cloud": CFG.cloud.model_copy(update={"protect_after_boot_failures": 2})})
+    clock, store, adapter, provider, rec = make(cfg)
+    differences = ["slurmd 24.11.5 on the node, 22.05.8 on-prem", "munge 0.5.16 on the node, 0.5.15 on-prem"]
+    for i, node in enumerate(["cloud1", "cloud2"]):
+        provider.raise_next = ParityRefusedError(f"sl-{node}: the parity gate refused the image", differences)
+        rec.request_resume([node], {node: (i + 1,)})
+        rec.cycle()
+        rec.cycle()
+        lease = next(x for x in store.leases() if x.node_name == node)
+        assert lease.state in (S.FAILED, S.TERMINATING, S.TERMINATED)
+        why = "parity: slurmd 24.11.5 on the node, 22.05.8 on-prem; munge 0.5.16 on the node, 0.5.15 on-prem"
+        assert any(e.reason == why for e in store.events(lease.lease_id)), store.events(lease.lease_id)
+        assert ("remove_partition", i + 1, "cloud") not in adapter.calls  # it may burst again, as from a cloud
+    assert rec.metrics.registry.get_sample_value("burstd_parity_refusals_total", {"pool": "local"}) == 2.0
+    health = rec.health.status()["local"]
+    assert health["protected"] and "slurmd 24.11.5 on the node" in health["protected_reason"]
+    provider.launch_calls.clear()
+    rec.request_resume(["cloud3"])
+    rec.cycle()
+    assert next(x for x in store.leases() if x.node_name == "cloud3").state == S.REFUSED
+    assert provider.launch_calls == []
+
+
 @pytest.fixture
 def gate_api(tmp_path):
     ref = tmp_path / "reference.json"

@@ -27,16 +27,53 @@ def test_an_image_vm_boots_in_its_own_mount_namespace_and_runs_the_images_slurmd
     argv = netns.start_argv(_spec(root))
     # the network namespace is entered without a hostname wrapper: the boot makes its own UTS namespace
     assert argv[:2] == ["nsenter", "--net=/run/netns/sl-cloud1"]
-    assert argv[2:7] == ["unshare", "--mount", "--uts", "--propagation", "private"]
-    script = argv[10]
+    # the start waits for the VM's verdict; unshare's argv follows the VM's folder
+    assert argv[2:4] == ["sh", "-c"] and argv[4] == vmroot.start_script() and argv[5] == root.vm_dir
+    assert argv[6:13] == ["--mount", "--uts", "--pid", "--fork", "--propagation", "private", "--"]
+    script = argv[15]
     assert "mount -t overlay overlay" in script and 'lowerdir=$img,upperdir=$vm/upper' in script
     assert 'exec chroot "$r"' in script
-    positional = argv[11:]
+    positional = argv[16:]
     assert positional[:10] == ["boot", root.image, root.vm_dir, "cloud1", "/etc/munge/munge.key", "burstuser",
                                "/var/spool/slurmd", "", "", "0"]
     assert positional[10:] == ["/usr/sbin/slurmd", "-b", "-N", "cloud1", "--conf-server", "10.77.0.1:6817"]
-    assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0
-    assert subprocess.run(["sh", "-n", "-c", vmroot.inner_script()], check=False).returncode == 0
+    for text in (script, vmroot.inner_script(), vmroot.start_script()):
+        assert subprocess.run(["sh", "-n", "-c", text], check=False).returncode == 0
+
+
+def test_the_vm_has_a_pid_namespace_and_a_proc_of_its_own_and_an_init_that_outlives_the_boot():
+    assert 'mount -t proc -o nosuid,nodev,noexec proc "$r/proc"' in vmroot._BOOT
+    assert "--rbind /proc" not in vmroot._BOOT  # the head's /proc (slurmctld, the daemon) never enters a VM
+    inner = vmroot.inner_script()
+    # the VM is up once slurmd started; then the boot's PID 1 becomes the VM's init, reaping orphans
+    assert inner.index('"$@"\nfi') < inner.index(f": >/run/burstd-boot/{vmroot.BOOTED}") < inner.index("exec python3")
+    assert "os.wait()" in inner
+
+
+def test_the_start_answers_with_the_boots_verdict(tmp_path):
+    vm = tmp_path / "vm"
+    fake_unshare = tmp_path / "bin"
+    fake_unshare.mkdir()
+
+    def start(body: str) -> int:
+        (fake_unshare / "unshare").write_text(f"#!/bin/sh\n{body}\n")
+        (fake_unshare / "unshare").chmod(0o755)
+        env = {"PATH": f"{fake_unshare}:/usr/bin:/bin"}
+        return subprocess.run(["sh", "-c", vmroot.start_script(), str(vm), "--mount"], env=env, timeout=30,
+                              check=False).returncode
+
+    # up: the VM says so and lives on (the start does not wait for it to end)
+    assert start(f'touch "{vm}/boot/{vmroot.BOOTED}"; sleep 30') == 0
+    # the gate refused: the boot ended with its status before the VM was up
+    assert start(f"exit {vmroot.GATE_REFUSED}") == vmroot.GATE_REFUSED
+    assert start("exit 1") == 1
+
+
+def test_init_pid_finds_the_process_that_is_pid_1_of_its_namespace():
+    import os
+
+    assert vmroot.init_pid([os.getpid()]) is None  # this test does not run in a PID namespace of its own
+    assert vmroot.init_pid([]) is None
 
 
 def test_the_head_nodes_folders_are_never_mounted_into_the_vm():
@@ -45,12 +82,12 @@ def test_the_head_nodes_folders_are_never_mounted_into_the_vm():
     sources = {line.split()[-2] for line in binds}
     # only the kernel's views, a tmpfs, and the VM's own folders: no /home, no /usr, no state dir of the head
     overlay = '"lowerdir=$img,upperdir=$vm/upper,workdir=$vm/work"'  # the image, read-only, under the VM's own
-    assert sources == {'/proc', '/sys', '/dev', 'tmpfs', '"$vm/boot"', '"$vm/scratch"', overlay}, sources
+    assert sources == {'proc', '/sys', '/dev', 'tmpfs', '"$vm/boot"', '"$vm/scratch"', overlay}, sources
 
 
 def test_the_key_arrives_at_boot_and_the_gate_runs_before_slurmd_and_staging_before_it_too():
     inner = vmroot.inner_script()
-    gate, stage, slurmd = (inner.index("image check"), inner.index(vmroot.STAGE_IN_DIR), inner.index('exec "$@"'))
+    gate, stage, slurmd = (inner.index("image check"), inner.index(vmroot.STAGE_IN_DIR), inner.index('  "$@"\n'))
     assert gate < stage < slurmd
     assert f"exit {vmroot.GATE_REFUSED}" in inner and vmroot.IMAGE_AGENT_CLI in inner
     assert 'install -m 0400 "$key" "$r/etc/munge/munge.key"' in vmroot._BOOT
@@ -58,7 +95,7 @@ def test_the_key_arrives_at_boot_and_the_gate_runs_before_slurmd_and_staging_bef
 
 def test_a_boot_delay_delays_slurmd_not_the_gate(tmp_path):
     argv = netns.start_argv(_spec(_root(tmp_path), boot_delay_s=2.5))
-    assert argv[11:][9] == "2.500"
+    assert argv[16:][9] == "2.500"
     assert netns.delayed_start_argv(_spec(None, boot_delay_s=2.5))[0] == "setsid"  # the shared mode as before
 
 
@@ -117,3 +154,17 @@ def test_the_local_provider_boots_from_the_pools_image_in_a_folder_beside_its_re
 def test_a_bad_image_setting_fails_when_the_provider_is_made_naming_it(tmp_path):
     with pytest.raises(ValueError, match=r"pools.local.local: invalid image 'images/x'"):
         LocalProvider.from_config(_pool(tmp_path, image_rootfs="images/x"), "local")
+
+
+def test_the_vms_init_parses_even_when_a_hook_script_indents_the_boot():
+    import shlex
+    import sys
+    import textwrap
+
+    indented = textwrap.indent(vmroot.inner_script(), "    ")  # as burstd.testbed.render embeds it
+    line = next(x for x in indented.splitlines() if "exec python3 -c" in x)
+    code = shlex.split(line)[-1]
+    compile(code, "<init>", "exec")
+    # it runs (and keeps running: an init never returns); a syntax error would end it at once
+    proc = subprocess.run(["timeout", "1", sys.executable, "-c", code], check=False)
+    assert proc.returncode == 124

@@ -13,7 +13,7 @@ from burstd.config import parse_config
 from burstd.image import cache
 from burstd.image.recipe import MARK
 from burstd.image.spec import ImageSpec
-from burstd.testbed import cloud_image, render
+from burstd.testbed import cloud_image, release, render
 from burstd.testbed.config import BedConfig
 from burstd.testbed.host import BedError
 
@@ -77,12 +77,39 @@ def test_the_gate_files_hold_the_heads_facts_and_the_beds_allowed_differences(tm
     assert parity["allow"] == list(cloud_image.BED_ALLOW) and parity["job_python"] == cloud_image.JOB_PYTHON
 
 
-def test_a_chroot_bed_boots_from_its_image_ungated_for_now(tmp_path):
+def test_a_chroot_bed_gates_its_vms_on_the_chroots_fingerprint(tmp_path):
     cfg = BedConfig(state_dir=str(tmp_path), slurm_release="24.11", cloud_image="/img").resolved()
     root = render.vm_spec(cfg, "cloud1", boot_flag=True).root
-    assert root is not None and root.parity_reference is None
+    assert root is not None and root.parity_reference == f"{tmp_path}/parity-reference.json"
     assert root.munge_key.endswith("/chroots/trixie/etc/munge/munge.key")
-    cloud_image.write_gate_files(cfg, measure=lambda **kw: pytest.fail("measured"))
+    measured = []
+    cloud_image.write_gate_files(cfg, measure=lambda **kw: pytest.fail("the head measured"),
+                                 measure_chroot=lambda path: measured.append(path) or {"slurm.release": "24.11.5"})
+    assert [str(p) for p in measured] == [str(release.chroot_path("24.11"))]
+    reference, _ = cloud_image.gate_files(tmp_path)
+    assert json.loads(reference.read_text()) == {"slurm.release": "24.11.5"}
+
+
+def test_a_chroots_fingerprint_runs_its_commands_in_the_chroot(tmp_path, monkeypatch):
+    from burstd.agent import fingerprint
+
+    root = tmp_path / "chroot"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/os-release").write_text('PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\n')
+    (root / "usr/lib/x86_64-linux-gnu/slurm-wlm").mkdir(parents=True)
+    (root / "usr/lib/x86_64-linux-gnu/slurm-wlm/auth_munge.so").write_text("")
+    ran = []
+
+    def run(argv, timeout_s=10.0):
+        ran.append(list(argv))
+        out = {"slurmd": "slurm 24.11.5\n", "munged": "munge-0.5.16 (2024-05-27)\n"}.get(argv[2], "")
+        return (0, out) if argv[3] == "-V" else (1, "")
+
+    monkeypatch.setattr(fingerprint, "run", run)
+    facts = cloud_image.chroot_fingerprint(root)
+    assert facts == {"os.release": "Debian GNU/Linux 13 (trixie)", "slurm.release": "24.11.5",
+                     "slurm.plugin.auth_munge": "present", "munge.version": "0.5.16"}
+    assert all(argv[:2] == ["chroot", str(root)] for argv in ran), ran
 
 
 def test_a_folder_that_is_no_image_is_refused_naming_it(tmp_path):

@@ -26,6 +26,9 @@ python3 -m venv /opt/burstd/jobenv
 /opt/burstd/jobenv/bin/pip install -q --no-cache-dir numpy==1.26.4 'fsspec>=2024.2'
 /opt/burstd/jobenv/bin/pip install -q --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.5.1
 
+step "burstd.train in the job environment (the sbatch templates checkpoint and resume with it)"
+/opt/burstd/jobenv/bin/pip install -q --no-cache-dir --no-deps "$STAGE"/burstd-*.whl
+
 step "burstd-agent (its own venv: it must not change the jobs' packages)"
 python3 -m venv /opt/burstd/agent
 /opt/burstd/agent/bin/pip install -q --no-cache-dir "$STAGE"/burstd-*.whl
