@@ -72,7 +72,7 @@ def test_a_local_image_vm_refused_within_its_launch_counts_as_a_cloud_agents_rep
     differences = ["slurmd 24.11.5 on the node, 22.05.8 on-prem", "munge 0.5.16 on the node, 0.5.15 on-prem"]
     for i, node in enumerate(["cloud1", "cloud2"]):
         provider.raise_next = ParityRefusedError(f"sl-{node}: the parity gate refused the image", differences)
-        rec.request_resume([node], {node: (i + 1,)})
+        rec.intake.request_resume([node], {node: (i + 1,)})
         rec.cycle()
         rec.cycle()
         lease = next(x for x in store.leases() if x.node_name == node)
@@ -84,7 +84,7 @@ def test_a_local_image_vm_refused_within_its_launch_counts_as_a_cloud_agents_rep
     health = rec.health.status()["local"]
     assert health["protected"] and "slurmd 24.11.5 on the node" in health["protected_reason"]
     provider.launch_calls.clear()
-    rec.request_resume(["cloud3"])
+    rec.intake.request_resume(["cloud3"])
     rec.cycle()
     assert next(x for x in store.leases() if x.node_name == "cloud3").state == S.REFUSED
     assert provider.launch_calls == []
