@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from burstd.slurm.conf import conf_value
 
@@ -46,9 +46,15 @@ def daemon_url(cfg) -> str:
     return cfg.agent.daemon_url or f"unix:{cfg.api.socket}"
 
 
-def data_hook_script(cfg, kind: str, agent: str = "burstd-agent") -> str:
+AGENT_ENV_FILE = "/etc/default/burstd-agent"  # the agent unit's EnvironmentFile: e.g. the store's credentials
+
+
+def data_hook_script(cfg, kind: str, agent: str | Sequence[str] = "burstd-agent",
+                     env_file: str = AGENT_ENV_FILE) -> str:
     """The wrapper Slurm runs as ``kind`` (prolog or epilog) on every node; ``agent`` is burstd-agent's path on a
-    cloud node (an image carries it at /usr/bin/burstd-agent)."""
+    cloud node (an image carries it at /usr/bin/burstd-agent), or its argv. ``env_file``, when the node has it, is read first
+    (``NAME=value`` lines, root's own file): credentials for a store that is not the cloud's own (an instance
+    profile needs none)."""
     if kind not in _COMMAND:
         raise ValueError(f"unknown data hook {kind!r}; one of {', '.join(_COMMAND)}")
     pools = staging_pools(cfg)
@@ -59,7 +65,7 @@ def data_hook_script(cfg, kind: str, agent: str = "burstd-agent") -> str:
         if not _PREFIX.fullmatch(p.node_prefix):
             raise ValueError(f"pools.{p.name}.node_prefix: {p.node_prefix!r} cannot be matched in a shell case")
         patterns.append(f"{p.node_prefix}[0-9]*")
-    argv = [shlex.quote(agent), _COMMAND[kind], "--job", '"$SLURM_JOB_ID"', "--daemon-url", shlex.quote(daemon_url(cfg))]
+    argv = [*(shlex.quote(a) for a in ([agent] if isinstance(agent, str) else agent)), _COMMAND[kind], "--job", '"$SLURM_JOB_ID"', "--daemon-url", shlex.quote(daemon_url(cfg))]
     if cfg.agent.daemon_token_file:
         argv += ["--token-file", shlex.quote(cfg.agent.daemon_token_file)]
     if cfg.agent.daemon_ca_file:
@@ -75,5 +81,6 @@ def data_hook_script(cfg, kind: str, agent: str = "burstd-agent") -> str:
         "  *) exit 0 ;;  # not a node of a pool that stages data: nothing to move",
         "esac",
         'case "${SLURM_JOB_ID:-}" in ""|*[!0-9]*) echo "burstd: no SLURM_JOB_ID" >&2; exit 1 ;; esac',
+        f"if [ -r {shlex.quote(env_file)} ]; then set -a; . {shlex.quote(env_file)}; set +a; fi",
         "exec " + " ".join(argv),
     ]) + "\n"

@@ -28,12 +28,12 @@ def _cfg(tmp_path, agent: dict | None = None, **pool_data):
 
 def _run(script: str, tmp_path, env: dict[str, str]) -> subprocess.CompletedProcess:
     agent = tmp_path / "agent"
-    agent.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    agent.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n[ -z "$AWS_ACCESS_KEY_ID" ] || echo "key=$AWS_ACCESS_KEY_ID"\n')
     agent.chmod(0o755)
     path = tmp_path / "wrapper"
     path.write_text(script)
     path.chmod(0o755)
-    return subprocess.run([str(path)], env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True,
+    return subprocess.run([str(path)], env={"PATH": os.environ["PATH"]} | env, capture_output=True, text=True,
                           check=False, timeout=10)
 
 
@@ -61,6 +61,12 @@ def test_the_prolog_stages_on_a_staging_pools_node_only(tmp_path):
     for node in ("onprem1", "gpu1", "cloud", "cloudy1", ""):  # on-prem, a pool that stages nothing, no node
         other = _run(script, tmp_path, {"SLURMD_NODENAME": node, "SLURM_JOB_ID": "42"})
         assert other.returncode == 0 and other.stdout == "", node
+    env = tmp_path / "agent.env"
+    env.write_text(f"AWS_ACCESS_KEY_ID=AKIAFAKE\nPATH={tmp_path}/nowhere:$PATH\n")
+    script = data_hook_script(cfg, "prolog", agent="agent", env_file=str(env))
+    ran = _run(script, tmp_path, {"SLURMD_NODENAME": "cloud3", "SLURM_JOB_ID": "42", "PATH":
+                                  f"{tmp_path}:{os.environ['PATH']}"})
+    assert ran.returncode == 0 and ran.stdout.endswith("\nkey=AKIAFAKE\n"), ran.stderr  # the file's settings exported
     bad = _run(script, tmp_path, {"SLURMD_NODENAME": "cloud3", "SLURM_JOB_ID": "4;2"})
     assert bad.returncode == 1 and bad.stdout == "" and "SLURM_JOB_ID" in bad.stderr
 
