@@ -236,13 +236,18 @@ class DataStager:
         try:
             self.progress_dir.mkdir(parents=True, exist_ok=True)
             pw = pwd.getpwnam(job.user)
+            as_user = os.getuid() == 0 and pw.pw_uid != 0  # never root-owned files in a user's folder
+            job_dir = self.progress_dir / str(job.job_id)  # the user's process writes its progress records here
+            job_dir.mkdir(mode=0o755, exist_ok=True)
+            if as_user:
+                os.chown(job_dir, pw.pw_uid, pw.pw_gid)
             for i, path in enumerate(job.outputs):
-                cmd = [sys.executable, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
+                python = self.config.data.user_python or sys.executable  # run as the user: one they can run
+                cmd = [python, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
                        "--job", str(job.job_id), "--label", f"out-{i}", "--dest", path,
-                       "--progress", str(self.progress_dir / f"{job.job_id}-out-{i}.json")]
+                       "--progress", str(job_dir / f"out-{i}.json")]
                 cmd += ["--endpoint-url", data.store_endpoint] if data.store_endpoint else []
                 cmd += ["--region", data.store_region] if data.store_region else []
-                as_user = os.getuid() == 0 and pw.pw_uid != 0  # never root-owned files in a user's folder
                 out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=24 * 3600,
                                      user=pw.pw_uid if as_user else None, group=pw.pw_gid if as_user else None,
                                      extra_groups=os.getgrouplist(job.user, pw.pw_gid) if as_user else None)

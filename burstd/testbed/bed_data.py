@@ -27,6 +27,7 @@ from burstd.testbed.datastore import REPO_ROOT, BedDataStore
 
 BOOT_DIR = "/run/burstd-boot"  # the one folder an image VM shares with the host (vmroot)
 BOOT_ENV = "agent.env"
+HOOK_LOG = "data-hooks.log"  # the wrappers' stderr: in the VM's /run/burstd-boot (the host reads it there)
 REGION = "us-east-1"
 # moto takes any key, but boto3 signs every request and needs one; a real pool's node has its instance profile
 STORE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIABEDSTORE00000001", "AWS_SECRET_ACCESS_KEY": "bed-store-not-a-secret"}
@@ -44,6 +45,16 @@ def pool_data_keys(cfg: BedConfig) -> dict[str, object]:
         return {}
     return {"store_bucket": f"bed-{cfg.name}-data", "store_endpoint": store(cfg).url, "store_region": REGION,
             "link_mbps": cfg.data_link_bytes_s * 8 / 1e6}
+
+
+def user_python(cfg: BedConfig) -> str | None:
+    """``[data] user_python`` for the bed's daemon: the Python it brings outputs home with as the job's user. The
+    head's own may sit where users cannot reach (a venv under /root); an image bed's agent venv runs on the head
+    too (the image's Debian Python is the head's). None: the daemon's own."""
+    from burstd.testbed import cloud_image
+
+    folder = cloud_image.image_dir(cfg) if cfg.data_store else None
+    return None if folder is None else str(folder / "rootfs" / "opt/burstd/agent/bin/python3")
 
 
 def boot_dir(cfg: BedConfig) -> Path:
@@ -70,14 +81,16 @@ def files(cfg: BedConfig, burstd_cfg) -> dict[Path, str]:
     """Path on the head -> text: the two wrappers and their environment file (nothing without a data store)."""
     if not cfg.data_store:
         return {}
-    if cfg.cloud_image:
-        folder, agent, env_file = boot_dir(cfg), "/usr/bin/burstd-agent", f"{BOOT_DIR}/{BOOT_ENV}"
+    agent: list[str]
+    if cfg.cloud_image:  # the image's own agent, its files in the VM's boot folder
+        folder, agent, env_file = boot_dir(cfg), ["/usr/bin/burstd-agent"], f"{BOOT_DIR}/{BOOT_ENV}"
         env_path = folder / BOOT_ENV
-    else:
-        folder, agent, env_file = cfg.state_path / "hooks", [cfg.python or sys.executable, "-m", "burstd.agent.main"], \
-            str(cfg.state_path / "data.env")
+    else:  # the head's Python, from the bed's state dir (the VMs share the head's files)
+        folder, agent = cfg.state_path / "hooks", [cfg.python or sys.executable, "-m", "burstd.agent.main"]
+        env_file = str(cfg.state_path / "data.env")
         env_path = Path(env_file)
-    out = {folder / name: data_hook_script(burstd_cfg, kind, agent=agent, env_file=env_file)
+    log = f"{BOOT_DIR}/{HOOK_LOG}" if cfg.cloud_image else str(cfg.state_path / "log" / HOOK_LOG)
+    out = {folder / name: data_hook_script(burstd_cfg, kind, agent=agent, env_file=env_file, log_file=log)
            for kind, name in DATA_HOOK_FILES.items()}
     out[env_path] = env_text(cfg)
     return out

@@ -17,16 +17,15 @@ import json
 import os
 import shutil
 import socket
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from burstd.config import load_config
-from burstd.daemon.client import ApiClient
 from burstd.data.manifest import build_manifest
 from burstd.testbed import Bed, BedConfig, bed_data
+from burstd.testbed.node_bootstrap import NodeBootstrap
 from tests.bed import TEST_USER
 from tests.fakes.tls import make_tls
 from tests.integration.daemon_bed import (
@@ -62,44 +61,6 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-class Bootstrap(threading.Thread):
-    """What a cloud node's bootstrap does before slurmd starts: the node's own agent token (the daemon mints it
-    for the node's open lease), the CA, the data Prolog/Epilog and their environment into /run/burstd-boot."""
-
-    def __init__(self, cfg_path: Path, files: dict[str, str], ca: Path):
-        super().__init__(daemon=True)
-        cfg = load_config(cfg_path)
-        self.socket, self.files, self.ca = cfg.api.socket, files, ca
-        self.vms = Path(cfg.daemon.state_dir) / "local" / cfg.pools[0].name
-        self.prefix = cfg.pools[0].local.netns_prefix
-        self.done: set[str] = set()
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.wait(0.2):
-            for boot in self.vms.glob("*.vm/boot"):
-                if (boot / "dirs").exists() and not (boot / "agent.token").exists():
-                    try:
-                        self._provision(boot)
-                    except Exception as exc:  # noqa: BLE001 - reported by the test
-                        self.errors.append(f"{boot}: {exc!r}")
-
-    def _provision(self, boot: Path) -> None:
-        node = boot.parent.name.removesuffix(".vm").removeprefix(self.prefix)
-        with ApiClient(self.socket) as api:
-            token = api.post(f"/v1/nodes/{node}/agent-token")["token"]
-        for name, text in self.files.items():
-            (boot / name).write_text(text)
-            os.chmod(boot / name, 0o600 if name.endswith(".env") else 0o755)
-        shutil.copy(self.ca, boot / "ca.pem")
-        tmp = boot / ".agent.token"
-        tmp.write_text(token + "\n")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, boot / "agent.token")
-        self.done.add(node)
-
-
 def _dataset(where: Path) -> Path:
     src = where / f"dataset-{time.time_ns()}"
     (src / "sub").mkdir(parents=True)
@@ -114,6 +75,12 @@ def _dataset(where: Path) -> Path:
 def _script(src: Path, out: Path) -> str:
     return (f"#!/bin/sh\n#SBATCH -t 5\n#BURSTD stage-in {src}\n#BURSTD stage-out {out}\nset -e\n"
             f"mkdir -p {out}\ncd {src}\nsha256sum a.bin sub/b.txt >{out}/sums.txt\nhostname >{out}/host.txt\n")
+
+
+def _ended(bed, job: int) -> bool:
+    info = bed.job(job)
+    assert "launch_failed" not in info.get("Reason", "").replace(" ", "_"), f"job {job}: {info.get('Reason')}"  # a prolog failure
+    return info.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED")
 
 
 def _log_events(log: Path, msg: str) -> list[dict]:
@@ -152,7 +119,7 @@ def test_a_burst_job_reads_its_staged_input_on_an_image_vm_and_its_output_comes_
     work = bed.workdir(TEST_USER)
     src = _dataset(work)
     outs = [work / f"result-{time.time_ns()}-{n}" for n in (1, 2)]
-    bootstrap = Bootstrap(cfg_path, node_files, tls.ca)
+    bootstrap = NodeBootstrap(load_config(cfg_path), node_files, tls.ca)
     log = tmp_path / "burstd.log"
     gate = Gate(bed, TEST_USER)
     try:
@@ -167,9 +134,10 @@ def test_a_burst_job_reads_its_staged_input_on_an_image_vm_and_its_output_comes_
                 job = bed.sbatch([*onprem, "-n", "1", "-o", "/tmp/o-%j.txt"], _script(src, out), user=TEST_USER)
                 jobs.append(job)
                 diagnose = diagnosis(bed, [fill, *jobs], cfg_path, daemon,
-                                     extra=lambda: f"bootstrap: {sorted(bootstrap.done)} {bootstrap.errors}")
-                wait_for(lambda j=job: bed.job(j).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), 300,
-                         f"job {job} to run on the cloud and end", diagnose=diagnose)
+                                     extra=lambda: f"bootstrap: {sorted(bootstrap.provisioned)} {bootstrap.errors} "
+                                                   f"data hooks: {bootstrap.hook_logs}")
+                wait_for(lambda j=job: _ended(bed, j), 300, f"job {job} to run on the cloud and end",
+                         diagnose=diagnose)
                 assert bed.job(job)["JobState"] == "COMPLETED", diagnose()
                 assert bed.job(job)["NodeList"].startswith(bed.config.cloud_prefix), bed.job(job)
                 wait_for(lambda j=job: [e for e in _log_events(log, "job's outputs home, verified")
@@ -177,7 +145,7 @@ def test_a_burst_job_reads_its_staged_input_on_an_image_vm_and_its_output_comes_
             gate.open()
     finally:
         gate.remove()
-        bootstrap.stop.set()
+        bootstrap.close()
         shutil.rmtree(d, ignore_errors=True)
     assert not bootstrap.errors, bootstrap.errors
     want = build_manifest(src)

@@ -70,7 +70,7 @@ def test_the_prolog_pulls_a_held_jobs_inputs_to_their_declared_paths_and_nothing
         n = stage_job(served.url, 5, os.getuid(), os.getgid(), token_file=str(tok), ca_file=served.ca,
                       progress_dir=node_progress)
         assert n == 1 and _digest_tree(src) == _digest_tree(kept)
-        assert (node_progress / "5-in-0.json").exists()
+        assert (node_progress / "5" / "in-0.json").exists()
         # a job burstd staged nothing for (or another node's job): nothing to do, exit 0
         assert stage_job(served.url, 6, os.getuid(), os.getgid(), token_file=str(tok), ca_file=served.ca,
                          progress_dir=node_progress) == 0
@@ -230,3 +230,12 @@ def test_a_failed_head_staging_fails_the_prolog_and_queued_ones_are_waited_for(t
 def test_a_bad_daemon_answer_is_refused_naming_the_field(body, message):
     with pytest.raises(ValueError, match=message):
         parse_staging(body, 5)
+
+
+def test_a_prolog_without_slurm_job_gid_uses_the_users_own_group(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("SLURM_JOB_GID", raising=False)
+    monkeypatch.setenv("SLURM_JOB_UID", str(os.getuid()))
+    rc = stage_job_main(["--job", "5", "--daemon-url", f"unix:{tmp_path}/no.sock"])
+    assert rc == 1 and "daemon unreachable" in capsys.readouterr().err  # got as far as asking: not a usage error
+    monkeypatch.setenv("SLURM_JOB_UID", "4000000000")  # no such user: nothing to take a group from
+    assert stage_job_main(["--job", "5", "--daemon-url", f"unix:{tmp_path}/no.sock"]) == 2

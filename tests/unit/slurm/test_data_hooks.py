@@ -67,6 +67,9 @@ def test_the_prolog_stages_on_a_staging_pools_node_only(tmp_path):
     ran = _run(script, tmp_path, {"SLURMD_NODENAME": "cloud3", "SLURM_JOB_ID": "42", "PATH":
                                   f"{tmp_path}:{os.environ['PATH']}"})
     assert ran.returncode == 0 and ran.stdout.endswith("\nkey=AKIAFAKE\n"), ran.stderr  # the file's settings exported
+    logged = data_hook_script(cfg, "prolog", agent=["sh", "-c", "echo oops >&2"], log_file=str(tmp_path / "h.log"))
+    assert _run(logged, tmp_path, {"SLURMD_NODENAME": "cloud3", "SLURM_JOB_ID": "42"}).stderr == ""
+    assert (tmp_path / "h.log").read_text().endswith(" prolog job 42\noops\n")  # what Slurm would discard
     bad = _run(script, tmp_path, {"SLURMD_NODENAME": "cloud3", "SLURM_JOB_ID": "4;2"})
     assert bad.returncode == 1 and bad.stdout == "" and "SLURM_JOB_ID" in bad.stderr
 
