@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 import shutil
 import socket
 import time
@@ -41,7 +44,7 @@ from tests.integration.daemon_bed import (
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # both tests of this file share it (scripts/test.sh hands a file to one worker)
 def data_bed(slurm_bed):
     if slurm_bed.config.slurm_release is not None:
         pytest.skip("image VMs are gated against the head's Slurm: a bed of the host's Slurm (22.05)")
@@ -160,3 +163,32 @@ def test_a_burst_job_reads_its_staged_input_on_an_image_vm_and_its_output_comes_
     assert staged[jobs[1]]["bytes_moved"] == 0 and staged[jobs[1]]["cache_hits"] == 1, staged  # the cache served it
     home = _log_events(log, "job's outputs home, verified")
     assert sorted(e["job_id"] for e in home) == sorted(jobs), home
+
+
+def test_demo_data_stages_caches_and_brings_every_output_home(data_bed, bed_user, tmp_path):
+    """`burstctl demo --data` on this bed (its settings passed as the bed's environment): every job completes,
+    every output is verified, the shared dataset is a cache hit, transfer is booked, the never-leave job stays
+    home, no VM is left; the demo's exit status says the same."""
+    c = data_bed.config
+    env = {**os.environ, "COLUMNS": "100", "BURSTD_BED_NAME": c.name, "BURSTD_BED_DATA_STORE": "1",
+           "BURSTD_BED_CLOUD_IMAGE": "default",
+           **{f"BURSTD_BED_{k.upper()}": str(getattr(c, k)) for k in (
+               "slot", "cloud_count", "onprem_count", "suspend_time", "suspend_timeout", "cred_expire",
+               "vm_boot_delay_s", "data_link_bytes_s")}}
+    summary = tmp_path / "summary.json"
+    r = subprocess.run([sys.executable, "-m", "burstd.cli.app", "demo", "--data", "--jobs", "4", "--job-seconds",
+                        "20", "--user", bed_user, "--keep", "--json", str(summary), "--timeout", "300"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    kept = re.search(r"working folder (/\S+)", r.stdout)
+    try:
+        assert summary.exists(), r.stdout + r.stderr
+        data = json.loads(summary.read_text())
+        assert (data["jobs_submitted"], data["jobs_completed"], data["outputs_verified"]) == (4, 4, 4), data
+        assert data["cache_hits"] >= 1 and data["jobs_on_cloud"] >= 2, data
+        assert data["bytes_staged_in"] > 0 and data["bytes_staged_out"] > 0 and data["transfer_usd"] > 0, data
+        assert data["jobs_kept_home_for_data"] == 1 and data["leaked_vms"] == 0 and data["finished"], data
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "cache hits" in r.stdout and "outputs home, checksums right" in r.stdout
+    finally:
+        if kept:
+            shutil.rmtree(kept.group(1), ignore_errors=True)
