@@ -52,9 +52,9 @@ AGENT_ENV_FILE = "/etc/default/burstd-agent"  # the agent unit's EnvironmentFile
 def data_hook_script(cfg, kind: str, agent: str | Sequence[str] = "burstd-agent",
                      env_file: str = AGENT_ENV_FILE, log_file: str | None = None) -> str:
     """The wrapper Slurm runs as ``kind`` (prolog or epilog) on every node; ``agent`` is burstd-agent's path on a
-    cloud node (an image carries it at /usr/bin/burstd-agent), or its argv. ``env_file``, when the node has it, is read first
-    (``NAME=value`` lines, root's own file): credentials for a store that is not the cloud's own (an instance
-    profile needs none). ``log_file``: where the agent's messages go (Slurm discards a prolog's output)."""
+    cloud node (an image carries it at /usr/bin/burstd-agent), or its argv. ``env_file``, when the node has it, is
+    read first (``NAME=value`` lines, root's own file): credentials for a store that is not the cloud's own (an
+    instance profile needs none). ``log_file``: where the agent's messages go (Slurm discards a prolog's output)."""
     if kind not in _COMMAND:
         raise ValueError(f"unknown data hook {kind!r}; one of {', '.join(_COMMAND)}")
     pools = staging_pools(cfg)
@@ -65,7 +65,9 @@ def data_hook_script(cfg, kind: str, agent: str | Sequence[str] = "burstd-agent"
         if not _PREFIX.fullmatch(p.node_prefix):
             raise ValueError(f"pools.{p.name}.node_prefix: {p.node_prefix!r} cannot be matched in a shell case")
         patterns.append(f"{p.node_prefix}[0-9]*")
-    argv = [*(shlex.quote(a) for a in ([agent] if isinstance(agent, str) else agent)), _COMMAND[kind], "--job", '"$SLURM_JOB_ID"', "--daemon-url", shlex.quote(daemon_url(cfg))]
+    agent_argv = [agent] if isinstance(agent, str) else list(agent)
+    argv = [*(shlex.quote(a) for a in agent_argv), _COMMAND[kind], "--job", '"$SLURM_JOB_ID"',
+            "--daemon-url", shlex.quote(daemon_url(cfg))]
     if cfg.agent.daemon_token_file:
         argv += ["--token-file", shlex.quote(cfg.agent.daemon_token_file)]
     if cfg.agent.daemon_ca_file:

@@ -82,7 +82,8 @@ def _script(src: Path, out: Path) -> str:
 
 def _ended(bed, job: int) -> bool:
     info = bed.job(job)
-    assert "launch_failed" not in info.get("Reason", "").replace(" ", "_"), f"job {job}: {info.get('Reason')}"  # a prolog failure
+    reason = info.get("Reason", "").replace(" ", "_")
+    assert "launch_failed" not in reason, f"job {job}: {reason} (a prolog failure)"
     return info.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED")
 
 

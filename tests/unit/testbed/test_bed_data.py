@@ -44,7 +44,8 @@ def test_a_shared_filesystem_bed_runs_the_heads_burstd_from_its_state_dir(tmp_pa
     assert (tmp_path / "data.env").stat().st_mode & 0o077 == 0  # credentials: root's own
     # on an on-prem node the wrapper does nothing; on a cloud node it asks the bed's daemon over its socket
     prolog = tmp_path / "hooks" / "burstd-prolog"
-    assert subprocess.run([prolog], env={"SLURMD_NODENAME": "onprem1", "SLURM_JOB_ID": "3"}, check=False).returncode == 0
+    onprem = subprocess.run([prolog], env={"SLURMD_NODENAME": "onprem1", "SLURM_JOB_ID": "3"}, check=False)
+    assert onprem.returncode == 0
     assert f"-m burstd.agent.main stage-in --job \"$SLURM_JOB_ID\" --daemon-url unix:{tmp_path}/burstd/burstd.sock" \
         in prolog.read_text()
 
