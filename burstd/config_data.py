@@ -59,6 +59,16 @@ class DataConfig(_Section):
 
     never_leave_paths: list[str] = []
     never_leave_accounts: list[Name] = []
+    # the Python (with burstd) the daemon brings outputs home with, as the job's user; None = its own interpreter,
+    # which the users must then be able to run (a daemon in a private venv names a system-wide one here)
+    user_python: str | None = None
+
+    @field_validator("user_python")
+    @classmethod
+    def _absolute_python(cls, path: str | None) -> str | None:
+        if path is not None and (not path.startswith("/") or any(ord(c) < 32 for c in path)):
+            raise ValueError(f"{path!r} is not an absolute path")
+        return path
 
     @field_validator("never_leave_paths")
     @classmethod

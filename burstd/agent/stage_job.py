@@ -17,6 +17,7 @@ tests/adversarial/test_fuzz_stage_job.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -140,13 +141,19 @@ def publish_as_user(staging: Staging, uid: int, gid: int) -> int:
 
 def pull_as_user(staging: Staging, uid: int, gid: int, progress_dir: Path | None) -> None:
     """Each input to its declared path, by ``burstd-agent stage-in --dataset`` run as uid/gid (raises on failure)."""
+    job_dir = None
+    if progress_dir is not None:  # the user's process writes its progress records (temporary file, rename): its own
+        job_dir = progress_dir / str(staging.job_id)
+        job_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if os.getuid() == 0:
+            os.chown(job_dir, uid, gid)
     for i, item in enumerate(staging.inputs):
         dest = Path(item.path)
         make_parents(dest, uid, gid)
         cmd = [sys.executable, "-m", "burstd.data", "stage-in", *_store_flags(staging),
                "--dataset", item.dataset, "--dest", str(dest)]
-        if progress_dir is not None:
-            cmd += ["--progress", str(progress_dir / f"{staging.job_id}-in-{i}.json")]
+        if job_dir is not None:
+            cmd += ["--progress", str(job_dir / f"in-{i}.json")]
         _as_user(cmd, uid, gid, item.path)
 
 
@@ -203,6 +210,11 @@ def main(argv: list[str] | None = None, command: str = "stage-in") -> int:
     ap.add_argument("--wait-s", type=float, default=3600.0)
     ap.add_argument("--progress-dir", type=Path, default=STAGING_DIR)
     args = ap.parse_args(argv)
+    if args.uid is not None and args.gid is None:  # a Slurm whose prolog has no SLURM_JOB_GID: the user's own group
+        import pwd
+
+        with contextlib.suppress(KeyError, ValueError):
+            args.gid = pwd.getpwuid(int(args.uid)).pw_gid
     if args.uid is None or args.gid is None:
         print(f"burstd-agent {command}: --uid/--gid (or SLURM_JOB_UID/SLURM_JOB_GID) required", file=sys.stderr)
         return 2

@@ -31,7 +31,7 @@ DEMO_BED = "demo"
 DEMO_SLOT = "21"
 
 
-def _bed(slurm_release: str | None = None, shared_fs: bool = False):
+def _bed(slurm_release: str | None = None, shared_fs: bool = False, data: bool = False):
     os.environ.setdefault("BURSTD_BED_NAME", DEMO_BED)
     os.environ.setdefault("BURSTD_BED_SLOT", DEMO_SLOT)
     from burstd.testbed import Bed, BedConfig
@@ -44,6 +44,8 @@ def _bed(slurm_release: str | None = None, shared_fs: bool = False):
     # --shared-fs or BURSTD_BED_CLOUD_IMAGE says otherwise
     if not shared_fs and not os.environ.get("BURSTD_BED_CLOUD_IMAGE"):
         overrides["cloud_image"] = "default"
+    if data:  # the bed's S3 store behind its metered link, and the data Prolog/Epilog (docs/data.md)
+        overrides["data_store"] = True
     return Bed(BedConfig.from_env(None, **overrides))
 
 
@@ -91,6 +93,10 @@ def register(app: typer.Typer) -> None:
         shared_fs: bool = typer.Option(False, "--shared-fs",
                                        help="cloud VMs share the head node's files (the old bed) instead of "
                                             "booting from the node image"),
+        data: bool = typer.Option(False, "--data",
+                                  help="jobs read datasets from on-prem paths and write results: staged in through "
+                                       "the bed's metered link and the pool's cache, outputs home verified "
+                                       "(docs/data.md)"),
     ) -> None:
         """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
         if os.geteuid() != 0:
@@ -99,8 +105,10 @@ def register(app: typer.Typer) -> None:
         from burstd.testbed.daemon_process import DaemonProcess
         from burstd.daemon.wiring import make_providers
 
+        if data and (shared_fs or ha):
+            fail("--data runs on VMs booted from the node image, with one daemon: not with --shared-fs or --ha", 2)
         try:
-            bed = _bed(slurm_release, shared_fs)
+            bed = _bed(slurm_release, shared_fs, data)
         except ValueError as exc:
             fail(f"bad test bed settings: {exc}", 2)
         console.print(f"[bold]1/5[/] bringing up the Slurm test bed [cyan]{bed.name}[/] (slurmctld, "
@@ -115,6 +123,10 @@ def register(app: typer.Typer) -> None:
                 return
             try:
                 cfg_path = _daemon_config(bed, work, min_wait)
+                if data:
+                    from burstd.cli.demo_data import daemon_config
+
+                    daemon_config(bed, work, cfg_path)
                 cfg = load_config(cfg_path)
             except (ConfigError, ValueError) as exc:  # TOML that does not parse is a ValueError
                 fail(f"the bed's burstd.toml ({bed.burstd_config}) does not make a daemon config: {exc}")
@@ -126,16 +138,23 @@ def register(app: typer.Typer) -> None:
                     console.print(f"[bold]2/5[/] starting burstd (local provider, SQLite at "
                                   f"{work}/burstd.db)...")
                     daemon.start()
-                    console.print(f"[bold]3/5[/] submitting {jobs} whole-node jobs with plain sbatch as "
-                                  f"[cyan]{user}[/] "
-                                  f"to partition {bed.onprem_partition} ({len(bed.onprem_nodes)} nodes)...")
-                    ids = submit_jobs(bed, user, jobs=jobs, job_seconds=job_seconds)
-                    phase = watch_jobs(bed, ids, cfg.api.socket, prefix, timeout=timeout)
-                    console.print("[bold]4/5[/] summary")
-                    summary = job_summary(bed, ids, user, prefix, cfg.api.socket,
-                                          make_providers(cfg)[cfg.pools[0].name], phase)
-                    console.print(summary_table(summary))
-                    console.print()
+                    if data:
+                        from burstd.cli.demo_data import run_data
+
+                        console.print("[bold]3/5[/] submitting jobs that read on-prem datasets and write results...")
+                        summary = run_data(bed, work, cfg_path, daemon, jobs=jobs, job_seconds=job_seconds,
+                                           user=user, timeout=timeout)
+                    else:
+                        console.print(f"[bold]3/5[/] submitting {jobs} whole-node jobs with plain sbatch as "
+                                      f"[cyan]{user}[/] "
+                                      f"to partition {bed.onprem_partition} ({len(bed.onprem_nodes)} nodes)...")
+                        ids = submit_jobs(bed, user, jobs=jobs, job_seconds=job_seconds)
+                        phase = watch_jobs(bed, ids, cfg.api.socket, prefix, timeout=timeout)
+                        console.print("[bold]4/5[/] summary")
+                        summary = job_summary(bed, ids, user, prefix, cfg.api.socket,
+                                              make_providers(cfg)[cfg.pools[0].name], phase)
+                        console.print(summary_table(summary))
+                        console.print()
             finally:
                 console.print("[bold]5/5[/] tearing down" + (" (keeping the bed up)" if keep else "") + "...")
                 daemon.stop()
@@ -179,5 +198,8 @@ def _finish(bed, work: Path, keep: bool, summary: dict, as_json: str | None) -> 
         console.print(f"summary written to {as_json}")
     bad_ha = "failover_s" in summary and (summary["failover_s"] is None or summary["duplicate_vms"]
                                           or summary["jobs_completed"] != summary["jobs_submitted"])
-    if not summary.get("finished") or summary.get("leaked_vms") or bad_ha:
+    from burstd.cli.demo_data import data_ok
+
+    bad_data = "cache_hits" in summary and not data_ok(summary)
+    if not summary.get("finished") or summary.get("leaked_vms") or bad_ha or bad_data:
         raise typer.Exit(1)

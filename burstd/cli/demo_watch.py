@@ -62,11 +62,18 @@ HA_ROWS = (("leader_killed", "leader SIGKILLed mid-storm"), ("failover_s", "stan
            ("failover_bound_s", "failover bound (s)"), ("duplicate_vms", "duplicate VMs"))
 
 
+DATA_ROWS = (("bytes_staged_in", "bytes staged in (crossed the link)"),
+             ("bytes_staged_out", "bytes staged out (outputs home)"), ("cache_hits", "cache hits"),
+             ("transfer_usd", "transfer booked (USD)"), ("outputs_verified", "outputs home, checksums right"),
+             ("jobs_kept_home_for_data", "jobs kept home for their data"),
+             ("node_bootstrap_errors", "node bootstrap errors"))
+
+
 def summary_table(summary: dict) -> Table:
     t = Table(title="burstd demo: summary", show_header=False)
     t.add_column("what")
     t.add_column("value")
-    for key, label in SUMMARY_ROWS + HA_ROWS:
+    for key, label in SUMMARY_ROWS + HA_ROWS + DATA_ROWS:
         if key not in summary:
             continue
         v = summary[key]

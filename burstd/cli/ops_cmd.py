@@ -72,6 +72,24 @@ def install_hooks(directory: str, python: str, config_path: str) -> list[str]:
     return written
 
 
+def install_data_hooks(cfg, directory: str) -> list[str]:
+    """The Prolog/Epilog wrappers (``burstd.slurm.data_hooks``) when some pool stages data; the paths written."""
+    from burstd.slurm.data_hooks import data_hook_paths, data_hook_script, staging_pools
+
+    if not staging_pools(cfg):
+        return []
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for kind, path in data_hook_paths(directory).items():
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(data_hook_script(cfg, kind))
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
 def _print_status(data: dict, wide: bool) -> None:
     q = data["queue"]
     pause = data.get("pause") or {}
@@ -248,7 +266,8 @@ def register(app: typer.Typer) -> None:
         hook_dir: str = typer.Option(HOOK_DIR, "--hook-dir", help="where the hook scripts live"),
         suspend_time: int = typer.Option(300, "--suspend-time", help="idle seconds before a cloud node powers down"),
         install_hooks_: bool = typer.Option(False, "--install-hooks",
-                                            help="also write the three hook scripts into --hook-dir"),
+                                            help="also write the three hook scripts (and the data Prolog/Epilog "
+                                                 "when a pool stages data) into --hook-dir"),
         slurm_release: str = typer.Option(None, "--slurm-release",
                                           help="the site's Slurm release, e.g. 24.11 (default: the live one, "
                                                "from `squeue --version` with [slurm] bin_dir/conf)"),
@@ -280,6 +299,8 @@ def register(app: typer.Typer) -> None:
                 from burstd.config import config_path
 
                 for path in install_hooks(hook_dir, sys.executable, str(config_path(config).resolve())):
+                    typer.echo(f"# wrote {path}", err=True)
+                for path in install_data_hooks(cfg, hook_dir):  # Prolog/Epilog: a pool stages data
                     typer.echo(f"# wrote {path}", err=True)
         except ValueError as exc:
             fail(str(exc), 2)

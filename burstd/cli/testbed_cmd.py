@@ -10,7 +10,7 @@ from burstd.cli.common import JsonFlag, console, fail, print_json, sub_app
 
 
 def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
-            suspend_time, burstd_config, slurm_release=None, cloud_image=None):
+            suspend_time, burstd_config, slurm_release=None, cloud_image=None, data_store=None):
     from burstd.testbed.config import BedConfig
 
     try:
@@ -18,7 +18,7 @@ def _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_no
             name=name, slot=slot, subnet=subnet, ctld_port=ctld_port, rest_port=rest_port,
             state_dir=state_dir, hooks=hooks, cloud_count=cloud_nodes, onprem_count=onprem_nodes,
             suspend_time=suspend_time, slurm_release=slurm_release,
-            burstd_config=burstd_config, cloud_image=cloud_image,
+            burstd_config=burstd_config, cloud_image=cloud_image, data_store=data_store,
         )
     except ValueError as exc:
         fail(f"bad test bed settings: {exc}", 2)
@@ -58,6 +58,10 @@ def register(app: typer.Typer) -> None:
                                              "build --provider local --out DIR`; 'default': the bed's release, "
                                              "built once and cached) [env BURSTD_BED_CLOUD_IMAGE; default: they "
                                              "share the head's files]"),
+        data_store: bool = typer.Option(None, "--data-store",
+                                        help="Start a local S3 store behind a metered link; the cloud pool stages "
+                                             "burst jobs' declared data through it, slurm.conf gets the data "
+                                             "Prolog/Epilog (docs/data.md) [env BURSTD_BED_DATA_STORE]"),
         no_install: bool = typer.Option(False, "--no-install", help="Fail instead of installing Slurm."),
         as_json: bool = JsonFlag,
     ) -> None:
@@ -66,7 +70,8 @@ def register(app: typer.Typer) -> None:
 
         cfg = _config(name, slot, subnet, ctld_port, rest_port, state_dir, hooks, cloud_nodes, onprem_nodes,
                       suspend_time, burstd_config, slurm_release,
-                      cloud_image if cloud_image in (None, "default") else str(Path(cloud_image).resolve()))
+                      cloud_image if cloud_image in (None, "default") else str(Path(cloud_image).resolve()),
+                      data_store)
         bed = Bed(cfg)
         try:
             bed.up(install=not no_install)

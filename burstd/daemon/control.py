@@ -339,8 +339,10 @@ class DaemonControl:
         staged by this daemon, or, with ``node``, the job is neither held by that node's open lease nor seen
         running on it)."""
         stager = self._rec.data_stager
-        if stager is None or (node is not None and not self._job_on_node(job_id, node)):
+        if stager is None:
             return None
+        if node is not None and not self._job_on_node(job_id, node):
+            return self._not_seen_yet(job_id, node)
         staged = stager.staged(job_id)
         if staged is None and node is not None:
             staged = self._restage(job_id, node)
@@ -351,6 +353,23 @@ class DaemonControl:
                 "bucket": data.store_bucket, "endpoint": data.store_endpoint, "region": data.store_region,
                 "inputs": [{"path": i.path, "dataset": i.dataset} for i in staged.inputs],
                 "outputs": [{"path": p, "label": f"out-{n}"} for n, p in enumerate(staged.outputs)]}
+
+    def _not_seen_yet(self, job_id: int, node: str) -> dict[str, Any] | None:
+        """A prolog can ask before the daemon has seen its job on the node (Slurm put the job on an idle node of
+        the pool; the snapshot is a cycle behind). A job staged for the node's pool that no open lease holds and
+        no snapshot shows anywhere: "queued", naming nothing, so the agent asks again rather than run the job
+        without its data. A job seen elsewhere stays a 404."""
+        stager = self._rec.data_stager
+        staged = stager.staged(job_id) if stager is not None else None
+        lease = self._rec.store.lease_for_node(node)
+        if staged is None or lease is None or lease.state not in OPEN_STATES or lease.pool != staged.pool:
+            return None
+        snap = self._rec.last_snapshot
+        seen = snap.job(job_id) if snap is not None else None
+        if (seen is not None and seen.nodes) or any(job_id in x.job_ids for x in self._rec.store.leases(OPEN_STATES)):
+            return None
+        return {"job_id": job_id, "pool": staged.pool, "state": "queued", "error": "", "bucket": None,
+                "endpoint": None, "region": None, "inputs": [], "outputs": []}
 
     def _restage(self, job_id: int, node: str) -> JobStaging | None:
         """A job on a node that this daemon holds no staging record for (it restarted after deciding): its script

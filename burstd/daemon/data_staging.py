@@ -25,9 +25,9 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from burstd.config import Config, PoolDataConfig
 from burstd.daemon.data_spend import DataSpendLedger, book_storage, book_transfer
@@ -37,7 +37,7 @@ from burstd.data.cache import PoolCache, StorageUsage
 from burstd.data.objectstore import S3Store, s3_client
 from burstd.data.progress import ProgressFile
 from burstd.data.staging import stage_in
-from burstd.domain.data import GB, DataNeeds
+from burstd.domain.data import GB, DataItem, DataNeeds
 
 log = get_logger("data")
 
@@ -70,6 +70,28 @@ class JobStaging:
     outputs_state: Literal["", "queued", "done", "failed"] = ""
     outputs_verified: int = 0
     outputs_error: str = ""
+    declared: tuple[str, ...] = ()  # the declared inputs' on-prem paths: what a restarted daemon stages again
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> JobStaging:
+        doc = json.loads(text)
+        doc["inputs"] = [StagedInput(**i) for i in doc.get("inputs", [])]
+        doc["outputs"], doc["declared"] = tuple(doc.get("outputs", ())), tuple(doc.get("declared", ()))
+        return cls(**doc)
+
+
+@runtime_checkable
+class StagingRecordStore(Protocol):
+    """Where the stager keeps its job records (``burstd.db.staging_records``): a restarted daemon resumes them."""
+
+    def save_staging(self, job_id: int, pool: str, record: str, *, at: float | None = None) -> None: ...
+
+    def staging_records(self) -> dict[int, str]: ...
+
+    def drop_staging(self, job_id: int) -> None: ...
 
 
 def user_can_read(path: Path, user: str) -> None:
@@ -140,6 +162,34 @@ class DataStager:
         self._stores: dict[str, S3Store] = {}
         self._caches: dict[str, tuple[PoolCache, _AccountMeter]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self.records = ledger if isinstance(ledger, StagingRecordStore) else None
+        self._resume()
+
+    def _resume(self) -> None:
+        """A restarted daemon's records: a staging it was making runs again (the cache and the store's unfinished
+        uploads keep what had crossed), outputs it was bringing home are fetched when their job has left."""
+        if self.records is None:
+            return
+        for jid, text in self.records.staging_records().items():
+            try:
+                job = JobStaging.from_json(text)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.error("staging record unreadable, dropped", extra=ev(job_id=jid, error=str(exc)))
+                self.records.drop_staging(jid)
+                continue
+            if job.outputs_state == "queued":
+                job.outputs_state = ""  # forget() queues it again once the job is seen gone
+            self.jobs[jid] = job
+            if job.state in ("queued", "running") and job.pool in self.pools:
+                job.state, job.inputs = "queued", []
+                needs = DataNeeds(inputs=tuple(DataItem(p) for p in job.declared),
+                                  outputs=tuple(DataItem(p) for p in job.outputs))
+                self._executor().submit(self._run, job, needs)
+                log.info("staging resumed after a restart", extra=ev(job_id=jid, pool=job.pool))
+
+    def _persist(self, job: JobStaging) -> None:
+        if self.records is not None:
+            self.records.save_staging(job.job_id, job.pool, job.to_json(), at=self.clock())
 
     # --- the cycle's side: fast -----------------------------------------------------------------
     def stages(self, pool: str) -> bool:
@@ -154,9 +204,12 @@ class DataStager:
             if got is not None and got.pool == pool and got.state != "failed":
                 return None
             self.jobs[job_id] = job = JobStaging(job_id, pool, account, user,
-                                                 outputs=tuple(o.path for o in needs.outputs))
+                                                 outputs=tuple(o.path for o in needs.outputs),
+                                                 declared=tuple(i.path for i in needs.inputs))
             if not needs.inputs:  # outputs only: nothing to push, the record is what the node's epilog asks
                 job.state = "done"
+            self._persist(job)
+            if not needs.inputs:
                 return None
             return self._executor().submit(self._run, job, needs)
 
@@ -171,9 +224,12 @@ class DataStager:
                 job = self.jobs[jid]
                 if job.outputs and job.state == "done" and not job.outputs_state:
                     job.outputs_state = "queued"
+                    self._persist(job)
                     self._executor().submit(self._fetch, job)
                 elif job.state in ("done", "failed") and job.outputs_state in ("", "done", "failed"):
                     del self.jobs[jid]
+                    if self.records is not None:
+                        self.records.drop_staging(jid)
 
     def fetch_outputs(self, job_id: int) -> Future[None] | None:
         """Bring a finished job's declared outputs home now (what ``forget`` queues when the job leaves)."""
@@ -236,13 +292,18 @@ class DataStager:
         try:
             self.progress_dir.mkdir(parents=True, exist_ok=True)
             pw = pwd.getpwnam(job.user)
+            as_user = os.getuid() == 0 and pw.pw_uid != 0  # never root-owned files in a user's folder
+            job_dir = self.progress_dir / str(job.job_id)  # the user's process writes its progress records here
+            job_dir.mkdir(mode=0o755, exist_ok=True)
+            if as_user:
+                os.chown(job_dir, pw.pw_uid, pw.pw_gid)
             for i, path in enumerate(job.outputs):
-                cmd = [sys.executable, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
+                python = self.config.data.user_python or sys.executable  # run as the user: one they can run
+                cmd = [python, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
                        "--job", str(job.job_id), "--label", f"out-{i}", "--dest", path,
-                       "--progress", str(self.progress_dir / f"{job.job_id}-out-{i}.json")]
+                       "--progress", str(job_dir / f"out-{i}.json")]
                 cmd += ["--endpoint-url", data.store_endpoint] if data.store_endpoint else []
                 cmd += ["--region", data.store_region] if data.store_region else []
-                as_user = os.getuid() == 0 and pw.pw_uid != 0  # never root-owned files in a user's folder
                 out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=24 * 3600,
                                      user=pw.pw_uid if as_user else None, group=pw.pw_gid if as_user else None,
                                      extra_groups=os.getgrouplist(job.user, pw.pw_gid) if as_user else None)
@@ -254,13 +315,16 @@ class DataStager:
                               at=self.clock(), metrics=self.metrics)
                 job.outputs_verified += 1
             job.outputs_state = "done"
+            self._persist(job)
             log.info("job's outputs home, verified", extra=ev(job_id=job.job_id, outputs=job.outputs_verified))
         except Exception as exc:  # noqa: BLE001 - recorded and logged: the outputs stay in the store
             job.outputs_error, job.outputs_state = f"{type(exc).__name__}: {exc}", "failed"
+            self._persist(job)
             log.error("job's outputs not brought home", extra=ev(job_id=job.job_id, error=job.outputs_error))
 
     def _run(self, job: JobStaging, needs: DataNeeds) -> None:
-        job.state = "running"
+        job.state, job.inputs = "running", []
+        self._persist(job)
         attempt = time.time_ns() // 1_000_000  # each attempt books what crossed the link in it, once
         try:
             store = self.store_for(job.pool)
@@ -285,9 +349,11 @@ class DataStager:
                                               result.cache_hit))
             cache.report(self.clock())
             job.state = "done"
+            self._persist(job)
             log.info("job's inputs staged near its pool", extra=ev(
                 job_id=job.job_id, pool=job.pool, bytes_moved=sum(i.bytes_moved for i in job.inputs),
                 cache_hits=sum(i.cache_hit for i in job.inputs)))
         except Exception as exc:  # noqa: BLE001 - recorded; the next decision to burst it submits it again
             job.error, job.state = f"{type(exc).__name__}: {exc}", "failed"
+            self._persist(job)
             log.warning("job's inputs not staged", extra=ev(job_id=job.job_id, pool=job.pool, error=job.error))

@@ -132,6 +132,18 @@ class DataSpendRow(Base, table=True):
     cost_micros: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+class DataStagingRow(Base, table=True):
+    """A burst job's staging record (``burstd.daemon.data_staging.JobStaging``) as JSON, so a restarted daemon
+    resumes a transfer it was making and still answers the node's prolog (issue 24)."""
+
+    __tablename__ = "data_staging"
+
+    job_id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    pool: str = Field(sa_column=Column(String(64), nullable=False))
+    record: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
 class AllocationRow(Base, table=True):
     """A job's stay on a lease's node [start, end), as Slurm reported it: who the ledger charges (revision 0002).
     A job requeued onto the same node again gets a second row (another start)."""

@@ -121,7 +121,8 @@ def render_install(spec: ImageSpec, tgt: Target) -> str:
         "",
         'step "burstd-agent (its own venv: it must not change the jobs\' packages)"',
         _cmd("python3", "-m", "venv", AGENT_VENV),
-        f'{AGENT_VENV}/bin/pip install -q --no-cache-dir "$STAGE"/burstd-*.whl',
+        # with boto3 (the aws extra): the node's Prolog/Epilog stage a job's data through the S3 API (issue 24)
+        f'wheel=$(ls "$STAGE"/burstd-*.whl) && {AGENT_VENV}/bin/pip install -q --no-cache-dir "$wheel[aws]"',
         f"ln -sf {AGENT_VENV}/bin/burstd-agent /usr/bin/burstd-agent",
         'install -D -m 0644 "$STAGE/burstd-agent.service" /etc/systemd/system/burstd-agent.service',
         f'install -D -m 0755 "$STAGE/node-bootstrap.sh" {BOOTSTRAP_IN_IMAGE}',

@@ -59,11 +59,13 @@ def partition_limits(cfg, pool) -> str:
 
 def slurm_conf_lines(cfg, *, release: Release, hook_dir: str = HOOK_DIR, hooks: Mapping[str, str] | None = None,
                      suspend_time: int = 300, suspend_timeout: int = 30, resume_timeout: int | None = None,
-                     accounting: bool = False) -> list[str]:
+                     accounting: bool = False, data_hooks: Mapping[str, str] | None = None) -> list[str]:
     """Power-saving, CLOUD node and partition lines for every pool of ``cfg`` (a ``burstd.config.Config``).
 
     ``hooks`` maps resume/suspend/resume_fail to script paths (default ``hook_dir/<name>``); ``accounting``
-    adds the TRES burstd reconciles spend against (GPUs included) for a site with slurmdbd."""
+    adds the TRES burstd reconciles spend against (GPUs included) for a site with slurmdbd. A pool that stages
+    data adds ``Prolog=``/``Epilog=`` (``data_hooks`` maps prolog/epilog to paths; default ``hook_dir``)."""
+    from burstd.slurm.data_hooks import data_hook_lines  # it uses conf_value from here
     feats = Features(tuple(release))  # type: ignore[arg-type]
     if not 0 <= suspend_time <= 31_536_000 and suspend_time != -1:
         raise ValueError(f"--suspend-time: {suspend_time} is not 0..31536000 seconds")
@@ -98,6 +100,7 @@ def slurm_conf_lines(cfg, *, release: Release, hook_dir: str = HOOK_DIR, hooks: 
     ]
     if accounting:
         lines += ["GresTypes=gpu", "AccountingStorageTRES=gres/gpu"]
+    lines += data_hook_lines(cfg, hook_dir, data_hooks)
     if cfg.policy.onprem_partitions:
         lines.append(f"SuspendExcParts={','.join(cfg.policy.onprem_partitions)}")
     for p in cfg.pools:

@@ -29,7 +29,7 @@ from typing import Any
 
 from burstd.providers.local import netns, vmroot
 from burstd.slurm.features import parse_release
-from burstd.testbed import bed_status, cloud_image, release, render
+from burstd.testbed import bed_data, bed_status, cloud_image, release, render
 from burstd.testbed.accounting import Accounting
 from burstd.testbed.config import HOOK_MODES, STATE_ROOT, BedConfig
 from burstd.testbed.host import (  # noqa: F401  (re-exported: tests and tools import them from here)
@@ -228,6 +228,8 @@ class Bed:
                 self._start_ctld()
             self._start_onprem_nodes()
             self._start_rest()
+            if self.config.data_store:
+                bed_data.store(self.config).up()
             self._save()
         _wait(self._onprem_ready, 60, f"on-prem nodes {', '.join(self.onprem_nodes)} to be idle "
               f"(see {self.paths['log']}/slurmd-*.log)", 0.3)
@@ -307,6 +309,10 @@ class Bed:
         if self.chroot:
             self._atomic_write(p["cgroup_conf"], render.CGROUP_CONF_CHROOT, 0o644)
         self._atomic_write(p["burstd_config"], render.burstd_toml(self.config), 0o644)
+        if self.config.data_store:  # the data Prolog/Epilog and their environment (issue 24)
+            from burstd.config import load_config
+
+            bed_data.write_files(self.config, load_config(p["burstd_config"]))
         self._write_hooks()
         p["hooks_log"].touch()
 
@@ -449,6 +455,7 @@ class Bed:
         stopped["slurmctld"] = _stop(_pid_of(self.paths["ctld_pid"]), "slurmctld", timeout=15)
         stopped.update(self.accounting.down())
         _stop(_pid_of(self.paths["anchor_pid"]), "sleep")
+        bed_data.store(self.config).down()  # nothing to stop unless data_store started it
         for ns in sorted(self.vm_namespaces()):
             netns.teardown(ns)
             stopped["namespaces"].append(ns)

@@ -80,6 +80,10 @@ class BedConfig(BaseModel):
     # cloud VMs boot from this node image (a DIR of `image build --provider local`, or "default": the bed's
     # release, built once into the image cache) in their own mount namespace; None: they share the head's files
     cloud_image: str | None = Field(None, pattern=r"^(default|/[A-Za-z0-9_./-]{1,200})$")
+    # issue 24: a local S3 store and a metered link (burstd.testbed.datastore) that the cloud pool stages burst
+    # jobs' declared data through, with the data Prolog/Epilog in slurm.conf
+    data_store: bool = False
+    data_link_bytes_s: float = Field(20e6, gt=0, allow_inf_nan=False)  # the link's rate, both ways together
 
     @model_validator(mode="after")
     def _fits(self) -> BedConfig:

@@ -57,3 +57,10 @@ def test_bad_data_keys_name_the_key_and_the_file(tmp_path, section, words):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert words in str(err.value) and str(path) in str(err.value)
+
+
+def test_data_user_python_is_an_absolute_path(tmp_path):
+    cfg = load_config(write(tmp_path, POOL + '[data]\nuser_python = "/opt/burstd/bin/python3"\n'))
+    assert cfg.data.user_python == "/opt/burstd/bin/python3"
+    with pytest.raises(ConfigError, match="data.user_python"):
+        load_config(write(tmp_path, POOL + '[data]\nuser_python = "python3"\n'))

@@ -70,7 +70,7 @@ def test_the_prolog_pulls_a_held_jobs_inputs_to_their_declared_paths_and_nothing
         n = stage_job(served.url, 5, os.getuid(), os.getgid(), token_file=str(tok), ca_file=served.ca,
                       progress_dir=node_progress)
         assert n == 1 and _digest_tree(src) == _digest_tree(kept)
-        assert (node_progress / "5-in-0.json").exists()
+        assert (node_progress / "5" / "in-0.json").exists()
         # a job burstd staged nothing for (or another node's job): nothing to do, exit 0
         assert stage_job(served.url, 6, os.getuid(), os.getgid(), token_file=str(tok), ca_file=served.ca,
                          progress_dir=node_progress) == 0
@@ -142,6 +142,56 @@ def test_after_a_daemon_restart_the_prolog_waits_while_the_job_is_staged_again(t
         ledger.close()
 
 
+def test_a_prolog_that_asks_before_the_daemon_saw_its_job_on_the_node_is_told_to_wait(tmp_path, aws_env,
+                                                                                     monkeypatch):  # noqa: F811
+    """Slurm starts a burst job on an idle node of the pool that no lease was made for it: the prolog asks before
+    the daemon's next snapshot. It waits ("queued", nothing named) and pulls once the daemon sees the job there;
+    a job another node holds stays a 404."""
+    from burstd.domain.slurm import Job, Snapshot
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIABURSTDFAKE000001")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "burstdFakeSecretKey/DoNotLog+0123456789abcd")
+    pool = {**POOL, "data": {"store_bucket": "burstd-early", "store_endpoint": aws_env.moto_url}}
+    src = tmp_path / "onprem" / "vocab.txt"
+    src.parent.mkdir(parents=True)
+    src.write_text("a\nb\n")
+    with serving(tmp_path, {"pools": [pool]}) as served:
+        rec = served.reconciler
+        ledger = Store.open(f"sqlite:///{tmp_path}/ledger.db")
+        rec.data_stager = DataStager(served.config, ledger)
+        for jid in (11, 12):
+            fut = rec.data_stager.submit(jid, "local", "chem", "root", DataNeeds(inputs=(DataItem(str(src)),)))
+            assert fut is not None
+            fut.result(timeout=60)
+        post_unix_json(served.config.api.socket, "/v1/hooks/resume",
+                       {"hostlist": "cloud[1-2]", "jobs": [{"job_id": 10, "nodes": "cloud1"},
+                                                            {"job_id": 12, "nodes": "cloud2"}]})
+        with ApiClient(served.config.api.socket) as api:
+            token = api.post("/v1/nodes/cloud1/agent-token")["token"]
+        with served.https(token) as agent:
+            early = agent.get("/v1/stage-in/11").json()
+            assert agent.get("/v1/stage-in/12").status_code == 404  # cloud2's lease holds it
+            assert agent.get("/v1/stage-in/13").status_code == 404  # nothing staged: declared nothing
+        assert (early["state"], early["inputs"], early["bucket"]) == ("queued", [], None)
+        tok = tmp_path / "agent.token"
+        tok.write_text(token + "\n")
+        tok.chmod(0o600)
+        src.rename(tmp_path / "kept")  # the node has no copy
+
+        def seen_later() -> None:
+            time.sleep(0.5)
+            rec.last_snapshot = Snapshot(taken_at=0.0, jobs=(Job(11, "j", "root", "chem", ("cloud",), "RUNNING",
+                                                                 nodes="cloud1"),))
+
+        import threading
+        threading.Thread(target=seen_later).start()
+        t0 = time.monotonic()
+        assert stage_job(served.url, 11, 0, 0, token_file=str(tok), ca_file=served.ca, poll_s=0.1, wait_s=30) == 1
+        assert time.monotonic() - t0 >= 0.4 and src.read_text() == "a\nb\n"
+        rec.data_stager.close()
+        ledger.close()
+
+
 def test_a_failed_head_staging_fails_the_prolog_and_queued_ones_are_waited_for(tmp_path):
     with serving(tmp_path) as served:
         from burstd.daemon.data_staging import JobStaging
@@ -180,3 +230,12 @@ def test_a_failed_head_staging_fails_the_prolog_and_queued_ones_are_waited_for(t
 def test_a_bad_daemon_answer_is_refused_naming_the_field(body, message):
     with pytest.raises(ValueError, match=message):
         parse_staging(body, 5)
+
+
+def test_a_prolog_without_slurm_job_gid_uses_the_users_own_group(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("SLURM_JOB_GID", raising=False)
+    monkeypatch.setenv("SLURM_JOB_UID", str(os.getuid()))
+    rc = stage_job_main(["--job", "5", "--daemon-url", f"unix:{tmp_path}/no.sock"])
+    assert rc == 1 and "daemon unreachable" in capsys.readouterr().err  # got as far as asking: not a usage error
+    monkeypatch.setenv("SLURM_JOB_UID", "4000000000")  # no such user: nothing to take a group from
+    assert stage_job_main(["--job", "5", "--daemon-url", f"unix:{tmp_path}/no.sock"]) == 2

@@ -244,3 +244,76 @@ def test_a_link_cut_mid_transfer_fails_the_staging_and_the_next_try_resumes_losi
         stager.close()
     finally:
         link.close()
+
+
+_DAEMON = r'''
+import json, sys, time
+from burstd.config import parse_config
+from burstd.daemon.data_staging import DataStager
+from burstd.db.store import Store
+from burstd.domain.data import DataItem, DataNeeds
+stager = DataStager(parse_config(json.loads(sys.argv[1])), Store.open(sys.argv[2]))
+stager.submit(7, "aws-spot", "chem", sys.argv[3], DataNeeds(inputs=(DataItem(sys.argv[4]),)))
+time.sleep(600)
+'''
+
+
+def test_the_link_and_the_daemon_killed_mid_transfer_a_restarted_daemon_resumes_it_losing_nothing(
+        tmp_path, aws_env):  # noqa: F811
+    """Issue 24: the staging record is in the database. A daemon (its own process) staging a dataset through the
+    link is SIGKILLed as the link is cut; a restarted one finds the record, stages the job again from where the
+    store's unfinished upload stopped (the parts already whole are not sent again) and answers for it."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from burstd.data.staging import pull_tree
+
+    host, port = aws_env.moto_url.removeprefix("http://").split(":")
+    link = MeteredLink((host, int(port)), 8 * MIB).start()
+    url = f"sqlite:///{tmp_path}/burstd.db"
+    pool = {"name": "aws-spot", "provider": "local", "partition": "cloud", "node_prefix": "c", "node_count": 2,
+            "instance_types": [{"name": "t", "cpus": 4, "memory_mb": 8000}], "price_per_hour": 1.0,
+            "data": {"transfer_in_per_gb": 10.0, "store_bucket": "stage-restart", "store_endpoint": link.url,
+                     "store_region": "us-east-1", "cache_gb": 1}}
+    raw = {"daemon": {"state_dir": str(tmp_path / "state")}, "pools": [pool]}
+    src = tmp_path / "data" / "big"
+    src.mkdir(parents=True)
+    (src / "weights.bin").write_bytes(os.urandom(40 * MIB))  # 5 parts of 8 MiB
+    user = os.environ.get("USER") or "root"
+    Store.open(url).close()  # migrated before the daemon starts
+    proc = subprocess.Popen([sys.executable, "-c", _DAEMON, json.dumps(raw), url, user, str(src)])
+    direct = S3Store(s3_client(aws_env.moto_url, "us-east-1"), "stage-restart")
+    try:
+        record = tmp_path / "state" / "staging" / "7-in-0.json"
+        deadline = time.monotonic() + 60
+        while not (record.exists() and read_progress(record).bytes_done >= 8 * MIB):  # a part or more is whole
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        link.cut()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert direct.blob_sizes() == {}  # no half object
+        ledger = Store.open(url)
+        assert json.loads(ledger.staging_records()[7])["state"] == "running"  # what the killed daemon knew
+        link.restore()
+        stager = DataStager(parse_config(raw), ledger)  # the restarted daemon
+        deadline = time.monotonic() + 90
+        while (job := stager.staged(7)) is None or job.state != "done":
+            assert time.monotonic() < deadline and (job is None or job.state != "failed"), job
+            time.sleep(0.1)
+        assert read_progress(record).bytes_reused >= 8 * MIB  # the whole parts were kept, not sent again
+        digest = hashlib.sha256((src / "weights.bin").read_bytes()).hexdigest()
+        assert direct.blob_sizes() == {digest: 40 * MIB}
+        pull_tree(direct, job.inputs[0].dataset, tmp_path / "node")  # verified, file by file
+        assert hashlib.sha256((tmp_path / "node" / "weights.bin").read_bytes()).hexdigest() == digest
+        assert json.loads(ledger.staging_records()[7])["state"] == "done"  # the prolog is answered after a restart
+        stager.forget({7})
+        assert stager.staged(7) is None and 7 not in ledger.staging_records()  # nothing to bring home: gone
+        stager.close()
+        ledger.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        link.close()

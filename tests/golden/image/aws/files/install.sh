@@ -31,7 +31,7 @@ step "burstd.train in the job environment (the sbatch templates checkpoint and r
 
 step "burstd-agent (its own venv: it must not change the jobs' packages)"
 python3 -m venv /opt/burstd/agent
-/opt/burstd/agent/bin/pip install -q --no-cache-dir "$STAGE"/burstd-*.whl
+wheel=$(ls "$STAGE"/burstd-*.whl) && /opt/burstd/agent/bin/pip install -q --no-cache-dir "$wheel[aws]"
 ln -sf /opt/burstd/agent/bin/burstd-agent /usr/bin/burstd-agent
 install -D -m 0644 "$STAGE/burstd-agent.service" /etc/systemd/system/burstd-agent.service
 install -D -m 0755 "$STAGE/node-bootstrap.sh" /usr/lib/burstd/node-bootstrap.sh
