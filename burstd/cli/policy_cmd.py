@@ -88,6 +88,10 @@ def register(app: typer.Typer) -> None:
         bound: bool = typer.Option(
             False, "--bound", help="Beside each policy, a hindsight lower bound on cloud cost at its mean JCT "
                                    "(an LP relaxation; minutes for a few thousand jobs: use --limit-jobs)"),
+        bound_time_s: float = typer.Option(
+            60.0, "--bound-time-s", min=0, help="With --bound: seconds of branch and bound a policy for whole jobs "
+                                                "to the cloud (its proven bound stands when time runs out; "
+                                                "0: the LP relaxation alone)"),
         as_json: bool = JsonFlag,
         wide: bool = WideFlag,
     ) -> None:
@@ -129,7 +133,7 @@ def register(app: typer.Typer) -> None:
                                     checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
                                     backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
                                     out_of_order=out_of_order, data_median_gb=data_median_gb,
-                                    config_path=config, bound=bound)
+                                    config_path=config, bound=bound, bound_time_s=bound_time_s)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
