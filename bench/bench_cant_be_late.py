@@ -25,12 +25,13 @@ import time
 from pathlib import Path
 
 from burstd.simulate.cant_be_late import (
-    Setting, burstd, burstd_failed_launch_escalates, omniscient_cost, ondemand_only, replay, uniform_progress,
+    Setting, burstd, burstd_failed_launch_escalates, burstd_reported_progress, omniscient_cost, ondemand_only, replay,
+    uniform_progress,
 )
 from burstd.simulate.spot import read_availability
 
 TRACE_DIR = "availability/1-node/aws-10-26-2022"
-STRATEGIES = {"burstd": burstd, "uniform-progress": uniform_progress, "ondemand-only": ondemand_only,
+STRATEGIES = {"burstd": burstd, "burstd, progress reported": burstd_reported_progress, "uniform-progress": uniform_progress, "ondemand-only": ondemand_only,
               "burstd+failed-launch-escalates": burstd_failed_launch_escalates}
 
 

@@ -15,7 +15,9 @@ Three ways to run it:
   waits for spot while spot has no capacity (a launch that fails leaves it queued); once preempted and behind
   the line by more than two changeovers, it goes on-demand and stays there (a Slurm job does not migrate);
   what ``decide()`` is told of the work done is the daemon's belief (``kept_work_s``: whole checkpoint
-  intervals of each run), while the progress itself is the setting's (all of it kept).
+  intervals of each run), while the progress itself is the setting's (all of it kept);
+  ``burstd_reported_progress`` is the same for a job that reports its steps (``burstd.train``), whose
+  work the daemon knows.
 - ``uniform_progress``: the paper's rule as its text describes it (our implementation, no code of theirs):
   spot whenever available; without spot, on-demand while behind the line ``work x t / deadline``, nothing
   while ahead; on on-demand, back to spot or to nothing only when ahead of the line by two changeovers
@@ -86,16 +88,23 @@ class Outcome:
     ondemand_s: float
 
 
-def burstd(s: State, st: Setting, setbacks: int | None = None) -> str:
+def burstd(s: State, st: Setting, setbacks: int | None = None, done_s: float | None = None) -> str:
     if s.running == ON_DEMAND:
         return ON_DEMAND  # a job on an on-demand node runs there to its end
     if s.running == SPOT:
         return SPOT  # still alive (a preempted node was taken away before this call)
     slack = st.deadline_s / st.work_s
     restarts = s.preemptions if setbacks is None else setbacks
-    if off_spot(s.t, 0.0, st.work_s, s.believed_done_s, slack, st.overhead_s, restarts):
+    done = s.believed_done_s if done_s is None else done_s
+    if off_spot(s.t, 0.0, st.work_s, done, slack, st.overhead_s, restarts):
         return ON_DEMAND
     return SPOT  # decide() does not see capacity: without it the launch fails and the job stays queued
+
+
+def burstd_reported_progress(s: State, st: Setting) -> str:
+    """burstd for a job that reports its progress (``burstd.train``): ``decide()`` is told the work really
+    kept, not whole checkpoint intervals of its leases."""
+    return burstd(s, st, done_s=s.done_s)
 
 
 def burstd_failed_launch_escalates(s: State, st: Setting) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from burstd.simulate.cant_be_late import (
-    Setting, burstd, burstd_failed_launch_escalates, omniscient_cost, ondemand_only, replay, uniform_progress,
+    Setting, burstd, burstd_failed_launch_escalates, burstd_reported_progress, omniscient_cost, ondemand_only, replay, uniform_progress,
 )
 
 pytest.importorskip("highspy")
@@ -14,7 +14,7 @@ GAP = 600.0
 H = 3600.0
 # a small job (8 h of work, deadline 12 h, 6 min changeover) keeps the integer programme tiny
 SMALL = Setting(work_s=8 * H, deadline_s=12 * H, overhead_s=0.1 * H)
-STRATEGIES = (burstd, burstd_failed_launch_escalates, uniform_progress, ondemand_only)
+STRATEGIES = (burstd, burstd_reported_progress, burstd_failed_launch_escalates, uniform_progress, ondemand_only)
 
 
 def ticks(pattern: str, repeat: int = 1) -> list[bool]:
@@ -74,3 +74,14 @@ def test_a_deadline_no_schedule_can_meet_has_no_omniscient_cost():
 def test_bad_setting_is_refused():
     with pytest.raises(ValueError, match="deadline_s"):
         Setting(work_s=10 * H, deadline_s=5 * H)
+
+
+def test_reported_progress_keeps_burstd_on_spot_where_whole_hours_of_leases_would_send_it_on_demand():
+    # 50-minute spot runs: the lease belief keeps no whole hour of any, so the job looks behind its line
+    # and goes on-demand; told the real work (burstd.train), it stays on spot and pays less
+    avail = ticks("11111" + "0", 100)
+    lease = replay(avail, GAP, SMALL, burstd)
+    told = replay(avail, GAP, SMALL, burstd_reported_progress)
+    assert lease.met_deadline and told.met_deadline
+    assert lease.ondemand_s > 0 and told.ondemand_s < lease.ondemand_s
+    assert told.cost_usd < lease.cost_usd
