@@ -82,3 +82,24 @@ def test_whole_jobs_to_the_cloud_tighten_the_bound_to_a_whole_jobs_bill():
     # a second solve on the same model (the JCT row moved) still answers: the time limit is a solve's
     assert mip_model.cost_at(7_000.0) == pytest.approx(0.0, abs=1e-6)
     assert mip_model.cost_at(target) == pytest.approx(one_job, rel=1e-3)
+
+
+def test_a_bound_proven_at_a_slower_policys_jct_carries_to_a_faster_one(monkeypatch):
+    # branch and bound stopped early may prove less at the tighter JCT: the report takes the larger
+    from burstd.simulate import bound as bound_mod
+    from burstd.simulate.report import _add_bound
+
+    class Model:
+        integral, slot_s, window_slots, min_mean_jct_s = True, 900.0, 96, 100.0
+
+        def cost_at(self, jct):
+            return {1000.0: 50.0, 2000.0: 80.0, 3000.0: 0.0}[jct]
+
+    monkeypatch.setattr(bound_mod, "build_bound", lambda *a, **k: Model())
+    out = {"policies": {"fast": {"jct_mean_s": 1000.0, "cloud_cost_usd": 200.0},
+                        "mid": {"jct_mean_s": 2000.0, "cloud_cost_usd": 100.0},
+                        "never": {"jct_mean_s": 3000.0, "cloud_cost_usd": 0.0}}}
+    _add_bound(out, None, [], 1.0)
+    rows = out["policies"]
+    assert [rows[n]["bound_usd"] for n in ("fast", "mid", "never")] == [80.0, 80.0, 0.0]
+    assert rows["fast"]["cost_vs_bound"] == 2.5
