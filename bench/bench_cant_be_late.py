@@ -25,7 +25,13 @@ import time
 from pathlib import Path
 
 from burstd.simulate.cant_be_late import (
-    Setting, burstd, burstd_failed_launch_escalates, burstd_reported_progress, omniscient_cost, ondemand_only, replay,
+    Setting,
+    burstd,
+    burstd_failed_launch_escalates,
+    burstd_reported_progress,
+    omniscient_cost,
+    ondemand_only,
+    replay,
     uniform_progress,
 )
 from burstd.simulate.spot import read_availability

@@ -39,7 +39,6 @@ import numpy as np
 from burstd.simulate.engine import SimSetup, Simulator
 from burstd.simulate.traces import TraceJob
 
-
 # The rows are scaled near 1 (a slot's row in shares of its capacity, the JCT row as a mean in hours): HiGHS
 # warns of a badly scaled model otherwise, and its branch and bound gains far less in the same time.
 JCT_UNIT_S = 3600.0

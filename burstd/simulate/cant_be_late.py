@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
 from typing import Any
 
 from burstd.policy.progress import kept_work_s, off_spot
@@ -159,9 +158,7 @@ def replay(available: Sequence[bool], gap_s: float, st: Setting, strategy: Strat
             t += gap_s
             tick += 1
             continue
-        step = gap_s
-        if overhead_left + (st.work_s - done) < step:  # the work ends inside this tick
-            step = overhead_left + (st.work_s - done)
+        step = min(gap_s, overhead_left + (st.work_s - done))  # the work may end inside this tick
         work = max(0.0, step - overhead_left)
         overhead_left = max(0.0, overhead_left - step)
         done = min(st.work_s, done + work)

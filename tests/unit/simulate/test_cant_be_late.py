@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from burstd.simulate.cant_be_late import (
-    Setting, burstd, burstd_failed_launch_escalates, burstd_reported_progress, omniscient_cost, ondemand_only, replay, uniform_progress,
+    Setting,
+    burstd,
+    burstd_failed_launch_escalates,
+    burstd_reported_progress,
+    omniscient_cost,
+    ondemand_only,
+    replay,
+    uniform_progress,
 )
 
 pytest.importorskip("highspy")
