@@ -87,7 +87,8 @@ def register(app: typer.Typer) -> None:
                                        "wait the trace recorded (how far the on-prem model is from the site)"),
         bound: bool = typer.Option(
             False, "--bound", help="Beside each policy, a hindsight lower bound on cloud cost at its mean JCT "
-                                   "(an LP relaxation; minutes for a few thousand jobs: use --limit-jobs)"),
+                                   "(whole jobs to the cloud, relaxed on-prem; minutes for a few thousand jobs: "
+                                   "use --limit-jobs)"),
         bound_time_s: float = typer.Option(
             60.0, "--bound-time-s", min=0, help="With --bound: seconds of branch and bound a policy for whole jobs "
                                                 "to the cloud (its proven bound stands when time runs out; "
