@@ -87,7 +87,15 @@ def register(app: typer.Typer) -> None:
                                        "wait the trace recorded (how far the on-prem model is from the site)"),
         bound: bool = typer.Option(
             False, "--bound", help="Beside each policy, a hindsight lower bound on cloud cost at its mean JCT "
-                                   "(an LP relaxation; minutes for a few thousand jobs: use --limit-jobs)"),
+                                   "(whole jobs to the cloud, relaxed on-prem; minutes for a few thousand jobs: "
+                                   "use --limit-jobs)"),
+        sched_pass_s: float = typer.Option(
+            0.0, "--sched-pass-s", min=0, help="With --calibrate: the on-prem scheduler runs in passes this many "
+                                               "seconds apart (0: at every event)"),
+        bound_time_s: float = typer.Option(
+            60.0, "--bound-time-s", min=0, help="With --bound: seconds of branch and bound a policy for whole jobs "
+                                                "to the cloud (its proven bound stands when time runs out; "
+                                                "0: the LP relaxation alone)"),
         as_json: bool = JsonFlag,
         wide: bool = WideFlag,
     ) -> None:
@@ -113,7 +121,8 @@ def register(app: typer.Typer) -> None:
         if format is not None and format not in FORMATS:
             fail(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
         if calibrate:
-            _calibrate(trace, format, onprem_cpus, limit_jobs, placement, backfill_depth, out_of_order, as_json)
+            _calibrate(trace, format, onprem_cpus, limit_jobs, placement, backfill_depth, out_of_order, as_json,
+                       sched_pass_s)
             return
         cfg = get_config(config) if config else None
         from pathlib import Path
@@ -129,7 +138,7 @@ def register(app: typer.Typer) -> None:
                                     checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
                                     backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
                                     out_of_order=out_of_order, data_median_gb=data_median_gb,
-                                    config_path=config, bound=bound)
+                                    config_path=config, bound=bound, bound_time_s=bound_time_s)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -180,14 +189,15 @@ def register(app: typer.Typer) -> None:
 
 
 def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jobs: int | None,
-               placement: str | None, backfill_depth: int | None, out_of_order: bool, as_json: bool) -> None:
+               placement: str | None, backfill_depth: int | None, out_of_order: bool, as_json: bool,
+               sched_pass_s: float = 0.0) -> None:
     from burstd.simulate.calibrate import calibrate_trace
 
     try:
         rep = calibrate_trace(trace, format=format, onprem_cpus=onprem_cpus, limit_jobs=limit_jobs,
                               placement=placement or "fluid",
                               backfill_depth=100 if backfill_depth is None else backfill_depth,
-                              out_of_order=out_of_order)
+                              out_of_order=out_of_order, sched_pass_s=sched_pass_s)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     if as_json:

@@ -19,6 +19,14 @@ in hindsight (every arrival and every real run time known in advance):
 Every real replay (whole jobs, one place each, any order or backfill) is a feasible point, so the optimum is a
 lower bound on its cost. It is loose where the relaxation is: work split across slots and between cloud and
 on-prem, times floored to a slot, no preemption. Pure (the solver is a library call, no I/O).
+
+Whole jobs to the cloud (``integral=True``, the default): each cloud share is 0 or 1, a mixed-integer programme
+(HiGHS branch and bound). A real replay still maps onto it: a job that ends in the cloud is a cloud share of 1
+(its bill at least the cheapest price for boot + run), a job that ends on-prem (after any number of spot
+tries) a share of 0 with its on-prem run, whose bill is at least 0. Without it the LP buys mean JCT with
+fractions of big jobs (a tenth of a 100-GPU-hour job for a tenth of its price), which no policy can.
+Branch and bound may stop at ``time_limit_s``; the figure is then its proven dual bound (never above the
+optimum, never below the LP's), so it stays a lower bound whether or not the search finished.
 """
 
 from __future__ import annotations
@@ -31,6 +39,10 @@ import numpy as np
 from burstd.simulate.engine import SimSetup, Simulator
 from burstd.simulate.traces import TraceJob
 
+# The rows are scaled near 1 (a slot's row in shares of its capacity, the JCT row as a mean in hours): HiGHS
+# warns of a badly scaled model otherwise, and its branch and bound gains far less in the same time.
+JCT_UNIT_S = 3600.0
+
 
 @dataclass(frozen=True, slots=True)
 class BoundModel:
@@ -42,20 +54,46 @@ class BoundModel:
     min_mean_jct_s: float  # below this no schedule exists (every job at its own run, or boot + run in the cloud)
     slot_s: float
     window_slots: int
+    cloud_cols: np.ndarray | None = None  # the cloud shares' columns, made integral by ``integral=True``
+    time_limit_s: float = 60.0  # branch and bound's limit a solve; its dual bound stands when it stops
+
+    @property
+    def integral(self) -> bool:
+        return self.cloud_cols is not None
 
     def cost_at(self, mean_jct_s: float) -> float | None:
         """The least cloud cost (USD) at a mean JCT of at most ``mean_jct_s``; None when even bursting
         everything at once cannot reach it."""
+        lp = self._solve(mean_jct_s, integral=False)
+        if lp is None or not self.integral:
+            return lp
+        mip = self._solve(mean_jct_s, integral=True)
+        # the MIP's dual bound is never below the LP's; max() keeps the LP's when the search stopped early
+        return lp if mip is None else max(lp, mip)
+
+    def _solve(self, mean_jct_s: float, *, integral: bool) -> float | None:
         import highspy
 
         if mean_jct_s < self.min_mean_jct_s:
             return None
         h = self.highs
-        h.changeRowBounds(self.jct_row, -highspy.kHighsInf, mean_jct_s * self.jobs)  # type: ignore[attr-defined]
+        if self.cloud_cols is not None:
+            kind = highspy.HighsVarType.kInteger if integral else highspy.HighsVarType.kContinuous
+            h.changeColsIntegrality(len(self.cloud_cols), self.cloud_cols,  # type: ignore[attr-defined]
+                                    np.full(len(self.cloud_cols), kind))
+        h.changeRowBounds(self.jct_row, -highspy.kHighsInf, mean_jct_s / JCT_UNIT_S)  # type: ignore[attr-defined]
+        h.setOptionValue("time_limit", self.time_limit_s if integral else math.inf)  # type: ignore[attr-defined]
+        # presolve removes almost nothing here and, before branch and bound, takes as long as its root cuts
+        h.setOptionValue("presolve", "off" if integral else "choose")  # type: ignore[attr-defined]
         h.run()  # type: ignore[attr-defined]
-        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:  # type: ignore[attr-defined]
-            return None
-        return float(h.getInfo().objective_function_value)  # type: ignore[attr-defined]
+        status = h.getModelStatus()  # type: ignore[attr-defined]
+        if status == highspy.HighsModelStatus.kOptimal:
+            info = h.getInfo()  # type: ignore[attr-defined]
+            return float(info.mip_dual_bound if integral else info.objective_function_value)
+        if integral and status == highspy.HighsModelStatus.kTimeLimit:
+            bound = float(h.getInfo().mip_dual_bound)  # type: ignore[attr-defined]
+            return bound if math.isfinite(bound) else None
+        return None
 
 
 def _highs_banner_to_stderr(highspy) -> object:
@@ -103,9 +141,10 @@ def default_slot_s(runtimes: list[float]) -> float:
 
 
 def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None = None,
-                window_slots: int = 96) -> BoundModel:
-    """The LP of ``trace`` replayed on ``setup``'s site (jobs larger than the site left out, as the replay);
-    ``slot_s`` defaults to ``default_slot_s`` of the jobs' run times."""
+                window_slots: int = 96, integral: bool = True, time_limit_s: float = 60.0) -> BoundModel:
+    """The programme of ``trace`` replayed on ``setup``'s site (jobs larger than the site left out, as the
+    replay); ``slot_s`` defaults to ``default_slot_s`` of the jobs' run times; ``integral``: whole jobs to the
+    cloud, branch and bound stopped after ``time_limit_s`` a solve."""
     import highspy
 
     sim = Simulator(setup, [j for j in trace if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units])
@@ -116,6 +155,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
     cap = setup.onprem_units * slot_s
     t0 = min((j.tj.submit for j in jobs), default=0.0)
     cost: list[float] = []
+    cloud_cols: list[int] = []
     upper: list[float] = []
     starts: list[int] = [0]
     rows: list[int] = []
@@ -139,6 +179,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
         price = cloud_price_per_node_hour(setup, j.cpn, j.gpn)
         cloud_jct = boot + p
         if price is not None:
+            cloud_cols.append(len(cost))
             col(price * j.nodes * (boot + p) / 3600.0, 1.0, [(i, 1.0)], cloud_jct)
         least_jct += min(p, cloud_jct) if price is not None else p
         first = int(r // slot_s)
@@ -152,7 +193,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
             srow = slot_rows.setdefault(t, -1)
             if srow < 0:
                 srow = slot_rows[t] = n + len(slot_rows) - 1
-            col(0.0, room, [(i, 1.0), (srow, float(work))], at - r + p / 2)
+            col(0.0, room, [(i, 1.0), (srow, work / cap)], at - r + p / 2)
         col(0.0, 1.0, [(i, 1.0)], last * slot_s - r + p / 2)  # after the window: no capacity charged
     jct_row = n + len(slot_rows)
     ncols = len(cost)
@@ -164,7 +205,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
         a_index.extend(rows[starts[c]:starts[c + 1]])
         a_value.extend(vals[starts[c]:starts[c + 1]])
         a_index.append(jct_row)
-        a_value.append(jct_coef[c])
+        a_value.append(jct_coef[c] / (n * JCT_UNIT_S))
         a_start[c + 1] = len(a_index)
     lp = highspy.HighsLp()
     lp.num_col_ = ncols
@@ -173,7 +214,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
     lp.col_lower_ = np.zeros(ncols)
     lp.col_upper_ = np.array(upper)
     row_lower = np.concatenate([np.ones(n), np.full(len(slot_rows), -highspy.kHighsInf), [-highspy.kHighsInf]])
-    row_upper = np.concatenate([np.ones(n), np.full(len(slot_rows), cap), [highspy.kHighsInf]])
+    row_upper = np.concatenate([np.ones(n), np.ones(len(slot_rows)), [highspy.kHighsInf]])
     lp.row_lower_ = row_lower
     lp.row_upper_ = row_upper
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
@@ -183,4 +224,5 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
     h = _highs_banner_to_stderr(highspy)
     h.setOptionValue("log_to_console", False)  # type: ignore[attr-defined]
     h.passModel(lp)  # type: ignore[attr-defined]
-    return BoundModel(h, jct_row, n, least_jct / n if n else 0.0, slot_s, window_slots)
+    cols = np.array(cloud_cols, dtype=np.int32) if integral else None
+    return BoundModel(h, jct_row, n, least_jct / n if n else 0.0, slot_s, window_slots, cols, time_limit_s)

@@ -17,7 +17,7 @@ Figures, over the jobs that have a recorded wait and ran in the replay:
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,9 @@ def compare(pairs: list[WaitPair], floor: float = WAIT_FLOOR_S) -> dict[str, Any
 
 def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus: int | None = None,
                     limit_jobs: int | None = None, placement: str = "fluid", backfill_depth: int = 100,
-                    out_of_order: bool = False) -> dict[str, Any]:
-    """Replay ``path`` with no bursting and compare each job's wait with the one the trace recorded."""
+                    out_of_order: bool = False, sched_pass_s: float = 0.0) -> dict[str, Any]:
+    """Replay ``path`` with no bursting and compare each job's wait with the one the trace recorded
+    (``sched_pass_s``: the on-prem scheduler runs in passes that far apart; 0: at every event)."""
     jobs, info = read_trace(path, format, limit_jobs)
     if info.format == "philly":
         raise ValueError(f"{path}: the Philly CSV records no waits; calibration needs an SWF trace or a sacct "
@@ -70,6 +71,7 @@ def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus:
                          "has no Start column)")
     setup = make_setup(info, False, None, onprem_cpus, None, None, placement=placement,
                        backfill_depth=backfill_depth, out_of_order=out_of_order)
+    setup = replace(setup, sched_pass_s=sched_pass_s)
     sim = policy_simulator("never", setup, jobs)
     sim.run()
     pairs = [WaitPair(recorded[j.tj.job_id], j.first_start - j.tj.submit) for j in sim.done
@@ -77,6 +79,6 @@ def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus:
     out = {"trace": str(path), "format": info.format, "jobs_read": len(jobs),
            "onprem_units": setup.onprem_units, "onprem_units_per_node": setup.units_per_node,
            "placement": setup.placement, "backfill_depth": setup.backfill_depth, "out_of_order": out_of_order,
-           "jobs_without_recorded_wait": len(jobs) - len(recorded)}
+           "sched_pass_s": sched_pass_s, "jobs_without_recorded_wait": len(jobs) - len(recorded)}
     out.update(compare(pairs))
     return out

@@ -131,6 +131,9 @@ class SimSetup:
     data: DataModel | None = None  # what each job reads and writes (burstd.simulate.data_model); None: no data
     # --config: the burstd row runs the file's [policy] as the daemon would (its waiting.kind too)
     policy_as_configured: bool = False
+    # on-prem: the scheduler runs in passes this many seconds apart (a job starts at the next pass), as the
+    # sites' schedulers did; 0: at every event (calibration, issue 25 item 2)
+    sched_pass_s: float = 0.0
 
 
 class Simulator:
@@ -140,6 +143,7 @@ class Simulator:
         self.name = name
         self.trace = jobs
         self.free = setup.onprem_units
+        self._passes: set[float] = set()  # scheduler passes already on the event heap
         self.queue: list[SimJob] = []
         self.running: dict[int, SimJob] = {}
         # the running on-prem jobs as (time-limit end, units, job id), kept sorted for the backfill shadow
@@ -256,6 +260,17 @@ class Simulator:
         bisect.insort(self.by_end, (j.exp_end, j.units, j.tj.job_id))
         self.run_jobs[j.tj.job_id] = self._running_view(j, self.home, t, j.exp_end)
         self._push(t + j.remaining, 0, j)
+
+    def _schedule_at_pass(self, t: float) -> None:
+        """Schedule now, or at the next scheduler pass when the site ran in passes (``sched_pass_s``)."""
+        every = self.s.sched_pass_s
+        if every <= 0:
+            self._schedule(t)
+            return
+        at = math.ceil(t / every) * every
+        if at not in self._passes:
+            self._passes.add(at)
+            self._push(at, 4, None)  # type: ignore[arg-type]
 
     def _schedule(self, t: float) -> None:
         q = self.queue
@@ -451,7 +466,7 @@ class Simulator:
                 while ai < na and arrivals[ai].tj.submit == t:
                     self._enqueue(arrivals[ai], t)
                     ai += 1
-                self._schedule(t)
+                self._schedule_at_pass(t)
                 self._want_tick(t)
                 continue
             t, _, kind, j = heapq.heappop(ev)
@@ -465,7 +480,7 @@ class Simulator:
                     self.placer.release(j.placed)
                     j.placed = ()
                 self._finish(j, t)
-                self._schedule(t)
+                self._schedule_at_pass(t)
             elif kind == 1:  # cloud finish
                 self.run_jobs.pop(j.tj.job_id, None)
                 self.leases.pop(j.tj.job_id, None)
@@ -478,6 +493,9 @@ class Simulator:
                 j.restarts += 1
                 self.requeued[j.tj.job_id] = j
                 self._enqueue(j, t)
+                self._schedule_at_pass(t)
+            elif kind == 4:  # a scheduler pass
+                self._passes.discard(t)
                 self._schedule(t)
             else:
                 self._tick(t)

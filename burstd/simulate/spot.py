@@ -138,3 +138,27 @@ class SpotModel:
 class NoPreemption(SpotModel):
     def __init__(self) -> None:
         super().__init__([], 0)
+
+
+def availability_of(doc: object, where: str) -> tuple[list[bool], float]:
+    """One bool a tick (spot available, read as ``alive_ticks`` reads it) and the tick in seconds, from a
+    trace file's parsed JSON; ValueError naming ``where`` and what is wrong."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict) or "data" not in doc:
+        raise ValueError(f"{where}: not a spot trace (needs metadata.gap_seconds and data)")
+    gap = doc["metadata"].get("gap_seconds")
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not (0 < gap < 1e7):
+        raise ValueError(f"{where}: metadata.gap_seconds must be a positive number of seconds, got {gap!r}")
+    data = doc["data"]
+    if not isinstance(data, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                             for v in data):
+        raise ValueError(f"{where}: data must be a list of counts (integers >= 0)")
+    return alive_ticks(data), float(gap)
+
+
+def read_availability(path: Path) -> tuple[list[bool], float]:
+    """``availability_of`` a trace file (skypilot-org/spot-traces' format)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a spot trace ({exc})") from None
+    return availability_of(doc, str(path))

@@ -79,3 +79,28 @@ def test_the_cli_prints_the_json_the_issue_names_and_refuses_philly(tmp_path):
     philly.write_text("1,0,x,y,2,3600\n2,60,x,y,1,600\n")
     r = CliRunner().invoke(app, ["simulate", "--trace", str(philly), "--format", "philly", "--calibrate"])
     assert r.exit_code != 0 and "records no waits" in r.output
+
+
+def test_a_scheduler_in_passes_starts_each_job_at_the_next_pass(tmp_path):
+    # one free 4-CPU site (times count from the trace's first submission); jobs arrive at 0, 3,900 s (after
+    # the first ends at 3,600 s) and 8,900 s: at every event each starts at once; in 1,800 s passes at 0,
+    # 5,400 and 9,000 s
+    rows = [(1, 0.0, 0.0, 3600.0, 4, 3600.0), (2, 3900.0, 0.0, 600.0, 4, 600.0),
+            (3, 8900.0, 0.0, 60.0, 4, 60.0)]
+    trace = tmp_path / "passes.swf"
+    trace.write_text(_swf(rows, 4))
+    assert calibrate_trace(trace)["model_mean_wait_s"] == 0.0
+    rep = calibrate_trace(trace, sched_pass_s=1800.0)
+    assert rep["sched_pass_s"] == 1800.0
+    assert rep["model_mean_wait_s"] == pytest.approx((0.0 + 1500.0 + 100.0) / 3, abs=0.1)
+
+
+def test_the_cli_takes_the_scheduler_pass(tmp_path):
+    # the second job (1 of 4 CPUs free to it) waits for the pass at 1,800 s, as the site's record says
+    rows = [(1, 0.0, 0.0, 3600.0, 1, 3600.0), (2, 100.0, 1700.0, 3600.0, 1, 3600.0)]
+    trace = tmp_path / "two.swf"
+    trace.write_text(_swf(rows, 4))
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--calibrate", "--json", "--sched-pass-s", "1800"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["sched_pass_s"] == 1800.0 and rep["share_within_2x"] == 1.0
