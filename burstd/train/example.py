@@ -7,7 +7,9 @@
 It resumes from the newest complete checkpoint in --ckpt-dir, checkpoints every --ckpt-every steps (left out: an
 interval chosen from the pool's preemption rate, see burstd.train.interval), and on
 SIGUSR1/SIGTERM checkpoints and exits with the requeue code (85 unless BURSTD_REQUEUE_EXIT_CODE says otherwise).
-A run that was preempted and resumed ends with the same weights, bit for bit (CPU), as one that never was.
+A run that was preempted and resumed ends with the same weights, bit for bit (CPU), as one that never was. On two
+or more ranks, a rank lost without notice costs at most the step in flight: the survivors save just in time
+(burstd.train.survivor; --no-jit turns it off) within BURSTD_COLLECTIVE_TIMEOUT_S of the loss.
 
 Gradients are averaged with one all-reduce over a flat buffer of fixed layout, so the summation order is the same
 every step of every run (DDP's bucket rebuild after the first step can change it with more than two ranks).

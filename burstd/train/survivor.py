@@ -7,7 +7,7 @@ collective fails because a peer is gone:
 
 * Right before each optimizer step (torch's step pre-hook: the step's gradients are averaged, the update is
   about to be applied) every rank sends the others its RNG states and the state of the registered ``stateful``
-  objects (one ``all_gather_object``, some kilobytes a rank).
+  objects (one ``all_gather`` of some kilobytes a rank).
 * ``step_done(k)`` keeps this rank's own state at the end of step k (local, no collective).
 * When a collective then raises a peer-loss error (``burstd.train.collectives.is_peer_loss``), the model and
   optimizer are still those after step k (the failing collective came before the next optimizer step, which
@@ -34,6 +34,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -124,7 +125,8 @@ class SurvivorSave:
         self.writer = False  # this process writes the survivors' checkpoint for its node
         self.completed = 0  # the last step passed to step_done (or resumed from)
         self.own: dict[str, Any] | None = None  # this rank's private state at the end of ``completed``
-        self.replicas: list[dict[str, Any]] | None = None  # every rank's, sent before its optimizer step
+        self.replicas: list[bytes] | None = None  # every rank's (pickled), sent before its optimizer step
+        self._capacity = 0  # bytes a rank may send in one exchange; grows with the largest state seen
         self.replicas_end = -1  # the step the replicas are the end of
         self.optimizer_steps = 0  # optimizer steps since step_done: > 0 means the model is past ``completed``
         self.saved: int | None = None  # the step a survivor's checkpoint holds, once written or found
@@ -136,9 +138,24 @@ class SurvivorSave:
 
     def _before_optimizer_step(self, *_: Any) -> None:
         fault_point("gather", self.completed + 1)
-        gathered: list[Any] = [None] * self.world
-        dist.all_gather_object(gathered, self._private_state())
-        self.replicas, self.replicas_end = gathered, self.completed + 1
+        self.replicas, self.replicas_end = self._exchange(pickle.dumps(self._private_state())), self.completed + 1
+
+    def _exchange(self, mine: bytes) -> list[bytes]:
+        """Every rank's bytes, in one all_gather of a fixed-size buffer (a length header, then the bytes): a
+        second round, larger, only in the step some rank's state outgrew it (every rank sees every length, so
+        all agree). Kept as bytes: unpickled only for a save."""
+        while True:
+            capacity = self._capacity
+            buf = torch.zeros(8 + capacity, dtype=torch.uint8)
+            buf[:8] = torch.frombuffer(bytearray(len(mine).to_bytes(8, "little")), dtype=torch.uint8)
+            if len(mine) <= capacity:
+                buf[8:8 + len(mine)] = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
+            out = [torch.empty_like(buf) for _ in range(self.world)]
+            dist.all_gather(out, buf)
+            sizes = [int.from_bytes(o[:8].numpy().tobytes(), "little") for o in out]
+            if max(sizes) <= capacity:
+                return [o[8:8 + n].numpy().tobytes() for o, n in zip(out, sizes)]
+            self._capacity = max(sizes) + max(sizes) // 4 + 1024
 
     def _after_optimizer_step(self, *_: Any) -> None:
         self.optimizer_steps += 1
@@ -189,7 +206,8 @@ class SurvivorSave:
         assert self.replicas is not None and self.own is not None
         self.writer = take_node_lock(node_lock_path(self.manager.store.root, step, os.environ))
         if self.writer:
-            extras = extras_for_ranks(self.replicas, self.own, self.rank, step)
+            # the ranks of this job sent these, over its own process group: trusted as torch's all_gather_object does
+            extras = extras_for_ranks([pickle.loads(r) for r in self.replicas], self.own, self.rank, step)
             landed = self.manager.save_survivor_copy(step, extras, tag=f"r{self.rank}")
             verb = "saved" if landed else "another survivor saved"
         else:

@@ -5,6 +5,7 @@ real ranks under torchrun)."""
 from __future__ import annotations
 
 import json
+import pickle
 import random
 
 import numpy as np
@@ -150,6 +151,9 @@ def test_a_survivor_saves_the_last_completed_step_and_refuses_when_the_model_mov
 
     _train(model, opt, sched, pos, 2, after_step=survivor.step_done)
     assert survivor.replicas_end == 2 and survivor.why_not() is None
+    # each rank's state went through one fixed-size exchange, grown to fit it on the first step
+    assert survivor._capacity >= len(survivor.replicas[0]) > 1000
+    assert pickle.loads(survivor.replicas[0])["stateful"]["sched"]["last_epoch"] == 1  # sent before the 2nd step
     assert survivor.on_peer_loss(RuntimeError("shape mismatch")) is None  # a bug is re-raised, not saved
 
     # the optimizer stepped again, step_done not yet called: the model is past step 2, nothing consistent
