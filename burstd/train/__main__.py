@@ -28,6 +28,11 @@ def should_requeue(location: str, env: dict[str, str] | None = None) -> tuple[bo
         return False, f"no complete checkpoint in {location}"
     m = latest.manifest
     job, restart = env.get("SLURM_JOB_ID"), env.get("SLURM_RESTART_COUNT", "0")
+    if m.get("reason") == "jit" and str(m.get("slurm_restart_count", "0")) == restart:
+        # a node went without notice (or a rank died): not this script's call, burstd requeues a job whose cloud
+        # node was lost, and a rank that crashed on a bug must not requeue the job forever
+        return False, (f"a rank of this job was lost after step {latest.step}: the surviving ranks saved "
+                       f"{latest.location} just in time (burstd requeues a job whose node was lost)")
     if m.get("reason") != "preempt":
         return False, f"newest checkpoint {latest.location} was written for {m.get('reason')!r}, not a preemption"
     if job is not None and str(m.get("slurm_job_id")) != job:

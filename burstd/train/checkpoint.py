@@ -23,8 +23,9 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -42,6 +43,7 @@ from burstd.train.store import (
     CheckpointInfo,
     CheckpointMismatchError,
     CheckpointStore,
+    fsync_dir,
     manifest_bytes,
     step_dir_name,
 )
@@ -59,7 +61,9 @@ except ImportError:  # pragma: no cover
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized",
                         category=UserWarning)
 
-FAULT_ENV = "BURSTD_TRAIN_FAULT"  # test hook: "before-manifest@STEP" -> os._exit(137) on rank 0 there
+# test hook: "before-manifest@STEP" -> os._exit(137) on rank 0 there; "NAME@STEP@RANK": that rank only (the
+# survivor tests kill one rank at an exact point of a step: "gather@6@2", "step-done@6@3")
+FAULT_ENV = "BURSTD_TRAIN_FAULT"
 
 
 def _rank() -> int:
@@ -70,9 +74,9 @@ def _world() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def _fault_point(name: str, step: int) -> None:
+def fault_point(name: str, step: int) -> None:
     spec = os.environ.get(FAULT_ENV, "")
-    if spec and spec == f"{name}@{step}":
+    if spec and spec in (f"{name}@{step}", f"{name}@{step}@{_rank()}"):
         log.error("fault point %s reached at step %d: exiting without cleanup", name, step)
         os._exit(137)
 
@@ -153,6 +157,23 @@ def describe_mismatch(saved: Mapping[str, list[int]], current: Mapping[str, list
     return problems
 
 
+def _manifest(step: int, reason: str, world: int, shapes: dict[str, list[int]]) -> dict[str, Any]:
+    return {
+        "format": FORMAT_VERSION,
+        "step": step,
+        "reason": reason,
+        "world_size": world,
+        "tensors": shapes,
+        "written_at": None,
+        "host": socket.gethostname(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT", "0"),
+        "job": job_identity(os.environ),  # resume refuses another job's checkpoint (identity.py)
+        "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+        "torch": torch.__version__,
+    }
+
+
 class CheckpointManager:
     """Save and restore training state; see the module docstring.
 
@@ -170,6 +191,7 @@ class CheckpointManager:
         keep: int = 3,
         async_save: bool = False,
         writer_threads: int = 1,
+        timeout: timedelta | None = None,
     ):
         self.writer_threads = writer_threads
         self.store = CheckpointStore(location)
@@ -184,7 +206,8 @@ class CheckpointManager:
         self.async_save = async_save
         self.distributed = dist.is_available() and dist.is_initialized()
         # Checkpoint collectives run on their own gloo group so an async save can overlap training collectives.
-        self._pg = dist.new_group(backend="gloo") if self.distributed else None
+        # ``timeout``: of those collectives (None: torch's default, 30 min; Preemptible passes checkpoint_timeout()).
+        self._pg = dist.new_group(backend="gloo", timeout=timeout) if self.distributed else None
         self.last_saved_step: int | None = None
         self._pending: Future | None = None
         self._pending_step: int | None = None
@@ -321,20 +344,7 @@ class CheckpointManager:
         buf = io.BytesIO()
         torch.save(extra, buf)
         self.store.write_bytes_durable(self.store.join(partial, f"extra-rank{_rank():05d}.pt"), buf.getvalue())
-        manifest = {
-            "format": FORMAT_VERSION,
-            "step": step,
-            "reason": reason,
-            "world_size": _world(),
-            "tensors": shapes,
-            "written_at": None,
-            "host": socket.gethostname(),
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT", "0"),
-            "job": job_identity(os.environ),  # resume refuses another job's checkpoint (identity.py)
-            "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
-            "torch": torch.__version__,
-        }
+        manifest = _manifest(step, reason, _world(), shapes)
         self.last_saved_step = step
         if block:
             dcp.save(state, storage_writer=self._writer(partial), process_group=self._pg,
@@ -366,7 +376,7 @@ class CheckpointManager:
             return
         name = step_dir_name(step)
         self.store.fsync_tree(self.store.join(partial))
-        _fault_point("before-manifest", step)
+        fault_point("before-manifest", step)
         manifest = dict(manifest, written_at=time.time())
         self.store.write_bytes_durable(self.store.join(partial, MANIFEST), manifest_bytes(manifest))
         if partial != name:
@@ -375,6 +385,35 @@ class CheckpointManager:
         removed = self.store.prune(self.keep)
         if removed:
             log.info("retention: removed checkpoints at steps %s", removed)
+
+    def save_survivor_copy(self, step: int, extras: Sequence[Mapping[str, Any]], *, tag: str) -> bool:
+        """A survivor's just-in-time checkpoint of ``step`` (``burstd.train.survivor``), written by this process
+        alone, no collective: the model and optimizer as they are here (every rank holds the same), and
+        ``extras[r]`` as rank r's ``extra-rank<r>.pt``. Written into ``step-N.partial-<tag>`` and renamed; returns
+        False when another survivor's copy landed first (this one is discarded)."""
+        name = step_dir_name(step)
+        staging = f"{name}.partial-{tag}" if self.store.is_local else name
+        self.store.remove_tree(self.store.join(staging))
+        self.store.makedirs(self.store.join(staging))
+        dcp.save(self._current_dcp_state(), storage_writer=self._writer(staging), no_dist=True)
+        for rank, extra in enumerate(extras):
+            buf = io.BytesIO()
+            torch.save(dict(extra), buf)
+            self.store.write_bytes_durable(self.store.join(staging, f"extra-rank{rank:05d}.pt"), buf.getvalue())
+        manifest = _manifest(step, "jit", len(extras), tensor_shapes({"app": self._model_optim.state_dict()}))
+        manifest.update(written_at=time.time(), saved_by_rank=_rank())
+        self.store.fsync_tree(self.store.join(staging))
+        self.store.write_bytes_durable(self.store.join(staging, MANIFEST), manifest_bytes(manifest))
+        if self.store.is_local:
+            try:  # no replace: a complete step-N is never overwritten, the first survivor's copy stays
+                os.rename(self.store.join(staging), self.store.join(name))
+            except OSError:
+                self.store.remove_tree(self.store.join(staging))
+                return False
+            fsync_dir(self.store.root)
+        self.last_saved_step = step
+        log.info("checkpoint %s complete (jit, from rank %d)", self.store.display(name), _rank())
+        return True
 
     def wait(self) -> None:
         """Block until a background save is durable; re-raise its error if it failed."""

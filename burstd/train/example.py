@@ -7,7 +7,9 @@
 It resumes from the newest complete checkpoint in --ckpt-dir, checkpoints every --ckpt-every steps (left out: an
 interval chosen from the pool's preemption rate, see burstd.train.interval), and on
 SIGUSR1/SIGTERM checkpoints and exits with the requeue code (85 unless BURSTD_REQUEUE_EXIT_CODE says otherwise).
-A run that was preempted and resumed ends with the same weights, bit for bit (CPU), as one that never was.
+A run that was preempted and resumed ends with the same weights, bit for bit (CPU), as one that never was. On two
+or more ranks, a rank lost without notice costs at most the step in flight: the survivors save just in time
+(burstd.train.survivor; --no-jit turns it off) within BURSTD_COLLECTIVE_TIMEOUT_S of the loss.
 
 Gradients are averaged with one all-reduce over a flat buffer of fixed layout, so the summation order is the same
 every step of every run (DDP's bucket rebuild after the first step can change it with more than two ranks).
@@ -34,6 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from burstd.train.collectives import collective_timeout
 from burstd.train.preemptible import Preemptible
 from burstd.train.store import CheckpointError
 
@@ -104,6 +107,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="wrap the model in DistributedDataParallel instead of averaging gradients by hand")
     ap.add_argument("--async-save", action="store_true", help="write periodic checkpoints in the background")
     ap.add_argument("--sync-every", type=int, default=1, help="agree on stopping every K steps")
+    ap.add_argument("--no-jit", action="store_true",
+                    help="no just-in-time save from the surviving ranks when a peer is lost (burstd.train.survivor)")
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep per step (demos and tests)")
     return ap.parse_args(argv)
 
@@ -114,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.use_deterministic_algorithms(True)
     distributed = "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
     if distributed:
-        dist.init_process_group("gloo")
+        # a short collective timeout: a peer that vanished is noticed in that time at most (train.collectives)
+        dist.init_process_group("gloo", timeout=collective_timeout())
     rank = dist.get_rank() if distributed else 0
     world = dist.get_world_size() if distributed else 1
 
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = Preemptible(args.ckpt_dir, model, optimizer, stateful={"scheduler": scheduler, "data": data},
                           every=args.ckpt_every, keep=args.keep, async_save=args.async_save,
-                          sync_every=args.sync_every, flag=EARLY_FLAG)
+                          sync_every=args.sync_every, flag=EARLY_FLAG, jit=False if args.no_jit else None)
         start = job.resume()
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -145,23 +151,24 @@ def main(argv: list[str] | None = None) -> int:
     params = list(model.parameters())
     model.train()
     noticed = False
-    for step in range(start, args.steps):
-        x, y = data.next()
-        x = x + torch.from_numpy(np.random.normal(0.0, 0.01, size=tuple(x.shape))).to(x.dtype)
-        loss = nn.functional.mse_loss(model(x), y) * (1.0 + 0.01 * random.random())
-        optimizer.zero_grad(set_to_none=False)
-        loss.backward()
-        if distributed and not args.ddp:
-            average_gradients(params, world)
-        optimizer.step()
-        scheduler.step()
-        if args.step_sleep:
-            time.sleep(args.step_sleep)
-        print(f"rank={rank} step={step + 1} t={time.time():.6f} loss={loss.item():.6f}", flush=True)
-        if job.flag.requested and not noticed:
-            noticed = True
-            print(f"rank={rank} signal={job.flag.signum} received_at={job.flag.received_at:.6f}", flush=True)
-        job.step_done(step + 1)
+    with job:  # a peer lost without notice: a survivor saves the last completed step (train.survivor)
+        for step in range(start, args.steps):
+            x, y = data.next()
+            x = x + torch.from_numpy(np.random.normal(0.0, 0.01, size=tuple(x.shape))).to(x.dtype)
+            loss = nn.functional.mse_loss(model(x), y) * (1.0 + 0.01 * random.random())
+            optimizer.zero_grad(set_to_none=False)
+            loss.backward()
+            if distributed and not args.ddp:
+                average_gradients(params, world)
+            optimizer.step()
+            scheduler.step()
+            if args.step_sleep:
+                time.sleep(args.step_sleep)
+            print(f"rank={rank} step={step + 1} t={time.time():.6f} loss={loss.item():.6f}", flush=True)
+            if job.flag.requested and not noticed:
+                noticed = True
+                print(f"rank={rank} signal={job.flag.signum} received_at={job.flag.received_at:.6f}", flush=True)
+            job.step_done(step + 1)
 
     job.finish()
     if rank == 0:

@@ -5,6 +5,9 @@
         train_one_step(step)
         job.step_done(step + 1)   # periodic save; on a preemption signal: save, exit for requeue
     job.finish()
+
+Data-parallel on two or more nodes, the loop also runs inside ``with job:``: a node lost without notice then
+costs at most the step in flight (a survivor saves, ``burstd.train.survivor``).
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
 
 from burstd.train.checkpoint import CheckpointManager
+from burstd.train.collectives import checkpoint_timeout
 from burstd.train.interval import RATE_ENV, Interval, choose_interval, rate_from_env
 from burstd.train.progress import ProgressReporter
 from burstd.train.signals import PreemptionFlag, install_handlers, requeue_exit_code
+from burstd.train.survivor import SurvivorSave
 
 log = logging.getLogger("burstd.train")
 
@@ -41,6 +46,11 @@ class Preemptible:
     set, the first step after start is checkpointed to measure the save's cost, the next one times a step, and
     Young/Daly picks the interval (``burstd.train.interval``), printed once on rank 0 and kept in
     :attr:`interval`; without it, 0.
+
+    ``jit``: save from the surviving ranks when a peer is lost without notice (``burstd.train.survivor``; the
+    training loop runs inside ``with job:``, which catches the failing collective). Left out (None): on when the
+    job is distributed over more than one rank and an optimizer is given. It costs one small ``all_gather`` a
+    step (each rank's RNG and ``stateful`` state, before the optimizer step).
 
     ``steps_per_epoch``: told to burstd with the progress reports (``burstd.train.progress``: rank 0 reports
     where ``BURSTD_PROGRESS_URL`` is set), so it can show the cost of an epoch as well as of a step.
@@ -61,6 +71,7 @@ class Preemptible:
         exit_code: int | None = None,
         flag: PreemptionFlag | None = None,
         steps_per_epoch: int | None = None,
+        jit: bool | None = None,
     ):
         if (every is not None and every < 0) or sync_every < 1:
             raise ValueError(f"every must be >= 0 and sync_every >= 1 (got every={every}, sync_every={sync_every})")
@@ -69,7 +80,8 @@ class Preemptible:
         # ``flag``: handlers installed earlier (at the top of the script, before slow imports); they may have fired.
         self.flag: PreemptionFlag = flag if flag is not None else install_handlers(signals)
         self.manager = CheckpointManager(location, model, optimizer, stateful=stateful, keep=keep,
-                                         async_save=async_save)
+                                         async_save=async_save,
+                                         timeout=checkpoint_timeout() if dist.is_initialized() else None)
         self.every = every or 0
         self.sync_every = sync_every
         self.distributed = dist.is_available() and dist.is_initialized()
@@ -82,10 +94,33 @@ class Preemptible:
         # rank 0 tells burstd its steps, step time and GPU use where BURSTD_PROGRESS_URL is set (train.progress)
         rank0 = not self.distributed or dist.get_rank() == 0
         self.progress = ProgressReporter.from_env(steps_per_epoch=steps_per_epoch) if rank0 else None
+        optimizers = self.manager._model_optim.optimizers
+        if jit is None:
+            jit = self.distributed and dist.get_world_size() > 1 and bool(optimizers)
+        if jit and not self.distributed:
+            raise ValueError("jit=True needs torch.distributed initialised (a survivor saves for the lost ranks)")
+        self.survivor = SurvivorSave(self.manager, optimizers, self.exit_code) if jit else None
+
+    def __enter__(self) -> Preemptible:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
+        """A collective that failed because a peer is gone: save from here, exit with the requeue code."""
+        if exc is None or self.survivor is None or not isinstance(exc, Exception):
+            return False
+        code = self.survivor.on_peer_loss(exc)
+        if code is None:
+            return False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        raise SystemExit(code) from None
 
     def resume(self) -> int:
         """Load the newest complete checkpoint; return the number of steps already done."""
-        return self.manager.resume()
+        step = self.manager.resume()
+        if self.survivor is not None:
+            self.survivor.started(step)
+        return step
 
     def should_stop(self, step: int) -> bool:
         """True on every rank when any rank has been signalled (checked every ``sync_every`` steps)."""
@@ -101,6 +136,8 @@ class Preemptible:
     def step_done(self, step: int) -> None:
         """Call after each completed step with the number of steps done. Saves every ``every`` steps; when a
         preemption signal arrived on any rank, saves (synchronously), and exits with the requeue code."""
+        if self.survivor is not None:  # first: the step is complete here, whatever fails next
+            self.survivor.step_done(step)
         if self.should_stop(step):
             self.stop(step)
         if self.progress is not None:
@@ -149,6 +186,8 @@ class Preemptible:
         if save and step is not None:
             self.manager.save(step, reason="final", block=True)
         self.manager.wait()
+        if self.survivor is not None:
+            self.survivor.close()
         if self.progress is not None:
             self.progress.close()
         self.flag.uninstall()

@@ -30,7 +30,7 @@ log = logging.getLogger("burstd.train")
 MANIFEST = "burstd-checkpoint.json"
 FORMAT_VERSION = 1
 _STEP_DIR = re.compile(r"^step-(\d{9})$")
-_PARTIAL_DIR = re.compile(r"^step-(\d{9})\.partial$")
+_PARTIAL_DIR = re.compile(r"^step-(\d{9})\.partial(-[A-Za-z0-9_]+)?$")  # -TAG: a survivor's staging copy
 
 
 class CheckpointError(Exception):

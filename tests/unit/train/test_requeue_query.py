@@ -33,6 +33,13 @@ def test_should_requeue(tmp_path, reason, job, restart, env, expected):
     assert should_requeue(str(tmp_path), env)[0] is expected
 
 
+def test_a_survivors_checkpoint_does_not_requeue_the_job_but_says_what_happened(tmp_path):
+    _ckpt(tmp_path, 12, "jit")
+    ok, why = should_requeue(str(tmp_path), {"SLURM_JOB_ID": "7"})
+    assert not ok and why == (f"a rank of this job was lost after step 12: the surviving ranks saved "
+                              f"{tmp_path}/step-000000012 just in time (burstd requeues a job whose node was lost)")
+
+
 def test_should_requeue_without_checkpoint_is_false(tmp_path):
     ok, why = should_requeue(str(tmp_path / "none"), {})
     assert not ok and "no complete checkpoint" in why
