@@ -270,3 +270,43 @@ def test_a_dataset_of_many_small_files_moves_them_side_by_side_and_lands_whole(s
     assert same_tree(src, tmp_path / "node")
     for rec in (read_progress(tmp_path / "up.json"), read_progress(tmp_path / "down.json")):
         assert (rec.state, rec.files_done, rec.bytes_done) == ("done", 61, m.total_bytes)
+
+
+class _Counting:
+    """The real boto3 client, counting the calls made through it (and optionally rewriting complete's answer)."""
+
+    def __init__(self, client, etag: str | None = None):
+        self.client, self.etag, self.calls = client, etag, []
+
+    def __getattr__(self, name):
+        real = getattr(self.client, name)
+        if not callable(real) or name.startswith("get_paginator"):
+            return real
+
+        def call(**kw):
+            self.calls.append(name)
+            answer = real(**kw)
+            if name == "complete_multipart_upload" and self.etag is not None:
+                answer = {**answer, "ETag": self.etag}
+            return answer
+
+        return call
+
+
+@pytest.mark.parametrize("etag", [None, '"an-etag-of-another-kind"'])
+def test_a_large_upload_trusts_completes_etag_or_else_asks_the_store(s3, tmp_path, etag):
+    """The store's ETag of a multipart object names its parts' MD5s: when it is the one expected, no HEAD follows
+    the completion (and the unfinished uploads were listed once, while the blob was checked); a store that names
+    objects otherwise is asked whether the blob is whole."""
+    _, direct = s3
+    src = dataset(tmp_path / "src", {"big.bin": 17 * MIB})  # 4 parts
+    counting = _Counting(direct.client, etag)
+    store = S3Store(counting, direct.bucket, part_bytes=5 * MIB)
+    manifest = push_tree(store, src)
+    entry = manifest.files[0]
+    assert counting.calls.count("complete_multipart_upload") == 1
+    assert counting.calls.count("list_multipart_uploads") == 1
+    assert counting.calls.count("head_object") == (1 if etag is None else 2)
+    assert direct.has_blob(entry.sha256, entry.size)
+    pull_tree(direct, manifest.digest, tmp_path / "back")
+    assert same_tree(src, tmp_path / "back")
