@@ -322,15 +322,21 @@ class DataStager:
             if as_user:
                 os.chown(job_dir, pw.pw_uid, pw.pw_gid)
             for i, path in enumerate(job.outputs):
-                python = self.config.data.user_python or sys.executable  # run as the user: one they can run
-                cmd = [python, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
+                # a user_python runs as the user from the start; without one the daemon's own Python (which the
+                # user may not be able to read) loads as root and takes the user's ids before touching a file
+                python = self.config.data.user_python
+                switch = as_user and python is None
+                cmd = [python or sys.executable, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
                        "--job", str(job.job_id), "--label", f"out-{i}", "--dest", path,
                        "--progress", str(job_dir / f"out-{i}.json")]
                 cmd += ["--endpoint-url", data.store_endpoint] if data.store_endpoint else []
                 cmd += ["--region", data.store_region] if data.store_region else []
+                cmd += ["--as-user", job.user] if switch else []
+                spawn_as_user = as_user and not switch
                 out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=24 * 3600,
-                                     user=pw.pw_uid if as_user else None, group=pw.pw_gid if as_user else None,
-                                     extra_groups=os.getgrouplist(job.user, pw.pw_gid) if as_user else None)
+                                     user=pw.pw_uid if spawn_as_user else None,
+                                     group=pw.pw_gid if spawn_as_user else None,
+                                     extra_groups=os.getgrouplist(job.user, pw.pw_gid) if spawn_as_user else None)
                 if out.returncode != 0:
                     raise RuntimeError(f"{path}: fetch-outputs exited {out.returncode}: {out.stderr.strip()[-300:]}")
                 n_bytes = int(json.loads(out.stdout)["bytes"])

@@ -310,3 +310,40 @@ def test_a_large_upload_trusts_completes_etag_or_else_asks_the_store(s3, tmp_pat
     assert direct.has_blob(entry.sha256, entry.size)
     pull_tree(direct, manifest.digest, tmp_path / "back")
     assert same_tree(src, tmp_path / "back")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+def test_fetch_outputs_as_root_with_as_user_writes_every_file_as_that_user(s3, tmp_path):
+    """The daemon's default (no ``[data] user_python``): its own Python, started as root, takes the job's user's
+    ids before it touches a file: the files are the user's, and a folder the user cannot write stays untouched."""
+    import pwd
+    import shutil
+    import tempfile
+
+    url, store = s3
+    nobody = pwd.getpwnam("nobody")
+    out = dataset(tmp_path / "node-out", {"model.pt": 6 * MIB, "log/train.txt": 300})
+    publish_outputs(store, "43", "out-0", out)
+    home = Path(tempfile.mkdtemp(prefix="burstd-as-user-", dir="/tmp"))  # reachable by nobody (tmp_path is not)
+    try:
+        home.chmod(0o755)
+        mine = home / "nobody"
+        mine.mkdir()
+        os.chown(mine, nobody.pw_uid, nobody.pw_gid)
+
+        def fetch(dest: Path) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "burstd.data", "fetch-outputs", "--bucket", BUCKET,
+                                   "--endpoint-url", url, "--job", "43", "--label", "out-0", "--dest", str(dest),
+                                   "--as-user", "nobody"], capture_output=True, text=True, timeout=120,
+                                  env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+        done = fetch(mine / "results")
+        assert done.returncode == 0, done.stderr
+        assert same_tree(out, mine / "results")
+        owners = {(p.stat().st_uid, p.stat().st_gid) for p in (mine / "results").rglob("*")}
+        assert owners == {(nobody.pw_uid, nobody.pw_gid)}
+        refused = fetch(home / "roots")  # home is root's, 0755: nobody cannot make a folder in it
+        assert refused.returncode == 1 and "Permission denied" in refused.stderr
+        assert not (home / "roots").exists()
+    finally:
+        shutil.rmtree(home)
