@@ -368,3 +368,42 @@ def test_a_killed_attempts_bytes_are_booked_once_by_the_restarted_daemon(tmp_pat
             assert record["in_flight_key"] == "" and record["in_flight_bytes"] == 0  # booked: cleared
     # $10/GB in: 3 MiB for job 5, booked once across both restarts
     assert ledger.spend(by="job")["5"] == pytest.approx(3 * MIB / 1e9 * 10 * 1e6, rel=1e-3)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bringing outputs home as another user needs root")
+def test_without_user_python_a_jobs_outputs_come_home_owned_by_its_user(aws_env):  # noqa: F811
+    """``[data] user_python`` unset: the daemon's own Python fetches the output and the files are the user's."""
+    import pwd
+
+    from burstd.daemon.data_staging import JobStaging
+    from burstd.data.staging import publish_outputs
+
+    nobody = pwd.getpwnam("nobody")
+    root = Path(tempfile.mkdtemp(prefix="burstd-home-", dir="/tmp"))  # reachable by nobody (tmp_path is not)
+    try:
+        root.chmod(0o755)
+        home = root / "home"
+        home.mkdir()
+        os.chown(home, nobody.pw_uid, nobody.pw_gid)
+        store = S3Store(s3_client(aws_env.moto_url, "us-east-1"), "stage-home")
+        store.ensure_bucket()
+        out = _dataset(root / "node-out", n=2)
+        publish_outputs(store, "9", "out-0", out)
+        config = _config(root, "stage-home", store_endpoint=aws_env.moto_url, store_region="us-east-1")
+        assert config.data.user_python is None
+        with Store.open(f"sqlite:///{root}/burstd.db") as ledger:
+            ledger.save_staging(9, "aws-spot", JobStaging(9, "aws-spot", "chem", "nobody", state="done",
+                                                          outputs=(str(home / "results"),)).to_json())
+            stager = DataStager(config, ledger)
+            fut = stager.fetch_outputs(9)
+            assert fut is not None
+            fut.result(timeout=120)
+            job = stager.staged(9)
+            assert job is not None and job.outputs_state == "done", job.outputs_error
+            stager.close()
+        files = list((home / "results").rglob("*"))
+        assert len(files) == 2 and {(p.stat().st_uid, p.stat().st_gid) for p in files} == {
+            (nobody.pw_uid, nobody.pw_gid)}
+        assert all((home / "results" / p.name).read_bytes() == p.read_bytes() for p in out.iterdir())
+    finally:
+        shutil.rmtree(root)
