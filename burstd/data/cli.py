@@ -19,11 +19,11 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from burstd.data.become_user import become
 from burstd.data.cache import PoolCache
 from burstd.data.manifest import ManifestError
 from burstd.data.objectstore import S3Store, TransferError, s3_client
 from burstd.data.progress import ProgressFile, read_progress
-from burstd.data.become_user import become
 from burstd.data.staging import output_digest, publish_outputs, pull_tree, push_tree, stage_in
 
 AGENT_COMMANDS = ("stage-in", "stage-out")
