@@ -326,12 +326,13 @@ class DataStager:
                 # user may not be able to read) loads as root and takes the user's ids before touching a file
                 python = self.config.data.user_python
                 switch = as_user and python is None
-                cmd = [python or sys.executable, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
+                cmd = [python or sys.executable, "-m", "burstd.data", "fetch-outputs",
+                       "--bucket", str(data.store_bucket),
                        "--job", str(job.job_id), "--label", f"out-{i}", "--dest", path,
                        "--progress", str(job_dir / f"out-{i}.json")]
                 cmd += ["--endpoint-url", data.store_endpoint] if data.store_endpoint else []
                 cmd += ["--region", data.store_region] if data.store_region else []
-                cmd += ["--as-user", job.user] if switch else []
+                cmd += [f"--as-user={job.user}"] if switch else []  # one argument: a name cannot pass as a flag
                 spawn_as_user = as_user and not switch
                 out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=24 * 3600,
                                      user=pw.pw_uid if spawn_as_user else None,
