@@ -59,8 +59,8 @@ class DataConfig(_Section):
 
     never_leave_paths: list[str] = []
     never_leave_accounts: list[Name] = []
-    # the Python (with burstd) the daemon brings outputs home with, as the job's user; None = its own interpreter,
-    # which the users must then be able to run (a daemon in a private venv names a system-wide one here)
+    # the Python (with burstd) the daemon brings outputs home with, run as the job's user; None = its own
+    # interpreter, started as root with --as-user: it loads, then takes the user's ids before touching a file
     user_python: str | None = None
 
     @field_validator("user_python")

@@ -35,12 +35,13 @@ from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
 from burstd.data.cache import PoolCache, StorageUsage
 from burstd.data.objectstore import S3Store, s3_client
-from burstd.data.progress import ProgressFile
+from burstd.data.progress import Progress, ProgressFile
 from burstd.data.staging import stage_in
 from burstd.domain.data import GB, DataItem, DataNeeds
 
 log = get_logger("data")
 
+IN_FLIGHT_SAVE_S = 1.0  # how often a running transfer's bytes so far are written to the database
 UNBOUNDED_CACHE_BYTES = 1 << 62  # cache_gb = 0: the store keeps what was staged, bounded by nothing but the bill
 State = Literal["queued", "running", "done", "failed"]
 
@@ -71,6 +72,10 @@ class JobStaging:
     outputs_verified: int = 0
     outputs_error: str = ""
     declared: tuple[str, ...] = ()  # the declared inputs' on-prem paths: what a restarted daemon stages again
+    # the transfer under way: its booking key and the bytes that crossed the link so far (kept every
+    # IN_FLIGHT_SAVE_S), so a daemon killed mid-transfer still books them when it restarts, under the same key
+    in_flight_key: str = ""
+    in_flight_bytes: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -180,12 +185,31 @@ class DataStager:
             if job.outputs_state == "queued":
                 job.outputs_state = ""  # forget() queues it again once the job is seen gone
             self.jobs[jid] = job
+            self._book_killed_attempt(job)
             if job.state in ("queued", "running") and job.pool in self.pools:
                 job.state, job.inputs = "queued", []
                 needs = DataNeeds(inputs=tuple(DataItem(p) for p in job.declared),
                                   outputs=tuple(DataItem(p) for p in job.outputs))
                 self._executor().submit(self._run, job, needs)
                 log.info("staging resumed after a restart", extra=ev(job_id=jid, pool=job.pool))
+
+    def _book_killed_attempt(self, job: JobStaging) -> None:
+        """The bytes a killed daemon's transfer had sent (as last saved) are booked under that attempt's own key:
+        if the attempt had booked them itself before dying, the same key books nothing more."""
+        if not job.in_flight_key:
+            return
+        try:
+            book_transfer(self.ledger, self.config, key=job.in_flight_key, account=job.account, pool=job.pool,
+                          n_bytes=job.in_flight_bytes, direction="in", job_id=job.job_id, user=job.user,
+                          at=self.clock(), metrics=self.metrics)
+        except Exception as exc:  # noqa: BLE001 - a pool gone from the config has no price: logged, not fatal
+            log.error("killed attempt's transfer not booked", extra=ev(job_id=job.job_id, key=job.in_flight_key,
+                                                                      n_bytes=job.in_flight_bytes, error=str(exc)))
+            return
+        log.info("killed attempt's transfer booked", extra=ev(job_id=job.job_id, key=job.in_flight_key,
+                                                               n_bytes=job.in_flight_bytes))
+        job.in_flight_key, job.in_flight_bytes = "", 0
+        self._persist(job)
 
     def _persist(self, job: JobStaging) -> None:
         if self.records is not None:
@@ -298,15 +322,22 @@ class DataStager:
             if as_user:
                 os.chown(job_dir, pw.pw_uid, pw.pw_gid)
             for i, path in enumerate(job.outputs):
-                python = self.config.data.user_python or sys.executable  # run as the user: one they can run
-                cmd = [python, "-m", "burstd.data", "fetch-outputs", "--bucket", str(data.store_bucket),
+                # a user_python runs as the user from the start; without one the daemon's own Python (which the
+                # user may not be able to read) loads as root and takes the user's ids before touching a file
+                python = self.config.data.user_python
+                switch = as_user and python is None
+                cmd = [python or sys.executable, "-m", "burstd.data", "fetch-outputs",
+                       "--bucket", str(data.store_bucket),
                        "--job", str(job.job_id), "--label", f"out-{i}", "--dest", path,
                        "--progress", str(job_dir / f"out-{i}.json")]
                 cmd += ["--endpoint-url", data.store_endpoint] if data.store_endpoint else []
                 cmd += ["--region", data.store_region] if data.store_region else []
+                cmd += [f"--as-user={job.user}"] if switch else []  # one argument: a name cannot pass as a flag
+                spawn_as_user = as_user and not switch
                 out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=24 * 3600,
-                                     user=pw.pw_uid if as_user else None, group=pw.pw_gid if as_user else None,
-                                     extra_groups=os.getgrouplist(job.user, pw.pw_gid) if as_user else None)
+                                     user=pw.pw_uid if spawn_as_user else None,
+                                     group=pw.pw_gid if spawn_as_user else None,
+                                     extra_groups=os.getgrouplist(job.user, pw.pw_gid) if spawn_as_user else None)
                 if out.returncode != 0:
                     raise RuntimeError(f"{path}: fetch-outputs exited {out.returncode}: {out.stderr.strip()[-300:]}")
                 n_bytes = int(json.loads(out.stdout)["bytes"])
@@ -322,6 +353,19 @@ class DataStager:
             self._persist(job)
             log.error("job's outputs not brought home", extra=ev(job_id=job.job_id, error=job.outputs_error))
 
+    def _keeper(self, job: JobStaging) -> Callable[[Progress], None]:
+        """A progress hook that saves the bytes crossed so far into the job's record, at most every
+        IN_FLIGHT_SAVE_S (and not while they have not changed)."""
+        saved_at = [float("-inf")]
+
+        def keep(record: Progress) -> None:
+            crossed = record.bytes_done - record.bytes_reused
+            if crossed != job.in_flight_bytes and self.clock() - saved_at[0] >= IN_FLIGHT_SAVE_S:
+                job.in_flight_bytes, saved_at[0] = crossed, self.clock()
+                self._persist(job)
+
+        return keep
+
     def _run(self, job: JobStaging, needs: DataNeeds) -> None:
         job.state, job.inputs = "running", []
         self._persist(job)
@@ -334,7 +378,11 @@ class DataStager:
             for i, item in enumerate(needs.inputs):
                 src = Path(item.path)
                 user_can_read(src, job.user)
-                progress = ProgressFile(self.progress_dir / f"{job.job_id}-in-{i}.json", "in", clock=self.clock)
+                key = f"xfer-{job.job_id}-in-{i}-{attempt}"
+                job.in_flight_key, job.in_flight_bytes = key, 0
+                self._persist(job)
+                progress = ProgressFile(self.progress_dir / f"{job.job_id}-in-{i}.json", "in", clock=self.clock,
+                                        on_write=self._keeper(job))
                 try:
                     result = stage_in(store, cache, src, progress, keep=self._keep(job.pool, job.job_id),
                                       now=self.clock())
@@ -342,9 +390,10 @@ class DataStager:
                     self._save(cache)
                     # a cut link still billed the bytes that crossed before it broke: booked whatever the outcome
                     crossed = progress.record.bytes_done - progress.record.bytes_reused
-                    book_transfer(self.ledger, self.config, key=f"xfer-{job.job_id}-in-{i}-{attempt}",
-                                  account=job.account, pool=job.pool, n_bytes=crossed, direction="in",
-                                  job_id=job.job_id, user=job.user, at=self.clock(), metrics=self.metrics)
+                    book_transfer(self.ledger, self.config, key=key, account=job.account, pool=job.pool,
+                                  n_bytes=crossed, direction="in", job_id=job.job_id, user=job.user,
+                                  at=self.clock(), metrics=self.metrics)
+                    job.in_flight_key, job.in_flight_bytes = "", 0  # saved with the next state change
                 job.inputs.append(StagedInput(item.path, result.manifest.digest, result.bytes_moved,
                                               result.cache_hit))
             cache.report(self.clock())

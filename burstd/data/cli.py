@@ -19,11 +19,12 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from burstd.data.become_user import become
 from burstd.data.cache import PoolCache
 from burstd.data.manifest import ManifestError
 from burstd.data.objectstore import S3Store, TransferError, s3_client
 from burstd.data.progress import ProgressFile, read_progress
-from burstd.data.staging import fetch_outputs, publish_outputs, pull_tree, push_tree, stage_in
+from burstd.data.staging import output_digest, publish_outputs, pull_tree, push_tree, stage_in
 
 AGENT_COMMANDS = ("stage-in", "stage-out")
 
@@ -58,6 +59,7 @@ def parser(prog: str = "python -m burstd.data") -> argparse.ArgumentParser:
     p.add_argument("--job", required=True)
     p.add_argument("--label", required=True)
     p.add_argument("--dest", required=True, type=Path)
+    p.add_argument("--as-user", help="run as root: read the store as root, then write every file as this user")
     p = sub.add_parser("progress", help="print a progress record")
     p.add_argument("file", type=Path)
     return ap
@@ -90,7 +92,10 @@ def run(args: argparse.Namespace) -> dict:
         m = publish_outputs(store, args.job, args.label, args.src, ProgressFile(args.progress, "out"))
         return {"dataset": m.digest, "files": len(m.files), "bytes": m.total_bytes}
     if args.command == "fetch-outputs":
-        m = fetch_outputs(store, args.job, args.label, args.dest, ProgressFile(args.progress, "out"))
+        digest = output_digest(store, args.job, args.label)  # the store's client has loaded all it needs
+        if args.as_user:
+            become(args.as_user)  # before any file is touched
+        m = pull_tree(store, digest, args.dest, ProgressFile(args.progress, "out"))
         return {"dataset": m.digest, "files": len(m.files), "bytes": m.total_bytes, "verified": True}
     if not args.src.exists():  # bad input is exit 2 before any call to the store
         raise FileNotFoundError(f"{args.src}: no such file or directory to stage")

@@ -43,8 +43,9 @@ class ProgressFile:
     """Holds a Progress and writes it to ``path`` (or nowhere, when path is None)."""
 
     def __init__(self, path: Path | None, direction: str, interval_s: float = 0.5,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, on_write: Callable[[Progress], None] | None = None):
         self.path = path
+        self.on_write = on_write  # told each written record (the daemon keeps bytes sent so far in its database)
         self.interval_s = interval_s
         self._clock = clock
         self.record = Progress(direction=direction, started_at=clock(), updated_at=clock())
@@ -90,6 +91,8 @@ class ProgressFile:
         elapsed = now - r.started_at
         r.rate_bytes_s = (r.bytes_done - r.bytes_reused) / elapsed if elapsed > 0 else 0.0
         self._written_at = now
+        if self.on_write is not None:
+            self.on_write(r)
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)

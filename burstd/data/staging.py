@@ -177,8 +177,12 @@ def publish_outputs(store: S3Store, job: str, label: str, src: Path,
 def fetch_outputs(store: S3Store, job: str, label: str, dest: Path,
                   progress: ProgressFile | None = None) -> Manifest:
     """Head side: bring a job's published output to its on-prem path, every file verified."""
-    key = output_key(job, label)
-    raw = store.get_bytes(key, 64)
+    return pull_tree(store, output_digest(store, job, label), dest, progress)
+
+
+def output_digest(store: S3Store, job: str, label: str) -> str:
+    """The dataset digest a job published as its output ``label`` (checked as outside input by pull_tree)."""
+    raw = store.get_bytes(output_key(job, label), 64)
     if raw is None:
         raise TransferError(f"job {job}: no output {label!r} published in s3://{store.bucket}")
-    return pull_tree(store, raw.decode("ascii", "replace").strip(), dest, progress)
+    return raw.decode("ascii", "replace").strip()

@@ -270,3 +270,81 @@ def test_a_dataset_of_many_small_files_moves_them_side_by_side_and_lands_whole(s
     assert same_tree(src, tmp_path / "node")
     for rec in (read_progress(tmp_path / "up.json"), read_progress(tmp_path / "down.json")):
         assert (rec.state, rec.files_done, rec.bytes_done) == ("done", 61, m.total_bytes)
+
+
+class _Counting:
+    """The real boto3 client, counting the calls made through it (and optionally rewriting complete's answer)."""
+
+    def __init__(self, client, etag: str | None = None):
+        self.client, self.etag, self.calls = client, etag, []
+
+    def __getattr__(self, name):
+        real = getattr(self.client, name)
+        if not callable(real) or name.startswith("get_paginator"):
+            return real
+
+        def call(**kw):
+            self.calls.append(name)
+            answer = real(**kw)
+            if name == "complete_multipart_upload" and self.etag is not None:
+                answer = {**answer, "ETag": self.etag}
+            return answer
+
+        return call
+
+
+@pytest.mark.parametrize("etag", [None, '"an-etag-of-another-kind"'])
+def test_a_large_upload_trusts_completes_etag_or_else_asks_the_store(s3, tmp_path, etag):
+    """The store's ETag of a multipart object names its parts' MD5s: when it is the one expected, no HEAD follows
+    the completion (and the unfinished uploads were listed once, while the blob was checked); a store that names
+    objects otherwise is asked whether the blob is whole."""
+    _, direct = s3
+    src = dataset(tmp_path / "src", {"big.bin": 17 * MIB})  # 4 parts
+    counting = _Counting(direct.client, etag)
+    store = S3Store(counting, direct.bucket, part_bytes=5 * MIB)
+    manifest = push_tree(store, src)
+    entry = manifest.files[0]
+    assert counting.calls.count("complete_multipart_upload") == 1
+    assert counting.calls.count("list_multipart_uploads") == 1
+    assert counting.calls.count("head_object") == (1 if etag is None else 2)
+    assert direct.has_blob(entry.sha256, entry.size)
+    pull_tree(direct, manifest.digest, tmp_path / "back")
+    assert same_tree(src, tmp_path / "back")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+def test_fetch_outputs_as_root_with_as_user_writes_every_file_as_that_user(s3, tmp_path):
+    """The daemon's default (no ``[data] user_python``): its own Python, started as root, takes the job's user's
+    ids before it touches a file: the files are the user's, and a folder the user cannot write stays untouched."""
+    import pwd
+    import shutil
+    import tempfile
+
+    url, store = s3
+    nobody = pwd.getpwnam("nobody")
+    out = dataset(tmp_path / "node-out", {"model.pt": 6 * MIB, "log/train.txt": 300})
+    publish_outputs(store, "43", "out-0", out)
+    home = Path(tempfile.mkdtemp(prefix="burstd-as-user-", dir="/tmp"))  # reachable by nobody (tmp_path is not)
+    try:
+        home.chmod(0o755)
+        mine = home / "nobody"
+        mine.mkdir()
+        os.chown(mine, nobody.pw_uid, nobody.pw_gid)
+
+        def fetch(dest: Path) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "burstd.data", "fetch-outputs", "--bucket", BUCKET,
+                                   "--endpoint-url", url, "--job", "43", "--label", "out-0", "--dest", str(dest),
+                                   "--as-user", "nobody"], check=False, capture_output=True, text=True,
+                                  timeout=120,
+                                  env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+        done = fetch(mine / "results")
+        assert done.returncode == 0, done.stderr
+        assert same_tree(out, mine / "results")
+        owners = {(p.stat().st_uid, p.stat().st_gid) for p in (mine / "results").rglob("*")}
+        assert owners == {(nobody.pw_uid, nobody.pw_gid)}
+        refused = fetch(home / "roots")  # home is root's, 0755: nobody cannot make a folder in it
+        assert refused.returncode == 1 and "Permission denied" in refused.stderr
+        assert not (home / "roots").exists()
+    finally:
+        shutil.rmtree(home)

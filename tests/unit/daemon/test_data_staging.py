@@ -288,15 +288,20 @@ def test_the_link_and_the_daemon_killed_mid_transfer_a_restarted_daemon_resumes_
     try:
         record = tmp_path / "state" / "staging" / "7-in-0.json"
         deadline = time.monotonic() + 60
-        while not (record.exists() and read_progress(record).bytes_done >= 8 * MIB):  # a part or more is whole
+        ledger = Store.open(url)
+
+        def saved() -> dict:  # the killed daemon's record as its database has it
+            return json.loads(ledger.staging_records().get(7, "{}"))
+
+        while saved().get("in_flight_bytes", 0) < 8 * MIB:  # a part or more is whole and its bytes saved
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         link.cut()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         assert direct.blob_sizes() == {}  # no half object
-        ledger = Store.open(url)
-        assert json.loads(ledger.staging_records()[7])["state"] == "running"  # what the killed daemon knew
+        killed = saved()
+        assert killed["state"] == "running" and killed["in_flight_bytes"] >= 8 * MIB  # what the killed daemon knew
         link.restore()
         stager = DataStager(parse_config(raw), ledger)  # the restarted daemon
         deadline = time.monotonic() + 90
@@ -309,6 +314,14 @@ def test_the_link_and_the_daemon_killed_mid_transfer_a_restarted_daemon_resumes_
         pull_tree(direct, job.inputs[0].dataset, tmp_path / "node")  # verified, file by file
         assert hashlib.sha256((tmp_path / "node" / "weights.bin").read_bytes()).hexdigest() == digest
         assert json.loads(ledger.staging_records()[7])["state"] == "done"  # the prolog is answered after a restart
+        # the killed attempt's bytes are booked (as last saved) under its own key, and the resumed one's: the
+        # killed one saved only whole parts, all kept in the store, so together no more than the dataset
+        spend = {d.key: d.n_bytes for d in ledger.data_spend() if d.job_id == 7}
+        assert spend[killed["in_flight_key"]] == killed["in_flight_bytes"] and len(spend) == 2
+        resumed = sum(spend.values()) - killed["in_flight_bytes"]
+        assert 0 < resumed <= min(32 * MIB, 40 * MIB - killed["in_flight_bytes"])
+        DataStager(parse_config(raw), ledger).close()  # restarted again: nothing booked twice
+        assert {d.key: d.n_bytes for d in ledger.data_spend() if d.job_id == 7} == spend
         stager.forget({7})
         assert stager.staged(7) is None and 7 not in ledger.staging_records()  # nothing to bring home: gone
         stager.close()
@@ -317,3 +330,80 @@ def test_the_link_and_the_daemon_killed_mid_transfer_a_restarted_daemon_resumes_
         if proc.poll() is None:
             proc.kill()
         link.close()
+
+
+def test_a_killed_attempts_bytes_are_booked_once_by_the_restarted_daemon(tmp_path, ledger):
+    """Issue 24: the record in the database carries the bytes a transfer had sent so far; a daemon killed then
+    books them when it restarts, under the attempt's own key, so a second restart (or the attempt having booked
+    them itself just before dying) books nothing more."""
+    import json
+
+    from burstd.daemon.data_staging import JobStaging
+    from burstd.data.objectstore import TransferError
+
+    config = _config(tmp_path, "stage-killed")
+    src = _dataset(tmp_path / "data" / "in", n=1)
+
+    def unreachable(pool: str) -> S3Store:
+        raise TransferError("the store is down")  # the resumed staging fails: this test is about the booking
+
+    user = os.environ.get("USER") or "root"
+    killed = JobStaging(5, "aws-spot", "chem", user, state="running", declared=(str(src),),
+                        in_flight_key="xfer-5-in-0-1795000000000", in_flight_bytes=3 * MIB)
+    ledger.save_staging(5, "aws-spot", killed.to_json())
+    # job 6's attempt booked its own bytes (more than the record had saved) and died before clearing the record
+    booked = JobStaging(6, "aws-spot", "chem", user, state="running", declared=(str(src),),
+                        in_flight_key="xfer-6-in-0-1795000000000", in_flight_bytes=MIB)
+    ledger.save_staging(6, "aws-spot", booked.to_json())
+    from burstd.daemon.data_spend import book_transfer
+    book_transfer(ledger, config, key=booked.in_flight_key, account="chem", pool="aws-spot", n_bytes=2 * MIB,
+                  direction="in", job_id=6)
+    for _restart in range(2):
+        stager = DataStager(config, ledger, store_for=unreachable)
+        stager.close()
+        spend = {d.key: (d.n_bytes, d.job_id, d.account) for d in ledger.data_spend()}
+        assert spend == {killed.in_flight_key: (3 * MIB, 5, "chem"), booked.in_flight_key: (2 * MIB, 6, "chem")}
+        for jid in (5, 6):
+            record = json.loads(ledger.staging_records()[jid])
+            assert record["in_flight_key"] == "" and record["in_flight_bytes"] == 0  # booked: cleared
+    # $10/GB in: 3 MiB for job 5, booked once across both restarts
+    assert ledger.spend(by="job")["5"] == pytest.approx(3 * MIB / 1e9 * 10 * 1e6, rel=1e-3)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bringing outputs home as another user needs root")
+def test_without_user_python_a_jobs_outputs_come_home_owned_by_its_user(aws_env):  # noqa: F811
+    """``[data] user_python`` unset: the daemon's own Python fetches the output and the files are the user's."""
+    import pwd
+
+    from burstd.daemon.data_staging import JobStaging
+    from burstd.data.staging import publish_outputs
+
+    nobody = pwd.getpwnam("nobody")
+    root = Path(tempfile.mkdtemp(prefix="burstd-home-", dir="/tmp"))  # reachable by nobody (tmp_path is not)
+    try:
+        root.chmod(0o755)
+        home = root / "home"
+        home.mkdir()
+        os.chown(home, nobody.pw_uid, nobody.pw_gid)
+        store = S3Store(s3_client(aws_env.moto_url, "us-east-1"), "stage-home")
+        store.ensure_bucket()
+        out = _dataset(root / "node-out", n=2)
+        publish_outputs(store, "9", "out-0", out)
+        config = _config(root, "stage-home", store_endpoint=aws_env.moto_url, store_region="us-east-1")
+        assert config.data.user_python is None
+        with Store.open(f"sqlite:///{root}/burstd.db") as ledger:
+            ledger.save_staging(9, "aws-spot", JobStaging(9, "aws-spot", "chem", "nobody", state="done",
+                                                          outputs=(str(home / "results"),)).to_json())
+            stager = DataStager(config, ledger)
+            fut = stager.fetch_outputs(9)
+            assert fut is not None
+            fut.result(timeout=120)
+            job = stager.staged(9)
+            assert job is not None and job.outputs_state == "done", job.outputs_error
+            stager.close()
+        files = list((home / "results").rglob("*"))
+        assert len(files) == 2 and {(p.stat().st_uid, p.stat().st_gid) for p in files} == {
+            (nobody.pw_uid, nobody.pw_gid)}
+        assert all((home / "results" / p.name).read_bytes() == p.read_bytes() for p in out.iterdir())
+    finally:
+        shutil.rmtree(root)
