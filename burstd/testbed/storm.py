@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 SINGLE = REPO / "sbatch_templates" / "torchrun-single-node.sbatch"
 MULTI = REPO / "sbatch_templates" / "torchrun-multi-node.sbatch"
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the host's, for the reference runs
-STEPS = 100
+STEPS = 150  # some 50 s of training a run on the bed: room for both rounds before a job ends
 CKPT_EVERY = 10
 STEP_SLEEP = 0.3
 SEED = 5
@@ -181,9 +182,9 @@ def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOT
     jobs: dict[str, StormJob] = {}
     try:
         for name, tpl, n in (("s1", SINGLE, 1), ("s2", SINGLE, 1), ("m", MULTI, 2)):
-            job, ckpt, log = submit_template(bed, tpl, bed.cloud_partition, d, name, nodes=n, torchrun=str(torchrun),
-                                             train=train_args(steps))
-            jobs[name] = StormJob(JobRecord(name, job, n, 2 * n, CKPT_EVERY), ckpt, log)
+            job_id, ckpt, log = submit_template(bed, tpl, bed.cloud_partition, d, name, nodes=n,
+                                                torchrun=str(torchrun), train=train_args(steps))
+            jobs[name] = StormJob(JobRecord(name, job_id, n, 2 * n, CKPT_EVERY), ckpt, log)
         ids = [j.record.job_id for j in jobs.values()]
         say(f"submitted {len(ids)} template jobs (s1, s2: one node; m: two nodes)")
         bed.wait_for(lambda: all(job_state(bed, j) == "RUNNING" for j in ids), 300, "every job to run on cloud nodes")
@@ -192,10 +193,12 @@ def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOT
                      "every job to train on the cloud nodes")
         # round 1, with notice: s1's node and one of m's (its second: the batch node stays), half of the 4 nodes
         hit = (jobs["s1"], jobs["m"])
-        for job, node in [(jobs["s1"], nodes_of(bed, jobs["s1"].record.job_id)[0]),
-                          (jobs["m"], nodes_of(bed, jobs["m"].record.job_id)[-1])]:
-            job.record.preemptions.append(Preemption(True, time.time()))
-            preempt(cfg_path, node, notice_s)
+        victims = [nodes_of(bed, jobs["s1"].record.job_id)[0], nodes_of(bed, jobs["m"].record.job_id)[-1]]
+        with ThreadPoolExecutor(len(victims)) as pool:  # at once: one burstctl run takes seconds on a busy head
+            for job in hit:
+                job.record.preemptions.append(Preemption(True, time.time()))
+            list(pool.map(lambda node: preempt(cfg_path, node, notice_s), victims))
+        for job, node in zip(hit, victims):
             say(f"{node} ({job.record.name}): reclaimed with {notice_s:g} s notice")
         for job in hit:
             bed.wait_for(lambda job=job: restarts(bed, job.record.job_id) >= 1, notice_s + 60,

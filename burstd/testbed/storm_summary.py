@@ -87,10 +87,10 @@ def job_summary(job: JobRecord, log_text: str, bit_identical: bool) -> dict:
     }
 
 
-def storm_failures(summary: dict) -> list[str]:
+def storm_failures(summary: dict, back_to_training_max_s: float = BACK_TO_TRAINING_MAX_S) -> list[str]:
     """Why the storm misses issue 22's done rule (empty: it holds): every job completes bit-identical, 0 leaked,
     0 steps redone with notice, at most 1 without notice for a job on two or more nodes, and back to training
-    within 45 s of every notice."""
+    within 45 s (``back_to_training_max_s``) of every notice."""
     why: list[str] = []
     jobs = summary.get("jobs", {})
     if not jobs or summary.get("jobs_completed") != summary.get("jobs_submitted") or \
@@ -109,7 +109,7 @@ def storm_failures(summary: dict) -> list[str]:
         if j.get("nodes", 1) >= 2 and j.get("steps_redone_without_notice", 0) > 1:
             why.append(f"{name}: {j['steps_redone_without_notice']} steps redone without notice on "
                        f"{j['nodes']} nodes")
-        slow = [b for b in j.get("back_to_training_with_notice_s", []) if b is None or b > BACK_TO_TRAINING_MAX_S]
+        slow = [b for b in j.get("back_to_training_with_notice_s", []) if b is None or b > back_to_training_max_s]
         if slow:
-            why.append(f"{name}: back to training {slow} s after a notice (at most {BACK_TO_TRAINING_MAX_S:.0f})")
+            why.append(f"{name}: back to training {slow} s after a notice (at most {back_to_training_max_s:g})")
     return why
