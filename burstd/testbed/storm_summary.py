@@ -92,6 +92,8 @@ def storm_failures(summary: dict, back_to_training_max_s: float = BACK_TO_TRAINI
     0 steps redone with notice, at most 1 without notice for a job on two or more nodes, and back to training
     within 45 s (``back_to_training_max_s``) of every notice."""
     why: list[str] = []
+    if summary.get("error"):  # a phase of the storm never came
+        why.append(f"the storm did not finish: {summary['error']}")
     jobs = summary.get("jobs", {})
     if not jobs or summary.get("jobs_completed") != summary.get("jobs_submitted") or \
             summary.get("jobs_submitted") != len(jobs):

@@ -74,4 +74,5 @@ def test_the_done_rule_names_each_way_a_storm_falls_short():
     assert storm_failures(_overall(s1=_job(back_to_training_with_notice_s=[90.0])), back_to_training_max_s=120) == []
     assert storm_failures(_overall(s1=_job()) | {"leaked_vms": 2}) == ["2 VMs leaked"]
     assert storm_failures(_overall(s1=_job()) | {"jobs_completed": 0}) == ["0 of 1 jobs completed"]
-    assert storm_failures({"finished": False, "leaked_vms": 0}) == ["None of None jobs completed"]
+    assert storm_failures({"finished": False, "error": "timed out waiting for m", "leaked_vms": 0})[0] == \
+        "the storm did not finish: timed out waiting for m"
