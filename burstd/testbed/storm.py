@@ -3,7 +3,7 @@
 Template jobs (``sbatch_templates``: two single-node jobs and one data-parallel job on two nodes, the bed's four
 cloud nodes) run ``burstd.train.example`` from the bed's job environment while burstd (already running with
 ``cfg_path``) bursts them. Half the cloud nodes are reclaimed with a notice (``burstctl preempt NODE --notice``),
-then, once each of those jobs trains again past a periodic checkpoint, half without (``--notice 0``: a power-off).
+then, once each of those jobs trains again half an interval past a periodic checkpoint, half without (``--notice 0``: a power-off).
 Every job must end with the weights of an uninterrupted run on the host (same seed and world size).
 
 The lost node of the no-notice round is each job's batch node: a lost node that is not the batch node leaves the
@@ -164,11 +164,14 @@ class StormRun:
     summary: dict
 
 
-def _past_a_checkpoint(job: StormJob, runs_before: int) -> bool:
-    """The job runs again (a run after the ``runs_before`` it had) and has saved a periodic checkpoint in it."""
+def _mid_interval(job: StormJob, runs_before: int) -> bool:
+    """The job runs again (a run after the ``runs_before`` it had), has saved a periodic checkpoint in it and
+    trained half an interval past it: a power-off then lands mid-interval, where a single node loses steps."""
     runs = steps_by_run(job.log)
-    return (len(runs) > runs_before and bool(runs[-1])
-            and max(complete_checkpoints(job.ckpt), default=0) >= min(runs[-1]))
+    if len(runs) <= runs_before or not runs[-1]:
+        return False
+    saved = max(complete_checkpoints(job.ckpt), default=0)
+    return saved >= min(runs[-1]) and max(runs[-1]) >= saved + CKPT_EVERY // 2
 
 
 def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOTICE_S, steps: int = STEPS,
@@ -203,12 +206,12 @@ def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOT
         for job in hit:
             bed.wait_for(lambda job=job: restarts(bed, job.record.job_id) >= 1, notice_s + 60,
                          f"{job.record.name} to be requeued")
-        # round 2, without notice (a power-off of the batch node): each job once it trains again past a periodic
-        # checkpoint of this run, so it has one to lose steps against
+        # round 2, without notice (a power-off of the batch node): each job once it trains again half an interval
+        # past a periodic checkpoint of this run
         pending = list(hit)
         deadline = time.monotonic() + 300
         while pending:
-            for job in [j for j in pending if _past_a_checkpoint(j, 1)]:
+            for job in [j for j in pending if _mid_interval(j, 1)]:
                 node = nodes_of(bed, job.record.job_id)[0]
                 job.record.preemptions.append(Preemption(False, time.time()))
                 said = " ".join(preempt(cfg_path, node, 0).split())
@@ -217,7 +220,7 @@ def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOT
                 pending.remove(job)
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {[j.record.name for j in pending]} to train again "
-                                     "past a periodic checkpoint")
+                                     "half an interval past a periodic checkpoint")
             time.sleep(0.5)
         bed.wait_for(lambda: all(job_state(bed, j) in ENDED for j in ids), 600, "every job to end")
         say("every job ended; waiting for the cloud nodes to power down")
