@@ -3,7 +3,8 @@
 Template jobs (``sbatch_templates``: two single-node jobs and one data-parallel job on two nodes, the bed's four
 cloud nodes) run ``burstd.train.example`` from the bed's job environment while burstd (already running with
 ``cfg_path``) bursts them. Half the cloud nodes are reclaimed with a notice (``burstctl preempt NODE --notice``),
-then, once each of those jobs trains again half an interval past a periodic checkpoint, half without (``--notice 0``: a power-off).
+then, once each of those jobs trains again half an interval past a periodic checkpoint, half without
+(``--notice 0``: a power-off).
 Every job must end with the weights of an uninterrupted run on the host (same seed and world size).
 
 The lost node of the no-notice round is each job's batch node: a lost node that is not the batch node leaves the
