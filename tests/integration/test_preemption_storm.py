@@ -190,7 +190,8 @@ def test_scancel_batch_usr1_checkpoints_and_requeues_a_single_node_template_job(
         assert "got USR1 (preemption)" in text and "checkpoint saved, requeued (job" in text
         stop = max(complete_checkpoints(ckpt))
         assert stop > CKPT_EVERY and stop - max(steps_by_run(log)[0]) in (0, -1)  # the step it stopped at
-        state = bed.wait_for(lambda: job_state(bed, job) in ENDED and job_state(bed, job), 240, "the requeued job to finish")
+        state = bed.wait_for(lambda: job_state(bed, job) in ENDED and job_state(bed, job), 240,
+                             "the requeued job to finish")
         assert state == "COMPLETED", log.read_text()[-3000:]
         runs = steps_by_run(log)
         assert len(runs) == 2 and min(runs[1]) == stop + 1 and max(runs[1]) == STEPS, runs

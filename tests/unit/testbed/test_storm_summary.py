@@ -4,7 +4,14 @@ tests/integration/test_preemption_storm.py."""
 
 from __future__ import annotations
 
-from burstd.testbed.storm_summary import JobRecord, Preemption, job_summary, runs_of, steps_redone, storm_failures
+from burstd.testbed.storm_summary import (
+    JobRecord,
+    Preemption,
+    job_summary,
+    runs_of,
+    steps_redone,
+    storm_failures,
+)
 
 
 def _log(*runs: tuple[int, int, float]) -> str:
