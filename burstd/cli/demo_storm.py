@@ -10,6 +10,7 @@ run; overall ``jobs_submitted``, ``jobs_completed``, ``leaked_vms``. The machine
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from rich.table import Table
@@ -58,7 +59,7 @@ def run_storm_demo(bed, work: Path, cfg_path: Path) -> dict:
         summary = run_storm(bed, cfg_path, d, lambda: leaked(bed, provider),
                             say=lambda text: console.print(f"  {text}", highlight=False, soft_wrap=True)).summary
         summary["finished"] = True
-    except AssertionError as exc:  # a phase never came: say which, and still write what is known
+    except (AssertionError, subprocess.TimeoutExpired) as exc:  # a phase never came: say which, write what is known
         console.print(f"[red]the storm did not finish:[/] {exc}", highlight=False, soft_wrap=True)
         summary = {"finished": False, "error": str(exc), "leaked_vms": leaked(bed, provider)}
     summary["failures"] = storm_failures(summary)
