@@ -31,7 +31,7 @@ DEMO_BED = "demo"
 DEMO_SLOT = "21"
 
 
-def _bed(slurm_release: str | None = None, shared_fs: bool = False, data: bool = False):
+def _bed(slurm_release: str | None = None, shared_fs: bool = False, data: bool = False, storm: bool = False):
     os.environ.setdefault("BURSTD_BED_NAME", DEMO_BED)
     os.environ.setdefault("BURSTD_BED_SLOT", DEMO_SLOT)
     from burstd.testbed import Bed, BedConfig
@@ -44,6 +44,8 @@ def _bed(slurm_release: str | None = None, shared_fs: bool = False, data: bool =
     # --shared-fs or BURSTD_BED_CLOUD_IMAGE says otherwise
     if not shared_fs and not os.environ.get("BURSTD_BED_CLOUD_IMAGE"):
         overrides["cloud_image"] = "default"
+    if storm and not os.environ.get("BURSTD_BED_CRED_EXPIRE"):
+        overrides["cred_expire"] = 10  # requeued jobs eligible again after 11 s instead of 31, as in the bed tests
     if data:  # the bed's S3 store behind its metered link, and the data Prolog/Epilog (docs/data.md)
         overrides["data_store"] = True
     return Bed(BedConfig.from_env(None, **overrides))
@@ -97,18 +99,26 @@ def register(app: typer.Typer) -> None:
                                   help="jobs read datasets from on-prem paths and write results: staged in through "
                                        "the bed's metered link and the pool's cache, outputs home verified "
                                        "(docs/data.md)"),
+        storm: bool = typer.Option(False, "--storm",
+                                   help="template training jobs (one on two nodes); half the cloud nodes reclaimed "
+                                        "with a 30 s notice, then half without; exits 1 unless every job "
+                                        "completes bit-identical within issue 22's bounds "
+                                        "(docs/preemption-storm.md)"),
     ) -> None:
         """Bring up a Slurm bed + burstd (local provider, SQLite), overload it with sbatch, watch jobs burst."""
         if os.geteuid() != 0:
             fail("the demo needs root: it creates network namespaces and runs slurmctld/slurmd")
         from burstd.config import ConfigError, load_config
-        from burstd.testbed.daemon_process import DaemonProcess
         from burstd.daemon.wiring import make_providers
+        from burstd.testbed.daemon_process import DaemonProcess
 
         if data and (shared_fs or ha):
             fail("--data runs on VMs booted from the node image, with one daemon: not with --shared-fs or --ha", 2)
+        if storm and (data or ha):
+            fail("--storm runs one daemon and its own jobs: not with --data or --ha", 2)
         try:
-            bed = _bed(slurm_release, shared_fs, data)
+            # the storm's jobs train from the head's files (the repository, the job environment, checkpoints)
+            bed = _bed(slurm_release, shared_fs or storm, data, storm)
         except ValueError as exc:
             fail(f"bad test bed settings: {exc}", 2)
         console.print(f"[bold]1/5[/] bringing up the Slurm test bed [cyan]{bed.name}[/] (slurmctld, "
@@ -123,6 +133,10 @@ def register(app: typer.Typer) -> None:
                 return
             try:
                 cfg_path = _daemon_config(bed, work, min_wait)
+                if storm:
+                    from burstd.cli.demo_storm import storm_daemon_config
+
+                    cfg_path = storm_daemon_config(bed, work)
                 if data:
                     from burstd.cli.demo_data import daemon_config
 
@@ -138,7 +152,13 @@ def register(app: typer.Typer) -> None:
                     console.print(f"[bold]2/5[/] starting burstd (local provider, SQLite at "
                                   f"{work}/burstd.db)...")
                     daemon.start()
-                    if data:
+                    if storm:
+                        from burstd.cli.demo_storm import run_storm_demo
+
+                        console.print("[bold]3/5[/] the storm: template jobs on every cloud node, half the nodes "
+                                      "reclaimed with notice, then half without...")
+                        summary = run_storm_demo(bed, work, cfg_path)
+                    elif data:
                         from burstd.cli.demo_data import run_data
 
                         console.print("[bold]3/5[/] submitting jobs that read on-prem datasets and write results...")
@@ -201,5 +221,6 @@ def _finish(bed, work: Path, keep: bool, summary: dict, as_json: str | None) -> 
     from burstd.cli.demo_data import data_ok
 
     bad_data = "cache_hits" in summary and not data_ok(summary)
-    if not summary.get("finished") or summary.get("leaked_vms") or bad_ha or bad_data:
+    bad_storm = bool(summary.get("failures"))  # demo --storm: issue 22's done rule (demo_storm.py)
+    if not summary.get("finished") or summary.get("leaked_vms") or bad_ha or bad_data or bad_storm:
         raise typer.Exit(1)

@@ -59,7 +59,7 @@ def test_the_demo_removes_its_working_folder_when_it_stops_early(temp_dir, monke
     config = temp_dir / "bed-burstd.toml"
     config.write_text("[pools\n")
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    monkeypatch.setattr(demo_cmd, "_bed", lambda release=None, shared_fs=False, data=False: BrokenBed(config))
+    monkeypatch.setattr(demo_cmd, "_bed", lambda release=None, shared_fs=False, data=False, storm=False: BrokenBed(config))
     r = CliRunner().invoke(app, ["demo"])
     assert r.exit_code == 1, r.output
     assert "does not make a daemon config" in r.output and str(config) in r.output
