@@ -9,9 +9,12 @@ names one.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from burstd.image import packer, rootfs
@@ -34,8 +37,13 @@ def agent_wheel(dest: Path) -> Path:
     if not (source / "pyproject.toml").is_file():
         raise ImageBuildFailed(f"burstd at {source} is not a source tree: pass --agent-wheel")
     dest.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                           "-w", str(dest), str(source)], capture_output=True, text=True, timeout=600)
+    # pip builds a local tree in place (its build/ folder): two images built side by side
+    # (scripts/build-bed-images.sh) would collide there ("File exists: build/bdist..."), so one build at a time
+    lock_path = Path(tempfile.gettempdir()) / f"burstd-wheel-{hashlib.sha256(bytes(source)).hexdigest()[:16]}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                               "-w", str(dest), str(source)], capture_output=True, text=True, timeout=600)
     wheels = sorted(dest.glob("burstd-*.whl"))
     if proc.returncode != 0 or not wheels:
         raise ImageBuildFailed(f"could not build the burstd wheel from {source}: {proc.stderr.strip()[-500:]}")

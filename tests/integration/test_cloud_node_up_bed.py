@@ -127,6 +127,10 @@ def test_a_node_already_up_refuses_unfunded_accounts_and_excluded_users_but_runs
         # what Slurm holds: the partition's DenyAccounts and the reservation's deny list
         part = slurm_bed.run(["scontrol", "show", "partition", cloud, "-o"]).stdout
         assert re.search(r"DenyAccounts=\S*\bbroke\b", part), part
-        resv = slurm_bed.run(["scontrol", "show", "reservation", "-o"]).stdout
-        assert re.search(rf"ReservationName={reservation} .*Users=-{other_user}\b", resv), resv
+        # (a write Slurm refused, say an scontrol that timed out on a loaded machine, is tried again a reread later)
+        def reservation_denies_the_user() -> bool:
+            resv = slurm_bed.run(["scontrol", "show", "reservation", "-o"]).stdout
+            return bool(re.search(rf"ReservationName={reservation} .*Users=-{other_user}\b", resv))
+        wait_for(reservation_denies_the_user, 90, f"reservation {reservation} to deny {other_user}",
+                 diagnose=diagnose)
         slurm_bed.run(["scancel", *map(str, jobs)], check=False)

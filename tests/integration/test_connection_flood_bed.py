@@ -159,8 +159,9 @@ def test_a_thousand_idle_connections_from_a_cloud_node_starve_nothing(slurm_bed,
             out, err = flood.communicate(timeout=30)
             gate.open()
         stats = json.loads(out.strip().splitlines()[-1])
-        # the flood was real: far more connections than the cap were made, and the daemon closed them
-        assert stats["connects"] > 3 * CONNECTIONS and stats["closed_by_daemon"] > 2 * CONNECTIONS, stats
+        # the flood was real: the node opened its thousand, the daemon closed them, and the node opened them again
+        # (how many rounds fit depends on how fast the second job completes: on a loaded machine, three)
+        assert stats["connects"] >= 2 * CONNECTIONS and stats["closed_by_daemon"] >= CONNECTIONS, stats
         assert stats["most_held"] <= CONNECTIONS, stats
         # one peer holds at most its cap of the daemon's descriptors (plus a little churn: hooks, Slurm calls)
         assert peak_fds - baseline_fds <= PER_PEER + 40, (baseline_fds, peak_fds)
