@@ -39,7 +39,7 @@ def launch_fails(env, kind: ErrorKind, job_id: int, node: str, market: str = "sp
 
 
 def test_a_capacity_failure_of_a_spot_launch_reaches_decide_as_the_jobs_failed_spot_launch(env):
-    clock, store, adapter, provider, rec, seen = env
+    clock, store, seen = env[0], env[1], env[5]
     launch_fails(env, ErrorKind.CAPACITY, 6, "cloud2")
     assert any(lease.state in (LeaseState.FAILED, LeaseState.TERMINATED) for lease in store.leases())
     assert seen[-1] == {6: 1}  # the same cycle's decide() is told
@@ -56,7 +56,7 @@ def test_other_failures_and_on_demand_launches_do_not_count(env, kind, market):
 
 
 def test_a_job_that_left_slurm_is_forgotten(env):
-    clock, store, adapter, provider, rec, seen = env
+    adapter, rec, seen = env[2], env[4], env[5]
     launch_fails(env, ErrorKind.CAPACITY, 6, "cloud2")
     assert seen[-1] == {6: 1}
     adapter.jobs = [j for j in adapter.jobs if j.job_id != 6]

@@ -21,7 +21,7 @@ def run(snapshot, failed=None, progress=None, cfg=None):
 def test_setbacks_are_preemptions_plus_failed_spot_launches_and_either_one_can_escalate():
     assert setbacks(0, 0) == 0 and setbacks(2, 3) == 5
     # 1 h since submission, 1 h limit, slack 2: the line asks for 30 min; none done, boot 5 min
-    behind = dict(now=3600.0, submit=0.0, limit_s=3600.0, done_s=0.0, slack=2.0, boot_s=300.0)
+    behind = {"now": 3600.0, "submit": 0.0, "limit_s": 3600.0, "done_s": 0.0, "slack": 2.0, "boot_s": 300.0}
     assert not off_spot(**behind, restarts=setbacks(0, 0))  # spot cost it nothing: no escalation
     assert off_spot(**behind, restarts=setbacks(0, 1))
     assert off_spot(**behind, restarts=setbacks(1, 0))
