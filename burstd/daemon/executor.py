@@ -19,6 +19,7 @@ from burstd.daemon.actions import (
     StartNow, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.cycle_errors import step_failed
+from burstd.daemon.failed_launches import FailedSpotLaunches
 from burstd.faults import crash_point
 from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.logging import ev, get_logger
@@ -91,7 +92,7 @@ class Executor:
     def __init__(self, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider], config: Config,
                  metrics: Metrics, *, clock: Callable[[], float] = time.time, health: PoolHealth | None = None,
                  hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None,
-                 markets: JobMarkets | None = None):
+                 markets: JobMarkets | None = None, failed_spot_launches: FailedSpotLaunches | None = None):
         self.store = store
         self.adapter = adapter
         self.providers = providers
@@ -104,6 +105,8 @@ class Executor:
         # job id -> when a lease it asked for failed (held jobs to release); shared across cycles
         self.failed_jobs = failed_jobs if failed_jobs is not None else {}
         self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
+        # spot launches that found no capacity, per job: they count toward the escalation (decide())
+        self.failed_spot_launches = failed_spot_launches if failed_spot_launches is not None else FailedSpotLaunches()
         self._cycle = CycleContext()  # the context of the apply() running now
         self._lock = threading.Lock()  # the report and the pool health, written by launch workers too
         # launches at once; 1 where the store cannot take calls from several threads (one shared connection)
@@ -249,6 +252,9 @@ class Executor:
             # and the jobs that asked for these nodes go back on-prem
             reason = f"launch failed ({exc.kind}): {exc}"
             self._health("record_launch_failure", head.pool, str(exc), str(exc.kind))
+            if exc.kind == ErrorKind.CAPACITY:
+                with self._lock:  # other launch workers record theirs too
+                    self.failed_spot_launches.record(members)
             for m in members:
                 self._do_Fail(Fail(m.lease_id, reason, requeue=m.job_ids))
                 self._send_on_prem(m)

@@ -33,6 +33,7 @@ from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.data_spend import DataSpendLedger
 from burstd.daemon.data_staging import DataStager
 from burstd.daemon.executor import CycleContext, CycleReport, Executor
+from burstd.daemon.failed_launches import FailedSpotLaunches
 from burstd.faults import crash_point
 from burstd.daemon.actions import AddPartition, Intent
 from burstd.daemon.associations import SlurmdbdAssociations
@@ -80,7 +81,8 @@ class Decider(Protocol):
 
     def __call__(self, snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None,
                   prices: dict, config: Config, now: float, *,
-                  progress: Mapping[int, float] | None = None, data: DataView | None = None) -> Decisions: ...
+                  progress: Mapping[int, float] | None = None, data: DataView | None = None,
+                  failed_spot_launches: Mapping[int, int] | None = None) -> Decisions: ...
 
 
 def _advisor(config: Config) -> SpotAdvisor | None:
@@ -125,6 +127,7 @@ class Reconciler:
         # the same rule for jobs that reach a cloud node already up (partition accounts, holds)
         self.cloud_gate = CloudGate(config, adapter, self.eligibility, self.associations, clock)
         self.failed_jobs: dict[int, float] = {}
+        self.failed_spot_launches = FailedSpotLaunches()  # per job, for the escalation (burstd.daemon.failed_launches)
         self.progress = ProgressBook()  # what training jobs report about themselves (burstd.daemon.job_progress)
         self.requeue_watch = RequeueWatch()  # requeues of cloud jobs burstd did not make (the templates' own)
         self._our_requeues: set[int] = set()  # burstd's requeues since the watch last looked
@@ -143,7 +146,7 @@ class Reconciler:
         # the only code with side effects: built once, each cycle's snapshot, fence and report passed to apply()
         self.executor = Executor(store, adapter, providers, config, self.metrics, clock=clock, health=self.health,
                                  hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs,
-                                 markets=self.markets)
+                                 markets=self.markets, failed_spot_launches=self.failed_spot_launches)
 
     def wake(self) -> None:
         self.on_wake()
@@ -281,9 +284,10 @@ class Reconciler:
                         cfg, self.clock())
                 # the policy's own decide() weighs the work a requeued job kept (Uniform Progress: what a training
                 # job reported, else whole checkpoint intervals of its earlier runs, as the replay counts) and
-                # each job's declared data
+                # each job's declared data; a spot launch that found no capacity counts toward the escalation
                 progress = {**self._kept_work(snapshot), **self.progress.work_done_s()}
-                decisions = self.decider(*args, progress=progress, data=self.data_needs.view(snapshot))
+                decisions = self.decider(*args, progress=progress, data=self.data_needs.view(snapshot),
+                                         failed_spot_launches=self.failed_spot_launches.counts())
                 self.last_decisions = decisions
                 self.metrics.kept_home_for_data.set(len(decisions.kept_home_for_data))
                 self._stage_inputs(decisions, snapshot)
@@ -293,6 +297,7 @@ class Reconciler:
                 report.errors.append(f"decide: {exc}")
                 step_failed(log, "decide failed", exc, self.metrics)
             self.markets.prune(j.job_id for j in snapshot.jobs)
+            self.failed_spot_launches.prune(j.job_id for j in snapshot.jobs)  # no launch in flight: apply() waited
             self._pressure(snapshot, report)
 
         # 6. a new REQUESTED lease from drift repair launches in this same cycle

@@ -64,7 +64,7 @@ from burstd.policy.budget import (
 )
 from burstd.policy import reasons as R
 from burstd.policy.data_cost import DataView, data_move, stays_home
-from burstd.policy.progress import behind_s, off_spot, worth_micros
+from burstd.policy.progress import behind_s, off_spot, setbacks, worth_micros
 from burstd.policy.context import Prepared, _candidates, _parts_info
 from burstd.policy.context import _wait_units  # noqa: F401 (re-exported: tests read it here)
 from burstd.policy.offers import Offer, PoolView, PriceInput, normalize_prices, pool_offers
@@ -104,12 +104,15 @@ def decide(
     progress: Mapping[int, float] | None = None,
     prepared: Prepared | None = None,
     data: DataView | None = None,
+    failed_spot_launches: Mapping[int, int] | None = None,
 ) -> Decisions:
     """One cycle of policy. Raises ``BudgetError`` / ``PriceError`` on impossible input (decides nothing).
 
     ``explain=False`` skips writing the sentences (the simulator's fast path); decisions are the same.
     ``progress``: seconds of work a requeued job keeps from its checkpoints, by job id (unknown: none), for
     the Uniform Progress escalation (``burstd.policy.progress``).
+    ``failed_spot_launches``: spot launches for a job that found no capacity, by job id (unknown: none); they
+    count toward the escalation like preemptions (``burstd.policy.progress.setbacks``).
     ``prepared``: ``Prepared(config, prices)`` kept across cycles (``burstd.policy.context``), so each cycle
     pays only for its snapshot; decisions are the same. It must have been built from these very objects.
     ``data``: the jobs' data declarations and what each pool's cache holds (``burstd.policy.data_cost``): a
@@ -123,7 +126,7 @@ def decide(
     gc.disable()  # the loop allocates ~1 record a job and makes no cycles: no collector passes over the snapshot
     try:
         return _decide(snapshot, leases, budgets, prices, config, now, stats, explain, progress or {}, prepared,
-                       data)
+                       data, failed_spot_launches or {})
     finally:
         if gc_was_on:
             gc.enable()
@@ -131,7 +134,8 @@ def decide(
 
 def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | None, prices: PriceInput,
             config: Config, now: float | None, stats: DecideStats | None, explain: bool,
-            progress: Mapping[int, float], prepared: Prepared | None, data: DataView | None) -> Decisions:
+            progress: Mapping[int, float], prepared: Prepared | None, data: DataView | None,
+            failed_spot: Mapping[int, int]) -> Decisions:
     explain_on = explain
     now = snapshot.taken_at if now is None else float(now)
     if budgets is None:  # no store budgets: the config's [budget] section decides
@@ -304,9 +308,11 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         if not wcode:
             # candidate (pool, market)s, cheapest expected cost first (cached per job shape)
             restarts = job.restart_count
+            spot_setbacks = setbacks(restarts, failed_spot.get(jid, 0)) if failed_spot else restarts
             submitted = float(job.submit_time) if job.submit_time is not None else now
-            escalated = (max_spot is not None and restarts >= max_spot) or (restarts > 0 and slack > 0.0 and off_spot(
-                now, submitted, limit_s, progress.get(jid, 0.0), slack, boot_s, restarts))
+            escalated = (max_spot is not None and restarts >= max_spot) or (
+                spot_setbacks > 0 and slack > 0.0 and off_spot(
+                    now, submitted, limit_s, progress.get(jid, 0.0), slack, boot_s, spot_setbacks))
             shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features)
             ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
             cached = cand_cache.get(ckey)
@@ -340,7 +346,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 # on-demand only (preempted max_preemptions_spot times, or too big and long to finish on
                 # spot): bursting buys at most ``expected`` of wait at several times the spot price; while
                 # that is short next to the run itself, the job waits on-prem
-                wcode, wnum, wkind = 4, esc_ratio * limit_s, (job.restart_count if escalated else -1)
+                wcode, wnum = 4, esc_ratio * limit_s
+                wkind = (restarts, spot_setbacks - restarts) if escalated else -1
                 candidates = []
             if vow and candidates:
                 # value of waiting: burst only when the wait it saves is worth the expected bill
@@ -370,7 +377,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if not candidates:
                 if not wcode:
                     if escalated and not misfit:
-                        misfit = f"preempted {job.restart_count} times: on-demand only, and no pool offers on-demand"
+                        misfit = (f"{R.setback_words(restarts, spot_setbacks - restarts)}: on-demand only, and no "
+                                  f"pool offers on-demand")
                     why = misfit or "no cloud pool is configured for it"
             else:
                 if has_cloud:  # keep the pool it already has when that one still passes (stability)
@@ -442,7 +450,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 # a preempted job is behind its Uniform Progress line
                 late = (behind_s(now, submitted, limit_s, progress.get(jid, 0.0), slack)
                         if escalated and slack > 0.0 else None)
-                why_mkt = (vow_bill, vow_worth, late, job.restart_count, bound_ratio if bound_hit else None)
+                why_mkt = (vow_bill, vow_worth, late, (job.restart_count, failed_spot.get(jid, 0)),
+                           bound_ratio if bound_hit else None)
             records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt,
                             chosen_move, data_on and not moves)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)

@@ -6,7 +6,9 @@ time limit`` (so the line runs from its submission, at ``1 / progress_slack`` of
 A job that a spot preemption sent back to the queue may burst to spot again while it is on or ahead of that
 line, give or take the boot and restart a spot retry costs; once it falls further behind, it may only go
 on-demand (or wait on-prem, if that is the cheaper way to finish: the value-of-wait rule decides).
-A job never preempted has lost nothing to spot yet and is not escalated.
+A spot launch that found no capacity counts like a preemption (``setbacks``): without it, a job that never got
+spot would wait for it past its line and miss the deadline (the Can't-Be-Late run, docs/policy.md). A job
+neither preempted nor refused spot capacity has lost nothing to spot yet and is not escalated.
 
 Value of waiting: a job bursts when the on-prem wait it saves is worth more than its expected cloud bill.
 The worth of an hour of a job's wait is ``wait_value_per_hour`` node-hours at the on-demand price of the site's
@@ -34,9 +36,16 @@ def behind_s(now: float, submit: float, limit_s: float, done_s: float, slack: fl
     return required - done_s
 
 
+def setbacks(restarts: int, failed_spot_launches: int) -> int:
+    """What spot has cost a job so far, for ``off_spot``: its preemptions (Slurm's restart count) plus the spot
+    launches for it that found no capacity. The daemon and the replays (``burstd.simulate``) both count so."""
+    return restarts + failed_spot_launches
+
+
 def off_spot(now: float, submit: float, limit_s: float, done_s: float, slack: float, boot_s: float,
              restarts: int) -> bool:
-    """A preempted job that is behind the uniform line by more than one boot plus one restart leaves spot."""
+    """A job spot set back (``restarts``: ``setbacks``) that is behind the uniform line by more than one boot
+    plus one restart leaves spot."""
     return restarts > 0 and behind_s(now, submit, limit_s, done_s, slack) > 2 * boot_s
 
 

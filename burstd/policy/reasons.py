@@ -72,10 +72,19 @@ def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind
             why = (f"{moving(move)}; waiting here: {waiting.format_duration(expected)}, so its data would arrive "
                    f"after it could start on-prem")
     else:
-        head = ("too big and long to finish on spot" if kind == -1 else f"preempted {kind} times")
+        head = "too big and long to finish on spot" if kind == -1 else setback_words(*kind)
         why = (f"{head}, so on-demand only, and the expected on-prem start is sooner than "
                f"{dur(num)} (waiting.escalated_wait_to_runtime_ratio x its time limit)")
     return Explanation(jid, False, None, f"{figures(waited, expected, dur)}stays on-prem: {why}")
+
+
+def setback_words(preempted: int, failed_spot_launches: int) -> str:
+    """What spot cost a job so far, in words: its preemptions and its spot launches that found no capacity."""
+    launches = (f"{failed_spot_launches} spot launch{'es' if failed_spot_launches != 1 else ''} for it found no "
+                f"capacity")
+    if not failed_spot_launches:
+        return f"preempted {preempted} times"
+    return launches if not preempted else f"preempted {preempted} times, {launches},"
 
 
 W_FULL = "pool {} is full ({}/{} nodes)"
@@ -94,10 +103,10 @@ def r_burst(jid: int, waited: float, expected: float, left: int | None, account:
     left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
     mkt = "" if chosen.market == "spot" else " on-demand"
     if why_mkt is not None:
-        bill, worth, late, restarts, bound = why_mkt
+        bill, worth, late, spot_setbacks, bound = why_mkt
         if late is not None:
-            left_s += (f"preempted {restarts} times and {waiting.format_duration(max(late, 0.0))} of work behind its "
-                       f"Uniform Progress line (policy.progress_slack), so not spot again, ")
+            left_s += (f"{setback_words(*spot_setbacks)} and {waiting.format_duration(max(late, 0.0))} of work "
+                       f"behind its Uniform Progress line (policy.progress_slack), so not spot again, ")
         if bill:
             worth_s = "unbounded (never on-prem)" if worth == INF else format_usd(int(worth))
             left_s += f"expected bill {format_usd(int(bill))}, the wait it saves is worth {worth_s}, "

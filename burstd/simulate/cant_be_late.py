@@ -11,13 +11,14 @@ Three ways to run it:
 
 - ``burstd``: the escalation burstd's ``decide()`` applies (``burstd.policy.progress.off_spot``), driven tick by
   tick with the job's deadline as its Uniform Progress line (``progress_slack = deadline / work``, the limit
-  = the work) and the changeover as its boot. As in the daemon: a job never preempted is not escalated and
-  waits for spot while spot has no capacity (a launch that fails leaves it queued); once preempted and behind
+  = the work) and the changeover as its boot. As in the daemon: a spot launch that finds no capacity leaves
+  the job queued and counts like a preemption (``burstd.policy.progress.setbacks``); once set back and behind
   the line by more than two changeovers, it goes on-demand and stays there (a Slurm job does not migrate);
   what ``decide()`` is told of the work done is the daemon's belief (``kept_work_s``: whole checkpoint
   intervals of each run), while the progress itself is the setting's (all of it kept);
   ``burstd_reported_progress`` is the same for a job that reports its steps (``burstd.train``), whose
-  work the daemon knows.
+  work the daemon knows; ``burstd_preemptions_only`` is the rule before issue 25's fix (failed launches
+  not counted), kept for the comparison.
 - ``uniform_progress``: the paper's rule as its text describes it (our implementation, no code of theirs):
   spot whenever available; without spot, on-demand while behind the line ``work x t / deadline``, nothing
   while ahead; on on-demand, back to spot or to nothing only when ahead of the line by two changeovers
@@ -35,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from burstd.policy.progress import kept_work_s, off_spot
+from burstd.policy.progress import kept_work_s, off_spot, setbacks
 from burstd.simulate.bound import _highs_banner_to_stderr
 
 NONE, SPOT, ON_DEMAND = "none", "spot", "on-demand"
@@ -87,13 +88,13 @@ class Outcome:
     ondemand_s: float
 
 
-def burstd(s: State, st: Setting, setbacks: int | None = None, done_s: float | None = None) -> str:
+def burstd(s: State, st: Setting, spot_setbacks: int | None = None, done_s: float | None = None) -> str:
     if s.running == ON_DEMAND:
         return ON_DEMAND  # a job on an on-demand node runs there to its end
     if s.running == SPOT:
         return SPOT  # still alive (a preempted node was taken away before this call)
     slack = st.deadline_s / st.work_s
-    restarts = s.preemptions if setbacks is None else setbacks
+    restarts = setbacks(s.preemptions, s.failed_launches) if spot_setbacks is None else spot_setbacks
     done = s.believed_done_s if done_s is None else done_s
     if off_spot(s.t, 0.0, st.work_s, done, slack, st.overhead_s, restarts):
         return ON_DEMAND
@@ -106,10 +107,10 @@ def burstd_reported_progress(s: State, st: Setting) -> str:
     return burstd(s, st, done_s=s.done_s)
 
 
-def burstd_failed_launch_escalates(s: State, st: Setting) -> str:
-    """A change burstd does not ship, measured beside it: a spot launch that finds no capacity counts as a
-    preemption for the escalation (so a job that never got spot can fall behind its line and leave it)."""
-    return burstd(s, st, s.preemptions + s.failed_launches)
+def burstd_preemptions_only(s: State, st: Setting) -> str:
+    """burstd before issue 25's fix, measured beside it: only preemptions count toward the escalation, so a job
+    whose spot launches find no capacity waits for spot past its line."""
+    return burstd(s, st, s.preemptions)
 
 
 def uniform_progress(s: State, st: Setting) -> str:

@@ -48,6 +48,7 @@ def first_rule(
     *,
     progress: Mapping[int, float] | None = None,  # the work requeued jobs kept: this rule ignores it
     data: object = None,  # the jobs' declared data (a DataView): this rule ignores it
+    failed_spot_launches: Mapping[int, int] | None = None,  # spot launches without capacity: ignored too
 ) -> Decisions:
     pol = config.policy
     out = Decisions()

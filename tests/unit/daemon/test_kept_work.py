@@ -53,7 +53,8 @@ def test_the_reconciler_passes_the_kept_work_to_the_decider():
     store, adapter = FakeStore(clock), FakeAdapter()
     seen: list = []
 
-    def decider(snapshot, leases, budgets, prices, config, now, *, progress=None, data=None):
+    def decider(snapshot, leases, budgets, prices, config, now, *, progress=None, data=None,
+                failed_spot_launches=None):
         from tests.unit.daemon.first_rule import first_rule
         seen.append(dict(progress or {}))
         return first_rule(snapshot, leases, budgets, prices, config, now)
