@@ -14,7 +14,9 @@ from burstd.db.store import Store
 from burstd.policy.decide import decide
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider
 
+# netns_prefix: not a bed's ("sl-"), so a VM that a bed on another worker runs as sl-cloud1 is not this pool's
 POOL = {"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud", "node_count": 4,
+        "local": {"netns_prefix": "lapi-"},
         "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}], "price_per_hour": 3.6}
 POOL_TOML = """
 [[pools]]
@@ -25,6 +27,7 @@ node_prefix = "cloud"
 node_count = 4
 price_per_hour = 3.6
 instance_types = [{ name = "ns", cpus = 2, memory_mb = 1000 }]
+local = { netns_prefix = "lapi-" }
 """
 
 

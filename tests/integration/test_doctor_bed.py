@@ -18,6 +18,7 @@ def test_doctor_names_the_association_enforcement_the_bed_lacks(slurm_bed):
                         "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     found = {f["check"]: f for f in json.loads(r.stdout)}
+    assert "association enforcement" in found, r.stdout  # missing: the config or scontrol failed first (shown)
     enforce = found["association enforcement"]
     assert enforce["level"] == "fail" and "AccountingStorageEnforce=associations" in enforce["fix"], enforce
     assert found["slurmdbd"]["level"] == "ok", found["slurmdbd"]  # the bed does run slurmdbd

@@ -271,7 +271,7 @@ def test_notice_checkpoints_requeues_and_resumes_bit_identical(burst_cluster):
         _cleanup(bed, job, ref)
 
 
-def test_node_killed_without_notice_resumes_from_last_periodic_checkpoint(burst_cluster):
+def test_node_killed_without_notice_resumes_from_the_survivors_save_or_the_last_periodic_checkpoint(burst_cluster):
     bed, _cfg_path, cfg, d = burst_cluster
     from burstd.providers.local.provider import LocalProvider
 
@@ -305,15 +305,19 @@ def test_node_killed_without_notice_resumes_from_last_periodic_checkpoint(burst_
                 pass
         assert provider.preempt(instance)
         killed_at_step = max(_steps_by_run(log)[0])
-        periodic = max(s for s in _complete_checkpoints(ckpt) if s <= killed_at_step)
-        assert periodic % CKPT_EVERY == 0
+        periodic = max(s for s in _complete_checkpoints(ckpt) if s <= killed_at_step and s % CKPT_EVERY == 0)
 
         state = bed.wait_for(lambda: _job_done(bed, job), 900, "the job to be requeued and finish")
         assert state == "COMPLETED", log.read_text()[-4000:]
         assert int(bed.job(job).get("Restarts", "0")) >= 1
         runs = _steps_by_run(log)
-        assert min(runs[-1]) == periodic + 1 or any(min(r) == periodic + 1 for r in runs[1:] if r), (
-            f"did not resume from the last periodic checkpoint {periodic}"
+        resumed_from = min(next(r for r in runs[1:] if r)) - 1  # the first run after the kill
+        # the surviving node saves just in time (burstd.train's survivor path: at most the step in flight redone,
+        # and rank 0's log may be a step behind the survivors); when Slurm ends the survivors before their
+        # collective times out, the job falls back to the last periodic checkpoint
+        assert resumed_from == periodic or killed_at_step - 1 <= resumed_from <= killed_at_step + 1, (
+            f"resumed after step {resumed_from}: neither the last periodic checkpoint {periodic} nor a "
+            f"just-in-time save at the kill (step {killed_at_step})"
         )
         assert max(runs[-1]) == STEPS
         bed.wait_for(lambda: _job_done(bed, ref), 600, "the reference job to finish")

@@ -96,11 +96,12 @@ class VmRoot:
 
 
 # Host side, in the VM's network namespace: start the VM (detached: its PID 1 lives as long as the VM) and wait
-# for its verdict. "$0" is the VM's folder; the rest is unshare's argv.
+# for its verdict. "$0" is the VM's folder; the rest is unshare's argv. The exit status lands by rename: the loop
+# must never read a file the shell has created but not yet written (an empty status reads as exit 2).
 _START = r"""vm=$0
 rm -rf "$vm/upper" "$vm/work" "$vm/boot"
 mkdir -p "$vm/upper" "$vm/work" "$vm/root" "$vm/scratch" "$vm/boot"
-setsid -f sh -c 'unshare "$@"; echo "$?" >"$0/boot/BOOT_EXIT"' "$vm" "$@"
+setsid -f sh -c 'unshare "$@"; echo "$?" >"$0/boot/BOOT_EXIT.part"; mv "$0/boot/BOOT_EXIT.part" "$0/boot/BOOT_EXIT"' "$vm" "$@"
 i=0
 while [ "$i" -lt BOOT_WAIT_TENTHS ]; do
   [ -e "$vm/boot/BOOTED" ] && exit 0
