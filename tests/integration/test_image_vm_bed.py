@@ -281,6 +281,7 @@ def test_the_daemon_counts_a_local_vm_the_gate_refused_as_a_parity_refusal_and_p
         bed.run(["scancel", str(job)])
 
 
+@pytest.mark.release_bed
 def test_a_release_beds_vms_are_gated_on_its_chroots_slurm(slurm_bed, tmp_path):
     """A 24.11 (or 26.05) bed: the on-prem side is the release chroot, measured from the host; a VM from the bed's
     own release image passes the gate and runs a job, one from the 22.05 image is refused before slurmd starts."""
