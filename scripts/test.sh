@@ -58,7 +58,8 @@ if [ "$#" -eq 0 ] || [ -n "${BURSTD_TEST_RELEASES+set}" ]; then
         next=$((next + (RELEASE_WORKERS > 0 ? RELEASE_WORKERS : 1)))
     done
 fi
-.venv/bin/python -m pytest -n "$WORKERS" "${XDIST[@]}" "$@"
+# --durations: every run (CI included) prints its slowest tests, the first thing to read when the suite grows
+.venv/bin/python -m pytest -n "$WORKERS" "${XDIST[@]}" --durations=40 "$@"
 rc=$?
 for i in "${!release_pids[@]}"; do
     wait "${release_pids[$i]}"
