@@ -23,8 +23,6 @@ import argparse
 import json
 import os
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,34 +31,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                kids.append(int(entry.name))
-    return kids
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    for pid in [proc.pid, *_children(proc.pid)]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
+from burstd.testbed.procs import free_port, kill_tree
 
 
 def _newest(ckpt: Path) -> tuple[int, str] | None:
@@ -73,7 +46,7 @@ def run_once(work: Path, width: int, ckpt_every: int, kill_at: int, jit: bool, s
     ckpt, logs = work / "ckpt", [work / "node0.log", work / "node1.log"]
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                BURSTD_COLLECTIVE_TIMEOUT_S="30")
-    port = _free_port()
+    port = free_port()
     procs = []
     for node in (0, 1):
         cmd = [sys.executable, "-m", "burstd.train.launch", "--nnodes=2", f"--node-rank={node}", "--nproc-per-node=2",
@@ -91,7 +64,7 @@ def run_once(work: Path, width: int, ckpt_every: int, kill_at: int, jit: bool, s
                 raise SystemExit(f"training did not reach step {kill_at}:\n{logs[0].read_text()[-2000:]}")
             time.sleep(0.02)
         killed = time.time()
-        _kill(procs[1])
+        kill_tree(procs[1], settle_s=0)
         durable_s = None
         while procs[0].poll() is None and time.time() < killed + 120:
             newest = _newest(ckpt)
@@ -104,7 +77,7 @@ def run_once(work: Path, width: int, ckpt_every: int, kill_at: int, jit: bool, s
     finally:
         for p in procs:
             if p.poll() is None:
-                _kill(p)
+                kill_tree(p)
     text = logs[0].read_text() + logs[1].read_text()
     printed = [(int(s), float(t)) for s, t in re.findall(r"rank=0 step=(\d+) t=([\d.]+)", text)]
     steps_s = [b[1] - a[1] for a, b in zip(printed, printed[1:]) if b[0] == a[0] + 1 and a[0] >= 3]

@@ -14,7 +14,9 @@ provider's namespace VMs, or boto3 against moto / google-cloud-compute against t
   a CreateFleet / bulkInsert accepted whose answer is lost, a gang's tagging half done, a terminate accepted and
   unanswered); a *chain* of points is run per storm, restarting the daemon after each crash; every point the
   chains name must crash the daemon at least once (``tests/integration/crash_storm.py``);
-* random: SIGKILL at a random instant while launches or terminations are in flight (inside provider calls).
+* random: SIGKILL at a random instant while launches or terminations are in flight (inside provider calls);
+  the local storm's random kills and two of its chain pairs are in ``test_crash_random.py``, so the two halves
+  run side by side.
 
 On the local provider each launch storm is four single-node jobs; on the clouds it is two 2-node jobs, so two
 gangs (one all-or-nothing create call each). The jobs hold the nodes until the terminate storm cancels them and
@@ -23,77 +25,28 @@ powers the nodes down. The last round's jobs are short and must complete.
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from burstd.config import load_config
-from burstd.testbed.daemon_process import DaemonProcess
-from tests.integration.crash_storm import LOCAL_LAUNCH_CHAINS, LOCAL_TERMINATE_CHAINS, REQUEUE_CHAINS, Storm
-from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms
+from tests.integration.crash_storm import (  # noqa: F401 (storm: the fixture)
+    LOCAL_LAUNCH_CHAINS,
+    LOCAL_TERMINATE_CHAINS,
+    REQUEUE_CHAINS,
+    LocalJobs,
+    storm,
+)
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
 
 
-@pytest.fixture
-def storm(slurm_bed, tmp_path):
-    from burstd.daemon.wiring import make_providers
-
-    cfg_path = bed_daemon_config(slurm_bed, tmp_path / "burstd", daemon={"cycle_interval_s": 1})
-    cfg = load_config(cfg_path)
-    s = Storm(slurm_bed, DaemonProcess(cfg_path, log_path=tmp_path / "burstd.log"),
-              make_providers(cfg)[cfg.pools[0].name], store_url=cfg.database.url)
-    s.reset_nodes()
-    cleanup_vms(cfg_path)
-    with slurm_bed.hooks("burstd"):
-        try:
-            yield s
-        finally:
-            s.daemon.stop()
-            cleanup_vms(cfg_path)
-            try:
-                s.reset_nodes()
-            finally:
-                cleanup_vms(cfg_path)
-
-
-def test_sigkill_at_50_plus_points_of_launch_and_terminate_storms_leaves_one_vm_per_lease(storm, slurm_bed,
-                                                                                          bed_user):
-    random.seed(6)
-    held: list[int] = []
-
-    def submit(script: str) -> list[int]:
-        return [slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-n", "2", "-t", "10", "-o", "out-%j.txt"],
-                                 script, user=bed_user) for _ in storm.nodes]
-
-    def launch_storm() -> None:
-        held[:] = submit("#!/bin/sh\nhostname\nsleep 600\n")
-
-    def terminate_storm() -> None:
-        slurm_bed.run(["scancel", *map(str, held)])
-        storm.scontrol_nodes("POWER_DOWN_ASAP")
-
-    for launch, terminate in zip(LOCAL_LAUNCH_CHAINS[:-1], LOCAL_TERMINATE_CHAINS[:-1], strict=True):
-        storm.run_chain(launch, launch_storm)
-        storm.wait(storm.settled_up, "every node up with one READY lease and one VM")
-        storm.check_invariants()
-        storm.run_chain(terminate, terminate_storm)
-        storm.wait(storm.settled_down, "every node down, every lease closed, no VM")
-        storm.check_invariants()
-        storm.daemon.stop()
-
-    for _ in range(2):  # random instants, inside provider calls
-        storm.random_kill(launch_storm, lo=0.5, hi=3.0)
-        storm.wait(storm.settled_up, "up after a random kill")
-        storm.check_invariants()
-        storm.random_kill(terminate_storm, lo=0.2, hi=2.0)
-        storm.wait(storm.settled_down, "down after a random kill")
-        storm.check_invariants()
-        storm.daemon.stop()
+def test_sigkill_at_every_point_of_launch_and_terminate_storms_leaves_one_vm_per_lease(storm, slurm_bed, bed_user):
+    """Two launch/terminate chain pairs, then a storm of short jobs that must complete despite the crashes, and
+    the idle suspend after them. With test_crash_random.py (two more pairs, random kills) 50+ kills."""
+    jobs_ = LocalJobs(storm, slurm_bed, bed_user)
+    jobs_.chain_pairs(LOCAL_LAUNCH_CHAINS[:2], LOCAL_TERMINATE_CHAINS[:2])
 
     # the last storm's jobs are short: every one of them must complete despite the crashes
     jobs: list[int] = []
-    storm.run_chain(LOCAL_LAUNCH_CHAINS[-1], lambda: jobs.extend(submit("#!/bin/sh\nhostname\nsleep 2\n")))
+    storm.run_chain(LOCAL_LAUNCH_CHAINS[-1], lambda: jobs.extend(jobs_.submit("#!/bin/sh\nhostname\nsleep 2\n")))
 
     def jobs_done():
         states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
@@ -109,11 +62,12 @@ def test_sigkill_at_50_plus_points_of_launch_and_terminate_storms_leaves_one_vm_
     storm.wait(storm.settled_down, "every node down after the jobs", timeout=120)
     storm.check_invariants()
 
-    kills = sum(storm.crashes.values()) + storm.random_kills
     summary = storm.summary("local", len(jobs))
     print(f"\n{summary}\nphases (s): {storm.phases}")
-    storm.assert_every_point_fired(LOCAL_LAUNCH_CHAINS + LOCAL_TERMINATE_CHAINS, summary)
-    assert kills >= 50, summary
+    chains = LOCAL_LAUNCH_CHAINS[:2] + LOCAL_LAUNCH_CHAINS[-1:] + LOCAL_TERMINATE_CHAINS[:2] + LOCAL_TERMINATE_CHAINS[-1:]
+    storm.assert_every_point_fired(chains, summary)
+    # 30 chain steps; a few of the idle suspend's may find their work done (Slurm batches it): see crash_storm.py
+    assert sum(storm.crashes.values()) >= 27, summary
 
 
 def test_sigkill_around_the_requeue_of_a_reclaimed_node_brings_its_job_back_exactly_once(storm, slurm_bed, bed_user):

@@ -18,7 +18,7 @@ from burstd.config import load_config
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401
 from tests.fakes.toml_out import dumps
-from tests.integration.crash_storm import CLOUD_CHAINS, Storm
+from tests.integration.crash_storm import CLOUD_CHAINS, CRASH_DAEMON, Storm
 from tests.integration.test_cloud_burst_loop import cloud_config, daemon_with_cloud
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
@@ -39,7 +39,7 @@ def test_sigkill_inside_cloud_calls_of_gang_storms_leaves_one_vm_per_lease_and_n
     chains = CLOUD_CHAINS[provider]
     cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env)
     data = tomllib.loads(cfg_path.read_text())
-    data["daemon"] |= {"cycle_interval_s": 1, "orphan_grace_s": 4}  # planted orphans go soon
+    data["daemon"] |= CRASH_DAEMON | {"orphan_grace_s": 4}  # planted orphans go soon
     cfg_path.write_text(dumps(data))
     cfg = load_config(cfg_path)
     with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):

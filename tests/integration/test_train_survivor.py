@@ -10,11 +10,7 @@ training resumes from that checkpoint and ends with the weights of a run that wa
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,29 +18,26 @@ from pathlib import Path
 
 import pytest
 
+from burstd.testbed.procs import free_port, kill_tree
+from tests.integration.torchrun_helpers import (
+    REPO,
+    REQUEUE,
+    SEED,
+    STEPS,
+    assert_bit_identical,
+    checkpoints,
+    train_env,
+)
+
 torch = pytest.importorskip("torch")
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
-STEPS = 24
-SEED = 7
-REQUEUE = 85
 NPROC = 2  # workers a node: ranks 0,1 on node 0 and 2,3 on node 1
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               BURSTD_COLLECTIVE_TIMEOUT_S="30")
-    env.pop("BURSTD_TRAIN_FAULT", None)
-    env.update(extra)
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return train_env(BURSTD_COLLECTIVE_TIMEOUT_S="30", **extra)
 
 
 def _train_args(ckpt: Path, out: Path, *extra: str) -> list[str]:
@@ -56,7 +49,7 @@ def _start_nodes(ckpt: Path, out: Path, logs: Path, *extra: str, env: dict[str, 
                  nproc: int = NPROC) -> list[subprocess.Popen]:
     """One agent a node, as the multi-node template starts them (burstd.train.launch: torchrun, quiet about a
     planned stop), each in a session of its own so a node can be killed whole."""
-    port = _free_port()
+    port = free_port()
     procs = []
     for node in (0, 1):
         cmd = [sys.executable, "-m", "burstd.train.launch", "--nnodes=2", f"--node-rank={node}",
@@ -68,30 +61,6 @@ def _start_nodes(ckpt: Path, out: Path, logs: Path, *extra: str, env: dict[str, 
     return procs
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                kids.append(int(entry.name))
-    return kids
-
-
-def _kill_node(proc: subprocess.Popen) -> None:
-    """The VM vanishes: the agent and its workers SIGKILLed at once."""
-    pids = [proc.pid, *_children(proc.pid)]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
-
-
 def _reap(procs: list[subprocess.Popen], timeout: float = 180) -> list[int]:
     deadline = time.time() + timeout
     try:
@@ -99,7 +68,7 @@ def _reap(procs: list[subprocess.Popen], timeout: float = 180) -> list[int]:
     finally:
         for p in procs:
             if p.poll() is None:
-                _kill_node(p)
+                kill_tree(p)
 
 
 def _log(logs: Path) -> str:
@@ -118,30 +87,8 @@ def _wait_for_step(logs: Path, step: int, procs: list[subprocess.Popen], timeout
     raise AssertionError(f"step {step} not reached in {timeout}s:\n{_log(logs)[-3000:]}")
 
 
-def _complete(ckpt: Path) -> dict[int, dict]:
-    out = {}
-    for p in sorted(ckpt.glob("step-?????????")):
-        manifest = p / "burstd-checkpoint.json"
-        if manifest.exists():
-            out[int(p.name[5:])] = json.loads(manifest.read_text())
-    return out
-
-
 def _last_step_printed(text: str) -> int:
     return max((int(s) for s in re.findall(r"rank=\d step=(\d+) ", text)), default=0)
-
-
-def _assert_bit_identical(a_path: Path, b_path: Path) -> None:
-    a, b = torch.load(a_path), torch.load(b_path)
-    assert a["model"].keys() == b["model"].keys()
-    for key in a["model"]:
-        assert torch.equal(a["model"][key], b["model"][key]), f"model tensor {key} differs"
-    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
-    assert sa.keys() == sb.keys()
-    for pid in sa:
-        for key in sa[pid]:
-            assert torch.equal(torch.as_tensor(sa[pid][key]), torch.as_tensor(sb[pid][key])), f"optim {pid}.{key}"
-    assert a["scheduler"] == b["scheduler"]
 
 
 _REFERENCES: dict[tuple[str, ...], Path] = {}
@@ -153,7 +100,7 @@ def _reference(tmp_path_factory, *flags: str, ranks: int = 2 * NPROC) -> Path:
         d = tmp_path_factory.mktemp("reference")
         cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", f"--nproc-per-node={ranks}",
                *_train_args(d / "ckpt", d / "final.pt", *flags)]
-        res = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+        res = subprocess.run(cmd, check=False, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
         _REFERENCES[(str(ranks), *flags)] = d / "final.pt"
     return _REFERENCES[(str(ranks), *flags)]
@@ -169,7 +116,7 @@ def _resume_and_check(tmp_path: Path, ckpt: Path, out: Path, saved: int, referen
     text = _log(logs)
     assert codes == [0, 0], text[-3000:]
     assert f"resumed from {ckpt}/step-{saved:09d} (step {saved}, reason jit)" in text, text[-3000:]
-    _assert_bit_identical(reference, out)
+    assert_bit_identical(reference, out)
 
 
 @pytest.mark.parametrize("victim", [1, 0], ids=["second-node-lost", "rendezvous-node-lost"])
@@ -183,7 +130,7 @@ def test_a_node_killed_mid_run_costs_at_most_the_step_in_flight(tmp_path, tmp_pa
     try:
         _wait_for_step(logs, 8, procs)
         killed_at = time.time()
-        _kill_node(procs[victim])
+        kill_tree(procs[victim])
         survivor = procs[1 - victim]
         code = survivor.wait(timeout=120)
         took = time.time() - killed_at
@@ -194,7 +141,7 @@ def test_a_node_killed_mid_run_costs_at_most_the_step_in_flight(tmp_path, tmp_pa
     # Survivors can stand at different steps: the dead ranks' last messages may have reached one survivor and
     # not another (a ring collective completes on some ranks only). Each saves its own last step, both
     # consistent; the newest is resumed.
-    saved = _complete(ckpt)
+    saved = checkpoints(ckpt)
     assert saved and all(m["reason"] == "jit" and m["world_size"] == 2 * NPROC for m in saved.values()), saved
     step = max(saved)
     manifest = saved[step]
@@ -235,7 +182,7 @@ def test_a_rank_dying_at_an_exact_point_of_a_step_leaves_a_consistent_checkpoint
     codes = _reap(procs)
     text = _log(logs)
     assert codes[0] == REQUEUE, (codes, text[-3000:])  # node 0's ranks survived
-    saved = _complete(ckpt)
+    saved = checkpoints(ckpt)
     assert sorted(saved) == [saved_step], (sorted(saved), text[-3000:])
     assert saved[saved_step]["reason"] == "jit"
     _resume_and_check(tmp_path, ckpt, out, saved_step, reference, *flags, nproc=nproc)
@@ -249,11 +196,11 @@ def test_without_jit_the_survivors_save_nothing_and_the_run_starts_over(tmp_path
     procs = _start_nodes(ckpt, out, logs, "--ckpt-every", "0", "--no-jit", "--step-sleep", "0.15")
     try:
         _wait_for_step(logs, 8, procs)
-        _kill_node(procs[1])
+        kill_tree(procs[1])
         code = procs[0].wait(timeout=120)
     finally:
         _reap(procs)
     text = _log(logs)
     assert code not in (0, REQUEUE), text[-3000:]
-    assert _complete(ckpt) == {}
+    assert checkpoints(ckpt) == {}
     assert "just in time" not in text

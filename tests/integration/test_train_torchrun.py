@@ -19,15 +19,22 @@ from pathlib import Path
 
 import pytest
 
+from burstd.testbed.procs import children, kill_tree
+from tests.integration.torchrun_helpers import (
+    REPO,
+    REQUEUE,
+    SEED,
+    STEPS,
+    assert_bit_identical,
+    checkpoints,
+    train_env,
+)
+
 torch = pytest.importorskip("torch")
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-STEPS = 24
-SEED = 7
-REQUEUE = 85
 
 
 def _cmd(ckpt: Path, out: Path, *extra: str, nproc: int = 2, signals_to_handle: bool = False) -> list[str]:
@@ -38,41 +45,21 @@ def _cmd(ckpt: Path, out: Path, *extra: str, nproc: int = 2, signals_to_handle: 
                   "--ckpt-dir", str(ckpt), "--out", str(out), *extra]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env.pop("BURSTD_TRAIN_FAULT", None)
-    env.update(extra)
-    return env
-
-
 def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env or train_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_all(proc)  # torchrun's workers too: never leave a rank behind
+        kill_tree(proc)  # torchrun's workers too: never leave a rank behind
         out, err = proc.communicate()
         raise AssertionError(f"{cmd} ran over {timeout}s:\n{out[-2000:]}\n{err[-2000:]}") from None
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(cmd, cwd=REPO, env=env or _env(), stdout=log.open("w"), stderr=subprocess.STDOUT,
+    return subprocess.Popen(cmd, cwd=REPO, env=env or train_env(), stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                kids.append(int(entry.name))
-    return kids
 
 
 def _wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -86,44 +73,12 @@ def _wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float 
     raise AssertionError(f"step {step} not reached in {timeout}s:\n{log.read_text()[-3000:]}")
 
 
-def _kill_all(proc: subprocess.Popen) -> None:
-    """SIGKILL torchrun and its workers (they run in sessions of their own, so killpg alone misses them)."""
-    workers = _children(proc.pid)
-    workers += [grandchild for pid in workers for grandchild in _children(pid)]  # bash -> torchrun -> workers
-    for pid in [proc.pid, *workers]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
-    deadline = time.time() + 30
-    while time.time() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
-        time.sleep(0.05)
-
-
 def _finish(proc: subprocess.Popen, timeout: float = 120) -> int:
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_all(proc)
+        kill_tree(proc)
         raise
-
-
-def _complete_steps(ckpt: Path) -> list[int]:
-    return sorted(int(p.name[5:]) for p in ckpt.glob("step-?????????") if (p / "burstd-checkpoint.json").exists())
-
-
-def _assert_bit_identical(a_path: Path, b_path: Path) -> None:
-    a, b = torch.load(a_path), torch.load(b_path)
-    assert a["model"].keys() == b["model"].keys()
-    for key in a["model"]:
-        assert torch.equal(a["model"][key], b["model"][key]), f"model tensor {key} differs"
-    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
-    assert sa.keys() == sb.keys()
-    for pid in sa:
-        for key in sa[pid]:
-            assert torch.equal(torch.as_tensor(sa[pid][key]), torch.as_tensor(sb[pid][key])), f"optim {pid}.{key}"
-    assert a["scheduler"] == b["scheduler"]
 
 
 _REFERENCES: dict[tuple[str, ...], Path] = {}
@@ -173,7 +128,7 @@ def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical
     try:
         _wait_for_step(log, 8, proc)
         if target == "workers":  # what the node agent does: signal the training processes themselves
-            workers = _children(proc.pid)
+            workers = children(proc.pid)
             assert len(workers) == 2, workers
             for pid in workers[:1]:  # one rank is enough: the ranks agree on the stop step
                 os.kill(pid, signal.SIGUSR1)
@@ -182,7 +137,7 @@ def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical
         rc = _finish(proc)
     finally:
         if proc.poll() is None:
-            _kill_all(proc)
+            kill_tree(proc)
     text = log.read_text()
     assert rc != 0, "torchrun reports the workers' requeue exit as a failure"
     assert f"exitcode  : {REQUEUE}" in text or f"exit code {REQUEUE}" in text or "code 85" in text, text[-3000:]
@@ -190,7 +145,7 @@ def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical
     assert signals, text[-3000:]
     first_signal = min(t for _r, t in signals)
     done_at_signal = _steps_done_before(text, first_signal)
-    saved = _complete_steps(ckpt)
+    saved = sorted(checkpoints(ckpt))
     assert saved, text[-3000:]
     assert done_at_signal <= saved[-1] <= done_at_signal + 1, (done_at_signal, saved)
     assert json.loads((ckpt / f"step-{saved[-1]:09d}" / "burstd-checkpoint.json").read_text())["reason"] == "preempt"
@@ -199,16 +154,16 @@ def test_sigusr1_mid_run_checkpoints_exits_for_requeue_and_resumes_bit_identical
     res = _run(_cmd(ckpt, out, *flags))
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"resumed from {ckpt}/step-{saved[-1]:09d}" in res.stdout + res.stderr
-    _assert_bit_identical(reference, out)
+    assert_bit_identical(reference, out)
 
 
 def test_torn_checkpoint_is_skipped_and_training_resumes_from_previous_complete_one(tmp_path, reference):
     ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
     # rank 0 dies (os._exit) after every shard of step 8 is on disk but before the manifest (--no-jit: else rank 1,
     # surviving, would save step 8 itself: tests/integration/test_train_survivor.py)
-    res = _run(_cmd(ckpt, out, "--ckpt-every", "4", "--no-jit"), env=_env(BURSTD_TRAIN_FAULT="before-manifest@8"))
+    res = _run(_cmd(ckpt, out, "--ckpt-every", "4", "--no-jit"), env=train_env(BURSTD_TRAIN_FAULT="before-manifest@8"))
     assert res.returncode != 0
-    assert _complete_steps(ckpt) == [4]
+    assert sorted(checkpoints(ckpt)) == [4]
     assert (ckpt / "step-000000008.partial").is_dir()
 
     res = _run(_cmd(ckpt, out, "--ckpt-every", "4"))
@@ -216,7 +171,7 @@ def test_torn_checkpoint_is_skipped_and_training_resumes_from_previous_complete_
     assert res.returncode == 0, log
     assert "step-000000008.partial" in log and "torn" in log
     assert f"resumed from {ckpt}/step-000000004" in log
-    _assert_bit_identical(reference, out)
+    assert_bit_identical(reference, out)
 
 
 def test_kill_without_notice_resumes_from_last_periodic_checkpoint(tmp_path, reference):
@@ -224,35 +179,35 @@ def test_kill_without_notice_resumes_from_last_periodic_checkpoint(tmp_path, ref
     proc = _start(_cmd(ckpt, out, "--ckpt-every", "5", "--keep", "2", "--step-sleep", "0.1"), log)
     try:
         _wait_for_step(log, 13, proc)
-        _kill_all(proc)  # the VM vanishes: no signal, no goodbye
+        kill_tree(proc)  # the VM vanishes: no signal, no goodbye
     finally:
         if proc.poll() is None:
-            _kill_all(proc)
+            kill_tree(proc)
     # the kill lands at step 13 or, on a loaded machine, a step or two later: the last two periodic saves that
     # completed by then are kept (retention 2), a save the kill cut short never counts
     reached = max(int(m) for m in re.findall(r"rank=\d step=(\d+) ", log.read_text()))
-    saved = _complete_steps(ckpt)
+    saved = sorted(checkpoints(ckpt))
     assert len(saved) == 2 and saved[1] - saved[0] == 5 and saved[1] % 5 == 0, saved
     assert 10 <= saved[1] <= reached, (saved, reached)
     res = _run(_cmd(ckpt, out, "--ckpt-every", "5", "--keep", "2"))
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"resumed from {ckpt}/step-{saved[1]:09d}" in res.stdout + res.stderr
-    assert _complete_steps(ckpt) == [15, 20]
-    _assert_bit_identical(reference, out)
+    assert sorted(checkpoints(ckpt)) == [15, 20]
+    assert_bit_identical(reference, out)
 
 
 def test_interval_chosen_from_the_pools_rate_is_the_same_on_every_rank(tmp_path, reference):
     """No --ckpt-every and BURSTD_PREEMPT_RATE_PER_HOUR set: a timed save at step 1, then Young/Daly; both ranks
     must save at the same steps (a save is a collective), and the weights are those of the plain run."""
     ckpt, out = tmp_path / "ckpt", tmp_path / "final.pt"
-    res = _run(_cmd(ckpt, out, "--step-sleep", "0.05", "--keep", "100"), env=_env(BURSTD_PREEMPT_RATE_PER_HOUR="3600"))
+    res = _run(_cmd(ckpt, out, "--step-sleep", "0.05", "--keep", "100"), env=train_env(BURSTD_PREEMPT_RATE_PER_HOUR="3600"))
     log = res.stdout + res.stderr
     assert res.returncode == 0, log[-3000:]
     chosen = re.findall(r"burstd\.train: checkpoint every (\d+) steps .*Young/Daly", log)
     assert len(chosen) == 1, log[-3000:]  # printed by rank 0 only
     every = int(chosen[0])
-    assert _complete_steps(ckpt) == [1] + [s for s in range(2, STEPS + 1) if s % every == 0]
-    _assert_bit_identical(reference, out)
+    assert sorted(checkpoints(ckpt)) == [1] + [s for s in range(2, STEPS + 1) if s % every == 0]
+    assert_bit_identical(reference, out)
 
 
 def test_checkpoint_from_a_different_model_shape_is_a_clear_error(tmp_path):
@@ -286,7 +241,7 @@ def _template_batch_shell(tmp_path: Path, job_id: int) -> tuple[dict[str, str], 
     (shim / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     (shim / "scontrol").chmod(0o755)
     ckpt = tmp_path / "ckpt"
-    env = _env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID=str(job_id), SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
+    env = train_env(PATH=f"{shim}:{os.environ['PATH']}", SLURM_JOB_ID=str(job_id), SLURM_JOB_NAME="t", CKPT_DIR=str(ckpt),
                NPROC="2", PYTHON=sys.executable, TORCHRUN="",  # the default: python -m burstd.train.launch
                TRAIN_ARGS=f"-m burstd.train.example --steps {STEPS} --seed {SEED} --step-sleep 0.15")
     return env, calls, ckpt
@@ -306,10 +261,10 @@ def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resum
         rc = _finish(proc)
     finally:
         if proc.poll() is None:
-            _kill_all(proc)
+            kill_tree(proc)
     text = log.read_text()
     assert rc == 0, text[-3000:]
-    [saved] = _complete_steps(ckpt)
+    [saved] = sorted(checkpoints(ckpt))
     assert f"preempted on {socket.gethostname()} at step {saved}, checkpoint saved, requeued (job 777)" in text
     assert calls.read_text() == "requeue 777\n"
     # the researcher reads that one line, not torchrun's report of a failed child
@@ -319,14 +274,14 @@ def test_single_node_sbatch_template_forwards_the_signal_and_requeues_then_resum
     res = _run(["bash", script], env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "training finished" in res.stdout and calls.read_text() == "requeue 777\n"
-    _assert_bit_identical(reference, ckpt / "final.pt")
+    assert_bit_identical(reference, ckpt / "final.pt")
 
 
 def test_quiet_launch_still_reports_a_real_worker_failure_in_full(tmp_path):
     """burstd.train.launch is quiet only about a preemption: a worker that dies hard reads as torchrun's own."""
     ckpt = tmp_path / "ckpt"
     cmd = [sys.executable, "-m", "burstd.train.launch", *_cmd(ckpt, tmp_path / "final.pt", "--ckpt-every", "3")[1:]]
-    res = _run(cmd, env=_env(BURSTD_TRAIN_FAULT="before-manifest@6"))
+    res = _run(cmd, env=train_env(BURSTD_TRAIN_FAULT="before-manifest@6"))
     text = res.stdout + res.stderr
     assert res.returncode not in (0, REQUEUE), text[-3000:]
     assert "ChildFailedError" in text and "exitcode  : 137" in text, text[-3000:]
@@ -344,8 +299,8 @@ def test_single_node_sbatch_template_cancelled_with_sigterm_checkpoints_and_neve
         rc = _finish(proc)
     finally:
         if proc.poll() is None:
-            _kill_all(proc)
+            kill_tree(proc)
     text = log.read_text()
     assert rc != 0 and "cancelled: not requeueing" in text, text[-3000:]
     assert not calls.exists(), "a cancelled job must not requeue itself"
-    assert len(_complete_steps(ckpt)) == 1  # the checkpoint is still saved
+    assert len(sorted(checkpoints(ckpt))) == 1  # the checkpoint is still saved
