@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from burstd.data import S3Store, build_manifest
 from burstd.data.objectstore import s3_client
 from burstd.data.staging import pull_tree, push_tree
+from burstd.testbed.procs import free_port
 
 MIB = 1 << 20
 BLOCK = 1 << 20
@@ -97,12 +98,6 @@ def plain_down(link_addr: tuple[str, int], dest: Path) -> float:
         os.fsync(f.fileno())
     s.close()
     return time.perf_counter() - t0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_link(target: tuple[str, int], rate: float) -> tuple[subprocess.Popen, tuple[str, int]]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from burstd.testbed.procs import free_port
 from tests.bed import TEST_USER
 from tests.fakes.tls import make_tls
 
@@ -39,12 +39,6 @@ print(json.dumps(out))
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_node_reports_over_tls_with_its_own_token_and_can_do_nothing_else(slurm_bed, tmp_path):
     from burstd.daemon.client import ApiClient
     from tests.integration.daemon_bed import bed_daemon_config, leases, running_daemon, world_readable_dir
@@ -56,7 +50,7 @@ def test_a_node_reports_over_tls_with_its_own_token_and_can_do_nothing_else(slur
     admin_token = d / "admin.token"
     admin_token.write_text("admin-only-on-the-head\n")
     admin_token.chmod(0o600)
-    url = f"https://{head}:{_free_port()}"
+    url = f"https://{head}:{free_port()}"
     cfg_path = bed_daemon_config(bed, d, api={"tcp_listen": url.removeprefix("https://"),
                                               "token_file": str(admin_token), "tls_cert": str(tls.cert),
                                               "tls_key": str(tls.key)})

@@ -19,7 +19,6 @@ import ipaddress
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,9 +28,16 @@ import pytest
 
 from burstd.config import load_config
 from burstd.daemon.client import ApiClient
+from burstd.testbed.procs import free_port
 from tests.fakes.tls import make_tls
 from tests.integration.daemon_bed import (
-    Gate, bed_daemon_config, diagnosis, leases, running_daemon, wait_for, world_readable_dir,
+    Gate,
+    bed_daemon_config,
+    diagnosis,
+    leases,
+    running_daemon,
+    wait_for,
+    world_readable_dir,
 )
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
@@ -83,12 +89,6 @@ print(json.dumps(stats), flush=True)
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -101,7 +101,7 @@ def test_a_thousand_idle_connections_from_a_cloud_node_starve_nothing(slurm_bed,
     token = d / "admin.token"
     token.write_text("flood-test-admin\n")
     token.chmod(0o600)
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     cfg_path = bed_daemon_config(bed, tmp_path / "burstd",
                                  api={"tcp_listen": f"{head}:{port}", "token_file": str(token),
                                       "tls_cert": str(tls.cert), "tls_key": str(tls.key)},

@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from burstd.config import load_config
 from burstd.data.manifest import build_manifest
 from burstd.testbed import Bed, BedConfig, bed_data
 from burstd.testbed.node_bootstrap import NodeBootstrap
+from burstd.testbed.procs import free_port
 from tests.bed import TEST_USER
 from tests.fakes.tls import make_tls
 from tests.integration.daemon_bed import (
@@ -56,12 +56,6 @@ def data_bed(slurm_bed):
         yield bed
     finally:
         bed.down()
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _dataset(where: Path) -> Path:
@@ -110,7 +104,7 @@ def test_a_burst_job_reads_its_staged_input_on_an_image_vm_and_its_output_comes_
     admin = d / "admin.token"
     admin.write_text("admin-only-on-the-head\n")
     admin.chmod(0o600)
-    url = f"https://{head}:{_free_port(head)}"
+    url = f"https://{head}:{free_port(head)}"
     boot = bed_data.BOOT_DIR
     cfg_path = bed_daemon_config(
         bed, d, api={"tcp_listen": url.removeprefix("https://"), "token_file": str(admin),

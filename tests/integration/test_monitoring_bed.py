@@ -13,7 +13,6 @@ import contextlib
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -23,23 +22,33 @@ import pytest
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
-from tests.integration.daemon_bed import Gate, all_jobs, bed_daemon_config, diagnosis, leases, running_daemon, wait_for
-from tests.monitoring_exprs import NEEDS_TRAINING_JOB, RULES, alert_exprs, dashboard, metric_names, panel_exprs
+from burstd.testbed.procs import free_port
+from tests.integration.daemon_bed import (
+    Gate,
+    all_jobs,
+    bed_daemon_config,
+    diagnosis,
+    leases,
+    running_daemon,
+    wait_for,
+)
+from tests.monitoring_exprs import (
+    NEEDS_TRAINING_JOB,
+    RULES,
+    alert_exprs,
+    dashboard,
+    metric_names,
+    panel_exprs,
+)
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow,
               pytest.mark.skipif(not shutil.which("prometheus"),
                                  reason="prometheus: Debian package prometheus (scripts/install-deps.sh)")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def prometheus(work: Path, target_port: int):
-    port = _free_port()
+    port = free_port()
     work.mkdir(parents=True, exist_ok=True)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
@@ -80,7 +89,7 @@ def query(url: str, expr: str) -> list:
 
 
 def test_prometheus_sees_every_panel_and_alert_of_a_bursting_bed_and_the_cli_reads_it(slurm_bed, bed_user, tmp_path):
-    metrics_port = _free_port()
+    metrics_port = free_port()
     cfg_path = bed_daemon_config(slurm_bed, tmp_path / "burstd", daemon={"metrics_port": metrics_port})
     panels, alerts = panel_exprs(), alert_exprs()
     with running_daemon(slurm_bed, cfg_path, tmp_path / "burstd.log") as daemon, \

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 TRAIN = r'''
 import json, sys, time
 sys.path.insert(0, sys.argv[1])  # this checkout's burstd
+from burstd.testbed.procs import free_port
 from burstd.train.progress import ProgressReporter, http_post, munge_seal
 import os
 r = ProgressReporter.from_env(steps_per_epoch=50)
@@ -45,12 +45,6 @@ if victim != "-":  # a report about another user's job, sealed as this job's use
                               os.environ["BURSTD_PROGRESS_CA"])
 print(json.dumps(out))
 '''
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_training_jobs_on_prem_and_in_the_cloud_report_their_progress_as_themselves(slurm_bed, tmp_path):
@@ -69,7 +63,7 @@ def test_training_jobs_on_prem_and_in_the_cloud_report_their_progress_as_themsel
     tls = make_tls(d, ips=(head, "127.0.0.1"))
     (d / "admin.token").write_text("admin-only-on-the-head\n")
     (d / "admin.token").chmod(0o600)
-    url = f"https://{head}:{_free_port()}"
+    url = f"https://{head}:{free_port()}"
     cfg_path = bed_daemon_config(bed, d, api={"tcp_listen": url.removeprefix("https://"),
                                               "token_file": str(d / "admin.token"), "tls_cert": str(tls.cert),
                                               "tls_key": str(tls.key), "progress_require_node": False})

@@ -6,26 +6,25 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-
 from contextlib import contextmanager
 
 import httpx
 import pytest
 
-from burstd.config import parse_config
-from burstd.daemon.agent_auth import AgentCredentials
 from burstd.api.app import create_app
 from burstd.api.server import ApiServer, bind_unix_socket
+from burstd.config import parse_config
+from burstd.daemon.agent_auth import AgentCredentials
 from burstd.daemon.client import ApiClient, ApiError, post_unix_json
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import LeaseState
+from burstd.testbed.procs import free_port
 from tests.fakes.tls import make_tls
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 from tests.unit.daemon.first_rule import first_rule
@@ -33,12 +32,6 @@ from tests.unit.daemon.first_rule import first_rule
 POOL = {"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud", "node_count": 4,
         "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}], "price_per_hour": 0.5}
 CAP = 64 * 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -57,7 +50,7 @@ def serving(tmp_path, extra_config: dict | None = None):
     token = tmp_path / "admin.token"
     token.write_text("admin-s3cret\n")
     token.chmod(0o600)
-    port = _free_port()
+    port = free_port()
     cfg = parse_config({
         "api": {"socket": f"{run}/burstd.sock", "socket_group": "nogroup", "max_body_bytes": CAP,
                 "tcp_listen": f"127.0.0.1:{port}", "token_file": str(token), "tls_cert": str(tls.cert),
@@ -271,7 +264,7 @@ def test_the_listener_refuses_a_world_readable_token_file(tmp_path):
     token = tmp_path / "admin.token"
     token.write_text("t\n")
     token.chmod(0o644)
-    cfg = parse_config({"api": {"socket": str(tmp_path / "b.sock"), "tcp_listen": f"127.0.0.1:{_free_port()}",
+    cfg = parse_config({"api": {"socket": str(tmp_path / "b.sock"), "tcp_listen": f"127.0.0.1:{free_port()}",
                                 "token_file": str(token), "tls_cert": str(tls.cert), "tls_key": str(tls.key)},
                         "pools": [POOL]})
     clock = FakeClock()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,14 +15,15 @@ import time
 import httpx
 import pytest
 
-from burstd.config import parse_config
 from burstd.api.app import create_app
 from burstd.api.server import ApiServer
+from burstd.config import parse_config
 from burstd.daemon.client import ApiClient
 from burstd.daemon.conn_guard import PRIVILEGED_RESERVE, ConnectionBudget, ensure_descriptor_reserve
 from burstd.daemon.logging import RepeatLimit
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.reconcile import Reconciler
+from burstd.testbed.procs import free_port
 from tests.fakes.tls import make_tls
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 from tests.unit.daemon.first_rule import first_rule
@@ -31,12 +31,6 @@ from tests.unit.daemon.first_rule import first_rule
 POOL = {"name": "local", "provider": "local", "partition": "cloud", "node_prefix": "cloud", "node_count": 4,
         "instance_types": [{"name": "ns", "cpus": 2, "memory_mb": 1000}], "price_per_hour": 0.5}
 CAP, PER_PEER = 16, 4
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _until(cond, timeout: float = 10.0) -> None:
@@ -105,7 +99,7 @@ def served(tmp_path):
     token = tmp_path / "admin.token"
     token.write_text("admin-s3cret\n")
     token.chmod(0o600)
-    port = _free_port()
+    port = free_port()
     cfg = parse_config({
         "api": {"socket": f"{run}/burstd.sock", "tcp_listen": f"127.0.0.1:{port}", "token_file": str(token),
                 "tls_cert": str(tls.cert), "tls_key": str(tls.key), "max_connections": CAP,
@@ -194,7 +188,7 @@ def test_a_local_user_cannot_fill_the_unix_socket_and_silent_connections_are_clo
 
 def test_the_metrics_port_caps_connections_and_times_out_idle_ones():
     m = Metrics()
-    port = _free_port()
+    port = free_port()
     httpd = m.serve(port, "127.0.0.1")
     try:
         flood = _flood("127.0.0.1", port, 100, wait_s=15)
