@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from burstd.testbed.procs import free_port
 from tests.bed import TEST_USER
 from tests.fakes.tls import make_tls
 
@@ -29,7 +30,6 @@ REPO = Path(__file__).resolve().parents[2]
 TRAIN = r'''
 import json, sys, time
 sys.path.insert(0, sys.argv[1])  # this checkout's burstd
-from burstd.testbed.procs import free_port
 from burstd.train.progress import ProgressReporter, http_post, munge_seal
 import os
 r = ProgressReporter.from_env(steps_per_epoch=50)
