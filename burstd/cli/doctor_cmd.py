@@ -52,7 +52,9 @@ def collect(path: str | None) -> list[Finding]:
     if cfg is None:
         return found
     scontrol = os.path.join(cfg.slurm.bin_dir, "scontrol")
-    rc, text = run_command([scontrol, "show", "config"])
+    # the slurm.conf burstd's config names (as the daemon's adapter runs Slurm), not whatever SLURM_CONF says here
+    rc, text = run_command([scontrol, "show", "config"],
+                           env={"SLURM_CONF": cfg.slurm.conf} if cfg.slurm.conf else None)
     if rc != 0:
         found.append(Finding("slurmctld", "fail", text.strip().splitlines()[-1] if text.strip() else f"exit {rc}",
                              "is slurmctld running, and slurm.bin_dir right?"))

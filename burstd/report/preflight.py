@@ -11,6 +11,7 @@ The rule that matters most for money: without ``AccountingStorageEnforce=associa
 from __future__ import annotations
 
 import ipaddress
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -147,12 +148,14 @@ def config_findings(cfg: Config) -> list[Finding]:
 Runner = Callable[[list[str], str | None], tuple[int, str]]
 
 
-def run_command(argv: list[str], stdin: str | None = None) -> tuple[int, str]:
-    """(exit code, stdout + stderr) of ``argv``; 127 when it is not installed, 124 when it hangs."""
+def run_command(argv: list[str], stdin: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """(exit code, stdout + stderr) of ``argv``; 127 when it is not installed, 124 when it hangs. ``env``: what to
+    set on top of this process's environment."""
     if shutil.which(argv[0]) is None and "/" not in argv[0]:
         return 127, f"{argv[0]}: not found"
     try:
-        p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=20, check=False)
+        p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=20, check=False,
+                           env={**os.environ, **env} if env else None)
     except subprocess.TimeoutExpired:
         return 124, f"{argv[0]}: no answer in 20 s"
     except OSError as exc:

@@ -96,15 +96,20 @@ def test_munge_is_judged_by_a_credential_round_trip():
     assert dead.level == "fail" and "munge.socket" in dead.detail and "munged" in dead.fix
 
 
-def test_the_command_reads_slurmctld_through_the_configs_bin_dir_and_exits_1_on_a_failure(tmp_path):
+def test_the_command_reads_slurmctld_through_the_configs_bin_dir_and_exits_1_on_a_failure(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(mode=0o755)
     os.chmod(tmp_path, 0o755)
     scontrol = bin_dir / "scontrol"
-    scontrol.write_text("#!/bin/sh\ncat <<'EOF'\n" + GOOD.replace("associations,limits,qos", "none") + "EOF\n")
+    # as scontrol does, it reads the slurm.conf SLURM_CONF names: the config's, not this shell's
+    slurm_conf = tmp_path / "etc" / "slurm.conf"
+    monkeypatch.setenv("SLURM_CONF", "/nowhere/slurm.conf")
+    scontrol.write_text(f'#!/bin/sh\n[ "$SLURM_CONF" = "{slurm_conf}" ] || {{ echo "scontrol: fatal: Could not '
+                        'establish a configuration source" >&2; exit 1; }\n'
+                        "cat <<'EOF'\n" + GOOD.replace("associations,limits,qos", "none") + "EOF\n")
     scontrol.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     cfg = tmp_path / "burstd.toml"
-    cfg.write_text(f'[slurm]\nbin_dir = "{bin_dir}"\n[daemon]\nstate_dir = "{tmp_path}/state"\n'
+    cfg.write_text(f'[slurm]\nbin_dir = "{bin_dir}"\nconf = "{slurm_conf}"\n[daemon]\nstate_dir = "{tmp_path}/state"\n'
                    f'[api]\nsocket = "{tmp_path}/run/burstd.sock"\n'
                    '[[pools]]\nname = "local"\nprovider = "local"\npartition = "cloud"\nnode_prefix = "cloud"\n'
                    'node_count = 2\nprice_per_hour = 0.5\n'
