@@ -59,3 +59,23 @@ def pytest_sessionfinish(session, exitstatus):
         reporter.write_line(f"BURSTD_TEST_NO_SKIPS: {len(skipped)} skipped; scripts/test.sh installed every part, so "
                             "a skip here means something it needs is missing (the skip reasons are in the summary)", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+#: Worker seconds by test file (setup + call + teardown of every test), gathered where the reports arrive (the
+#: xdist controller): the figure ``LONGEST_FIRST`` is ranked by, printed at the end of every run.
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if len(_FILE_SECONDS) < 2:
+        return
+    top = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:15]
+    terminalreporter.section("slowest files (worker seconds, all their tests)")
+    for path, seconds in top:
+        terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
+    terminalreporter.write_line(f"{sum(_FILE_SECONDS.values()):8.1f}s  in all, {len(_FILE_SECONDS)} files")
