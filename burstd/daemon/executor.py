@@ -19,7 +19,7 @@ from burstd.daemon.actions import (
     StartNow, Terminate, TerminateOrphan, Undrain,
 )
 from burstd.daemon.cycle_errors import step_failed
-from burstd.daemon.failed_launches import FailedSpotLaunches
+from burstd.daemon.failed_launches import FailedSpotLaunches, launch_failure_reason
 from burstd.faults import crash_point
 from burstd.daemon.launch_pool import LaunchPool
 from burstd.daemon.logging import ev, get_logger
@@ -250,7 +250,7 @@ class Executor:
                 return
             # capacity (every offering exhausted), quota or config: the pool takes no new jobs for a while
             # and the jobs that asked for these nodes go back on-prem
-            reason = f"launch failed ({exc.kind}): {exc}"
+            reason = launch_failure_reason(exc.kind, str(exc))
             self._health("record_launch_failure", head.pool, str(exc), str(exc.kind))
             if exc.kind == ErrorKind.CAPACITY:
                 with self._lock:  # other launch workers record theirs too

@@ -33,7 +33,7 @@ from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.data_spend import DataSpendLedger
 from burstd.daemon.data_staging import DataStager
 from burstd.daemon.executor import CycleContext, CycleReport, Executor
-from burstd.daemon.failed_launches import FailedSpotLaunches
+from burstd.daemon.failed_launches import SEED_HORIZON_S, SEED_STATES, FailedSpotLaunches
 from burstd.faults import crash_point
 from burstd.daemon.actions import AddPartition, Intent
 from burstd.daemon.associations import SlurmdbdAssociations
@@ -185,6 +185,7 @@ class Reconciler:
             return report
 
     def _standby_cycle(self, report: CycleReport, t0: float) -> None:
+        self.failed_spot_launches.unseed()  # the leader counts meanwhile: rebuilt from the store when leading
         try:
             self.last_snapshot = self.adapter.snapshot()
         except Exception as exc:  # noqa: BLE001 - the standby's reads are best effort
@@ -196,6 +197,11 @@ class Reconciler:
 
     def _lead_cycle(self, report: CycleReport, t0: float, fence: Fence | None) -> CycleReport:
         now = self.clock()
+        if not self.failed_spot_launches.seeded:  # a restart or a takeover: the failures the store recorded
+            try:
+                self.failed_spot_launches.seed(self.store.leases(states=SEED_STATES, since=now - SEED_HORIZON_S))
+            except Exception as exc:  # noqa: BLE001 - a database hiccup: counted from here on, seeded next cycle
+                step_failed(log, "failed launches unreadable", exc, self.metrics)
         for job_id in [j for j, t in self.failed_jobs.items() if now - t > 3600]:
             del self.failed_jobs[job_id]
         ex, cycle = self.executor, CycleContext(report, self.last_snapshot, fence)

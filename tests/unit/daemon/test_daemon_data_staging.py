@@ -68,9 +68,8 @@ def test_inputs_go_near_the_pool_off_the_cycle_booked_and_a_second_job_is_a_cach
     needs = DataNeeds(inputs=(DataItem(str(src)),))
     user = os.environ.get("USER") or "root"
 
-    t0 = time.perf_counter()
     first = stager.submit(7, "aws-spot", "chem", user, needs)
-    assert first is not None and time.perf_counter() - t0 < 0.2  # the cycle only queues: 3 MiB take ~0.75 s
+    assert first is not None and not first.done()  # the cycle only queues: 3 MiB take 0.75 s through the link
     assert stager.submit(7, "aws-spot", "chem", user, needs) is None  # decided again next cycle: not queued twice
     first.result(timeout=60)
     job = stager.staged(7)

@@ -73,3 +73,35 @@ def test_a_gang_counts_one_failed_launch_for_its_job():
     assert book.counts() == {9: 1}
     book.prune([10])
     assert book.counts() == {}
+
+
+def test_a_restarted_daemon_counts_the_failures_its_store_recorded(env):
+    """A restart (or a standby taking over) rebuilds the counts from the FAILED leases: the escalation does not
+    start over for a job whose spot launches already found no capacity."""
+    clock, store, adapter, provider = env[:4]
+    launch_fails(env, ErrorKind.CAPACITY, 6, "cloud2")
+    launch_fails(env, ErrorKind.QUOTA, 7, "cloud3")  # not capacity: never counted
+    seen: list[dict[int, int]] = []
+
+    def decider(*args, progress=None, data=None, failed_spot_launches=None):
+        seen.append(dict(failed_spot_launches or {}))
+        return first_rule(*args, progress=progress, data=data)
+
+    restarted = Reconciler(CFG, store, adapter, {"local": provider}, decider, clock=clock)
+    restarted.cycle()
+    assert seen[-1] == {6: 1}
+
+
+def test_seeding_counts_each_launch_call_once_a_job_and_only_spot_capacity_failures():
+    reason = "launch failed (capacity): every offering is out of capacity"
+    leases = [Lease(f"g{i}", "local", f"cloud{i}", LeaseState.FAILED, job_ids=(9,), gang="g0", reason=reason)
+              for i in range(3)]  # one gang call
+    leases.append(Lease("a", "local", "cloud5", LeaseState.FAILED, job_ids=(9,), reason=reason))  # a second call
+    leases.append(Lease("b", "local", "cloud6", LeaseState.FAILED, job_ids=(10,), market="on-demand", reason=reason))
+    leases.append(Lease("c", "local", "cloud7", LeaseState.FAILED, job_ids=(11,), reason="boot timeout"))
+    leases.append(Lease("d", "local", "cloud8", LeaseState.TERMINATED, job_ids=(12,), reason=reason))  # closed
+    book = FailedSpotLaunches()
+    book.seed(leases)
+    assert book.seeded and book.counts() == {9: 2, 12: 1}
+    book.unseed()
+    assert not book.seeded
