@@ -277,9 +277,11 @@ class Executor:
         why = check_reason(parity_reason(list(exc.differences), MAX_REASON))
         self.metrics.parity_refusals.labels(head.pool).inc()
         log.warning("parity gate refused a node", extra=ev(node=head.node_name, lease_id=head.lease_id, reason=why))
+        # the pool is protected before its jobs go back to the queue: no decision in between sees it open, and
+        # whoever reads the failed lease finds the protection already recorded
+        self._health("record_boot_failure", head.pool, why)
         for m in members:
             self._do_Fail(Fail(m.lease_id, why, requeue=m.job_ids))
-        self._health("record_boot_failure", head.pool, why)
 
     def _launch_time(self, lease: Lease, reported: float) -> float:
         """Spend starts at the provider's launch time, but only a sane one is billed (issue 9 item 10)."""
