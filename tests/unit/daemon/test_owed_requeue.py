@@ -2,7 +2,7 @@
 
 The daemon is "killed" at the crash points around the requeue calls (``fail.before_requeue``,
 ``fail.after_requeue``): the point raises out of the cycle, and a new Reconciler starts on the same store, Slurm
-and provider, as a restarted daemon does. The integration crash test (tests/integration/test_crash.py) kills the
+and provider, as a restarted daemon does. The integration crash test (tests/integration/test_crash_requeue.py) kills the
 real daemon process at the same points on a live Slurm bed.
 """
 
