@@ -11,8 +11,8 @@ only jobs the eligibility rule lets in, not whatever is sent to its partition.
 * burstd's holds, by job id, in ``state_dir/cloud_holds.json``, so that a restart releases them too and never
   releases a hold an admin or a user put on.
 
-A backend without these calls (``rest``: slurmrestd cannot update partitions) is said once at start; the launch
-guard still refuses every launch the rule refuses.
+The cli and rest backends make these calls with scontrol (slurmrestd has no call for them). A backend without
+them (``pyslurm``) is said once at start; the launch guard still refuses every launch the rule refuses.
 """
 
 from __future__ import annotations

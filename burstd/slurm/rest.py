@@ -15,6 +15,7 @@ from __future__ import annotations
 import json as jsonlib  # `json` is request()'s body argument
 import re
 import time
+from collections.abc import Sequence
 from urllib.parse import quote
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import httpx
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Snapshot
 from burstd.slurm import parse
+from burstd.slurm.access import PartitionAccessMixin
 from burstd.slurm.accounting import NoSlurmdbd
 from burstd.slurm.health import NoHealthProbe
 from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
@@ -60,7 +62,11 @@ def _read_token_file(path: str) -> str:
     return raw
 
 
-class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
+class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, PartitionAccessMixin):
+    """Slurm through slurmrestd; what slurmrestd has no call for (a partition's account lists, reservations, a
+    hold with its reason: the cloud gate, ``burstd.daemon.cloud_gate``; the JWT) through the head's ``scontrol``,
+    with the same argument checks as the cli backend."""
+
     backend = "rest"
 
     def __init__(self, config: SlurmConfig | None = None, *, client: httpx.Client | None = None) -> None:
@@ -89,6 +95,10 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
     def close(self) -> None:
         self._client.close()
 
+    def run(self, cmd: str, args: Sequence[str]) -> str:
+        """A Slurm command on the head (``PartitionAccessMixin``'s calls, the token), as the cli backend runs it."""
+        return CliAdapter(self.config).run(cmd, args)
+
     def _uses_token(self) -> bool:
         return bool(self.config.rest_token_file) or not self.config.rest_url.startswith("unix:")
 
@@ -97,9 +107,7 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
             return _read_token_file(self.config.rest_token_file)
         if renew or self._token is None or time.time() > self._token_expires - 60:
             check_name("rest user", self.config.rest_user)
-            out = CliAdapter(self.config).run(
-                "scontrol", ["token", f"username={self.config.rest_user}", f"lifespan={TOKEN_LIFESPAN_S}"]
-            )
+            out = self.run("scontrol", ["token", f"username={self.config.rest_user}", f"lifespan={TOKEN_LIFESPAN_S}"])
             m = re.search(r"SLURM_JWT=(\S+)", out)
             if not m:
                 raise SlurmError(f"scontrol token printed no SLURM_JWT: {out.strip()[:200]!r}")

@@ -6,6 +6,7 @@ Run alone on a bed of your own:  BURSTD_BED_NAME=slurmad BURSTD_BED_SLOT=41 pyte
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import replace
@@ -346,6 +347,27 @@ def test_rest_requeue_where_the_served_version_has_it(rest, slurm_bed, bed_user,
         return
     rest.requeue(job, expedite=True)
     slurm_bed.wait_for(lambda: slurm_bed.job(job).get("Restarts") == "1", 30, f"job {job} requeued")
+
+
+def test_rest_backend_keeps_the_cloud_gate_through_scontrol(rest, slurm_bed, bed_user, cleanup):
+    """slurmrestd has no call for a partition's account lists or an admin hold with its reason: the rest backend
+    makes them with scontrol (issue 21), so the daemon's cloud gate holds on it, on every release."""
+    from burstd.domain.partition_access import PartitionAccess
+
+    part = slurm_bed.cloud_partition
+    before = rest.partition_access(part)
+    try:
+        rest.set_partition_access(part, PartitionAccess(allow=None, deny=("nomoney",)))
+        assert rest.partition_access(part).deny == ("nomoney",)
+        assert "DenyAccounts=nomoney" in slurm_bed.run(["scontrol", "show", "partition", part, "-o"]).stdout
+    finally:
+        rest.set_partition_access(part, before)
+    assert rest.partition_access(part) == before
+    job = _held(slurm_bed, bed_user, cleanup)  # a user hold: burstd's admin hold replaces it, with the reason
+    rest.hold_with_reason(job, "burstd: test hold")
+    shown = slurm_bed.run(["scontrol", "show", "job", str(job)]).stdout
+    assert re.search(r"AdminComment=burstd: test hold\s*$", shown, re.M), shown
+    assert slurm_bed.job(job).get("Reason") == "JobHeldAdmin", shown
 
 
 def test_instance_id_and_type_are_recorded_where_the_release_has_them(slurm_bed, cli):

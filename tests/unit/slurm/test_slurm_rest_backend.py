@@ -270,3 +270,35 @@ def test_a_held_job_named_with_invalid_utf8_does_not_hide_the_queue(version, tok
     before = parse.jobs_from_doc(parse.load_json(raw, "jobs"))
     assert {j.job_id for j in snap.jobs} == {j.job_id for j in before if j.is_active}
     json.dumps([j.name for j in snap.jobs], ensure_ascii=False).encode()  # no surrogate: stores and prints
+
+
+def test_the_rest_backend_runs_the_cloud_gate_through_scontrol_with_checked_arguments(tmp_path):
+    """slurmrestd has no call for a partition's account lists, reservations or a hold with its reason: the rest
+    backend makes them with the head's scontrol, as the cli backend does (issue 21), so the gate holds there too."""
+    from burstd.daemon.cloud_gate import GateSlurm
+    from burstd.domain.partition_access import PartitionAccess
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    script = bindir / "scontrol"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nopen({str(calls)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        "if sys.argv[1:3] == ['show', 'partition']:\n"
+        "    print('PartitionName=cloud AllowAccounts=ALL DenyAccounts=broke Nodes=cloud[1-4]')\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    config = SlurmConfig(backend="rest", rest_url="http://x", rest_version="v0.0.45", bin_dir=str(bindir))
+    rest = RestAdapter(config, client=httpx.Client(transport=httpx.MockTransport(Server("v0.0.45")),
+                                                   base_url="http://x"))
+    assert isinstance(rest, GateSlurm)  # the daemon's gate engages on this backend
+    assert rest.partition_access("cloud") == PartitionAccess(allow=None, deny=("broke",))
+    rest.set_partition_access("cloud", PartitionAccess(allow=None, deny=("broke", "chem")))
+    rest.hold_with_reason(42, "burstd: account chem has no money left\nPartition=cloud")  # one line kept
+    with pytest.raises(ValueError):  # a job id is checked before anything runs
+        rest.hold_with_reason(-1, "x")
+    lines = calls.read_text().splitlines()
+    assert lines[0] == "show partition cloud -o"
+    assert any(line.startswith("update PartitionName=cloud") and "DenyAccounts=broke,chem" in line for line in lines)
+    assert "hold 42" in lines and len(lines) == 4, lines  # show, update, hold, admincomment: nothing for -1
+    assert lines[3].startswith("update jobid=42 admincomment=burstd: account chem has no money left")
