@@ -30,10 +30,11 @@ def test_sbatch_jobs_burst_run_on_cloud_complete_and_nodes_power_down(slurm_bed,
         jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10",
                                   "-o", "out-%j.txt"], gate.script(), user=bed_user) for _ in range(JOBS)]
         diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon)
-        # plain sbatch to the on-prem partition: the overflow pends there first
+        # plain sbatch to the on-prem partition: the overflow pends there first (or, on a loaded machine where the
+        # six submissions took longer than the policy's 3 s wait, already powers up a cloud node: CONFIGURING)
         first = {j: slurm_bed.job(j) for j in jobs}
         assert all(info.get("UserId", "").startswith(bed_user) for info in first.values())
-        assert any(info.get("JobState") == "PENDING" for info in first.values())
+        assert any(info.get("JobState") in ("PENDING", "CONFIGURING") for info in first.values()), first
 
         wait_for(all_jobs(slurm_bed, jobs, "RUNNING"), 200, "every job RUNNING at once", diagnose=diagnose)
         gate.open()
