@@ -488,8 +488,10 @@ def test_sacct_reads_every_run_of_a_requeued_job_the_same_as_json_and_as_delimit
         return sorted((r.job_id, r.state, r.nodes, r.account) for r in adapter.sacct_jobs(since) if r.job_id == job)
 
     got = slurm_bed.wait_for(lambda: len(r := runs(cli)) >= 2 and r, 60, "sacct to list both runs of the job")
-    assert [state for _, state, _, _ in got] == ["PENDING", "REQUEUED"], got
-    assert got[1][2] and all(node in slurm_bed.onprem_nodes for node in got[1][2]), got
+    # the second run pends out its requeue hold, or already runs when a loaded machine reads it after the hold
+    assert [r[1] for r in got] in (["PENDING", "REQUEUED"], ["REQUEUED", "RUNNING"]), got
+    requeued = next(r for r in got if r[1] == "REQUEUED")
+    assert requeued[2] and all(node in slurm_bed.onprem_nodes for node in requeued[2]), got
     assert any("--json" in argv for argv in cli.calls) and not any("-P" in argv for argv in cli.calls)
 
     class NoJson(CliAdapter):  # a Slurm without the JSON plugins: sacct -P with a one-time delimiter
@@ -499,5 +501,6 @@ def test_sacct_reads_every_run_of_a_requeued_job_the_same_as_json_and_as_delimit
             return super().run(cmd, args, env)
 
     text = NoJson(SlurmConfig(backend="cli", conf=str(slurm_bed.conf_path), bin_dir=slurm_bed.bin_dir))
-    assert runs(text) == got
+    again = runs(text)
+    assert len(again) == 2 and [r for r in again if r[1] == "REQUEUED"] == [requeued], (again, got)
     assert any("-P" in argv for argv in text.calls)
