@@ -79,6 +79,7 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, PartitionAccessMixi
         self._version = self.config.rest_version
         self._token: str | None = None
         self._token_expires = 0.0
+        self._cli: CliAdapter | None = None  # the head's Slurm commands, made on first use
         self.requests = 0  # tests count these: a snapshot costs three, whatever the queue size
 
     # ------------------------------------------------------------------ transport
@@ -97,7 +98,9 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, PartitionAccessMixi
 
     def run(self, cmd: str, args: Sequence[str]) -> str:
         """A Slurm command on the head (``PartitionAccessMixin``'s calls, the token), as the cli backend runs it."""
-        return CliAdapter(self.config).run(cmd, args)
+        if self._cli is None:
+            self._cli = CliAdapter(self.config)
+        return self._cli.run(cmd, args)
 
     def _uses_token(self) -> bool:
         return bool(self.config.rest_token_file) or not self.config.rest_url.startswith("unix:")

@@ -59,11 +59,11 @@ def kill_tree(proc: subprocess.Popen, *, settle_s: float = 30) -> None:
             pass
     proc.wait()
     deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline and any(map(_running, below)):
+    while time.monotonic() < deadline and any(map(running, below)):
         time.sleep(0.05)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     """``pid`` still runs: it exists and is no zombie (a zombie holds no port or file, only its exit status)."""
     try:
         return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"

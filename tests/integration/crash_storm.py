@@ -32,6 +32,10 @@ S = LeaseState
 #: launch or boot timeout that a loaded 2-core machine fires ends a lease by another path, and a gang member not
 #: yet tagged with its lease is then collected by the orphan sweep, right, but a kill these tests count as a leak.
 CRASH_DAEMON = {"cycle_interval_s": 1, "launch_timeout_s": 600, "boot_timeout_s": 600}
+# A launch chain's kills and restarts can outlast the bed's ResumeTimeout (60 s) on a loaded machine; Slurm then
+# reports the boot failed, rightly, and three such reports would put the pool in protected mode, refusing the
+# very launches the storm must see through. Protection has its own tests; here it stays out of the way.
+CRASH_CLOUD = {"protect_after_boot_failures": 1000}
 
 # --- the local provider: single-node jobs, kills between cloud calls --------------------------------------
 # A step must find its work still to do: a storm is four launches and four terminations (a crash before the
@@ -289,7 +293,7 @@ def storm(slurm_bed, tmp_path):
     and after."""
     from burstd.daemon.wiring import make_providers
 
-    cfg_path = bed_daemon_config(slurm_bed, tmp_path / "burstd", daemon=CRASH_DAEMON)
+    cfg_path = bed_daemon_config(slurm_bed, tmp_path / "burstd", daemon=CRASH_DAEMON, cloud=CRASH_CLOUD)
     cfg = load_config(cfg_path)
     s = Storm(slurm_bed, DaemonProcess(cfg_path, log_path=tmp_path / "burstd.log"),
               make_providers(cfg)[cfg.pools[0].name], store_url=cfg.database.url)

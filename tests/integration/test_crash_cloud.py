@@ -18,7 +18,7 @@ from burstd.config import load_config
 from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import aws_env, moto_server  # noqa: F401
 from tests.fakes.toml_out import dumps
-from tests.integration.crash_storm import CLOUD_CHAINS, CRASH_DAEMON, Storm
+from tests.integration.crash_storm import CLOUD_CHAINS, CRASH_CLOUD, CRASH_DAEMON, Storm
 from tests.integration.test_cloud_burst_loop import cloud_config, daemon_with_cloud
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
@@ -40,6 +40,7 @@ def test_sigkill_inside_cloud_calls_of_gang_storms_leaves_one_vm_per_lease_and_n
     cfg_path = cloud_config(slurm_bed, tmp_path / "burstd", provider, aws_env, gce_env)
     data = tomllib.loads(cfg_path.read_text())
     data["daemon"] |= CRASH_DAEMON | {"orphan_grace_s": 4}  # planted orphans go soon
+    data["cloud"] |= CRASH_CLOUD
     cfg_path.write_text(dumps(data))
     cfg = load_config(cfg_path)
     with daemon_with_cloud(slurm_bed, cfg_path, tmp_path / "burstd.log", tmp_path / "vms") as (daemon, cloud, boot):
@@ -61,7 +62,7 @@ def test_sigkill_inside_cloud_calls_of_gang_storms_leaves_one_vm_per_lease_and_n
             storm.plant_orphan()
 
         storm.run_chain(chains["launch"], launch_storm)
-        storm.wait(storm.settled_up, "every node up with one READY lease and one VM", timeout=120)
+        storm.wait(storm.settled_up, "every node up with one READY lease and one VM", timeout=240)
         storm.check_invariants()
         storm.run_chain(chains["terminate"], terminate_storm)
         storm.wait(storm.settled_down, "every node down, every lease closed, no VM", timeout=120)

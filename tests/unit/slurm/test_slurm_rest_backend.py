@@ -184,16 +184,21 @@ def test_missing_token_file_names_the_setting(tmp_path):
         rest.snapshot()
 
 
-def test_token_from_scontrol_is_renewed_once_on_401(tmp_path):
+def fake_scontrol(tmp_path, body: str):
+    """A bin dir holding an executable ``scontrol``: this Python ``body`` run by the test's interpreter."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    counter = tmp_path / "n"
     script = bindir / "scontrol"
-    script.write_text(
-        f"#!{sys.executable}\nimport pathlib\np = pathlib.Path({str(counter)!r})\n"
-        "n = int(p.read_text()) + 1 if p.exists() else 1\np.write_text(str(n))\nprint(f'SLURM_JWT=tok-{n}')\n"
-    )
+    script.write_text(f"#!{sys.executable}\n{body}")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bindir
+
+
+def test_token_from_scontrol_is_renewed_once_on_401(tmp_path):
+    counter = tmp_path / "n"
+    bindir = fake_scontrol(tmp_path, f"import pathlib\np = pathlib.Path({str(counter)!r})\n"
+                                     "n = int(p.read_text()) + 1 if p.exists() else 1\np.write_text(str(n))\n"
+                                     "print(f'SLURM_JWT=tok-{n}')\n")
     server = Server("v0.0.45", token="tok-2")  # the first token is already stale
     config = SlurmConfig(backend="rest", rest_url="http://x", rest_version="v0.0.45", bin_dir=str(bindir))
     rest = RestAdapter(config, client=httpx.Client(transport=httpx.MockTransport(server), base_url="http://x"))
@@ -278,16 +283,11 @@ def test_the_rest_backend_runs_the_cloud_gate_through_scontrol_with_checked_argu
     from burstd.daemon.cloud_gate import GateSlurm
     from burstd.domain.partition_access import PartitionAccess
 
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     calls = tmp_path / "calls"
-    script = bindir / "scontrol"
-    script.write_text(
-        f"#!{sys.executable}\nimport sys\nopen({str(calls)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
-        "if sys.argv[1:3] == ['show', 'partition']:\n"
-        "    print('PartitionName=cloud AllowAccounts=ALL DenyAccounts=broke Nodes=cloud[1-4]')\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    bindir = fake_scontrol(tmp_path, f"import sys\nopen({str(calls)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+                                     "if sys.argv[1:3] == ['show', 'partition']:\n"
+                                     "    print('PartitionName=cloud AllowAccounts=ALL DenyAccounts=broke "
+                                     "Nodes=cloud[1-4]')\n")
     config = SlurmConfig(backend="rest", rest_url="http://x", rest_version="v0.0.45", bin_dir=str(bindir))
     rest = RestAdapter(config, client=httpx.Client(transport=httpx.MockTransport(Server("v0.0.45")),
                                                    base_url="http://x"))

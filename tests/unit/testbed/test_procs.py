@@ -7,7 +7,7 @@ import socket
 import subprocess
 import time
 
-from burstd.testbed.procs import descendants, free_port, kill_tree
+from burstd.testbed.procs import descendants, free_port, kill_tree, running
 
 
 def test_kill_tree_kills_the_children_and_grandchildren_of_a_process_in_their_own_sessions():
@@ -21,7 +21,7 @@ def test_kill_tree_kills_the_children_and_grandchildren_of_a_process_in_their_ow
     assert len({os.getsid(pid) for pid in [proc.pid, *below]}) == 2  # a process group kill would miss some
     kill_tree(proc, settle_s=10)
     assert proc.returncode is not None
-    alive = [pid for pid in below if _running(pid)]
+    alive = [pid for pid in below if running(pid)]
     assert alive == []
 
 
@@ -29,11 +29,3 @@ def test_free_port_can_be_bound():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
