@@ -3,7 +3,7 @@ no head node is left to terminate it (docs/ha.md, docs/agent.md).
 
     switch = DeadManSwitch(node, timeout_s=600, probe=probe_daemons(urls, node, token_file), busy=node_runs_a_job,
                            power_off=run_command(["systemctl", "poweroff"]))
-    switch.check()          # each agent poll; returns why it powered off, or None
+    switch.check()          # each agent poll (it probes every probe_every(deadman_s)); why it powered off, or None
 
 Rules: reached a burstd lately -> nothing; no burstd for ``timeout_s`` and no job on the node -> power off;
 a job runs -> wait, however long (a short head-node outage must never kill a job; the job's own time limit
@@ -51,7 +51,8 @@ def probe_daemons(urls: Sequence[str], node: str, token_file: str | None = None,
                     health = client.get(base + "/healthz")
                     if health.status_code >= 500:
                         continue
-                    r = client.get(base + "/v1/leases")
+                    # this node's leases only: the daemon answers every VM's probe, so none may cost O(leases)
+                    r = client.get(base + "/v1/leases", params={"node": node})
                 if r.status_code != 200:
                     return Probe.REACHED
                 return Probe.LEASE_OPEN if any(x.get("node_name") == node for x in r.json()) else Probe.LEASE_OVER
@@ -102,31 +103,49 @@ def run_command(argv: Sequence[str]) -> Callable[[str], None]:
     return power_off
 
 
+def probe_every(deadman_s: float) -> float:
+    """How often a node in touch with burstd asks again: a tenth of ``deadman_s``, at most 30 s. Every VM's agent
+    asks, so a fleet of N nodes costs the daemon N/30 small requests a second, not N per poll; an outage is
+    counted from the first probe that found no burstd, so the switch fires at most this much late, never early."""
+    return min(30.0, deadman_s / 10)
+
+
 class DeadManSwitch:
     def __init__(self, node: str, *, timeout_s: float, probe: Callable[[], Probe], busy: Callable[[], bool],
-                 power_off: Callable[[str], None], clock: Callable[[], float] = time.monotonic):
-        self.node, self.timeout_s = node, timeout_s
+                 power_off: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
+                 probe_every_s: float = 0.0):
+        self.node, self.timeout_s, self.probe_every_s = node, timeout_s, probe_every_s
         self._probe, self._busy, self._power_off, self._clock = probe, busy, power_off, clock
-        self.last_contact = clock()  # start counting from boot: a node that never reaches burstd goes too
+        # No burstd seen since: from boot (a node that never reaches burstd goes too); None while in touch.
+        self.silent_since: float | None = clock()
+        self._last_probe = float("-inf")
         self.fired: str | None = None
 
     def check(self) -> str | None:
-        """One look; powers off at most once. Returns why it powered off (now or before), else None."""
+        """One look (each agent poll): probes when due, powers off at most once. Returns why it powered off (now
+        or before), else None. In touch, the next probe waits ``probe_every_s``; out of touch, every look probes."""
         if self.fired is not None:
             return self.fired
+        now = self._clock()
+        if self.silent_since is None and now - self._last_probe < self.probe_every_s:
+            return None
+        self._last_probe = now
         seen = self._probe()
         now = self._clock()
         why = None
         if seen is not Probe.UNREACHABLE:
-            self.last_contact = now
+            self.silent_since = None
             if seen is Probe.LEASE_OVER:
                 why = f"burstd has no open lease for {self.node}"
-        elif now - self.last_contact >= self.timeout_s:
-            if self._busy():
-                log.warning("no burstd reachable for %.0fs, but a job runs on %s: staying up",
-                            now - self.last_contact, self.node)
-            else:
-                why = f"no burstd reachable for {now - self.last_contact:.0f}s and no job on {self.node}"
+        else:
+            if self.silent_since is None:
+                self.silent_since = now
+            silent = now - self.silent_since
+            if silent >= self.timeout_s:
+                if self._busy():
+                    log.warning("no burstd reachable for %.0fs, but a job runs on %s: staying up", silent, self.node)
+                else:
+                    why = f"no burstd reachable for {silent:.0f}s and no job on {self.node}"
         if why is not None:
             self.fired = why
             self._power_off(why)

@@ -122,11 +122,12 @@ def run(
     deadman = None
     urls = [u for u in (agent.daemon_url, *agent.standby_daemon_urls) if u]
     if agent.deadman_s > 0 and urls:  # without a burstd to reach there is nothing to miss
-        from burstd.agent.deadman import DeadManSwitch, node_runs_a_job, probe_daemons, run_command
+        from burstd.agent.deadman import DeadManSwitch, node_runs_a_job, probe_daemons, probe_every, run_command
 
         deadman = DeadManSwitch(node, timeout_s=agent.deadman_s,
                                 probe=probe_daemons(urls, node, agent.daemon_token_file, agent.daemon_ca_file),
-                                busy=node_runs_a_job, power_off=run_command(agent.poweroff_command))
+                                busy=node_runs_a_job, power_off=run_command(agent.poweroff_command),
+                                probe_every_s=probe_every(agent.deadman_s))
     log.info(
         "watching node=%s provider=%s url=%s every=%ss",
         node,

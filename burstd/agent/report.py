@@ -17,6 +17,7 @@ import httpx
 
 from burstd.domain.preemption import Notice, preemption_reason
 from burstd.secure_files import UnsafeFileError, read_secret
+from burstd.unix_http import unix_transport
 
 log = logging.getLogger("burstd.agent")
 
@@ -46,7 +47,7 @@ def _client(daemon_url: str, token_file: str | None, timeout_s: float,
     if token_file:
         headers["Authorization"] = "Bearer " + read_token(token_file)
     if daemon_url.startswith("unix:"):
-        transport = httpx.HTTPTransport(uds=daemon_url.removeprefix("unix:"))
+        transport = unix_transport(daemon_url.removeprefix("unix:"))
         return httpx.Client(
             transport=transport, timeout=timeout_s, headers=headers, trust_env=False
         ), "http://burstd"

@@ -134,10 +134,12 @@ class ApiClient:
                  timeout: float = 10.0):
         import httpx
 
+        from burstd.unix_http import unix_transport
+
         self.where = socket_path or url or "?"
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if socket_path:
-            transport = httpx.HTTPTransport(uds=socket_path)
+            transport = unix_transport(socket_path)
             self._http = httpx.Client(transport=transport, base_url="http://burstd", timeout=timeout, headers=headers)
         else:
             self._http = httpx.Client(base_url=url or "http://127.0.0.1:8787", timeout=timeout, headers=headers)

@@ -140,8 +140,8 @@ class DaemonControl:
         return reconcile_spend(self._store, self._rec.adapter, self.config, since, now=self._rec.clock())
 
     # --- queries -----------------------------------------------------------------------------------
-    def leases(self, states: Iterable[LeaseState] = OPEN_STATES) -> list[Lease]:
-        return self._rec.store.leases(states=frozenset(states))
+    def leases(self, states: Iterable[LeaseState] = OPEN_STATES, *, node: str | None = None) -> list[Lease]:
+        return self._rec.store.leases(states=frozenset(states), node=node)
 
     def lease(self, lease_id: str) -> Lease | None:
         try:

@@ -30,6 +30,7 @@ from burstd.slurm.accounting import NoSlurmdbd
 from burstd.slurm.health import NoHealthProbe
 from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
 from burstd.slurm.cli import ADDRESS_RE, CliAdapter, _hostlist, _job_id, _signal
+from burstd.unix_http import unix_transport
 
 SUPPORTED_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42",
                       "v0.0.43", "v0.0.44", "v0.0.45")
@@ -89,7 +90,7 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, PartitionAccessMixi
         if url.startswith("unix:"):
             path = url[len("unix:") :]
             path = path[2:] if path.startswith("//") else path
-            transport = httpx.HTTPTransport(uds=path)
+            transport = unix_transport(path)
             return httpx.Client(transport=transport, base_url="http://slurmrestd", timeout=timeout)
         return httpx.Client(base_url=url, timeout=timeout)
 

@@ -48,9 +48,11 @@ def munge_seal(payload: bytes, socket: str | None = None) -> str:
 def http_post(url: str, path: str, credential: str, ca: str | None) -> int:
     import httpx  # only when a report is sent
 
+    from burstd.unix_http import unix_transport
+
     headers = {"Authorization": f"Munge {credential}"}
     if url.startswith("unix:"):
-        with httpx.Client(transport=httpx.HTTPTransport(uds=url[5:]), base_url="http://burstd", timeout=10) as c:
+        with httpx.Client(transport=unix_transport(url[5:]), base_url="http://burstd", timeout=10) as c:
             return c.post(path, headers=headers).status_code
     import ssl
 

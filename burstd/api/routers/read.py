@@ -12,6 +12,7 @@ from fastapi.responses import PlainTextResponse
 from burstd.api.context import RouteContext
 from burstd.api.models import SINCE, UNTIL
 from burstd.daemon.control import NotReady
+from burstd.domain.hostlist import NAME_RE
 from burstd.domain.jobref import MAX_JOB_ID, JobRefError, parse_job_ref
 from burstd.domain.lease import OPEN_STATES, Lease, LeaseState
 from burstd.report.job_history import STATES as JOB_STATES
@@ -52,7 +53,9 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
         return ctl.status()
 
     @app.get("/v1/leases", tags=["read"])
-    def leases(state: str | None = None, all: bool = False, who: str = read) -> list[dict]:
+    def leases(state: str | None = None, all: bool = False,
+               node: str | None = Query(None, pattern=NAME_RE.pattern, description="this node's leases only"),
+               who: str = read) -> list[dict]:
         if state:
             try:
                 states = {LeaseState(s.strip().upper()) for s in state.split(",")}
@@ -61,7 +64,7 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
                                          f"known: {', '.join(s.value for s in LeaseState)}") from None
         else:
             states = set(LeaseState) if all else set(OPEN_STATES)
-        return [lease_dict(x) for x in ctl.leases(states)]
+        return [lease_dict(x) for x in ctl.leases(states, node=node)]
 
     @app.get("/v1/events", tags=["read"])
     def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),

@@ -38,10 +38,10 @@ def test_idle_node_cut_off_powers_off_only_after_the_timeout(world):
     sw = world.switch()
     sw.check()
     world.seen = Probe.UNREACHABLE
-    for t in (10, 30, 59.9):
+    for t in (1, 30, 60.9):  # the probe at 1 s is the first to find no burstd
         world.t = t
         assert sw.check() is None
-    world.t = 60.0
+    world.t = 61.0
     assert "no burstd reachable for 60s and no job" in sw.check()
     world.t = 70
     sw.check()
@@ -68,10 +68,42 @@ def test_contact_with_any_burstd_restarts_the_count(world):
     world.t = 55
     sw.check()
     world.seen = Probe.UNREACHABLE
-    world.t = 110
+    world.t = 110  # the first probe that finds none: the outage is counted from here, never from the contact
     assert sw.check() is None
-    world.t = 115
-    assert sw.check() is not None
+    world.t = 169.9
+    assert sw.check() is None
+    world.t = 170
+    assert "no burstd reachable for 60s" in sw.check()
+
+
+def test_in_touch_the_switch_probes_every_tenth_of_its_timeout_and_out_of_touch_at_every_look(world):
+    """Every VM probes the daemon, so a fleet in touch asks rarely; once a probe finds no burstd, every look
+    asks again, and the power-off comes at most one probe interval late, never early."""
+    from burstd.agent.deadman import probe_every
+
+    assert probe_every(900) == 30.0 and probe_every(8) == 0.8
+    probes: list[float] = []
+
+    def probe() -> Probe:
+        probes.append(world.t)
+        return world.seen
+
+    sw = DeadManSwitch("cloud1", timeout_s=900, probe=probe, busy=lambda: world.job,
+                       power_off=world.powered_off.append, clock=lambda: world.t, probe_every_s=probe_every(900))
+    for t in range(0, 61):  # one look a second for a minute, in touch
+        world.t = float(t)
+        assert sw.check() is None
+    assert probes == [0.0, 30.0, 60.0]
+    world.seen = Probe.UNREACHABLE  # burstd goes at 61; the probe at 90 is the first to find it gone
+    for t in range(61, 95):
+        world.t = float(t)
+        assert sw.check() is None
+    assert probes == [0.0, 30.0, 60.0, 90.0, 91.0, 92.0, 93.0, 94.0]
+    world.t = 989.9
+    assert sw.check() is None
+    world.t = 990.0
+    assert "no burstd reachable for 900s and no job" in sw.check()
+    assert len(world.powered_off) == 1
 
 
 def test_a_lease_known_over_powers_off_at_once(world):
@@ -89,6 +121,7 @@ class _Api(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, path, leases):
         self.leases = leases  # list of lease dicts, or an int: the status of /v1/leases
+        self.paths: list[str] = []
 
         class Handler(BaseHTTPRequestHandler):
             def address_string(self):
@@ -98,6 +131,7 @@ class _Api(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                 pass
 
             def do_GET(h):
+                self.paths.append(h.path)
                 status, body = (200, {"ok": True}) if h.path == "/healthz" else (
                     (self.leases, {"detail": "no"}) if isinstance(self.leases, int) else (200, self.leases))
                 data = json.dumps(body).encode()
@@ -117,6 +151,7 @@ def test_the_probe_tells_open_over_contact_and_unreachable_and_tries_the_standby
     try:
         probe = probe_daemons([dead, f"unix:{tmp_path / 'b.sock'}"], "cloud1")
         assert probe() is Probe.LEASE_OPEN
+        assert api.paths[-1] == "/v1/leases?node=cloud1"  # this node's leases, not the fleet's
         api.leases = [{"node_name": "cloud2", "state": "READY"}]
         assert probe() is Probe.LEASE_OVER
         api.leases = 403  # the agent's credential may not read leases: contact only

@@ -182,6 +182,22 @@ def test_reads_and_admin_calls_for_root(daemon):
             api.post("/v1/nodes/onprem1/drain")
 
 
+def test_a_nodes_leases_are_read_without_the_fleets(daemon, tmp_path):
+    """Every VM's dead-man switch asks for its own node's leases: the answer holds that node's only, and a name
+    no node can have is refused before the database is asked."""
+    cfg, rec, store, woken, cfg_file = daemon
+    resume = tmp_path / "resume.json"
+    resume.write_text(json.dumps({"jobs": [{"job_id": 5, "nodes": "cloud[2-3]"}], "all_nodes": "cloud[2-3]"}))
+    rc, err, _ = hook(cfg_file, "resume", "cloud[2-3]", env={"SLURM_RESUME_FILE": str(resume)})
+    assert rc == 0, err
+    with ApiClient(cfg.api.socket) as api:
+        assert sorted(x["node_name"] for x in api.get("/v1/leases")) == ["cloud2", "cloud3"]
+        assert [x["node_name"] for x in api.get("/v1/leases", node="cloud3")] == ["cloud3"]
+        assert api.get("/v1/leases", node="cloud1") == []
+        with pytest.raises(ApiError, match="422|pattern"):
+            api.get("/v1/leases", node="cloud1;rm -rf /")
+
+
 def test_pause_keeps_who_and_why_and_unprotect_goes_through_the_daemon(daemon):
     cfg, rec, store, woken, cfg_file = daemon
     with ApiClient(cfg.api.socket) as api:
