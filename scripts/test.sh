@@ -14,6 +14,12 @@ if [ "${BURSTD_TEST_INSTALL:-1}" != 0 ]; then  # 0: the parts are already instal
     bash scripts/build-bed-images.sh > /var/lib/burstd-testbed/build-bed-images.log 2>&1 &
     images_pid=$!
 fi
+# Every Python process the suite starts (about 1,500: daemons and their restarts, hooks, agents, burstctl,
+# torchrun ranks) loads burstd from cached bytecode, and each pytest worker its assertion-rewritten test modules
+# from pytest's cache. A caller's PYTHONDONTWRITEBYTECODE (this machine sets it) made each process compile them
+# again: about 0.5 CPU-s a daemon start and 10 s a worker's collection (docs/testbed.md, round four).
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m compileall -q -j 0 burstd tests bench > /dev/null
 set +e
 # The suite mostly waits on Slurm's timers, boots and daemon cycles (docs/testbed.md, "The suite's time"), so it
 # runs more pytest-xdist workers than cores, a whole test file to a worker, each worker with a Slurm bed of its

@@ -13,7 +13,8 @@ mode defaults to ``stub``; a test switches it with ``@pytest.mark.bed_hooks("bar
 settings match).
 
 The bed's SuspendTime defaults to 10 s here (``BURSTD_BED_SUSPEND_TIME`` overrides) and cred_expire to 10 s
-(a requeued job waits cred_expire + 1 s), to keep tests short. Under ``pytest -n N`` (pytest-xdist, as
+(a requeued job waits cred_expire + 1 s), to keep tests short; ResumeTimeout to 180 s, so a loaded machine's
+slow relaunch is not a boot failure. Under ``pytest -n N`` (pytest-xdist, as
 ``scripts/test.sh`` runs the suite) worker ``gwK`` gets a bed of its own: name ``<name>-wK``, slot + K.
 """
 
@@ -51,8 +52,11 @@ def slurm_bed():
         pytest.skip(reason)
     from burstd.testbed import Bed, BedConfig
 
-    # short power-saving timers, and requeued jobs eligible again after 11 s instead of 31 (cred_expire + 1)
-    defaults = {"suspend_time": 10, "suspend_timeout": 10, "cred_expire": 10}
+    # short power-saving timers, and requeued jobs eligible again after 11 s instead of 31 (cred_expire + 1).
+    # ResumeTimeout long: a namespace VM boots in seconds, but a test that kills and restarts burstd mid-launch
+    # takes a minute or more on a loaded 2-core machine, and Slurm would then fail the boot (rightly) and
+    # requeue the job under the test. No test here waits on Slurm's timer; burstd's own boot_timeout_s is tested.
+    defaults = {"suspend_time": 10, "suspend_timeout": 10, "cred_expire": 10, "resume_timeout": 180}
     env_overrides = {k: v for k, v in defaults.items()
                      if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
     worker = _xdist_worker()

@@ -105,7 +105,7 @@ def run_command(argv: Sequence[str]) -> Callable[[str], None]:
 
 def probe_every(deadman_s: float) -> float:
     """How often a node in touch with burstd asks again: a tenth of ``deadman_s``, at most 30 s. Every VM's agent
-    asks, so a fleet of N nodes costs the daemon N/30 small requests a second, not N per poll; an outage is
+    asks, so a fleet of N nodes costs the daemon N/30 probes a second (two small requests each), not N; an outage is
     counted from the first probe that found no burstd, so the switch fires at most this much late, never early."""
     return min(30.0, deadman_s / 10)
 

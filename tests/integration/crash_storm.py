@@ -32,9 +32,10 @@ S = LeaseState
 #: launch or boot timeout that a loaded 2-core machine fires ends a lease by another path, and a gang member not
 #: yet tagged with its lease is then collected by the orphan sweep, right, but a kill these tests count as a leak.
 CRASH_DAEMON = {"cycle_interval_s": 1, "launch_timeout_s": 600, "boot_timeout_s": 600}
-# A launch chain's kills and restarts can outlast the bed's ResumeTimeout (60 s) on a loaded machine; Slurm then
-# reports the boot failed, rightly, and three such reports would put the pool in protected mode, refusing the
-# very launches the storm must see through. Protection has its own tests; here it stays out of the way.
+# A launch chain's kills and restarts can outlast Slurm's ResumeTimeout on a loaded machine (tests/bed.py gives
+# 180 s; a chain of three restarts took over 60 s in CI). Slurm then reports the boot failed, rightly, and three
+# such reports would put the pool in protected mode, refusing the very launches the storm must see through.
+# Protection has its own tests; here it stays out of the way.
 CRASH_CLOUD = {"protect_after_boot_failures": 1000}
 
 # --- the local provider: single-node jobs, kills between cloud calls --------------------------------------
