@@ -17,11 +17,18 @@ import pytest
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
 
 
+def _on_the_session_bed(bed) -> dict[str, str]:
+    """The environment that makes the demo's `testbed up` find the session's bed as it is (tests/bed.py sets
+    other timers than the CLI's defaults; any difference is refused as "already up with other settings")."""
+    c = bed.config
+    return {**os.environ, "BURSTD_BED_NAME": bed.name, "COLUMNS": "100",
+            **{f"BURSTD_BED_{k.upper()}": str(getattr(c, k))
+               for k in ("slot", "suspend_time", "suspend_timeout", "cred_expire", "resume_timeout")}}
+
+
 def test_demo_piped_prints_progress_lines_a_clean_summary_and_names_its_kept_folder(slurm_bed, bed_user, tmp_path):
     c = slurm_bed.config
-    env = {**os.environ, "BURSTD_BED_NAME": slurm_bed.name, "BURSTD_BED_SLOT": str(c.slot),
-           "BURSTD_BED_SUSPEND_TIME": str(c.suspend_time), "BURSTD_BED_SUSPEND_TIMEOUT": str(c.suspend_timeout),
-           "BURSTD_BED_CRED_EXPIRE": str(c.cred_expire), "COLUMNS": "100"}
+    env = _on_the_session_bed(slurm_bed)
     summary = tmp_path / "summary.json"
     # the demo runs on the session's bed as it is: cloud VMs from the node image (BURSTD_BED_CLOUD_IMAGE=default,
     # the demo's own default) or, on a session bed without one, sharing the head's files
@@ -53,9 +60,7 @@ def test_demo_ha_kills_the_leader_mid_storm_and_the_standby_finishes_it(slurm_be
     from burstd.cli.demo_ha import LEASE_S, RENEW_S
 
     c = slurm_bed.config
-    env = {**os.environ, "BURSTD_BED_NAME": slurm_bed.name, "BURSTD_BED_SLOT": str(c.slot),
-           "BURSTD_BED_SUSPEND_TIME": str(c.suspend_time), "BURSTD_BED_SUSPEND_TIMEOUT": str(c.suspend_timeout),
-           "BURSTD_BED_CRED_EXPIRE": str(c.cred_expire), "COLUMNS": "100"}
+    env = _on_the_session_bed(slurm_bed)
     summary = tmp_path / "summary.json"
     shared = [] if c.cloud_image else ["--shared-fs"]  # the session bed as it is (see the test above)
     r = subprocess.run([sys.executable, "-m", "burstd.cli.app", "demo", "--ha", "--jobs", "4", "--job-seconds", "20",
