@@ -228,10 +228,14 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
         assert jobs[name]["steps_redone_without_notice"] <= CKPT_EVERY
         assert all(b is not None for b in jobs[name]["back_to_training_s"]), jobs[name]
     assert jobs["s2"]["interruptions_seen"] == 0 and jobs["s2"]["back_to_training_s"] == []
-    # two nodes: the resumed run started from the survivors' just-in-time save (burstd.train.survivor); their own
-    # line is not in the log (srun, which relays their output, ran on the lost node), the resumed run says it
+    # two nodes: after the notice the job resumed from its preempt save; after the loss without notice, from the
+    # survivors' just-in-time save (burstd.train.survivor) or, when Slurm ended the survivors before their
+    # collective timed out (CI's load did once), from the last periodic checkpoint, as test_preemption.py allows;
+    # the steps redone are bounded above either way. The survivors' own line is not in the log (srun, which
+    # relays their output, ran on the lost node): the resumed run says where it started.
     m_log = run.jobs["m"].log.read_text(errors="replace")
-    assert "reason jit)" in m_log, m_log[-3000:]
+    assert "reason preempt)" in m_log, m_log[-3000:]
+    assert "reason jit)" in m_log or "reason periodic)" in m_log, m_log[-3000:]
     assert max(steps_by_run(run.jobs["s2"].log)[-1]) == STEPS
     # deliberate reclaims are recorded as the preemptions they are, in the daemon and on the nodes
     daemon_log = (root / "burstd.log").read_text(errors="replace")
