@@ -37,8 +37,16 @@ class AwsEnv:
         return self.session().client(service, endpoint_url=self.moto_url if direct else self.url)
 
     def reset(self) -> None:
-        req = urllib.request.Request(f"{self.moto_url}/moto-api/reset", data=b"", method="POST")
-        urllib.request.urlopen(req, timeout=30).read()
+        """Forget every resource and fault. The reset takes well under a second, but once in a CI run its answer
+        never came within 30 s (the server thread busy behind a previous test's killed daemon): ask again."""
+        for attempt in range(3):
+            req = urllib.request.Request(f"{self.moto_url}/moto-api/reset", data=b"", method="POST")
+            try:
+                urllib.request.urlopen(req, timeout=30).read()
+                break
+            except TimeoutError:
+                if attempt == 2:
+                    raise
         self.faults.reset()
 
 
