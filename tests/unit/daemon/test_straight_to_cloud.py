@@ -187,7 +187,7 @@ def test_a_slow_slurm_read_takes_at_most_half_the_hooks_wait():
     real = adapter.snapshot
 
     def slow():
-        time.sleep(1.5)
+        time.sleep(4.0)
         return real()
 
     adapter.jobs.append(Job(16, "j", "alice", "funded", ("cloud",), "PENDING"))
@@ -195,5 +195,5 @@ def test_a_slow_slurm_read_takes_at_most_half_the_hooks_wait():
     adapter.set_node("cloud1", "IDLE", "POWERING_UP")
     t0 = time.monotonic()
     out = rec.intake.request_resume(["cloud1"], {"cloud1": (16,)}, wait_s=0.4)
-    assert time.monotonic() - t0 < 1.0  # the hook's answer is not held by Slurm
+    assert time.monotonic() - t0 < 2.5  # the hook's answer is not held by Slurm's 4 s
     assert len(out["created"]) == 1 and store.leases()[0].account == ""  # recorded; nothing known of the job yet

@@ -21,30 +21,48 @@ def _job(tmp_path, **kw):
     return Preemptible(tmp_path, model, opt, signals=("SIGUSR2",), **kw)
 
 
-def _run(job, steps, step_s=0.0):
+def _run(job, steps, step_s=0.0, sleep=time.sleep):
     for step in range(job.resume(), steps):
-        time.sleep(step_s)
+        sleep(step_s)
         job.step_done(step + 1)
     job.finish()
+
+
+class _Clock:
+    """The loop's clock, advanced only by the test: a save and a step cost what the test says, whatever the
+    machine's load (a real first DCP save took 2.3 s on a loaded CI runner)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def test_rate_from_the_pool_picks_young_daly_after_timing_one_save_and_one_step(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(RATE_ENV, "360")  # one preemption every 10 s: a short interval
     monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
     monkeypatch.delenv("SLURM_NNODES", raising=False)
+    clock = _Clock()
+    monkeypatch.setattr("burstd.train.preemptible.time", clock)
     job = _job(tmp_path, keep=100)
     saved: list[int] = []
     real_save = job.manager.save
 
-    def slow_save(step, **kw):  # a save that costs 0.3 s, so the interval is the formula's, not noise
+    def slow_save(step, **kw):  # a save that costs 0.3 s on the loop's clock
         saved.append(step)
-        time.sleep(0.3)
+        clock.sleep(0.3)
         return real_save(step, **kw)
 
     job.manager.save = slow_save  # type: ignore[method-assign]
-    _run(job, 40, step_s=0.05)
+    _run(job, 40, step_s=0.05, sleep=clock.sleep)
     assert job.interval is not None and job.every == job.interval.steps
-    # sqrt(2 * 0.3 * 10) ~ 2.4 s of 0.05 s steps: tens of steps, bounded below by the save itself
+    # the interval is the formula's for the measured figures: sqrt(2 * 0.3 * 10) ~ 2.4 s of 0.05 s steps
+    expected = choose_interval(save_cost_s=0.3, step_s=0.05, preemptions_per_hour=360, nodes=1)
+    assert job.every == expected.steps
     assert 10 <= job.every <= 80
     assert saved[0] == 1  # the timed save
     assert saved[1:] == [s for s in range(2, 41) if s % job.every == 0]
