@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the test bed's node images once per machine, into the image cache (/var/lib/burstd-testbed/images, keyed
-# by the spec's and the recipe's digests: a second run builds nothing). Run as root after scripts/install-deps.sh
+# Build the test bed's node images once per machine, into the image cache (/var/lib/burstd-testbed/images, a base
+# keyed by the spec, the recipe and burstd's requirements, and a burstd layer keyed by burstd's source: a second
+# run builds nothing, and one after an edit to burstd only the layer, in seconds; burstd/image/cache.py). Run as root after scripts/install-deps.sh
 # and scripts/setup-venv.sh: the bed's cloud VMs boot from them (`burstctl testbed up --cloud-image default`, the
 # demo), and the 24.11 image is the one the parity gate must refuse against the host's 22.05
 # (tests/integration/test_image_vm_bed.py, test_cloud_image_bed.py). The releases build side by side (each mostly

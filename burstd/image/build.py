@@ -4,14 +4,13 @@
     build_image(spec, tgt, Path("out"), wheel)   # writes them (aws, gcp) or builds out/rootfs (local)
 
 Every provider's image also carries burstd itself (the agent), as a wheel of the running burstd unless the admin
-names one.
+names one. ``burstd_layer`` gives a built local image the running burstd (the image cache's second layer).
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,13 +36,17 @@ def agent_wheel(dest: Path) -> Path:
     if not (source / "pyproject.toml").is_file():
         raise ImageBuildFailed(f"burstd at {source} is not a source tree: pass --agent-wheel")
     dest.mkdir(parents=True, exist_ok=True)
-    # pip builds a local tree in place (its build/ folder): two images built side by side
-    # (scripts/build-bed-images.sh) would collide there ("File exists: build/bdist..."), so one build at a time
-    lock_path = Path(tempfile.gettempdir()) / f"burstd-wheel-{hashlib.sha256(bytes(source)).hexdigest()[:16]}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # built from a copy of the tree: setuptools builds in place through build/lib, which keeps every file the tree
+    # ever had (a module deleted or moved would ride along in the image), and two builds side by side would collide
+    with tempfile.TemporaryDirectory(prefix="burstd-wheel-src-") as tmp:
+        tree = Path(tmp) / "burstd-src"
+        tree.mkdir()
+        for name in ("pyproject.toml", "README.md"):
+            if (source / name).is_file():
+                shutil.copy2(source / name, tree / name)
+        shutil.copytree(source / "burstd", tree / "burstd", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                               "-w", str(dest), str(source)], capture_output=True, text=True, timeout=600)
+                               "-w", str(dest), str(tree)], capture_output=True, text=True, timeout=600)
     wheels = sorted(dest.glob("burstd-*.whl"))
     if proc.returncode != 0 or not wheels:
         raise ImageBuildFailed(f"could not build the burstd wheel from {source}: {proc.stderr.strip()[-500:]}")
@@ -64,3 +67,12 @@ def build_image(spec: ImageSpec, tgt: Target, out_dir: Path, wheel: Path | None 
     (out_dir / "image.pkr.json").write_text(files.pop("image.pkr.json"))
     write_stage({name.removeprefix("files/"): text for name, text in files.items()}, out_dir / "files", wheel)
     return [out_dir / "image.pkr.json", out_dir / "files"]
+
+
+def burstd_layer(base: Path, out: Path, venvs: tuple[str, ...], stale: bool) -> None:
+    """The local image ``out``: ``base`` (a built rootfs) with the running burstd in ``venvs``; only links when
+    the base was built from this very burstd (``stale`` False)."""
+    rootfs.relink(base, out)
+    if stale:
+        with tempfile.TemporaryDirectory(prefix="burstd-wheel-") as tmp:
+            rootfs.reinstall_burstd(out, agent_wheel(Path(tmp)), venvs, out.parent / "build.log")

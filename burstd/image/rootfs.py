@@ -4,6 +4,9 @@
     DIR/files/      what was staged into it (install.sh, node-bootstrap.sh, ...), kept as the build's record
     DIR/build.log   debootstrap's and install.sh's output
 
+``relink`` and ``reinstall_burstd`` make another image of a built one with only burstd replaced (the image cache's
+burstd layer, ``burstd.image.cache``): hard links for every file, fresh files for burstd's own.
+
 debootstrap is ``burstd.image.debian``'s (the same that builds the test bed's 24.11 / 26.05 chroots), so a bed
 and an image of one release start from the same Debian. Building needs root, debootstrap and the Debian mirror; it
 takes minutes (torch is the largest part).
@@ -14,7 +17,8 @@ from __future__ import annotations
 import configparser
 import os
 import shutil
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,3 +120,49 @@ def build(p: RootfsPlan, files: dict[str, str], wheel: Path) -> Path:
     if not (p.rootfs / MARK.lstrip("/")).exists():
         raise ImageBuildFailed(f"install.sh ended without writing {MARK}; see {p.log}")
     return p.rootfs
+
+
+def relink(base: Path, out: Path) -> None:
+    """``out``: a copy of the image ``base`` whose directories are its own and whose files are hard links to the
+    base's (seconds, and no space). ``cp -al`` keeps the directories' owners and modes, which munge checks."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["cp", "-al", "--", str(base), str(out)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise ImageBuildFailed(f"could not link the image {base} into {out}: {proc.stderr.strip()[-300:]}")
+
+
+def _own_inodes(folder: Path) -> None:
+    """Give each hard-linked file under ``folder`` an inode of its own (a copy renamed over it), so what pip
+    writes there can never reach the image the file was linked from."""
+    for path in [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]:
+        if path.stat().st_nlink > 1:
+            fresh = path.with_name(path.name + ".burstd-unlink")
+            shutil.copy2(path, fresh)
+            os.replace(fresh, path)
+
+
+def reinstall_burstd(rootfs: Path, wheel: Path, venvs: Sequence[str], log: Path) -> None:
+    """Replace burstd in each venv of the image at ``rootfs`` (paths inside it) by ``wheel``, with no
+    dependencies (the image's key holds burstd's requirements: a change there is a new image). Run in a chroot
+    with the image's own Python, as install.sh runs. Every file of burstd's and each venv's ``bin/`` gets an inode
+    of its own first: ``rootfs`` may be ``relink``'s copy of another image."""
+    from burstd.image import debian
+
+    stage_in_image = "/var/tmp/burstd-reinstall"
+    stage = rootfs / stage_in_image.lstrip("/")
+    stage.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(wheel, stage / wheel.name)
+    with open(log, "ab") as out:
+        for venv in venvs:
+            inside = rootfs / venv.lstrip("/")
+            if not (inside / "bin" / "python").exists():
+                raise ImageBuildFailed(f"the image at {rootfs} has no venv {venv} to put burstd in")
+            for sub in (inside / "bin", *inside.glob("lib/python3*/site-packages/burstd"),
+                        *inside.glob("lib/python3*/site-packages/burstd-*.dist-info")):
+                _own_inodes(sub)
+            debian.run_logged(["chroot", str(rootfs), "/usr/bin/env", "-i", f"PATH={SANE_PATH}", "LANG=C",
+                               "HOME=/root", f"{venv}/bin/python", "-m", "pip", "install", "-q", "--no-deps",
+                               "--force-reinstall", "--no-index", "--no-cache-dir",
+                               f"{stage_in_image}/{wheel.name}"],
+                              f"burstd into {venv} of the image", out, log_name=str(log), failed=ImageBuildFailed)
+    shutil.rmtree(stage)

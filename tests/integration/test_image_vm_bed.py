@@ -148,6 +148,22 @@ def _agent_pid(netns_name: str) -> int | None:
     return None
 
 
+def _modules(package: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(package)): p.read_bytes() for p in package.rglob("*.py")}
+
+
+def test_the_image_a_vm_boots_holds_the_burstd_under_test_in_the_agent_and_the_job_environment():
+    """An edit to burstd is a new layer of the cached image (burstd.image.cache): the VM's agent, parity gate and
+    burstd.train are this tree's, never the burstd the base image was first built with."""
+    import burstd
+
+    here = _modules(Path(burstd.__file__).resolve().parent)
+    root = _image("22.05")
+    for venv in ("opt/burstd/agent", "opt/burstd/jobenv"):
+        [package] = root.glob(f"{venv}/lib/python3*/site-packages/burstd")
+        assert _modules(package) == here, venv
+
+
 def test_the_vms_agent_runs_from_the_image_inside_the_vm_and_drains_its_node_on_a_notice(host_bed, tmp_path):
     bed = host_bed
     provider = _provider(bed, tmp_path, "22.05", agent={"poll_interval_s": 0.5, "deadman_s": 0})

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from burstd.config import parse_config
-from burstd.image import cache
+from burstd.image import cache, rootfs
 from burstd.image.recipe import MARK
 from burstd.image.spec import ImageSpec
 from burstd.testbed import cloud_image, release, render
@@ -26,23 +26,114 @@ def _fake_build(calls):
     return build
 
 
-def test_an_image_is_built_once_per_spec_and_kept(tmp_path):
+def _fake_layer(calls):
+    """burstd_layer's effect without a chroot: the base's files, linked, and this burstd's stand-in."""
+    def layer(base: Path, out: Path, venvs, stale: bool):
+        calls.append((out.parent.name, venvs, stale))
+        rootfs.relink(base, out)
+        (out / "opt").mkdir(exist_ok=True)
+        (out / "opt" / "burstd-of-this-tree").write_text(cache.source_digest())
+    return layer
+
+
+@pytest.fixture
+def source(monkeypatch):
+    """This burstd's digest, which the test changes as an edit to burstd's code would."""
+    digest = {"now": "a" * 12}
+    monkeypatch.setattr(cache, "source_digest", lambda package=None: digest["now"])
+    return digest
+
+
+def test_an_image_is_built_once_per_spec_and_kept(tmp_path, source):
     calls: list = []
+    layers: list = []
     spec = ImageSpec(slurm_release="22.05", torch=False)
-    first = cache.ensure(spec, "22.05", tmp_path, build=_fake_build(calls))
-    again = cache.ensure(spec, "22.05", tmp_path, build=_fake_build(calls))
-    assert first == again and cache.is_built(first) and len(calls) == 1
+    first = cache.ensure(spec, "22.05", tmp_path, build=_fake_build(calls), layer=_fake_layer(layers))
+    again = cache.ensure(spec, "22.05", tmp_path, build=_fake_build(calls), layer=_fake_layer(layers))
+    assert first == again and cache.is_built(first) and len(calls) == 1 and len(layers) == 1
     assert calls[0][1].endswith(".partial") and not first.with_name(first.name + ".partial").exists()
     other = cache.ensure(ImageSpec(slurm_release="22.05", torch=False, python_packages=["six==1.16.0"]), "22.05",
-                         tmp_path, build=_fake_build(calls))
+                         tmp_path, build=_fake_build(calls), layer=_fake_layer(layers))
     assert other != first and len(calls) == 2  # another spec is another image
-    assert first.name.startswith("22.05-")
+    assert first.name.startswith("22.05-") and first.name.endswith("+burstd-" + "a" * 12)
 
 
-def test_a_build_that_leaves_no_image_is_not_cached(tmp_path):
-    with pytest.raises(RuntimeError, match="without"):
-        cache.ensure(ImageSpec(slurm_release="24.11"), "24.11", tmp_path, build=lambda *a: None)
-    assert not any(p for p in tmp_path.iterdir() if p.is_dir() and not p.name.endswith(".partial"))
+def test_a_changed_burstd_is_a_new_layer_over_the_same_base_and_the_base_is_never_touched(tmp_path, source):
+    calls: list = []
+    layers: list = []
+    spec = ImageSpec(slurm_release="22.05", torch=False)
+    first = cache.ensure(spec, "22.05", tmp_path, build=_fake_build(calls), layer=_fake_layer(layers))
+    base = cache.base_dir(spec, "22.05", tmp_path)
+    # the base was built from this very burstd: the layer only links it
+    assert layers == [(first.name + ".partial", ("/opt/burstd/agent", "/opt/burstd/jobenv"), False)]
+    source["now"] = "b" * 12  # an edit to burstd
+    second = cache.ensure(spec, "22.05", tmp_path, build=_fake_build(calls), layer=_fake_layer(layers))
+    assert second != first and second.name == f"{base.name}+burstd-{'b' * 12}"
+    assert len(calls) == 1  # the base is not built again
+    assert layers[-1][2] is True  # the base holds another burstd: this one goes in
+    assert (second / "rootfs/opt/burstd-of-this-tree").read_text() == "b" * 12
+    assert not (base / "rootfs/opt/burstd-of-this-tree").exists()
+    assert (second / "rootfs" / MARK.lstrip("/")).stat().st_ino == (base / "rootfs" / MARK.lstrip("/")).stat().st_ino
+    assert cache.is_built(first)  # a recent layer stays: another checkout's VMs may boot from it
+
+
+def test_layers_unused_for_a_day_are_removed_when_another_is_made(tmp_path, source):
+    import os
+    import time
+
+    spec = ImageSpec(slurm_release="22.05", torch=False)
+    kw = dict(build=_fake_build([]), layer=_fake_layer([]))
+    old = cache.ensure(spec, "22.05", tmp_path, **kw)
+    source["now"] = "c" * 12
+    recent = cache.ensure(spec, "22.05", tmp_path, **kw)
+    day_ago = time.time() - cache.LAYER_UNUSED_S - 60
+    os.utime(old, (day_ago, day_ago))
+    source["now"] = "d" * 12
+    current = cache.ensure(spec, "22.05", tmp_path, **kw)
+    assert not old.exists() and not (tmp_path / f".{old.name}.lock").exists()
+    assert cache.is_built(recent) and cache.is_built(current) and cache.is_built(cache.base_dir(spec, "22.05", tmp_path))
+
+
+def test_a_layer_that_fails_leaves_no_image_and_is_made_again_next_time(tmp_path, source):
+    spec = ImageSpec(slurm_release="22.05", torch=False)
+
+    def broken(base, out, venvs, stale):
+        rootfs.relink(base, out)
+        raise rootfs.ImageBuildFailed("pip failed")
+
+    with pytest.raises(rootfs.ImageBuildFailed):
+        cache.ensure(spec, "22.05", tmp_path, build=_fake_build([]), layer=broken)
+    assert not cache.is_built(cache.image_dir(spec, "22.05", tmp_path))
+    assert cache.is_built(cache.ensure(spec, "22.05", tmp_path, build=_fake_build([]), layer=_fake_layer([])))
+
+
+def test_a_relinked_image_shares_files_until_one_is_given_its_own(tmp_path):
+    base = tmp_path / "base"
+    (base / "venv/lib").mkdir(parents=True)
+    (base / "venv/lib/mod.py").write_text("old\n")
+    (base / "usr").mkdir()
+    (base / "usr/tool").write_text("tool\n")
+    (base / "usr").chmod(0o1777)
+    out = tmp_path / "layer" / "rootfs"
+    rootfs.relink(base, out)
+    assert (out / "usr/tool").stat().st_ino == (base / "usr/tool").stat().st_ino
+    assert (out / "usr").stat().st_mode & 0o7777 == 0o1777  # directories keep their modes (munge checks them)
+    rootfs._own_inodes(out / "venv")
+    (out / "venv/lib/mod.py").write_text("new\n")  # what pip writes in place can never reach the base
+    assert (base / "venv/lib/mod.py").read_text() == "old\n"
+    with pytest.raises(rootfs.ImageBuildFailed, match="could not link"):
+        rootfs.relink(tmp_path / "missing", tmp_path / "elsewhere")
+
+
+def test_the_source_digest_follows_burstds_files_not_its_bytecode(tmp_path):
+    pkg = tmp_path / "burstd"
+    (pkg / "agent/__pycache__").mkdir(parents=True)
+    (pkg / "agent/deadman.py").write_text("x = 1\n")
+    first = cache.source_digest(pkg)
+    (pkg / "agent/__pycache__/deadman.cpython-311.pyc").write_bytes(b"\0")
+    assert cache.source_digest(pkg) == first
+    (pkg / "agent/deadman.py").write_text("x = 2\n")
+    assert cache.source_digest(pkg) != first
 
 
 def test_without_an_image_the_cloud_vms_share_the_head_as_before(tmp_path):
@@ -126,7 +217,14 @@ def test_a_bad_cloud_image_setting_is_refused(bad):
 
 def test_a_changed_recipe_is_another_image(tmp_path, monkeypatch):
     spec = ImageSpec(slurm_release="22.05", torch=False)
-    before = cache.image_dir(spec, "22.05", tmp_path)
+    before = cache.base_dir(spec, "22.05", tmp_path)
     monkeypatch.setattr(cache, "stage_files", lambda s, t: {"install.sh": "#!/bin/bash\necho changed\n"})
-    after = cache.image_dir(spec, "22.05", tmp_path)
+    after = cache.base_dir(spec, "22.05", tmp_path)
     assert before != after and before.name.rsplit("-", 1)[0] == after.name.rsplit("-", 1)[0]
+
+
+def test_changed_requirements_are_another_base(tmp_path, monkeypatch):
+    spec = ImageSpec(slurm_release="22.05", torch=False)
+    before = cache.base_dir(spec, "22.05", tmp_path)
+    monkeypatch.setattr(cache, "_requirements", lambda: ["httpx>=99"])  # install.sh would install other packages
+    assert cache.base_dir(spec, "22.05", tmp_path) != before
