@@ -427,10 +427,14 @@ class Bed:
     # ------------------------------------------------------------------ down
 
     def vm_namespaces(self) -> set[str]:
-        """Every namespace of this bed: on its bridge, recorded by it, or named with its prefix."""
+        """Every namespace of this bed: on its bridge, recorded by it, or named as its nodes are (its prefix and a
+        node name: bed ``x``'s prefix ``x-`` also starts bed ``x-w1``'s and ``x-dat``'s names, never theirs)."""
         found = netns.netns_on_bridge(self.bridge) if netns.link_exists(self.bridge) else set()
         found |= {r.netns for r in netns.list_vms(self.vms_dir)}
-        found |= {n for n in netns.list_netns() if n.startswith(self.netns_prefix)}
+        c = self.config
+        named = re.compile(f"{re.escape(self.netns_prefix)}({re.escape(c.onprem_prefix)}|{re.escape(c.cloud_prefix)})"
+                           r"[0-9]+")
+        found |= {n for n in netns.list_netns() if named.fullmatch(n)}
         return found & netns.list_netns()
 
     def down(self, keep_logs: bool = True) -> dict[str, Any]:
