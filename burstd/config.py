@@ -73,6 +73,14 @@ class DatabaseConfig(_Section):
         return value
 
 
+def agent_socket_of(socket_path: str) -> str:
+    """The nodes' socket of the daemon whose control socket is ``socket_path``: ``<dir>/<name>.agents.sock``
+    beside it (a standby's beside its own, so a pair on one host never shares one). On it a connection's peer
+    counts for nothing: a node's agent token is the only credential (burstd.api.server)."""
+    folder, name = os.path.split(socket_path)
+    return os.path.join(folder, f"{name.removesuffix('.sock')}.agents.sock")
+
+
 class ApiConfig(_Section):
     socket: str = "/run/burstd/burstd.sock"
     socket_group: str = "root"  # members may read

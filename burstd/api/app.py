@@ -50,10 +50,12 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
         return creds[0]
 
     access = Access(config.api, token, agent_node=lambda t: credentials().live_node(ctl.lease)(t),
-                    job_caller=lambda c: verify_munge(c, socket=config.api.munge_socket))
+                    job_caller=lambda c: verify_munge(c, socket=config.api.munge_socket),
+                    agent_ids=lambda t: credentials().verify(t))
     app = FastAPI(title="burstd control API", version="1", description=__doc__)
     app.state.access = access
-    ctx = RouteContext(ctl, rec.intake, config, credentials, read=access.need("read"), admin=access.need("admin"),
+    ctx = RouteContext(ctl, rec.intake, config, credentials, read=access.need("read"),
+                       node_read=access.need_principal("node_read"), admin=access.need("admin"),
                        hook=access.need("hooks"), agent=access.need_principal("agent"), job=access.need("job"))
     # Each audience adds its routes to the app itself, not through include_router: FastAPI (0.165) nests an
     # included router as one opaque route, and the gate (auth.route_level) reads each route's first tag, the

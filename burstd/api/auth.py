@@ -38,15 +38,16 @@ PRINCIPAL_KEY = "burstd.principal"
 JOB_CALLER_KEY = "burstd.job_caller"  # ASGI scope key: the JobCaller a MUNGE credential proved (role "job")
 
 # what each route tag needs; agent tokens reach only routes tagged "agent"
-LEVELS = {"public": 0, "read": 1, "agent": 2, "hooks": 2, "admin": 3, "job": 2}
-RANK = {"none": 0, "read": 1, "agent": 0, "hook": 2, "admin": 3, "job": 0}
+LEVELS = {"public": 0, "read": 1, "node_read": 1, "agent": 2, "hooks": 2, "admin": 3, "job": 2}
+RANK = {"none": 0, "read": 1, "agent": 0, "ended_agent": 0, "hook": 2, "admin": 3, "job": 0}
 
 
 @dataclass(frozen=True)
 class Principal:
-    role: str  # "admin" | "hook" | "read" | "agent" | "none"
+    role: str  # "admin" | "hook" | "read" | "agent" | "ended_agent" | "none"
     who: str  # for logs and refusals: "uid 1000", "token", "agent of cloud3"
     node: str | None = None  # agent: the one node it may speak for
+    lease: str | None = None  # agent, ended_agent: the lease its token was minted for
 
     def may(self, level: str) -> bool:
         if level == "public":
@@ -55,6 +56,8 @@ class Principal:
             return self.role in ("agent", "hook", "admin")
         if level == "job":  # a job's report on itself: a MUNGE credential, and nothing else
             return self.role == "job"
+        if level == "node_read":  # readers, and a node's agent for its own lease (the route keeps it to that)
+            return self.role in ("agent", "ended_agent") or RANK[self.role] >= LEVELS["read"]
         return RANK[self.role] >= LEVELS[level]
 
 
@@ -87,10 +90,14 @@ class Access:
 
     def __init__(self, api: ApiConfig, token: str | None = None,
                  agent_node: Callable[[str], str | None] | None = None,
-                 job_caller: Callable[[str], JobCaller] | None = None):
+                 job_caller: Callable[[str], JobCaller] | None = None,
+                 agent_ids: Callable[[str], tuple[str, str] | None] | None = None):
         self.api = api
         self.token = token.encode() if token else None
         self.agent_node = agent_node  # agent token -> its node while the lease is open, else None
+        # agent token -> (lease id, node) if the daemon minted it, open lease or not: a node whose lease is over
+        # may still learn that much (its dead-man switch then powers it off), and nothing else
+        self.agent_ids = agent_ids
         self.job_caller = job_caller  # MUNGE credential -> who made it, where (MungeRefused if not good)
         self.own_uid = os.getuid()
 
@@ -111,11 +118,15 @@ class Access:
             return Principal("admin", "token")
         if self.agent_node is not None:
             try:
-                node = self.agent_node(presented.decode("ascii"))
+                text = presented.decode("ascii")
             except UnicodeDecodeError:
-                node = None
+                return Principal("none", "a bad or revoked token")
+            ids = self.agent_ids(text) if self.agent_ids is not None else None
+            node = self.agent_node(text)
             if node:
-                return Principal("agent", f"agent of {node}", node)
+                return Principal("agent", f"agent of {node}", node, lease=ids[0] if ids else None)
+            if ids:
+                return Principal("ended_agent", f"agent of {ids[1]} (lease {ids[0]} is over)", ids[1], lease=ids[0])
         return Principal("none", "a bad or revoked token")
 
     def _munge(self, scope: MutableMapping[str, Any], credential: bytes) -> Principal:
@@ -149,6 +160,7 @@ class Access:
 
     def needs(self, level: str) -> str:
         return {"read": f"a member of group {self.api.socket_group!r}",
+                "node_read": f"a member of group {self.api.socket_group!r}, or a node's agent for its own node",
                 "agent": f"SlurmUser ({', '.join(self.api.hook_users)}), the node's agent or an admin",
                 "hooks": f"SlurmUser ({', '.join(self.api.hook_users)}) or an admin",
                 "admin": f"a member of group {self.api.admin_group!r}",
@@ -206,7 +218,7 @@ class Gate:
         scope[PRINCIPAL_KEY] = principal
         level = route_level(self.app, scope)
         if not principal.may(level):
-            status = 401 if principal.role == "none" and scope.get(PEER_KEY) is None else 403
+            status = 401 if principal.role in ("none", "ended_agent") and scope.get(PEER_KEY) is None else 403
             return await _answer(send, status, f"permission denied for {principal.who}: this call needs "
                                                f"{self.access.needs(level)}")
         headers = dict(scope.get("headers") or [])

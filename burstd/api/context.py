@@ -40,6 +40,7 @@ class RouteContext:
     credentials: Callable[[], AgentCredentials]  # loaded on first use (makes <state_dir>/agent.key once)
     # FastAPI dependencies, one per level (auth.Access.need / need_principal): who is calling, or 403
     read: Any
+    node_read: Any  # a reader, or a node's agent (a Principal: the route keeps an agent to its own node)
     admin: Any
     hook: Any
     agent: Any

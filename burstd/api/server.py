@@ -1,6 +1,10 @@
-"""The control API's transport: uvicorn on the unix socket (peer credentials in every request's scope) and,
-optionally, on a TLS listener; every listener capped by ``burstd.daemon.conn_guard``. The routes are
-``burstd.api.app.create_app``."""
+"""The control API's transport: uvicorn on the unix socket (peer credentials in every request's scope), on the
+nodes' socket beside it (``config.agent_socket_of``: tokens only), and optionally on a TLS listener; every listener
+capped by ``burstd.daemon.conn_guard``. The routes are ``burstd.api.app.create_app``.
+
+The nodes' socket is what the local provider relays into each image VM (``providers/local/vm_agent.py``). The relay
+runs as root on the head, so on the main socket every VM's root would have been the daemon's admin; on this one a
+connection's peer counts for nothing and the node's agent token is the only credential, as over TLS."""
 
 from __future__ import annotations
 
@@ -16,9 +20,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from burstd.api.auth import PEER_KEY, Access, Gate, group_id
-from burstd.config import Config
+from burstd.config import Config, agent_socket_of
 from burstd.daemon.conn_guard import (ConnectionBudget, GuardedListener, HeaderTimeoutH11Protocol,
-                                      ensure_descriptor_reserve, privileged_peers, with_header_timeout)
+                                      ensure_descriptor_reserve, privileged_peers, unix_peer_process,
+                                      with_header_timeout)
 
 # --------------------------------------------------------------------------------------------------
 # Transport: put the peer's credentials into every request's scope
@@ -93,8 +98,8 @@ def bind_unix_socket(path: str, group: str) -> socket.socket:
     return sock
 
 
-class _TcpApp:
-    """TCP connections carry no peer credentials: only the bearer token counts (see burstd.api.auth.Access)."""
+class _TokenOnlyApp:
+    """TCP and the nodes' socket: the peer counts for nothing, only the bearer token (burstd.api.auth.Access)."""
 
     def __init__(self, app):
         self.app = app
@@ -131,7 +136,7 @@ class ApiServer:
         gated = Gate(self.app, access, api.max_body_bytes)
         if api.tcp_listen:  # every check before anything is bound
             access.set_token(read_token_file(api.token_file))  # type: ignore[arg-type]
-        listeners = 2 if api.tcp_listen else 1
+        listeners = 3 if api.tcp_listen else 2
         ensure_descriptor_reserve(api.max_connections * listeners)
         self.budgets = [ConnectionBudget("unix", api.max_connections, api.max_connections_per_peer,
                                          privileged_peers())]
@@ -140,17 +145,25 @@ class ApiServer:
         cfg = uvicorn.Config(gated, http=with_header_timeout(PeerCredH11Protocol, api.header_timeout_s),
                              lifespan="off", log_config=None, access_log=False, timeout_keep_alive=5, ws="none")
         self._spawn(uvicorn.Server(cfg), [sock])
+        # the nodes' socket: its own connection budget, so a flood from VMs never starves the hooks' socket
+        self.budgets.append(ConnectionBudget("agents", api.max_connections, api.max_connections_per_peer))
+        agents = GuardedListener.wrap(bind_unix_socket(agent_socket_of(api.socket), api.socket_group),
+                                      self.budgets[-1], api.header_timeout_s, peer_of=unix_peer_process)
+        acfg = uvicorn.Config(_TokenOnlyApp(gated), http=with_header_timeout(HeaderTimeoutH11Protocol,
+                                                                               api.header_timeout_s),
+                              lifespan="off", log_config=None, access_log=False, timeout_keep_alive=5, ws="none")
+        self._spawn(uvicorn.Server(acfg), [agents])
         if api.tcp_listen:
             host, _, port = api.tcp_listen.rpartition(":")
             tcp = socket.create_server((host.strip("[]") or "127.0.0.1", int(port)),
                                        family=socket.AF_INET6 if host.startswith("[") else socket.AF_INET)
             # no privileged peers on TCP: any address may be a cloud node's
             self.budgets.append(ConnectionBudget("tcp", api.max_connections, api.max_connections_per_peer))
-            tcfg = uvicorn.Config(_TcpApp(gated), lifespan="off", log_config=None, access_log=False, ws="none",
+            tcfg = uvicorn.Config(_TokenOnlyApp(gated), lifespan="off", log_config=None, access_log=False, ws="none",
                                   http=with_header_timeout(HeaderTimeoutH11Protocol, api.header_timeout_s),
                                   ssl_certfile=api.tls_cert, ssl_keyfile=api.tls_key, timeout_keep_alive=5)
             tcfg.load()  # builds the TLS context now: a bad cert or key fails the start, not the first call
-            self._spawn(uvicorn.Server(tcfg), [GuardedListener.wrap(tcp, self.budgets[1], api.header_timeout_s)])
+            self._spawn(uvicorn.Server(tcfg), [GuardedListener.wrap(tcp, self.budgets[-1], api.header_timeout_s)])
 
     def _spawn(self, server: uvicorn.Server, sockets: list[socket.socket]) -> None:
         setattr(server, "install_signal_handlers", lambda: None)  # noqa: B010 - the API thread leaves signals be
@@ -173,7 +186,8 @@ class ApiServer:
             s.should_exit = True
         for t in self._threads:
             t.join(timeout=5)
-        try:
-            os.unlink(self.config.api.socket)
-        except OSError:
-            pass
+        for path in (self.config.api.socket, agent_socket_of(self.config.api.socket)):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass

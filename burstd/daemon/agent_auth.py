@@ -3,6 +3,7 @@
     creds = AgentCredentials.load(state_dir)            # <state_dir>/agent.key, 32 random bytes, 0600
     token = creds.token_for(lease)                      # handed to the node's bootstrap (never an admin token)
     creds.verify(token) -> ("lease-id", "cloud3") | None
+    mint = token_minter(state_dir); mint(lease)         # the launch's: loads the key on first use only
 
 A token is ``burstd-agent.v1.<lease id>.<node>.<HMAC-SHA256(key, lease id + node)>``: the daemon stores nothing
 per token, a node cannot mint one for another node or lease, and the API accepts one only while its lease is
@@ -76,3 +77,17 @@ class AgentCredentials:
             return ids[1]
 
         return node
+
+
+def token_minter(state_dir: str | os.PathLike) -> Callable[[Lease], str]:
+    """``lease -> its token``, loading the key on the first call: a launch hands the token to providers that
+    deliver it to the node at boot (``Provider.wants_agent_token``), and a daemon whose providers never ask
+    makes no key."""
+    creds: list[AgentCredentials] = []
+
+    def mint(lease: Lease) -> str:
+        if not creds:
+            creds.append(AgentCredentials.load(state_dir))
+        return creds[0].token_for(lease)
+
+    return mint

@@ -27,7 +27,7 @@ import sys
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -98,6 +98,13 @@ def unix_peer(conn: socket.socket) -> Hashable:
     return struct.unpack("3i", raw)[1]
 
 
+def unix_peer_process(conn: socket.socket) -> Hashable:
+    """The process at the other end (``SO_PEERCRED``'s pid): on the nodes' socket every VM's relay is root, and
+    one VM must not use up the others' share."""
+    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return ("pid", struct.unpack("3i", raw)[0])
+
+
 def inet_peer(addr: Any) -> Hashable:
     """The peer's address, without its port: one host is one peer."""
     return addr[0] if isinstance(addr, tuple) else str(addr)
@@ -146,12 +153,16 @@ class GuardedListener(socket.socket):
 
     budget: ConnectionBudget
     start_timeout_s: float
+    peer_of: Callable[[socket.socket], Hashable]
 
     @classmethod
-    def wrap(cls, sock: socket.socket, budget: ConnectionBudget, start_timeout_s: float) -> GuardedListener:
+    def wrap(cls, sock: socket.socket, budget: ConnectionBudget, start_timeout_s: float,
+             peer_of: Callable[[socket.socket], Hashable] = unix_peer) -> GuardedListener:
+        """``peer_of``: who a unix connection counts against (its uid unless told otherwise)."""
         guarded = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
         guarded.budget = budget
         guarded.start_timeout_s = start_timeout_s
+        guarded.peer_of = peer_of
         return guarded
 
     def accept(self) -> tuple[socket.socket, Any]:
@@ -159,7 +170,7 @@ class GuardedListener(socket.socket):
             fd, addr = self._accept()  # type: ignore[attr-defined]  # BlockingIOError when none is left
             conn = _CountedSocket(self.family, self.type, self.proto, fileno=fd)
             try:
-                peer = unix_peer(conn) if self.family == socket.AF_UNIX else inet_peer(addr)
+                peer = self.peer_of(conn) if self.family == socket.AF_UNIX else inet_peer(addr)
             except OSError:
                 conn.close()
                 continue

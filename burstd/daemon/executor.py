@@ -92,7 +92,8 @@ class Executor:
     def __init__(self, store: LeaseStore, adapter: SlurmAdapter, providers: dict[str, Provider], config: Config,
                  metrics: Metrics, *, clock: Callable[[], float] = time.time, health: PoolHealth | None = None,
                  hook_started: dict[str, float] | None = None, failed_jobs: dict[int, float] | None = None,
-                 markets: JobMarkets | None = None, failed_spot_launches: FailedSpotLaunches | None = None):
+                 markets: JobMarkets | None = None, failed_spot_launches: FailedSpotLaunches | None = None,
+                 agent_token: Callable[[Lease], str] | None = None):
         self.store = store
         self.adapter = adapter
         self.providers = providers
@@ -107,6 +108,7 @@ class Executor:
         self.markets = markets if markets is not None else JobMarkets(store)  # decided market per job
         # spot launches that found no capacity, per job: they count toward the escalation (decide())
         self.failed_spot_launches = failed_spot_launches if failed_spot_launches is not None else FailedSpotLaunches()
+        self.agent_token = agent_token  # lease -> its node's agent token, for providers that deliver one at boot
         self._cycle = CycleContext()  # the context of the apply() running now
         self._lock = threading.Lock()  # the report and the pool health, written by launch workers too
         # launches at once; 1 where the store cannot take calls from several threads (one shared connection)
@@ -233,7 +235,9 @@ class Executor:
                 since_request_s=round(now - m.created_at, 4),
                 since_hook_s=None if hook_t0 is None else round(now - hook_t0, 4),
                 job_id=m.job_ids[0] if m.job_ids else None))
-        requests = [LaunchRequest(m.lease_id, m.node_name, m.pool, m.market) for m in members]
+        token = self.agent_token if getattr(provider, "wants_agent_token", False) else None
+        requests = [LaunchRequest(m.lease_id, m.node_name, m.pool, m.market,
+                                  agent_token=token(m) if token is not None else "") for m in members]
         try:
             if head.gang is None:
                 instances = [provider.launch(requests[0])]

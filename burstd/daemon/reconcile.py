@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from burstd.config import Config
+from burstd.daemon.agent_auth import token_minter
 from burstd.daemon.cycle_errors import is_expected, step_failed
 from burstd.daemon.data_needs import JobDataNeeds
 from burstd.daemon.data_spend import DataSpendLedger
@@ -146,7 +147,8 @@ class Reconciler:
         # the only code with side effects: built once, each cycle's snapshot, fence and report passed to apply()
         self.executor = Executor(store, adapter, providers, config, self.metrics, clock=clock, health=self.health,
                                  hook_started=self.intake.hook_started, failed_jobs=self.failed_jobs,
-                                 markets=self.markets, failed_spot_launches=self.failed_spot_launches)
+                                 markets=self.markets, failed_spot_launches=self.failed_spot_launches,
+                                 agent_token=token_minter(config.daemon.state_dir))
 
     def wake(self) -> None:
         self.on_wake()

@@ -1,4 +1,4 @@
-"""Local node images built once per machine and kept: ``/var/lib/burstd-testbed/images/<key>+burstd-<source>``.
+"""Local node images built once per machine and kept: ``/var/lib/burstd-testbed/images/<key>.burstd-<source>``.
 
     root = ensure(ImageSpec(slurm_release="22.05", torch=False), "22.05") / "rootfs"
 
@@ -8,7 +8,7 @@ An image is two layers, each built only when its inputs change:
   requirements. Its key is the spec's digest (``recipe.spec_digest``: the spec, the provider, the release), the
   rendered recipe's (install.sh, node-bootstrap.sh, the agent's unit) and burstd's declared requirements. Minutes
   to build, so tests and CI reuse it (``scripts/build-bed-images.sh`` builds the bed's once).
-* the **burstd layer**, ``<base>+burstd-<source>``: the base with the burstd of this source tree in the agent's
+* the **burstd layer**, ``<base>.burstd-<source>``: the base with the burstd of this source tree in the agent's
   venv and the job environment. Its key is the digest of burstd's files, so a VM always runs the agent, the parity
   gate and ``burstd.train`` of the code under test, never the burstd the base was first built with. Its files are
   hard links to the base's except burstd's own (``rootfs.relink``, ``rootfs.reinstall_burstd``): seconds, and a
@@ -82,7 +82,7 @@ def base_dir(spec: ImageSpec, release: str, root: Path | None = None) -> Path:
 def image_dir(spec: ImageSpec, release: str, root: Path | None = None, source: str | None = None) -> Path:
     """Where the image a VM boots is (or will be) kept: the base with this burstd (``source``: its digest)."""
     base = base_dir(spec, release, root)
-    return base.with_name(f"{base.name}+burstd-{source or source_digest()}")
+    return base.with_name(f"{base.name}.burstd-{source or source_digest()}")
 
 
 def is_built(folder: Path) -> bool:
@@ -149,7 +149,7 @@ def _prune_layers(base: Path, keep: Path, now: float | None = None) -> list[Path
     boot from a recent one); the removed."""
     cutoff = (now if now is not None else time.time()) - LAYER_UNUSED_S
     removed = []
-    for other in base.parent.glob(f"{base.name}+burstd-*"):
+    for other in base.parent.glob(f"{base.name}.burstd-*"):
         if other == keep or other.name.endswith(".partial") or not other.is_dir() or other.stat().st_mtime > cutoff:
             continue
         shutil.rmtree(other, ignore_errors=True)

@@ -59,6 +59,9 @@ class LaunchRequest:
     pool: str
     market: str = "spot"
     exclude: frozenset[Offering] = frozenset()  # offerings cooled down after capacity errors
+    # the node's agent token (burstd.daemon.agent_auth), for a provider that delivers it at boot: set only where
+    # the provider says ``wants_agent_token = True``; never in a repr, a log line or a tag
+    agent_token: str = field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,9 @@ class Provider(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # Optional: ``wants_agent_token = True`` on a provider that delivers the node's agent token at boot (the local
+    # provider's image VMs); the daemon then mints one per launch into ``LaunchRequest.agent_token``.
 
 
 @runtime_checkable

@@ -5,9 +5,10 @@ site's cloud-init puts on a node before slurmd starts, here into each VM's ``/ru
     ...; boot.close()
 
 For each VM the daemon's local provider boots (``<state_dir>/local/<pool>/<netns>.vm``), once its boot folder is
-there: the node's own agent token (minted by the daemon for the node's open lease, ``POST
-/v1/nodes/NODE/agent-token`` over the control socket: a token only the daemon can make, good for that node and
-lease only), the daemon's CA, the data Prolog/Epilog and their environment. The pool's ``boot_delay_s`` is the
+there: the daemon's CA, the data Prolog/Epilog and their environment, and the node's own agent token where the VM
+did not bring one (the local provider hands it in at boot; otherwise minted by the daemon for the node's open
+lease, ``POST /v1/nodes/NODE/agent-token`` over the control socket: a token only the daemon can make, good for
+that node and lease only). The pool's ``boot_delay_s`` is the
 time it has before slurmd starts (and with it the first job's Prolog). The wrappers' log is read back as it grows,
 so it outlives the VM.
 """
@@ -20,9 +21,9 @@ import threading
 from pathlib import Path
 
 from burstd.config import LocalPoolConfig
+from burstd.providers.local.vmroot import AGENT_TOKEN as TOKEN
 from burstd.testbed.bed_data import HOOK_LOG
 
-TOKEN = "agent.token"
 CA = "ca.pem"
 
 
@@ -54,7 +55,7 @@ class NodeBootstrap(threading.Thread):
                 log = boot / HOOK_LOG
                 if log.exists():
                     self.hook_logs[node] = log.read_text(errors="replace")[-20_000:]
-                if (boot / "dirs").exists() and not (boot / TOKEN).exists():  # booted, not yet provisioned
+                if (boot / "dirs").exists() and not (boot / CA).exists():  # booted, not yet provisioned
                     try:
                         self.provision(boot, node)
                         self.errors.pop(node, None)
@@ -64,12 +65,14 @@ class NodeBootstrap(threading.Thread):
     def provision(self, boot: Path, node: str) -> None:
         from burstd.daemon.client import ApiClient
 
-        with ApiClient(self.socket) as api:
-            token = api.post(f"/v1/nodes/{node}/agent-token")["token"]
+        if not (boot / TOKEN).exists():  # the VM came without one (a provider that does not hand it in)
+            with ApiClient(self.socket) as api:
+                _write(boot / TOKEN, api.post(f"/v1/nodes/{node}/agent-token")["token"] + "\n", 0o600)
         for name, text in self.files.items():
             _write(boot / name, text, 0o600 if name.endswith(".env") else 0o755)
-        shutil.copy(self.ca, boot / CA)
-        _write(boot / TOKEN, token + "\n", 0o600)  # last: its presence says the node is provisioned
+        tmp = boot / f".{CA}.tmp"
+        shutil.copy(self.ca, tmp)
+        os.replace(tmp, boot / CA)  # last: its presence says the node is provisioned
         self.provisioned.add(node)
 
 

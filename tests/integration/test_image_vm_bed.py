@@ -9,12 +9,14 @@ with the mismatch named.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
 from burstd.config import parse_config
+from burstd.daemon.client import ApiClient
 from burstd.image import cache
 from burstd.providers.base import ErrorKind, LaunchRequest, ProviderError
 from burstd.providers.local import netns
@@ -253,6 +255,20 @@ def test_a_job_bursts_onto_an_image_vm_whose_agent_reports_a_notice_to_the_daemo
         daemon_log = (tmp_path / "burstd.log").read_text()
         assert "preemption notice" in daemon_log and node in daemon_log
         assert "DRAIN" in bed.node(node).get("State", "")
+        # the agent reported with the token the VM got at boot; root in the VM, without it, is nobody to the daemon
+        # (the relay is root on the head: on the control socket it would have been an admin)
+        token = Path(f"/proc/{pid}/root/run/burstd-boot/agent.token")
+        assert token.stat().st_mode & 0o777 == 0o600 and token.read_text().startswith("burstd-agent.v1.")
+        in_vm = ["nsenter", f"--target={pid}", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--",
+                 "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket",
+                 "/run/burstd-boot/daemon-0.sock"]
+        for call in (["-X", "POST", "http://burstd/v1/pause"], ["http://burstd/v1/status"],
+                     ["-X", "POST", "-H", "Content-Type: application/json", "-d", '{"hostlist": "' + node + '"}',
+                      "http://burstd/v1/nodes/" + node + "/terminate"]):
+            out = subprocess.run(in_vm + call, capture_output=True, text=True, timeout=30, check=False)
+            assert out.stdout == "401", (call, out.stdout, out.stderr)
+        with ApiClient(cfg.api.socket) as api:
+            assert api.get("/v1/status")["paused"] is False
         bed.run(["scancel", str(job)])
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Path, Query
 from fastapi.responses import PlainTextResponse
 
+from burstd.api.auth import Principal
 from burstd.api.context import RouteContext
 from burstd.api.models import SINCE, UNTIL
 from burstd.daemon.control import NotReady
@@ -52,10 +53,16 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
     def status(who: str = read) -> dict:
         return ctl.status()
 
-    @app.get("/v1/leases", tags=["read"])
+    @app.get("/v1/leases", tags=["node_read"])
     def leases(state: str | None = None, all: bool = False,
                node: str | None = Query(None, pattern=NAME_RE.pattern, description="this node's leases only"),
-               who: str = read) -> list[dict]:
+               who: Principal = ctx.node_read) -> list[dict]:
+        """Readers see every lease; a node's agent only its own lease, open or not (its dead-man switch: is my
+        lease open?). A token whose lease is over reads that much and nothing else."""
+        agent = who.role in ("agent", "ended_agent")
+        if agent and (node != who.node or who.lease is None):
+            raise HTTPException(403, f"permission denied for {who.who}: an agent reads its own node's lease only "
+                                     f"(node={who.node})")
         if state:
             try:
                 states = {LeaseState(s.strip().upper()) for s in state.split(",")}
@@ -64,7 +71,8 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
                                          f"known: {', '.join(s.value for s in LeaseState)}") from None
         else:
             states = set(LeaseState) if all else set(OPEN_STATES)
-        return [lease_dict(x) for x in ctl.leases(states, node=node)]
+        return [lease_dict(x) for x in ctl.leases(states, node=node)
+                if not agent or x.lease_id == who.lease]
 
     @app.get("/v1/events", tags=["read"])
     def events(lease_id: str | None = Query(None, max_length=128), limit: int = Query(100, ge=1, le=10_000),

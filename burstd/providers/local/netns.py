@@ -94,6 +94,8 @@ class VmSpec:
     tags: dict[str, str] = field(default_factory=dict)
     # boot from a node image in a mount namespace of its own (vmroot); None: slurmd shares the host's filesystem
     root: vmroot.VmRoot | None = None
+    # the node's agent token, handed in at the boot of an image VM (vmroot.AGENT_TOKEN); never in a repr
+    agent_token: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         check_name("namespace name", self.netns)
@@ -473,6 +475,8 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
     )
     write_record(records_dir, rec)  # durable first: a crash from here on leaves a findable trace
     teardown(spec.netns, spec.veth, rec.vm_dir)
+    if spec.root is not None and spec.agent_token:
+        vmroot.hand_in_token(spec.root.vm_dir, spec.agent_token)  # the boot moves it into the VM
     for argv in network_commands(spec):
         try:
             _run(argv, f"create VM {spec.netns}")

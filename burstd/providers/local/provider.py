@@ -114,6 +114,12 @@ class LocalProvider:
         except vmroot.VmRootError as exc:
             raise ValueError(f"pools.{self.name}.local: {exc}") from None
 
+    @property
+    def wants_agent_token(self) -> bool:
+        """An image VM gets its node's agent token at boot (the daemon mints it into ``LaunchRequest``): its agent
+        reaches the daemon through the nodes' socket, where that token is the only credential."""
+        return self.local.image_rootfs is not None and self.local.vm_agent
+
     def netns_of(self, node_name: str) -> str:
         return f"{self.local.netns_prefix}{node_name}"
 
@@ -206,7 +212,7 @@ class LocalProvider:
             spec = netns.VmSpec(
                 netns=ns, node_name=request.node_name, address=address, bridge=self.local.bridge,
                 conf_server=self.conf_server, slurmd=self.local.slurmd_path, slurmd_args=("-b",),
-                root=self.root_of(ns),
+                root=self.root_of(ns), agent_token=request.agent_token,
                 boot_delay_s=self.local.boot_delay_s, instance_id=instance_id_for(request.lease_id),
                 tags={TAG_CLUSTER: self.cluster_id, TAG_LEASE: request.lease_id, TAG_NODE: request.node_name,
                       TAG_POOL: self.name, "burstd:market": request.market,
@@ -277,3 +283,4 @@ class LocalProvider:
 
     def close(self) -> None:
         pass
+

@@ -10,8 +10,12 @@ nothing of the head's files:
    at ``/latest/user-data`` (root only, like everything at 169.254.169.254);
 2. **the link to the head**: each unix-socket daemon URL (``agent.daemon_url``, else the daemon's ``api.socket``,
    and the standbys) is relayed into the VM at ``/run/burstd-boot/daemon-N.sock`` by a host-side process in the
-   VM's network namespace (:func:`link`; it dies with the VM). The socket is root's (0600): the agent reaches the
-   daemon through it, a job does not. An ``https://`` URL is used as it is, over the VM's network;
+   VM's network namespace (:func:`link`; it dies with the VM). The relay goes to that daemon's **nodes' socket**
+   (``config.agent_socket_of``), never its control socket: the relay is root on the head, and on the control
+   socket the VM's root would have been the daemon's admin. There the VM's agent token is its only credential:
+   the daemon mints it at launch, the boot hands it in at ``/run/burstd-boot/agent.token`` (root's, 0600), and
+   the user data names it. The socket in the VM is root's (0600): the agent reaches the daemon through it, a job
+   does not. An ``https://`` URL is used as it is, over the VM's network;
 3. **the guest's power-off**: the agent's dead-man switch runs ``touch /run/burstd-boot/poweroff``; the link
    process sees it and powers the VM off as a hypervisor would (``preemption.power_off_from_inside``: every
    process of the VM ends, its record goes);
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import tomlkit
 
+from burstd.config import agent_socket_of
 from burstd.providers.local import netns as vms
 from burstd.providers.local import vmroot
 from burstd.providers.local.metadata import LINK_LOCAL
@@ -79,8 +84,9 @@ def daemon_urls(config) -> list[str]:
 
 
 def relays(urls: list[str]) -> dict[str, str]:
-    """Socket name in the VM's /run/burstd-boot -> the head's socket, for each unix URL."""
-    return {f"daemon-{i}.sock": url.removeprefix("unix:") for i, url in enumerate(urls) if url.startswith("unix:")}
+    """Socket name in the VM's /run/burstd-boot -> the nodes' socket of that daemon on the head, per unix URL."""
+    return {f"daemon-{i}.sock": agent_socket_of(url.removeprefix("unix:")) for i, url in enumerate(urls)
+            if url.startswith("unix:")}
 
 
 def in_vm_urls(urls: list[str]) -> list[str]:
@@ -88,8 +94,9 @@ def in_vm_urls(urls: list[str]) -> list[str]:
     return [f"unix:{IN_VM_BOOT}/daemon-{i}.sock" if url.startswith("unix:") else url for i, url in enumerate(urls)]
 
 
-def user_data(config, node: str, metadata_port: int) -> str:
-    """The VM's user data: the agent's settings (TOML), nothing secret and no path of the head's."""
+def user_data(config, node: str, metadata_port: int, token: bool = True) -> str:
+    """The VM's user data: the agent's settings (TOML), nothing secret and no path of the head's. ``token``: the
+    boot handed the VM its agent token (``/run/burstd-boot/agent.token``)."""
     urls = in_vm_urls(daemon_urls(config))
     agent = {
         "provider": "local", "node_name": node, "metadata_url": f"http://{LINK_LOCAL}:{metadata_port}",
@@ -99,6 +106,8 @@ def user_data(config, node: str, metadata_port: int) -> str:
         "deadman_s": config.agent.deadman_s,
         "poweroff_command": ["touch", f"{IN_VM_BOOT}/{POWEROFF}"],
     }
+    if token:
+        agent["daemon_token_file"] = f"{IN_VM_BOOT}/{vmroot.AGENT_TOKEN}"
     return tomlkit.dumps({"agent": agent})
 
 
@@ -124,7 +133,10 @@ def start(config, vm, *, records_dir: str | os.PathLike, metadata_port: int, sta
         raise RuntimeError(f"VM {vm.netns} has no init process to start burstd-agent in")
     urls = daemon_urls(config)
     data = Path(state_dir) / USER_DATA
-    data.write_text(user_data(config, vm.node_name, metadata_port))
+    has_token = (Path(vm.vm_dir) / "boot" / vmroot.AGENT_TOKEN).is_file()
+    if not has_token:
+        log.warning("VM %s has no agent token: its agent cannot reach the daemon (launched without one)", vm.netns)
+    data.write_text(user_data(config, vm.node_name, metadata_port, token=has_token))
     data.chmod(0o600)
     enter = ["nsenter", f"--net={vms.NETNS_DIR / vm.netns}", "--"]
     spawn(enter + link_argv(vm.vm_dir, relays(urls), records_dir, vm.netns), Path(state_dir) / "link.log", env)

@@ -34,6 +34,7 @@ comma or a colon would change their meaning.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -44,6 +45,9 @@ GATE_OUT = "gate.out"  # under <vm_dir>/boot: the parity gate's differences, whe
 GATE_REFUSED = 3  # the boot's exit status when the gate refused
 BOOTED = "booted"  # under <vm_dir>/boot: made once slurmd is started (or scheduled); the VM is up
 BOOT_EXIT = "exit"  # under <vm_dir>/boot: the boot's exit status, when it ended before the VM was up
+# the node's agent token: the provider puts it in <vm_dir> before the boot, the boot moves it into <vm_dir>/boot
+# (the VM's /run/burstd-boot, root's, 0600) before anything in the VM starts: it arrives with the VM, like the key
+AGENT_TOKEN = "agent.token"
 BOOT_WAIT_S = 180  # the longest a boot may take to answer (the gate fingerprints the image: seconds)
 GATE_OUT_MAX = 4000  # characters of the gate's answer read back (a lease reason is bounded further)
 STAGE_IN_DIR = "/usr/lib/burstd/stage-in.d"  # in the image: data staging's hooks, run before slurmd starts
@@ -101,6 +105,7 @@ class VmRoot:
 _START = r"""vm=$0
 rm -rf "$vm/upper" "$vm/work" "$vm/boot"
 mkdir -p "$vm/upper" "$vm/work" "$vm/root" "$vm/scratch" "$vm/boot"
+[ ! -e "$vm/AGENT_TOKEN" ] || mv "$vm/AGENT_TOKEN" "$vm/boot/AGENT_TOKEN"
 setsid -f sh -c 'unshare "$@"; echo "$?" >"$0/boot/BOOT_EXIT.part"; mv "$0/boot/BOOT_EXIT.part" "$0/boot/BOOT_EXIT"' "$vm" "$@"
 i=0
 while [ "$i" -lt BOOT_WAIT_TENTHS ]; do
@@ -184,9 +189,22 @@ def inner_script() -> str:
             .replace("BOOTED", BOOTED).replace("VM_INIT", shlex.quote(_VM_INIT)))
 
 
+def hand_in_token(vm_dir: str, token: str) -> None:
+    """Put the node's agent token where the boot takes it from (``<vm_dir>/agent.token``, root's, 0600; the boot
+    moves it into the VM's /run/burstd-boot before anything there starts)."""
+    folder = Path(vm_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{AGENT_TOKEN}.new"
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    os.replace(tmp, folder / AGENT_TOKEN)
+
+
 def start_script() -> str:
     return (_START.replace("BOOT_WAIT_TENTHS", str(BOOT_WAIT_S * 10)).replace("BOOT_WAIT_S", str(BOOT_WAIT_S))
-            .replace("BOOT_EXIT", BOOT_EXIT).replace("BOOTED", BOOTED))
+            .replace("BOOT_EXIT", BOOT_EXIT).replace("BOOTED", BOOTED).replace("AGENT_TOKEN", AGENT_TOKEN))
 
 
 def boot_argv(root: VmRoot, hostname: str, command: list[str], delay_s: float = 0.0) -> list[str]:

@@ -14,7 +14,7 @@ from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeSt
 from tests.unit.daemon.first_rule import first_rule
 
 # the tag a route carries (the level the gate checks) -> the module its handler lives in
-AUDIENCE = {"public": "hooks", "hooks": "hooks", "agent": "agent", "read": "read", "admin": "admin", "job": "progress"}
+AUDIENCE = {"public": "hooks", "hooks": "hooks", "agent": "agent", "read": "read", "node_read": "read", "admin": "admin", "job": "progress"}
 
 
 @pytest.fixture

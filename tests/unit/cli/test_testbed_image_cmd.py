@@ -15,7 +15,7 @@ from burstd.testbed.cloud_image import default_spec
 def test_an_image_in_the_cache_is_named_and_not_built_again(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "IMAGES_ROOT", tmp_path)
     folder = cache.image_dir(default_spec("24.11"), "24.11")  # the base with this burstd
-    assert folder.name.startswith(cache.base_dir(default_spec("24.11"), "24.11").name + "+burstd-")
+    assert folder.name.startswith(cache.base_dir(default_spec("24.11"), "24.11").name + ".burstd-")
     (folder / "rootfs" / "etc").mkdir(parents=True)
     (folder / "rootfs" / MARK.lstrip("/")).write_text("{}")
     r = CliRunner().invoke(app, ["testbed", "image", "--slurm-release", "24.11", "--json"])

@@ -325,6 +325,7 @@ class FakeProvider:
         self.clock = clock
         self.instances: dict[str, Instance] = {}
         self.launch_calls: list[str] = []
+        self.requests: list[LaunchRequest] = []  # every launch request as the provider got it
         self.terminate_calls: list[str] = []
         self.fail_next: ErrorKind | None = None
         self.raise_next: ProviderError | None = None  # a given error (a subclass: ParityRefusedError)
@@ -332,6 +333,7 @@ class FakeProvider:
 
     def launch(self, request: LaunchRequest) -> Instance:
         self.launch_calls.append(request.lease_id)
+        self.requests.append(request)
         if self.raise_next is not None:
             exc, self.raise_next = self.raise_next, None
             raise exc

@@ -19,12 +19,13 @@ import pytest
 
 from burstd.api.app import create_app
 from burstd.api.server import ApiServer, bind_unix_socket
-from burstd.config import parse_config
+from burstd.config import agent_socket_of, parse_config
 from burstd.daemon.agent_auth import AgentCredentials
 from burstd.daemon.client import ApiClient, ApiError, post_unix_json
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.lease import LeaseState
 from burstd.testbed.procs import free_port
+from burstd.unix_http import unix_transport
 from tests.fakes.tls import make_tls
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 from tests.unit.daemon.first_rule import first_rule
@@ -243,6 +244,65 @@ def test_an_agent_token_reports_for_its_own_node_only_and_dies_with_its_lease(se
         assert agent.post("/v1/notices", json={"node": "cloud2"}).status_code == 401  # revoked with the lease
     assert [i.node for i in served.store_.intents() if i.kind == "notice"] == ["cloud2"]
     assert served.store_.pause_state() is None
+
+
+def test_on_the_nodes_socket_root_is_nobody_and_a_nodes_token_speaks_for_its_own_node_only(served):
+    """The socket the local provider relays into each image VM: the relay is root on the head, which the control
+    socket takes for an admin. Here the peer counts for nothing; the node's agent token is the only credential."""
+    nodes_socket = agent_socket_of(served.config.api.socket)
+    assert stat.S_IMODE(os.stat(nodes_socket).st_mode) == 0o660
+    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud1,cloud2"})
+    with ApiClient(served.config.api.socket) as api:
+        token = api.post("/v1/nodes/cloud2/agent-token")["token"]
+
+    def client(bearer: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        return httpx.Client(transport=unix_transport(nodes_socket), base_url="http://burstd", headers=headers,
+                            timeout=10)
+
+    with client() as root:  # this test runs as root: an admin on the control socket
+        for method, path in (("POST", "/v1/pause"), ("PUT", "/v1/budgets/chem"), ("GET", "/v1/status"),
+                             ("GET", "/v1/leases"), ("POST", "/v1/hooks/resume"), ("POST", "/v1/notices")):
+            assert root.request(method, path, json={"usd": 0, "hostlist": "cloud3", "node": "cloud1"}
+                                ).status_code == 401, path
+        assert root.get("/healthz").status_code == 200
+    with client("admin-s3cret") as admin:  # the admin token is what it is on TLS
+        assert admin.get("/v1/status").status_code == 200
+    with client(token) as agent:
+        assert agent.post("/v1/notices", json={"node": "cloud2", "kind": "spot-interruption"}).status_code == 202
+        assert agent.post("/v1/notices", json={"node": "cloud1"}).status_code == 403
+        assert agent.post("/v1/pause").status_code == 403
+        # the dead-man switch's question, for its own node only
+        [own] = agent.get("/v1/leases", params={"node": "cloud2"}).json()
+        assert own["node_name"] == "cloud2"
+        assert agent.get("/v1/leases", params={"node": "cloud1"}).status_code == 403
+        assert agent.get("/v1/leases").status_code == 403  # not the fleet's
+    assert served.store_.pause_state() is None
+    assert [i.node for i in served.store_.intents() if i.kind == "notice"] == ["cloud2"]
+
+
+def test_the_dead_man_switch_with_a_nodes_token_tells_an_open_lease_from_one_that_is_over(served, tmp_path):
+    from burstd.agent.deadman import Probe, probe_daemons
+
+    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud2"})
+    with ApiClient(served.config.api.socket) as api:
+        token = api.post("/v1/nodes/cloud2/agent-token")["token"]
+    tok = tmp_path / "agent.token"
+    tok.write_text(token + "\n")
+    tok.chmod(0o600)
+    probe = probe_daemons([f"unix:{agent_socket_of(served.config.api.socket)}"], "cloud2", str(tok))
+    assert probe() == Probe.LEASE_OPEN
+    [lease] = served.store_.leases()
+    served.store_.transition(lease.lease_id, LeaseState.REFUSED, reason="test: lease over")
+    # the token died with its lease: it learns that the lease is over (the switch powers off), and nothing else
+    assert probe() == Probe.LEASE_OVER
+    with httpx.Client(transport=unix_transport(agent_socket_of(served.config.api.socket)), base_url="http://b",
+                      headers={"Authorization": f"Bearer {token}"}, timeout=10) as ended:
+        assert ended.post("/v1/notices", json={"node": "cloud2"}).status_code == 401
+        assert ended.get("/v1/leases", params={"node": "cloud1"}).status_code == 403
+    # a new lease of the same node is another token's: the old one still reads its own lease as over
+    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud2"})
+    assert probe() == Probe.LEASE_OVER
 
 
 def test_agent_tokens_cannot_be_minted_for_another_node_or_lease(tmp_path):

@@ -16,7 +16,6 @@ from burstd.daemon.reconcile import Reconciler
 from burstd.domain.decisions import Decisions, MakeEligible
 from burstd.domain.slurm import Job, Node
 from burstd.policy.decide import decide
-from burstd.providers.base import LaunchRequest
 from tests.unit.daemon.fakes import FakeAdapter, FakeClock, FakeProvider, FakeStore
 
 
@@ -31,23 +30,13 @@ def config(max_preemptions_spot: int = 2):
     })
 
 
-class RecordingProvider(FakeProvider):
-    def __init__(self, name, clock):
-        super().__init__(name, clock)
-        self.requests: list[LaunchRequest] = []
-
-    def launch(self, request):
-        self.requests.append(request)
-        return super().launch(request)
-
-
 def env(cfg, store=None):
     clock = FakeClock()
     store = store or FakeStore(clock)
     adapter = FakeAdapter()
     adapter.nodes = {"onprem1": Node("onprem1", "ALLOCATED", partitions=("onprem",), cpus=2)}
     adapter.set_node("cloud1", "IDLE", "POWERED_DOWN")
-    provider = RecordingProvider("aws", clock)
+    provider = FakeProvider("aws", clock)
     rec = Reconciler(cfg, store, adapter, {"aws": provider}, decide, clock=clock)
     return clock, store, adapter, provider, rec
 

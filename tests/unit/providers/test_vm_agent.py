@@ -35,10 +35,15 @@ def test_the_user_data_holds_the_agents_settings_with_the_daemon_behind_the_vms_
     assert agent["standby_daemon_urls"] == ["unix:/run/burstd-boot/daemon-1.sock", "https://head-b:8787"]
     assert agent["poweroff_command"] == ["touch", "/run/burstd-boot/poweroff"]
     assert (agent["poll_interval_s"], agent["deadman_s"], agent["signal"]) == (0.5, 120, "TERM")
+    assert agent["daemon_token_file"] == "/run/burstd-boot/agent.token"  # handed in by the boot, never in here
     AgentConfig.model_validate(agent)  # the agent accepts it as it is
-    # each unix socket of the head is relayed under its in-VM name; an https daemon is reached over the network
+    # each unix socket of the head is relayed under its in-VM name, to that daemon's nodes' socket (tokens only:
+    # the relay is root on the head, which the control socket would take for an admin); an https daemon is
+    # reached over the network
     assert vm_agent.relays(vm_agent.daemon_urls(cfg)) == {
-        "daemon-0.sock": str(tmp_path / "head" / "burstd.sock"), "daemon-1.sock": "/run/other-head/burstd.sock"}
+        "daemon-0.sock": str(tmp_path / "head" / "burstd.agents.sock"),
+        "daemon-1.sock": "/run/other-head/burstd.agents.sock"}
+    assert "daemon_token_file" not in tomllib.loads(vm_agent.user_data(cfg, "cloud3", 1338, token=False))["agent"]
 
 
 def test_the_metadata_endpoint_serves_the_user_data_to_an_imdsv2_caller(tmp_path):

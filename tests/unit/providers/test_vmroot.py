@@ -69,6 +69,35 @@ def test_the_start_answers_with_the_boots_verdict(tmp_path):
     assert start("exit 1") == 1
 
 
+def test_the_agent_token_arrives_with_the_boot_root_only_and_leaves_nothing_on_the_host(tmp_path):
+    """The daemon's token for the lease, handed to netns.create: the provider's folder holds it until the boot
+    moves it into the VM's /run/burstd-boot (<vm_dir>/boot), before the VM's first process runs."""
+    vm = tmp_path / "vm"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "seen"
+    # the fake VM reports what its /run/burstd-boot holds at its first instruction, then says it is up
+    (bin_dir / "unshare").write_text(f'#!/bin/sh\nstat -c %a "{vm}/boot/{vmroot.AGENT_TOKEN}" >"{seen}"\n'
+                                     f'cat "{vm}/boot/{vmroot.AGENT_TOKEN}" >>"{seen}"\n'
+                                     f'touch "{vm}/boot/{vmroot.BOOTED}"\n')
+    (bin_dir / "unshare").chmod(0o755)
+    (vm / "boot").mkdir(parents=True)
+    (vm / "boot" / vmroot.AGENT_TOKEN).write_text("a token of the VM's last life\n")  # emptied at each boot
+    vmroot.hand_in_token(str(vm), "burstd-agent.v1.L1.cloud1.abc")
+    assert (vm / vmroot.AGENT_TOKEN).stat().st_mode & 0o777 == 0o600
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    assert subprocess.run(["sh", "-c", vmroot.start_script(), str(vm), "--mount"], env=env, timeout=30,
+                          check=False).returncode == 0
+    assert seen.read_text() == "600\nburstd-agent.v1.L1.cloud1.abc\n"
+    assert not (vm / vmroot.AGENT_TOKEN).exists()  # moved, not copied
+    # never in a repr: a spec or a request that reaches a log line does not carry it
+    spec = _spec(_root(tmp_path), agent_token="burstd-agent.v1.L1.cloud1.abc")
+    assert "burstd-agent.v1" not in repr(spec)
+    from burstd.providers.base import LaunchRequest
+
+    assert "burstd-agent.v1" not in repr(LaunchRequest("L1", "cloud1", "local", agent_token="burstd-agent.v1.x"))
+
+
 def test_init_pid_finds_the_process_that_is_pid_1_of_its_namespace():
     import os
 

@@ -26,14 +26,15 @@ def test_a_booted_vm_gets_its_nodes_token_the_ca_and_the_hooks(tmp_path):
         cfg = served.config.model_copy(update={"daemon": served.config.daemon.model_copy(
             update={"state_dir": str(tmp_path / "state")})})
         post_unix_json(cfg.api.socket, "/v1/hooks/resume", {"hostlist": "cloud1", "jobs": []})
-        held, stray = _boot(cfg, "cloud1"), _boot(cfg, "cloud3")
+        held, stray, brought = _boot(cfg, "cloud1"), _boot(cfg, "cloud3"), _boot(cfg, "cloud2")
+        (brought / "agent.token").write_text("handed in by the provider at boot\n")
         (held / "data-hooks.log").write_text("prolog job 4\n")
         ca = tmp_path / "ca.pem"
         ca.write_text("CA\n")
         boot = NodeBootstrap(cfg, {"burstd-prolog": "#!/bin/sh\n", "agent.env": "K=v\n"}, ca, poll_s=0.05).start()
         try:
             deadline = time.monotonic() + 20
-            while "cloud1" not in boot.provisioned or not boot.errors:
+            while not {"cloud1", "cloud2"} <= boot.provisioned or not boot.errors:
                 assert time.monotonic() < deadline, (boot.provisioned, boot.errors)
                 time.sleep(0.05)
         finally:
@@ -45,4 +46,7 @@ def test_a_booted_vm_gets_its_nodes_token_the_ca_and_the_hooks(tmp_path):
         assert (held / "burstd-prolog").stat().st_mode & 0o777 == 0o755 and (held / "ca.pem").read_text() == "CA\n"
         assert boot.hook_logs["cloud1"] == "prolog job 4\n"
         assert not (stray / "agent.token").exists()  # no lease: no token
+        # a VM that came with its token (the local provider's image VMs) keeps it and gets the rest
+        assert (brought / "agent.token").read_text() == "handed in by the provider at boot\n"
+        assert (brought / "ca.pem").read_text() == "CA\n" and (brought / "burstd-prolog").exists()
         assert "cloud3" in boot.errors and "cloud1" not in boot.errors

@@ -55,7 +55,7 @@ def test_an_image_is_built_once_per_spec_and_kept(tmp_path, source):
     other = cache.ensure(ImageSpec(slurm_release="22.05", torch=False, python_packages=["six==1.16.0"]), "22.05",
                          tmp_path, build=_fake_build(calls), layer=_fake_layer(layers))
     assert other != first and len(calls) == 2  # another spec is another image
-    assert first.name.startswith("22.05-") and first.name.endswith("+burstd-" + "a" * 12)
+    assert first.name.startswith("22.05-") and first.name.endswith(".burstd-" + "a" * 12)
 
 
 def test_a_changed_burstd_is_a_new_layer_over_the_same_base_and_the_base_is_never_touched(tmp_path, source):
@@ -68,7 +68,7 @@ def test_a_changed_burstd_is_a_new_layer_over_the_same_base_and_the_base_is_neve
     assert layers == [(first.name + ".partial", ("/opt/burstd/agent", "/opt/burstd/jobenv"), False)]
     source["now"] = "b" * 12  # an edit to burstd
     second = cache.ensure(spec, "22.05", tmp_path, build=_fake_build(calls), layer=_fake_layer(layers))
-    assert second != first and second.name == f"{base.name}+burstd-{'b' * 12}"
+    assert second != first and second.name == f"{base.name}.burstd-{'b' * 12}"
     assert len(calls) == 1  # the base is not built again
     assert layers[-1][2] is True  # the base holds another burstd: this one goes in
     assert (second / "rootfs/opt/burstd-of-this-tree").read_text() == "b" * 12
@@ -82,7 +82,7 @@ def test_layers_unused_for_a_day_are_removed_when_another_is_made(tmp_path, sour
     import time
 
     spec = ImageSpec(slurm_release="22.05", torch=False)
-    kw = dict(build=_fake_build([]), layer=_fake_layer([]))
+    kw = {"build": _fake_build([]), "layer": _fake_layer([])}
     old = cache.ensure(spec, "22.05", tmp_path, **kw)
     source["now"] = "c" * 12
     recent = cache.ensure(spec, "22.05", tmp_path, **kw)
@@ -228,3 +228,12 @@ def test_changed_requirements_are_another_base(tmp_path, monkeypatch):
     before = cache.base_dir(spec, "22.05", tmp_path)
     monkeypatch.setattr(cache, "_requirements", lambda: ["httpx>=99"])  # install.sh would install other packages
     assert cache.base_dir(spec, "22.05", tmp_path) != before
+
+
+def test_a_cached_images_path_is_one_a_vm_and_the_bed_accept(tmp_path):
+    """The layer's name reaches VmRoot's and the bed's path checks (a '+' there once failed every image VM)."""
+    from burstd.providers.local import vmroot
+
+    folder = cache.image_dir(ImageSpec(slurm_release="22.05", torch=False), "22.05", Path("/var/lib/burstd-testbed"))
+    vmroot.VmRoot(image=str(folder / "rootfs"), vm_dir=str(tmp_path / "vm"))
+    BedConfig(cloud_image=str(folder))
