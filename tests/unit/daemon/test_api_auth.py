@@ -246,6 +246,19 @@ def test_an_agent_token_reports_for_its_own_node_only_and_dies_with_its_lease(se
     assert served.store_.pause_state() is None
 
 
+def _leased_token(served, node: str, folder=None):
+    """A lease for ``node`` (a resume hook) and its agent token; with ``folder``, also in a 0600 file there."""
+    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": node})
+    with ApiClient(served.config.api.socket) as api:
+        token = api.post(f"/v1/nodes/{node}/agent-token")["token"]
+    if folder is None:
+        return token, None
+    tok = folder / "agent.token"
+    tok.write_text(token + "\n")
+    tok.chmod(0o600)
+    return token, tok
+
+
 def test_on_the_nodes_socket_root_is_nobody_and_a_nodes_token_speaks_for_its_own_node_only(served):
     """The socket the local provider relays into each image VM: the relay is root on the head, which the control
     socket takes for an admin. Here the peer counts for nothing; the node's agent token is the only credential."""
@@ -284,12 +297,7 @@ def test_on_the_nodes_socket_root_is_nobody_and_a_nodes_token_speaks_for_its_own
 def test_the_dead_man_switch_with_a_nodes_token_tells_an_open_lease_from_one_that_is_over(served, tmp_path):
     from burstd.agent.deadman import Probe, probe_daemons
 
-    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud2"})
-    with ApiClient(served.config.api.socket) as api:
-        token = api.post("/v1/nodes/cloud2/agent-token")["token"]
-    tok = tmp_path / "agent.token"
-    tok.write_text(token + "\n")
-    tok.chmod(0o600)
+    token, tok = _leased_token(served, "cloud2", tmp_path)
     probe = probe_daemons([f"unix:{agent_socket_of(served.config.api.socket)}"], "cloud2", str(tok))
     assert probe() == Probe.LEASE_OPEN
     [lease] = served.store_.leases()
@@ -364,12 +372,7 @@ def test_the_agent_reports_over_tls_with_its_own_credential_and_refuses_unsafe_s
     from burstd.agent.report import report_notice
     from burstd.domain.preemption import Notice
 
-    post_unix_json(served.config.api.socket, "/v1/hooks/resume", {"hostlist": "cloud1"})
-    with ApiClient(served.config.api.socket) as api:
-        token = api.post("/v1/nodes/cloud1/agent-token")["token"]
-    tok = tmp_path / "agent.token"
-    tok.write_text(token + "\n")
-    tok.chmod(0o600)
+    _, tok = _leased_token(served, "cloud1", tmp_path)
     notice = Notice("interruption", "terminate", 1_800_000_000.0, "aws")
     assert report_notice(served.url, "cloud1", notice, token_file=str(tok), ca_file=served.ca)
     assert [i.node for i in served.store_.intents() if i.kind == "notice"] == ["cloud1"]
