@@ -118,41 +118,35 @@ def ensure(spec: ImageSpec, release: str, root: Path | None = None, build=None, 
     source = source_digest()
     folder = image_dir(spec, release, root, source)
     if not is_built(folder):
+        from burstd.image import build as builder
+
+        build, layer = build or builder.build_image, layer or builder.burstd_layer
         base = base_dir(spec, release, root)
-        if not is_built(base):
-            def make_base(partial: Path) -> None:
-                nonlocal build
-                if build is None:
-                    from burstd.image.build import build_image as build
-                build(spec, target(spec, "local", release), partial)  # keeps a finished debootstrap between tries
-                (partial / SOURCE_FILE).write_text(source)  # the burstd its wheel was built from
-            _make(base, make_base)
+
+        def make_base(partial: Path) -> None:
+            build(spec, target(spec, "local", release), partial)  # keeps a finished debootstrap between tries
+            (partial / SOURCE_FILE).write_text(source)  # the burstd its wheel was built from
 
         def make_layer(partial: Path) -> None:
-            if layer is not None:
-                add_burstd = layer
-            else:
-                from burstd.image.build import burstd_layer as add_burstd
             shutil.rmtree(partial, ignore_errors=True)
             recorded = base / SOURCE_FILE
             stale = not recorded.is_file() or recorded.read_text().strip() != source
-            add_burstd(base / "rootfs", partial / "rootfs", (AGENT_VENV, spec.job_env), stale)
+            layer(base / "rootfs", partial / "rootfs", (AGENT_VENV, spec.job_env), stale)
             (partial / SOURCE_FILE).write_text(source)
+
+        _make(base, make_base)  # nothing to do when the base is built
         _make(folder, make_layer)
         _prune_layers(base, keep=folder)
     os.utime(folder)  # in use: not pruned for another LAYER_UNUSED_S
     return folder
 
 
-def _prune_layers(base: Path, keep: Path, now: float | None = None) -> list[Path]:
+def _prune_layers(base: Path, keep: Path) -> None:
     """Remove the base's other burstd layers not asked for in LAYER_UNUSED_S (a VM of another checkout may still
-    boot from a recent one); the removed."""
-    cutoff = (now if now is not None else time.time()) - LAYER_UNUSED_S
-    removed = []
+    boot from a recent one)."""
+    cutoff = time.time() - LAYER_UNUSED_S
     for other in base.parent.glob(f"{base.name}.burstd-*"):
         if other == keep or other.name.endswith(".partial") or not other.is_dir() or other.stat().st_mtime > cutoff:
             continue
         shutil.rmtree(other, ignore_errors=True)
         (other.parent / f".{other.name}.lock").unlink(missing_ok=True)
-        removed.append(other)
-    return removed

@@ -16,7 +16,6 @@ so it outlives the VM.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -70,9 +69,7 @@ class NodeBootstrap(threading.Thread):
                 _write(boot / TOKEN, api.post(f"/v1/nodes/{node}/agent-token")["token"] + "\n", 0o600)
         for name, text in self.files.items():
             _write(boot / name, text, 0o600 if name.endswith(".env") else 0o755)
-        tmp = boot / f".{CA}.tmp"
-        shutil.copy(self.ca, tmp)
-        os.replace(tmp, boot / CA)  # last: its presence says the node is provisioned
+        _write(boot / CA, self.ca.read_text(), 0o644)  # last: its presence says the node is provisioned
         self.provisioned.add(node)
 
 

@@ -283,4 +283,3 @@ class LocalProvider:
 
     def close(self) -> None:
         pass
-
