@@ -332,11 +332,11 @@ def test_rest_node_actions_where_the_served_version_has_them(rest, slurm_bed):
     assert rest.version == slurm_bed.rest_data_version  # 24.11: v0.0.42, 26.05: v0.0.45
     rest.drain([node], "burstd rest test")
     try:
-        slurm_bed.wait_for(lambda: "DRAIN" in slurm_bed.node(node).get("State", ""), 10, f"{node} drained")
+        slurm_bed.wait_for(lambda: "DRAIN" in slurm_bed.node(node).get("State", ""), 30, f"{node} drained")
         assert slurm_bed.node(node).get("Reason", "").startswith("burstd rest test")
     finally:
         rest.resume([node])
-    slurm_bed.wait_for(lambda: "DRAIN" not in slurm_bed.node(node).get("State", ""), 10, f"{node} resumed")
+    slurm_bed.wait_for(lambda: "DRAIN" not in slurm_bed.node(node).get("State", ""), 30, f"{node} resumed")
 
 
 def test_rest_requeue_where_the_served_version_has_it(rest, slurm_bed, bed_user, cleanup):

@@ -90,11 +90,14 @@ def test_bare_hooks_burst_a_job_onto_a_namespace_vm_and_power_it_down_after(slur
     assert "node_up()" in (slurm_bed.state_dir / "hooks" / "resume").read_text()
     job = slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-o", "out-%j.txt"], "#!/bin/sh\nhostname\n",
                            user=bed_user)
-    node = slurm_bed.wait_for(lambda: slurm_bed.job(job).get("NodeList", "(null)").replace("(null)", ""), 30,
+    node = slurm_bed.wait_for(lambda: slurm_bed.job(job).get("NodeList", "(null)").replace("(null)", ""), 60,
                               f"job {job} to get a cloud node")
     assert node in slurm_bed.cloud_nodes
     ns = slurm_bed.config.netns_of(node)
-    slurm_bed.wait_for(lambda: netns.netns_exists(ns), 15, f"namespace {ns} from the resume hook")
+    # Slurm runs the resume hook on its power-save thread, then the hook builds the VM: under CI's load both can
+    # take well past 15 s; Slurm itself gives them ResumeTimeout
+    slurm_bed.wait_for(lambda: netns.netns_exists(ns), slurm_bed.config.resume_timeout,
+                       f"namespace {ns} from the resume hook")
     assert slurm_bed.wait_for(lambda: _done(slurm_bed, job), 90, f"job {job} to finish") == "COMPLETED"
     assert _output(slurm_bed, job, bed_user).strip() == node  # ran inside the VM: its own hostname
     # cloud_reg_addrs: the address comes from the slurmd's registration
