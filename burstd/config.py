@@ -103,6 +103,16 @@ class ApiConfig(_Section):
     # hostname or address in Slurm); false where it is not (the local provider's VMs share the head node's munged):
     # the uid must still own the job
     progress_require_node: bool = True
+    # the URL cloud nodes reach this daemon at ("https://head.example.org:8787", their agent.daemon_url): a GCP
+    # node's identity token must name it as its audience to enrol (POST /v1/enroll); None = no GCP enrolment
+    node_url: str | None = None
+
+    @field_validator("node_url")
+    @classmethod
+    def _https_url(cls, value: str | None) -> str | None:
+        if value is not None and not (value.startswith("https://") and len(value) <= 512):
+            raise ValueError(f"{value[:80]!r}: an https:// URL (the one the nodes use), up to 512 characters")
+        return value
 
     @field_validator("tcp_listen")
     @classmethod

@@ -10,8 +10,11 @@
 # 4. close the metadata endpoint (169.254.169.254) to every user but root (nftables owner match, or iptables):
 #    the node's role can read the munge key's secret and the metadata service hands that role's credentials to
 #    any local caller, so no job may reach it; root (this script, burstd-agent) still can
-# 5. the parity gate (burstd-agent --parity-gate): a node unlike the on-prem reference stops here, reported
-# 6. start slurmd configless (--conf-server) under the node name, then burstd-agent (no job runs before this)
+# 5. the agent's token (burstd-agent --enroll): the node proves which instance it is with its signed identity from
+#    the metadata service (root's alone now) and keeps the token burstd answers; burstd accepts a proof only
+#    until the node's slurmd registers
+# 6. the parity gate (burstd-agent --parity-gate): a node unlike the on-prem reference stops here, reported
+# 7. start slurmd configless (--conf-server) under the node name, then burstd-agent (no job runs before this)
 #
 # Idempotent: running it again converges on the same state. Logs to the journal (tag burstd-bootstrap) and to
 # stderr; any failure stops the script with a message naming the step. The key never reaches a log, an argument
@@ -161,17 +164,39 @@ NFT
     log "metadata endpoint $METADATA_ADDR closed to every user but root"
 }
 
+# burstd-agent before slurmd: `agent_step NODE FLAG` runs it and prints its exit status (0 on success); no agent,
+# or no agent config, on this image: "none" (the step is skipped, logged by the caller).
+agent_step() {  # node flag
+    local conf="${BURSTD_ROOT}/etc/burstd/burstd.toml" rc=0
+    if ! command -v burstd-agent >/dev/null 2>&1 || [[ ! -f "$conf" ]]; then
+        echo none
+        return 0
+    fi
+    burstd-agent --config "$conf" --node "$1" "$2" >&2 || rc=$?
+    echo "$rc"
+}
+
+# The agent's token: the node proves its identity to burstd and keeps the token burstd answers (the gate below and
+# the agent speak with it). Refused or not reached: slurmd is never started and the lease fails at its boot timeout.
+enroll_agent() {  # node
+    local rc
+    rc="$(agent_step "$1" --enroll)"
+    case "$rc" in
+        none) log "no burstd-agent or no agent config on this image: no agent token" ;;
+        0) log "agent token for node $1 in place" ;;
+        1) die "burstd refused node $1's instance identity; slurmd not started" ;;
+        *) die "could not enrol node $1 with burstd (burstd-agent exit $rc); slurmd not started" ;;
+    esac
+}
+
 # The parity gate: burstd-agent compares this node with the on-prem reference the daemon keeps. On a difference it
 # reports it (the lease fails with the difference as its reason) and slurmd is never started. No agent, or no agent
 # config, on this image: no gate (logged).
 parity_gate() {  # node
-    local conf="${BURSTD_ROOT}/etc/burstd/burstd.toml" rc=0
-    if ! command -v burstd-agent >/dev/null 2>&1 || [[ ! -f "$conf" ]]; then
-        log "no burstd-agent or no $conf on this image: no parity gate"
-        return 0
-    fi
-    burstd-agent --config "$conf" --node "$1" --parity-gate || rc=$?
+    local rc
+    rc="$(agent_step "$1" --parity-gate)"
     case "$rc" in
+        none) log "no burstd-agent or no agent config on this image: no parity gate" ;;
         0) log "parity gate: node $1 may take jobs" ;;
         1) die "parity gate: node $1 differs from the on-prem reference (reported to burstd); slurmd not started" ;;
         *) die "parity gate: could not check node $1 (burstd-agent exit $rc); slurmd not started" ;;
@@ -189,6 +214,7 @@ main() {
     install_key
     systemctl restart munge || die "munge did not start"
     lock_metadata  # before slurmd: no job may ever see it open
+    enroll_agent "$node"  # after the lock: from here only root can read the identity it proves
     parity_gate "$node"  # before slurmd: a node unlike the on-prem ones never takes a job
 
     # slurmd configless under the node's Slurm name; a drop-in makes it survive reboots and stay idempotent.

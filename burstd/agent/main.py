@@ -6,7 +6,8 @@
 
 Runs until SIGTERM/SIGINT. ``--once`` polls a single time (for scripts and tests). ``--parity-gate`` checks the
 node against the on-prem reference once and exits (``burstd.agent.gate``; node-bootstrap.sh runs it before slurmd).
-``burstd-agent stage-in`` / ``stage-out`` move a burst job's data (``burstd.data.cli``; docs/data.md).
+``--enroll`` proves an AWS or GCP node's identity to the daemon once and keeps the agent token it answers
+(``burstd.agent.enroll``; node-bootstrap.sh runs it before the gate). ``burstd-agent stage-in`` / ``stage-out`` move a burst job's data (``burstd.data.cli``; docs/data.md).
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--parity-gate", action="store_true",
                     help="before slurmd starts: compare this node with the on-prem reference the daemon keeps, "
                          "report a difference, exit (0: matches or no reference; 1: differs; 2, 3: not checked)")
+    ap.add_argument("--enroll", action="store_true",
+                    help="AWS/GCP, before the parity gate: prove this instance's identity to the daemon and keep "
+                         "the agent token it answers in daemon_token_file (0: in place; 1: refused; 2, 3: not done)")
     ap.add_argument("--log-level", default="INFO")
     return ap
 
@@ -185,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # pydantic ValidationError of a flag
         print(f"burstd-agent: invalid option: {exc}", file=sys.stderr)
         return 2
+    if args.enroll:
+        from burstd.agent.enroll import enroll
+
+        return enroll(agent, agent.node_name)
     if args.parity_gate:
         from burstd.agent.gate import run_gate
 

@@ -47,6 +47,8 @@ class Watcher(Protocol):
 
     def poll(self) -> list[Notice]: ...
 
+    def identity(self, audience: str) -> dict[str, str]: ...
+
     def next_poll_in(self, interval_s: float) -> float: ...
 
     def close(self) -> None: ...
@@ -140,6 +142,14 @@ class AwsImdsWatcher(_HttpWatcher):
         r = self._get("/latest/meta-data/" + key)
         return r.text if r.status_code == 200 else None
 
+    def identity(self, audience: str) -> dict[str, str]:
+        """This instance's signed identity document, for ``POST /v1/enroll`` (AWS signs no audience)."""
+        found = {k: self._get(f"/latest/dynamic/instance-identity/{k}") for k in ("document", "signature")}
+        missing = [k for k, r in found.items() if r.status_code != 200]
+        if missing:
+            raise WatchError(f"{self.source} metadata has no instance identity {' or '.join(missing)}")
+        return {"cloud": "aws", "document": found["document"].text, "signature": found["signature"].text.strip()}
+
     def poll(self) -> list[Notice]:
         notices: list[Notice] = []
         r = self._get(self.ACTION_PATH)
@@ -204,6 +214,15 @@ class GcpMetadataWatcher(_HttpWatcher):
         or saw a change. Under a notice (the value stays TRUE: plain reads) and after a long poll that came back
         at once with nothing new (a server that ignores wait_for_change), the interval, so the agent never spins."""
         return 0.0 if self._at_once else interval_s
+
+    def identity(self, audience: str) -> dict[str, str]:
+        """A Google-signed token naming this instance, for ``audience`` (the daemon's URL), for
+        ``POST /v1/enroll``."""
+        r = self._request("GET", "/computeMetadata/v1/instance/service-accounts/default/identity",
+                          params={"audience": audience, "format": "full"}, headers={"Metadata-Flavor": "Google"})
+        if r.status_code != 200:
+            raise WatchError(f"GCP metadata refused an identity token: HTTP {r.status_code} {r.text[:200]}")
+        return {"cloud": "gcp", "token": r.text.strip()}
 
     def poll(self) -> list[Notice]:
         """The first call answers at once; later calls wait (up to ``wait_s``) for the value to change."""

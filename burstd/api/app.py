@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from burstd.api.auth import Access
 from burstd.api.context import RouteContext
-from burstd.api.routers import admin, agent, hooks, progress, read
+from burstd.api.routers import admin, agent, enroll, hooks, progress, read
 from burstd.config import Config
 from burstd.daemon.agent_auth import AgentCredentials
 from burstd.daemon.control import DaemonControl
@@ -60,7 +60,7 @@ def create_app(rec: Reconciler, config: Config, token: str | None = None, starte
     # Each audience adds its routes to the app itself, not through include_router: FastAPI (0.165) nests an
     # included router as one opaque route, and the gate (auth.route_level) reads each route's first tag, the
     # level it needs, from app.routes before any body is read.
-    for audience in (hooks, agent, read, admin, progress):
+    for audience in (hooks, agent, enroll, read, admin, progress):
         audience.register(app, ctx)
 
     @app.exception_handler(RequestValidationError)

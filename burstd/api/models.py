@@ -3,6 +3,8 @@ runs (422 naming the field, never echoing the input)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import Query
 from pydantic import BaseModel, Field, field_validator
 
@@ -73,3 +75,14 @@ class ReasonBody(BaseModel):
 class BudgetBody(BaseModel):
     # the Store validates it (negative, NaN, sub-micro-dollar: a 422 naming the account, nothing written)
     usd: str | int | float
+
+
+class EnrollCall(BaseModel):
+    """A cloud node's proof of which instance it is (``burstd.daemon.node_identity``): AWS's signed identity
+    document, or GCP's identity token. Capped: a real proof is under 2 KiB."""
+
+    cloud: Literal["aws", "gcp"]
+    document: str | None = Field(None, max_length=8192, description="AWS: dynamic/instance-identity/document")
+    signature: str | None = Field(None, max_length=8192, description="AWS: dynamic/instance-identity/signature")
+    token: str | None = Field(None, max_length=8192,
+                              description="GCP: instance/service-accounts/default/identity (format=full)")

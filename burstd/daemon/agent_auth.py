@@ -58,6 +58,12 @@ class AgentCredentials:
             raise ValueError(f"lease {lease.lease_id!r} / node {lease.node_name!r} cannot carry an agent token")
         return f"{PREFIX}.{lease.lease_id}.{lease.node_name}.{self._mac(lease.lease_id, lease.node_name)}"
 
+    @staticmethod
+    def parse(token: str) -> tuple[str, str] | None:
+        """The (lease id, node) a token names, if it has a token's shape; only ``verify`` says it is genuine."""
+        m = _TOKEN.fullmatch(token)
+        return (m["lease"], m["node"]) if m else None
+
     def verify(self, token: str) -> tuple[str, str] | None:
         m = _TOKEN.fullmatch(token)
         if not m or not hmac.compare_digest(m["mac"], self._mac(m["lease"], m["node"])):

@@ -27,6 +27,9 @@ class AwsPoolConfig(_Section):
     spot_max_price: Price | None = None  # USD/hour; None = up to the on-demand price (AWS default)
     root_volume_gb: int | None = Field(default=None, ge=1, le=1_000_000)  # None = the image's own size
     launch_template_version: str = "$Latest"  # for a referenced launch_template
+    # AWS's public certificate for the region (PEM, from AWS's documentation): a node proves which instance it
+    # is with its signed identity document and gets its agent token (POST /v1/enroll); None = no AWS enrolment
+    identity_certificate: str | None = None
 
     @model_validator(mode="after")
     def _bootable(self) -> AwsPoolConfig:

@@ -27,3 +27,5 @@ class GcpPoolConfig(_Section):
     boot_disk_gb: int = Field(default=20, ge=10, le=1_000_000)
     service_account: str | None = None  # email; None = the project's default compute service account
     anonymous_credentials: bool = False  # tests against a fake endpoint only: send no credentials
+    # Google's certificates for instance identity tokens (a node's proof for POST /v1/enroll; needs api.node_url)
+    identity_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"

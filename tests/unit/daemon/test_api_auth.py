@@ -43,26 +43,28 @@ def served(tmp_path):
 
 
 @contextmanager
-def serving(tmp_path, extra_config: dict | None = None):
-    """``served``, with ``extra_config`` sections added to the daemon's config."""
+def serving(tmp_path, extra_config: dict | None = None, api: dict | None = None, port: int | None = None):
+    """``served``, with ``extra_config`` sections added to the daemon's config (``pools`` replaces the local pool;
+    each pool gets a fake provider) and ``api`` settings added to its [api]."""
     run = tempfile.mkdtemp(prefix="burstd-api-")  # outside pytest's 0700 tmp dirs: nobody must traverse it
     os.chmod(run, 0o755)
     tls = make_tls(tmp_path)
     token = tmp_path / "admin.token"
     token.write_text("admin-s3cret\n")
     token.chmod(0o600)
-    port = free_port()
+    port = port or free_port()
     cfg = parse_config({
         "api": {"socket": f"{run}/burstd.sock", "socket_group": "nogroup", "max_body_bytes": CAP,
                 "tcp_listen": f"127.0.0.1:{port}", "token_file": str(token), "tls_cert": str(tls.cert),
-                "tls_key": str(tls.key)},
+                "tls_key": str(tls.key), **(api or {})},
         "daemon": {"state_dir": str(tmp_path / "state")},
         "pools": [POOL],
         **(extra_config or {}),
     })
     clock = FakeClock()
     store = FakeStore(clock)
-    rec = Reconciler(cfg, store, FakeAdapter(), {"local": FakeProvider("local", clock)}, first_rule, clock=clock)
+    rec = Reconciler(cfg, store, FakeAdapter(), {p.name: FakeProvider(p.name, clock) for p in cfg.pools}, first_rule,
+                     clock=clock)
     server = ApiServer(create_app(rec, cfg), cfg)
     server.start()
     assert server.wait_started()

@@ -242,9 +242,12 @@ def test_aws_node_tag_that_never_appears_fails_visibly_within_the_bound(tmp_path
     assert "enable --now slurmd" not in (tmp_path / "argv.log").read_text()
 
 
-def _agent_stub(tmp: Path, bin_dir: Path, rc: int, config: bool = True) -> None:
-    """burstd-agent as the bootstrap sees it: records its argv, answers the gate with ``rc``."""
-    (bin_dir / "burstd-agent").write_text(f'#!/bin/bash\necho "burstd-agent $*" >> {tmp / "argv.log"}\nexit {rc}\n')
+def _agent_stub(tmp: Path, bin_dir: Path, rc: int, config: bool = True, enroll_rc: int = 0) -> None:
+    """burstd-agent as the bootstrap sees it: records its argv, answers ``--enroll`` with ``enroll_rc`` and the
+    gate with ``rc``; it prints to stdout, as a real one may (the bootstrap must not read that as its status)."""
+    (bin_dir / "burstd-agent").write_text(
+        f'#!/bin/bash\necho "burstd-agent $*" >> {tmp / "argv.log"}\necho "agent says hello"\n'
+        f'[[ " $* " == *" --enroll "* ]] && exit {enroll_rc}\nexit {rc}\n')
     (bin_dir / "burstd-agent").chmod(0o755)
     if config:
         (tmp / "root/etc/burstd").mkdir(parents=True, exist_ok=True)
@@ -279,4 +282,29 @@ def test_an_image_without_agent_config_has_no_gate_and_says_so(tmp_path, meta):
     _agent_stub(tmp_path, bin_dir, rc=1, config=False)
     proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, bin_dir)
     assert proc.returncode == 0, proc.stderr
-    assert "no parity gate" in proc.stderr and "--parity-gate" not in (tmp_path / "argv.log").read_text()
+    assert "no parity gate" in proc.stderr and "no agent token" in proc.stderr
+    rec = (tmp_path / "argv.log").read_text()
+    assert "--parity-gate" not in rec and "--enroll" not in rec
+
+
+def test_the_node_enrols_after_the_metadata_lock_and_before_the_gate_and_slurmd(tmp_path, meta):
+    bin_dir = stubs(tmp_path)
+    _agent_stub(tmp_path, bin_dir, rc=0)
+    proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    rec = (tmp_path / "argv.log").read_text()
+    enrol = f"burstd-agent --config {tmp_path}/root/etc/burstd/burstd.toml --node aws-7 --enroll"
+    lock = "metadata endpoint 169.254.169.254 closed to every user but root"
+    assert proc.stderr.index(lock) < proc.stderr.index("agent token for node aws-7 in place")
+    assert rec.index(enrol) < rec.index("--parity-gate") < rec.index("systemctl enable --now slurmd")
+
+
+@pytest.mark.parametrize(("rc", "says"), [(1, "burstd refused node aws-7's instance identity"),
+                                           (3, "could not enrol node aws-7 with burstd (burstd-agent exit 3)")])
+def test_a_node_burstd_does_not_enrol_never_runs_the_gate_or_starts_slurmd(tmp_path, meta, rc, says):
+    bin_dir = stubs(tmp_path)
+    _agent_stub(tmp_path, bin_dir, rc=0, enroll_rc=rc)
+    proc = run(render_startup_script(AWS_SETTINGS), tmp_path, meta, bin_dir)
+    assert proc.returncode != 0 and says in proc.stderr and "slurmd not started" in proc.stderr
+    rec = (tmp_path / "argv.log").read_text()
+    assert "--enroll" in rec and "--parity-gate" not in rec and "systemctl enable --now slurmd" not in rec
