@@ -19,8 +19,8 @@ import os
 import stat
 from pathlib import Path
 
-from burstd.config import Config, ConfigError, LocalPoolConfig, config_path, load_config
-from burstd.secure_files import secret_file_problem, trusted_dir_problem
+from burstd.config import AwsPool, Config, ConfigError, LocalPoolConfig, config_path, load_config
+from burstd.secure_files import secret_file_problem, trusted_dir_problem, trusted_file_problem
 
 
 def _group_problem(key: str, name: str) -> str | None:
@@ -106,6 +106,24 @@ def _bridge_problem(i: int, bridge: str) -> str | None:
     return None
 
 
+def _identity_certificate_problem(key: str, path: str) -> str | None:
+    """AWS's certificate that node identities are verified with: whoever could swap it could enrol any instance."""
+    problem = trusted_file_problem(key, path)
+    if problem:
+        return problem
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    try:
+        key_ = x509.load_pem_x509_certificate(Path(path).read_bytes()).public_key()
+    except (OSError, ValueError) as exc:
+        return f"{key}: {path} is not a PEM certificate ({exc}); take AWS's certificate for the pool's region"
+    if not isinstance(key_, rsa.RSAPublicKey):
+        return (f"{key}: {path} holds no RSA key; the base64 signature of an identity document is checked with "
+                "AWS's RSA certificate for the region")
+    return None
+
+
 def host_problems(cfg: Config) -> list[str]:
     problems: list[str | None] = [
         _group_problem("api.socket_group", cfg.api.socket_group),
@@ -138,6 +156,9 @@ def host_problems(cfg: Config) -> list[str]:
     for i, pool in enumerate(cfg.pools):
         if pool.local:
             problems.append(_bridge_problem(i, pool.local.bridge))
+        if isinstance(pool, AwsPool) and pool.aws.identity_certificate:
+            problems.append(_identity_certificate_problem(f"pools[{i}].aws.identity_certificate",
+                                                          pool.aws.identity_certificate))
     return [p for p in problems if p]
 
 

@@ -114,6 +114,23 @@ def trusted_dir_problem(key: str, path: str, *, euid: int | None = None) -> str 
     return None
 
 
+def trusted_file_problem(key: str, path: str, *, euid: int | None = None) -> str | None:
+    """Why another user could change a file burstd trusts but need not keep secret (a public certificate it
+    verifies signatures with), or None: a regular file of ours that no one else may write, in a trusted folder."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{key}: cannot read {path}: {exc.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{key}: {path} is not a regular file"
+    if st.st_uid not in trusted_owners(euid):
+        return (f"{key}: {path} is owned by uid {st.st_uid}, not {_owner_words(euid)}: that user could change "
+                f"what burstd trusts; chown root {path}")
+    if st.st_mode & 0o022:
+        return f"{key}: {path} is writable by group or other users (mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w"
+    return trusted_dir_problem(key, str(Path(os.path.realpath(path)).parent), euid=euid)
+
+
 def _open_private(path: Path) -> int:
     """The lock file, opened: a regular file owned by us, mode 0600. One another user made or may open (or a
     symlink) is replaced: a lock is an inode, so whoever holds the old one holds nothing of ours."""

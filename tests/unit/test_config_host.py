@@ -118,6 +118,17 @@ def _local_pools(tmp: Path, second: str) -> str:
     return _base(tmp) + first + other + "[pools.local]\n" + second
 
 
+def _identity_cert(tmp: Path, *, pem: bytes | None = None, mode: int = 0o644) -> str:
+    """An AWS pool that verifies node identities with the certificate in ``tmp/aws.pem``."""
+    from tests.fakes.instance_identity import AwsIdentity
+
+    cert = tmp / "aws.pem"
+    cert.write_bytes(AwsIdentity().cert_pem if pem is None else pem)
+    cert.chmod(mode)
+    return (_base(tmp) + AWS_POOL + 'launch_template = "lt"\n'
+            + f'identity_certificate = "{cert}"\n')
+
+
 CASES = {
     "cycle interval 1e12": (lambda t: _with_daemon(t, "cycle_interval_s = 1e12\n"), "daemon.cycle_interval_s"),
     "hook timeout 1e10": (lambda t: _with_daemon(t, "hook_timeout_s = 1e10\n"), "daemon.hook_timeout_s"),
@@ -171,6 +182,11 @@ CASES = {
     "two local pools on one bridge": (lambda t: _local_pools(t, 'subnet = "10.78.0.0/24"\nbridge = "br-a"\n'),
                                       "share bridge 'br-a'"),
     "bridge lo": (lambda t: _base(t) + POOL + '[pools.local]\nbridge = "lo"\n', "pools[0].local.bridge"),
+    # a node's identity is verified with it: whoever may change it could enrol any instance
+    "group-writable AWS identity certificate": (lambda t: _identity_cert(t, mode=0o664),
+                                                "pools[0].aws.identity_certificate: "),
+    "AWS identity certificate that is none": (lambda t: _identity_cert(t, pem=b"hello"), "is not a PEM certificate"),
+    "node_url over plain http": (lambda t: _with_api(t, 'node_url = "http://head:8787"\n') + POOL, "api.node_url"),
     "empty opt_out_comment": (lambda t: _base(t) + POOL + '[policy]\nopt_out_comment = ""\n',
                               "policy.opt_out_comment: must not be empty"),
 }
@@ -210,6 +226,8 @@ def test_a_sane_config_passes_both(tmp_path):
     path = tmp_path / "burstd.toml"
     path.write_text(_with_api(tmp_path, _tls(tmp_path)) + POOL)
     assert load_checked_config(path).api.tcp_listen == "127.0.0.1:8787"
+    assert CliRunner().invoke(app, ["config", "check", str(path)]).exit_code == 0
+    path.write_text(_identity_cert(tmp_path))  # a public certificate may be world-readable
     assert CliRunner().invoke(app, ["config", "check", str(path)]).exit_code == 0
 
 
