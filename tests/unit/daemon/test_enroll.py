@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -254,3 +256,18 @@ def test_a_gcp_agent_asks_for_a_full_token_for_its_daemons_url(daemon, google, t
         assert enroll(_agent(daemon, url, token_file, provider="gcp"), "gcp2", wait_s=5) == 0
     assert asked == [{"audience": daemon.url, "format": "full"}]
     assert ".gcp2." in token_file.read_text()
+
+
+def test_burstd_agent_enroll_from_its_config_file_as_the_bootstrap_runs_it(daemon, aws, tmp_path):
+    _booting(daemon, "aws-spot", "aws4", "i-0cli")
+    token_file = tmp_path / "agent.token"
+    with imds(aws.proof("i-0cli")) as (url, _):
+        conf = tmp_path / "burstd.toml"
+        conf.write_text(f'[agent]\nprovider = "aws"\nmetadata_url = "{url}"\ndaemon_url = "{daemon.url}"\n'
+                        f'daemon_ca_file = "{daemon.ca}"\ndaemon_token_file = "{token_file}"\n')
+        argv = [sys.executable, "-m", "burstd.agent.main", "--config", str(conf), "--node", "aws4", "--enroll"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "node aws4 (lease" in done.stderr and ".aws4." in token_file.read_text()
+        assert done.stdout == ""  # the bootstrap reads nothing from it, and the token is never printed
+        assert token_file.read_text().strip() not in done.stderr
