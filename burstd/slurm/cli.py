@@ -407,3 +407,17 @@ def _hostlist(nodes: list[str] | str) -> str:
         if not HOSTLIST_RE.fullmatch(n) or n.startswith("-"):
             raise ValueError(f"invalid node name or hostlist {n!r}")
     return ",".join(nodes)
+
+
+class HeadScontrol(PartitionAccessMixin):
+    """The cloud gate (partition account lists, burstd's reservation, holds with a reason;
+    ``burstd.daemon.cloud_gate``) through the head's ``scontrol``, for a backend whose own API has no call for it
+    (``rest``, ``pyslurm``): the same commands and argument checks as the cli backend."""
+
+    config: SlurmConfig
+    _cli: CliAdapter | None = None  # made on first use
+
+    def run(self, cmd: str, args: Sequence[str]) -> str:
+        if self._cli is None:
+            self._cli = CliAdapter(self.config)
+        return self._cli.run(cmd, args)

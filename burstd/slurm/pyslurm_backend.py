@@ -27,7 +27,7 @@ from burstd.slurm import parse
 from burstd.slurm.accounting import NoSlurmdbd
 from burstd.slurm.health import NoHealthProbe
 from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
-from burstd.slurm.cli import ADDRESS_RE, _hostlist, _job_id, _signal
+from burstd.slurm.cli import ADDRESS_RE, HeadScontrol, _hostlist, _job_id, _signal
 
 
 def import_pyslurm() -> ModuleType:
@@ -146,7 +146,10 @@ def _values(collection: Any) -> list[Any]:
     return list(collection)
 
 
-class PyslurmAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe):
+class PyslurmAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, HeadScontrol):
+    """Slurm through libslurm (pyslurm); the cloud gate, for which pyslurm has no call, through the head's
+    ``scontrol`` (``HeadScontrol``)."""
+
     backend = "pyslurm"
 
     def __init__(self, config: SlurmConfig | None = None, *, module: ModuleType | Any | None = None) -> None:

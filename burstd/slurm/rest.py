@@ -15,7 +15,6 @@ from __future__ import annotations
 import json as jsonlib  # `json` is request()'s body argument
 import re
 import time
-from collections.abc import Sequence
 from urllib.parse import quote
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,10 @@ import httpx
 from burstd.config import SlurmConfig
 from burstd.domain.slurm import Snapshot
 from burstd.slurm import parse
-from burstd.slurm.access import PartitionAccessMixin
 from burstd.slurm.accounting import NoSlurmdbd
 from burstd.slurm.health import NoHealthProbe
 from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
-from burstd.slurm.cli import ADDRESS_RE, CliAdapter, _hostlist, _job_id, _signal
+from burstd.slurm.cli import ADDRESS_RE, HeadScontrol, _hostlist, _job_id, _signal
 from burstd.unix_http import unix_transport
 
 SUPPORTED_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42",
@@ -63,7 +61,7 @@ def _read_token_file(path: str) -> str:
     return raw
 
 
-class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, PartitionAccessMixin):
+class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, HeadScontrol):
     """Slurm through slurmrestd; what slurmrestd has no call for (a partition's account lists, reservations, a
     hold with its reason: the cloud gate, ``burstd.daemon.cloud_gate``; the JWT) through the head's ``scontrol``,
     with the same argument checks as the cli backend."""
@@ -80,7 +78,6 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, PartitionAccessMixi
         self._version = self.config.rest_version
         self._token: str | None = None
         self._token_expires = 0.0
-        self._cli: CliAdapter | None = None  # the head's Slurm commands, made on first use
         self.requests = 0  # tests count these: a snapshot costs three, whatever the queue size
 
     # ------------------------------------------------------------------ transport
@@ -96,12 +93,6 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, PartitionAccessMixi
 
     def close(self) -> None:
         self._client.close()
-
-    def run(self, cmd: str, args: Sequence[str]) -> str:
-        """A Slurm command on the head (``PartitionAccessMixin``'s calls, the token), as the cli backend runs it."""
-        if self._cli is None:
-            self._cli = CliAdapter(self.config)
-        return self._cli.run(cmd, args)
 
     def _uses_token(self) -> bool:
         return bool(self.config.rest_token_file) or not self.config.rest_url.startswith("unix:")

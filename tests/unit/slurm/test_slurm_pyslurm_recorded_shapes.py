@@ -198,3 +198,29 @@ def test_recorded_shapes_errors_become_slurm_errors(recorded):
         PyslurmAdapter(module=module).add_partition(999, "cloud")
     with pytest.raises(ValueError):
         PyslurmAdapter(module=module).set_partitions(10, ["bad name"])
+
+
+def test_the_pyslurm_backend_runs_the_cloud_gate_through_the_heads_scontrol(recorded, tmp_path):
+    """pyslurm has no call for a partition's account lists, reservations or a hold with its reason: like the rest
+    backend it makes them with the head's scontrol, so the gate holds on this backend too (issue 21)."""
+    from burstd.daemon.cloud_gate import GateSlurm
+    from burstd.domain.partition_access import PartitionAccess
+    from tests.unit.slurm.test_slurm_rest_backend import fake_scontrol
+
+    _, module = recorded
+    calls = tmp_path / "calls"
+    bindir = fake_scontrol(tmp_path, f"import sys\nopen({str(calls)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+                                     "if sys.argv[1:3] == ['show', 'partition']:\n"
+                                     "    print('PartitionName=cloud AllowAccounts=ALL DenyAccounts=broke "
+                                     "Nodes=cloud[1-4]')\n")
+    a = PyslurmAdapter(SlurmConfig(backend="pyslurm", bin_dir=str(bindir)), module=module)
+    assert isinstance(a, GateSlurm)  # the daemon's gate engages on this backend
+    assert a.partition_access("cloud") == PartitionAccess(allow=None, deny=("broke",))
+    a.set_partition_access("cloud", PartitionAccess(allow=None, deny=("broke", "chem")))
+    a.hold_with_reason(42, "burstd: account chem has no money left")
+    with pytest.raises(ValueError):
+        a.hold_with_reason(-1, "x")
+    lines = calls.read_text().splitlines()
+    assert lines[0] == "show partition cloud -o" and "hold 42" in lines and len(lines) == 4, lines
+    assert any(line.startswith("update PartitionName=cloud") and "DenyAccounts=broke,chem" in line for line in lines)
+    assert not [c for c in module.calls if "hold" in str(c).lower()]  # libslurm was not asked for what it lacks
