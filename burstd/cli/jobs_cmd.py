@@ -56,18 +56,28 @@ def _progress_cells(r: dict) -> list[str]:
     return [f"{p['step']:,}", f"{p['step_time_s']:.3g}", small_usd(p.get("cost_per_step_micro_usd"))]
 
 
+def outcome(r: dict) -> str:
+    """``running`` while burstd sees it on a node, else Slurm's state of its last run (``COMPLETED``,
+    ``FAILED``...), or ``ended`` where Slurm's accounting could not say."""
+    return r["state"] if r["state"] == "running" else r.get("outcome") or r["state"]
+
+
 def _print_jobs(rows: list[dict], wide: bool) -> None:
-    cols = [Column("job"), Column("account/user", drop=3), Column("state"), Column("nodes", free_text=True),
+    cols = [Column("job"), Column("account/user", drop=3), Column("outcome"), Column("nodes", free_text=True),
             Column("pool", drop=2), Column("started", drop=1), Column("ended", drop=0),
             Column("preempted", justify="right"), Column("requeued", justify="right", drop=4),
             Column("cost", justify="right"), Column("step", justify="right", drop=-1),
             Column("s/step", justify="right", drop=-2), Column("$/step", justify="right", drop=-3)]
     print_table(console, "burst jobs", cols, [
-        [str(r["job_id"]), f"{r['account'] or '-'}/{r['user'] or '-'}", r["state"], ",".join(r["nodes"]) or "-",
-         ",".join(r["pools"]) or "-", _when(r["first_start"]), _when(r["last_end"]), str(r["preemptions"]),
-         str(r["requeues"]), format_usd(r["cost_micro_usd"]), *_progress_cells(r)] for r in rows], wide=wide)
+        [r.get("slurm_id") or str(r["job_id"]), f"{r['account'] or '-'}/{r['user'] or '-'}", outcome(r),
+         ",".join(r["nodes"]) or "-", ",".join(r["pools"]) or "-", _when(r["first_start"]), _when(r["last_end"]),
+         str(r["preemptions"]), str(r["requeues"]), format_usd(r["cost_micro_usd"]), *_progress_cells(r)]
+        for r in rows], wide=wide)
     if not rows:
         console.print("no burst jobs in burstd's records for these filters", highlight=False)
+    notes = {(r.get("slurm") or {}).get("note") or "" for r in rows if not (r.get("slurm") or {}).get("source")}
+    if len(notes) == 1 and "" not in notes:  # the same for every job: no accounting to read
+        console.print(f"Slurm's accounting: {notes.pop()}", highlight=False)  # wrapped to the width
 
 
 def _print_training(rows: list[dict], wide: bool) -> None:

@@ -16,7 +16,7 @@ slurmdbd, a backend that cannot read it, sacct failing), ``rows`` is None and th
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,16 @@ def _self_requeued(history: JobHistory, account: SlurmAccount, requeues: int) ->
     return candidates[: max(0, requeues - history.requeued_by_burstd)]
 
 
+def slurm_account(job_id: int, rows: Iterable[SacctJob] | None, cloud_nodes: Collection[str],
+                  note: str = "") -> SlurmAccount:
+    """What ``rows`` (sacct's, of any jobs; None: no accounting, ``note`` says why) record of ``job_id``."""
+    mine = sorted((r for r in rows or () if r.job_id == job_id), key=_order)
+    cloud = frozenset(cloud_nodes)
+    return SlurmAccount(mine[0].slurm_id if mine else str(job_id),
+                        tuple(SlurmRun(r.state, r.start, r.end, r.nodes, bool(cloud & set(r.nodes))) for r in mine),
+                        note if rows is None else "" if mine else "sacct lists no run of it in this period")
+
+
 def join_accounting(histories: Iterable[JobHistory], rows: Iterable[SacctJob] | None, cloud_nodes: Collection[str],
                     *, note: str = "", restarts: Mapping[int, int] | None = None) -> list[JobHistory]:
     """Each story with Slurm's record of its job joined on (new objects; the order kept).
@@ -110,14 +120,9 @@ def join_accounting(histories: Iterable[JobHistory], rows: Iterable[SacctJob] | 
     by_job: dict[int, list[SacctJob]] = {}
     for row in rows or ():
         by_job.setdefault(row.job_id, []).append(row)
-    cloud = frozenset(cloud_nodes)
     out = []
     for h in histories:
-        mine: Sequence[SacctJob] = sorted(by_job.get(h.job_id, ()), key=_order)
-        account = SlurmAccount(
-            mine[0].slurm_id if mine else str(h.job_id),
-            tuple(SlurmRun(r.state, r.start, r.end, r.nodes, bool(cloud & set(r.nodes))) for r in mine),
-            note if rows is None else "" if mine else "sacct lists no run of it in this period")
+        account = slurm_account(h.job_id, None if rows is None else by_job.get(h.job_id, []), cloud_nodes, note)
         requeues = max(h.requeues, account.requeues, (restarts or {}).get(h.job_id, 0))
         preempted = {id(r) for r in _self_requeued(h, account, requeues)}
         runs = [dataclasses.replace(r, ended_by="preempted") if id(r) in preempted else r for r in h.runs]

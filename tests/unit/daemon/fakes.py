@@ -199,6 +199,9 @@ class FakeStore:
     def spend_intervals(self, lease_id=None, since=None, until=None):
         return []  # no spend ledger here: nothing charged (tests/integration/live_api.py has the real Store)
 
+    def data_spend(self, since=None, until=None):
+        return []  # no data booked here either
+
     def budget_book(self, period, now, config=None):
         """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
         return BudgetBook(period_start=now - 86400, period_end=now + 86400)
