@@ -1,12 +1,14 @@
-"""``burstctl jobs``: burst jobs from burstd's own records, with where they ran, preemptions, requeues and cost.
+"""``burstctl jobs``: burst jobs from burstd's own records joined with Slurm's accounting (sacct), with where they
+ran, their outcome, preemptions, requeues and cost (compute and data).
 
     burstctl jobs --account chem --since 7d
     burstctl jobs --state running --json
     burstctl jobs --training          # steps, step time, GPU use and cost per step of jobs that report them
+    burstctl jobs --watch 10          # again every 10 s until Ctrl-C (also with --training, --json)
 
 The daemon joins its leases, their allocations (which job held which cloud node, and when), the spend ledger
-and the lease events (``GET /v1/jobs``, ``burstd.report.job_history``); ``burstctl explain JOB`` tells the same
-story for a job that has left the queue.
+and the lease events (``burstd.report.job_history``) with every run sacct recorded (``burstd.report.job_accounting``,
+``GET /v1/jobs``); ``burstctl explain JOB`` tells the same story for a job that has left the queue.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 
 import typer
 
-from burstd.cli.common import ConfigOption, JsonFlag, WideFlag, api_call, console, fail, show
+from burstd.cli.common import ConfigOption, JsonFlag, WatchOption, WideFlag, api_call, console, fail, show
 from burstd.cli.tables import Column, print_table
 from burstd.cli.timespec import SINCE_HELP, parse_when
 from burstd.domain.money import format_usd
@@ -109,11 +111,13 @@ def register(app: typer.Typer) -> None:
         training: bool = typer.Option(False, "--training", help="Training progress instead: the last report of "
                                       "every job that sends one, on-prem and cloud (steps, step time, GPU, cost "
                                       "per step)."),
+        watch: float = WatchOption,
     ) -> None:
-        """Burst jobs from burstd's records: where each ran, preemptions, requeues, cost (newest first)."""
+        """Burst jobs from burstd's records joined with Slurm's accounting: where each ran, its outcome,
+        preemptions, requeues, cost (newest first)."""
         if training:
             show(lambda: api_call(config, lambda api: api.get("/v1/progress")),
-                 lambda rows: _print_training(rows, wide), as_json=as_json)
+                 lambda rows: _print_training(rows, wide), as_json=as_json, watch=watch)
             return
         if state is not None and state not in STATES:
             fail(f"--state {state!r}: use one of {', '.join(STATES)}", 2)
@@ -123,4 +127,4 @@ def register(app: typer.Typer) -> None:
             fail(str(exc), 2)
         show(lambda: api_call(config, lambda api: api.get("/v1/jobs", account=account, user=user, state=state,
                                                           since=t_since)),
-             lambda rows: _print_jobs(rows, wide), as_json=as_json)
+             lambda rows: _print_jobs(rows, wide), as_json=as_json, watch=watch)
