@@ -10,6 +10,7 @@ cannot read it) or sacct fails, the stories say so and carry burstd's records al
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from burstd.domain.jobref import JobRef
 from burstd.domain.lease import OPEN_STATES, LeaseState
 from burstd.domain.sacct import SacctJob
 from burstd.domain.slurm import Snapshot
-from burstd.report.job_accounting import REQUEUE_STATES, join_accounting, slurm_account
+from burstd.report.job_accounting import REQUEUE_STATES, join_accounting, run_order, slurm_account
 from burstd.report.job_history import JobHistory, job_histories, select_histories
 from burstd.slurm.base import SlurmAdapter, SlurmError
 
@@ -52,6 +53,7 @@ class JobStories:
     def __init__(self, store: RecordsStore, adapter: SlurmAdapter, config: Config):
         self._store, self._adapter, self._config = store, adapter, config
         self._settled: dict[int, list[SacctJob]] = {}  # job -> its runs, for jobs whose last run is final
+        self._lock = threading.Lock()  # the API answers readers on several threads
 
     # --- burstd's records -------------------------------------------------------------------------------
     def histories(self, since: float, job: int | None = None) -> list[JobHistory]:
@@ -75,8 +77,9 @@ class JobStories:
         try:
             if not self._adapter.accounting_enabled():
                 return None, NO_ACCOUNTING
-            wanted = [r for r in refs if not (r.plain and r.job_id in self._settled)]
-            rows = [row for r in refs if r.plain for row in self._settled.get(r.job_id, ())]
+            with self._lock:
+                wanted = [r for r in refs if not (r.plain and r.job_id in self._settled)]
+                rows = [row for r in refs if r.plain for row in self._settled.get(r.job_id, ())]
             for i in range(0, len(wanted), SACCT_BATCH):
                 fresh = self._adapter.sacct_jobs(since - SACCT_MARGIN_S, jobs=wanted[i:i + SACCT_BATCH])
                 self._settle(fresh)
@@ -89,12 +92,13 @@ class JobStories:
         by_job: dict[int, list[SacctJob]] = {}
         for row in rows:
             by_job.setdefault(row.job_id, []).append(row)
-        for job_id, runs in by_job.items():
-            last = max(runs, key=lambda r: (r.start is None, r.start or 0.0))
-            if last.end is not None and last.state not in _UNSETTLED:
-                self._settled[job_id] = runs
-        while len(self._settled) > MAX_SETTLED:
-            del self._settled[next(iter(self._settled))]
+        with self._lock:
+            for job_id, runs in by_job.items():
+                last = max(runs, key=run_order)
+                if last.end is not None and last.state not in _UNSETTLED:
+                    self._settled[job_id] = runs
+            while len(self._settled) > MAX_SETTLED:
+                del self._settled[next(iter(self._settled))]
 
     def _joined(self, histories: list[JobHistory], rows: list[SacctJob] | None, note: str,
                 live: Live) -> list[JobHistory]:

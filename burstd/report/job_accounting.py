@@ -79,7 +79,7 @@ class SlurmAccount:
         return f"Slurm: {self.outcome} after {len(self.runs)} runs: {runs}" if len(self.runs) > 1 else f"Slurm: {runs}"
 
 
-def _order(row: SacctJob) -> tuple[bool, float]:
+def run_order(row: SacctJob) -> tuple[bool, float]:
     return row.start is None, row.start or 0.0  # a run not started yet (pending again) is the latest
 
 
@@ -102,7 +102,7 @@ def _self_requeued(history: JobHistory, account: SlurmAccount, requeues: int) ->
 def slurm_account(job_id: int, rows: Iterable[SacctJob] | None, cloud_nodes: Collection[str],
                   note: str = "") -> SlurmAccount:
     """What ``rows`` (sacct's, of any jobs; None: no accounting, ``note`` says why) record of ``job_id``."""
-    mine = sorted((r for r in rows or () if r.job_id == job_id), key=_order)
+    mine = sorted((r for r in rows or () if r.job_id == job_id), key=run_order)
     cloud = frozenset(cloud_nodes)
     return SlurmAccount(mine[0].slurm_id if mine else str(job_id),
                         tuple(SlurmRun(r.state, r.start, r.end, r.nodes, bool(cloud & set(r.nodes))) for r in mine),
