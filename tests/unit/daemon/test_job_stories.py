@@ -8,29 +8,17 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import pytest
-from typer.testing import CliRunner
-
-from burstd.cli.app import app
 from burstd.domain.budget import Allocation, SpendInterval
 from burstd.domain.data import DataSpend
 from burstd.domain.sacct import SacctJob
 from burstd.domain.slurm import Job
 from burstd.slurm.base import SlurmError
-from tests.integration.live_api import live_api
+from tests.integration import test_jobs_cli
+
+cli, live = test_jobs_cli.cli, test_jobs_cli.live  # burstctl on the real control API and SQLite Store (the fixture)
 
 T = 1_773_144_000.0
 A, B = "a" * 32, "b" * 32
-
-
-@pytest.fixture
-def live(tmp_path):
-    with live_api(tmp_path) as parts:
-        yield parts
-
-
-def cli(*args):
-    return CliRunner().invoke(app, list(args))
 
 
 def _lease(store, lid, node, job, start, end):
