@@ -1,6 +1,7 @@
 """``burstctl doctor``: a preflight of what a new site gets wrong, each with how to fix it; exit 1 on any failure.
 
-    burstctl doctor            # the config, slurm.conf as slurmctld runs it, munge, the daemon, cloud credentials
+    burstctl doctor            # the config, slurm.conf as slurmctld runs it, munge, the database and its schema,
+                               # the daemon and its metrics endpoint, cloud credentials
     burstctl doctor --json
 """
 
@@ -14,8 +15,8 @@ import typer
 from burstd.cli.common import ConfigOption, JsonFlag, WideFlag, console, print_json
 from burstd.cli.tables import Column, print_table
 from burstd.report.preflight import (
-    Finding, config_findings, credential_findings, failed, munge_finding, parse_show_config, run_command,
-    slurm_findings,
+    Finding, config_findings, credential_findings, database_finding, failed, metrics_finding, munge_finding,
+    parse_show_config, run_command, slurm_findings,
 )
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ def _daemon(cfg: Config) -> Finding:
 
 
 def collect(path: str | None) -> list[Finding]:
+    from burstd.db.engine import schema_revisions  # Alembic and SQLAlchemy load only when the doctor runs
+
     cfg, found = _config(path)
     if cfg is None:
         return found
@@ -61,7 +64,9 @@ def collect(path: str | None) -> list[Finding]:
     else:
         found += slurm_findings(parse_show_config(text), cfg)
     found.append(munge_finding())
-    found.append(_daemon(cfg))
+    found.append(database_finding(cfg.database.url, schema_revisions))
+    daemon = _daemon(cfg)
+    found += [daemon, metrics_finding(cfg, daemon_up=daemon.level == "ok")]
     found += credential_findings(cfg)
     found += config_findings(cfg)
     return found
@@ -70,8 +75,9 @@ def collect(path: str | None) -> list[Finding]:
 def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(config: str = ConfigOption, as_json: bool = JsonFlag, wide: bool = WideFlag) -> None:
-        """Preflight: slurm.conf and hooks, association enforcement, munge, groups and paths, the daemon, cloud
-        credentials, the metrics port. Says how to fix each problem; exits 1 on any failure."""
+        """Preflight: slurm.conf and hooks, association enforcement, munge, groups and paths, the database and its
+        schema, the daemon, the metrics endpoint, cloud credentials. Says how to fix each problem; exits 1 on any
+        failure."""
         found = collect(config)
         if as_json:
             print_json([f.as_dict() for f in found])

@@ -1,12 +1,14 @@
-"""``burstctl jobs``: burst jobs from burstd's own records, with where they ran, preemptions, requeues and cost.
+"""``burstctl jobs``: burst jobs from burstd's own records joined with Slurm's accounting (sacct), with where they
+ran, their outcome, preemptions, requeues and cost (compute and data).
 
     burstctl jobs --account chem --since 7d
     burstctl jobs --state running --json
     burstctl jobs --training          # steps, step time, GPU use and cost per step of jobs that report them
+    burstctl jobs --watch 10          # again every 10 s until Ctrl-C (also with --training, --json)
 
 The daemon joins its leases, their allocations (which job held which cloud node, and when), the spend ledger
-and the lease events (``GET /v1/jobs``, ``burstd.report.job_history``); ``burstctl explain JOB`` tells the same
-story for a job that has left the queue.
+and the lease events (``burstd.report.job_history``) with every run sacct recorded (``burstd.report.job_accounting``,
+``GET /v1/jobs``); ``burstctl explain JOB`` tells the same story for a job that has left the queue.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 
 import typer
 
-from burstd.cli.common import ConfigOption, JsonFlag, WideFlag, api_call, console, fail, show
+from burstd.cli.common import ConfigOption, JsonFlag, WatchOption, WideFlag, api_call, console, fail, show
 from burstd.cli.tables import Column, print_table
 from burstd.cli.timespec import SINCE_HELP, parse_when
 from burstd.domain.money import format_usd
@@ -56,18 +58,28 @@ def _progress_cells(r: dict) -> list[str]:
     return [f"{p['step']:,}", f"{p['step_time_s']:.3g}", small_usd(p.get("cost_per_step_micro_usd"))]
 
 
+def outcome(r: dict) -> str:
+    """``running`` while burstd sees it on a node, else Slurm's state of its last run (``COMPLETED``,
+    ``FAILED``...), or ``ended`` where Slurm's accounting could not say."""
+    return r["state"] if r["state"] == "running" else r.get("outcome") or r["state"]
+
+
 def _print_jobs(rows: list[dict], wide: bool) -> None:
-    cols = [Column("job"), Column("account/user", drop=3), Column("state"), Column("nodes", free_text=True),
+    cols = [Column("job"), Column("account/user", drop=3), Column("outcome"), Column("nodes", free_text=True),
             Column("pool", drop=2), Column("started", drop=1), Column("ended", drop=0),
             Column("preempted", justify="right"), Column("requeued", justify="right", drop=4),
             Column("cost", justify="right"), Column("step", justify="right", drop=-1),
             Column("s/step", justify="right", drop=-2), Column("$/step", justify="right", drop=-3)]
     print_table(console, "burst jobs", cols, [
-        [str(r["job_id"]), f"{r['account'] or '-'}/{r['user'] or '-'}", r["state"], ",".join(r["nodes"]) or "-",
-         ",".join(r["pools"]) or "-", _when(r["first_start"]), _when(r["last_end"]), str(r["preemptions"]),
-         str(r["requeues"]), format_usd(r["cost_micro_usd"]), *_progress_cells(r)] for r in rows], wide=wide)
+        [r.get("slurm_id") or str(r["job_id"]), f"{r['account'] or '-'}/{r['user'] or '-'}", outcome(r),
+         ",".join(r["nodes"]) or "-", ",".join(r["pools"]) or "-", _when(r["first_start"]), _when(r["last_end"]),
+         str(r["preemptions"]), str(r["requeues"]), format_usd(r["cost_micro_usd"]), *_progress_cells(r)]
+        for r in rows], wide=wide)
     if not rows:
         console.print("no burst jobs in burstd's records for these filters", highlight=False)
+    notes = {(r.get("slurm") or {}).get("note") or "" for r in rows if not (r.get("slurm") or {}).get("source")}
+    if len(notes) == 1 and "" not in notes:  # the same for every job: no accounting to read
+        console.print(f"Slurm's accounting: {notes.pop()}", highlight=False)  # wrapped to the width
 
 
 def _print_training(rows: list[dict], wide: bool) -> None:
@@ -99,11 +111,13 @@ def register(app: typer.Typer) -> None:
         training: bool = typer.Option(False, "--training", help="Training progress instead: the last report of "
                                       "every job that sends one, on-prem and cloud (steps, step time, GPU, cost "
                                       "per step)."),
+        watch: float = WatchOption,
     ) -> None:
-        """Burst jobs from burstd's records: where each ran, preemptions, requeues, cost (newest first)."""
+        """Burst jobs from burstd's records joined with Slurm's accounting: where each ran, its outcome,
+        preemptions, requeues, cost (newest first)."""
         if training:
             show(lambda: api_call(config, lambda api: api.get("/v1/progress")),
-                 lambda rows: _print_training(rows, wide), as_json=as_json)
+                 lambda rows: _print_training(rows, wide), as_json=as_json, watch=watch)
             return
         if state is not None and state not in STATES:
             fail(f"--state {state!r}: use one of {', '.join(STATES)}", 2)
@@ -113,4 +127,4 @@ def register(app: typer.Typer) -> None:
             fail(str(exc), 2)
         show(lambda: api_call(config, lambda api: api.get("/v1/jobs", account=account, user=user, state=state,
                                                           since=t_since)),
-             lambda rows: _print_jobs(rows, wide), as_json=as_json)
+             lambda rows: _print_jobs(rows, wide), as_json=as_json, watch=watch)

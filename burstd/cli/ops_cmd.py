@@ -4,7 +4,7 @@ slurm-conf | explain`` (money is in ``spend_cmd.py``).
 Everything except ``slurm-conf`` talks to the running daemon over its control API (the unix socket in
 ``api.socket``); reads are open to ``api.socket_group``, changes need ``api.admin_group``. Every read
 takes ``--json`` (``common.show``); tables fit the terminal and ``--wide`` shows them whole (``tables``);
-``status``, ``nodes`` and ``leases`` take ``--watch SECONDS``.
+``status``, ``nodes``, ``leases`` and ``jobs`` take ``--watch SECONDS``.
 """
 
 from __future__ import annotations

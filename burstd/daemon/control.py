@@ -14,6 +14,7 @@ from typing import Any, cast
 from burstd.config import Config
 from burstd.daemon.data_staging import JobStaging
 from burstd.daemon.job_credentials import JobCaller
+from burstd.daemon.job_stories import JobStories, Live
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.ports import RecordsStore
@@ -28,7 +29,6 @@ from burstd.domain.preempt_rate import WINDOW_S, PoolRate, checkpoint_view, is_p
 log = get_logger("control")
 
 JOBS_LOOKBACK_S = 30 * 86400  # burstctl jobs / explain look this far back unless told --since
-MAX_JOB_LEASES = 5000  # the newest leases read for them (each one is an allocations and an events query)
 
 
 def _uid_of(user: str) -> int | None:
@@ -51,6 +51,7 @@ class DaemonControl:
         self._store = cast(RecordsStore, rec.store)
         self.config = config
         self.started_at = started_at
+        self._stories = JobStories(self._store, rec.adapter, config)
 
     @property
     def metrics(self) -> Metrics:
@@ -161,24 +162,15 @@ class DaemonControl:
 
     def jobs(self, *, job: int | None = None, account: str | None = None, user: str | None = None,
              state: str | None = None, since: float | None = None) -> list[dict[str, Any]]:
-        """Burst jobs' stories from burstd's records (``report.job_history``): the jobs that held a node of a
-        lease open now or touched since ``since`` (default: the last ``JOBS_LOOKBACK_S``), newest first."""
-        from burstd.report.job_history import job_histories, select_histories
+        """Burst jobs' stories from burstd's records joined with Slurm's accounting (``daemon.job_stories``): the
+        jobs that held a node of a lease open now or touched since ``since`` (default: the last
+        ``JOBS_LOOKBACK_S``), newest first."""
+        since = self._rec.clock() - JOBS_LOOKBACK_S if since is None else since
+        told = self._stories.list(since=since, live=self._live(), job=job, account=account, user=user, state=state)
+        return [self._with_progress(h.as_dict()) for h in told]
 
-        if since is None:
-            since = self._rec.clock() - JOBS_LOOKBACK_S
-        leases = {le.lease_id: le for le in [*self._store.leases(since=since, limit=MAX_JOB_LEASES),
-                                              *self._store.leases(states=OPEN_STATES)]}
-        allocations = {lid: self._store.allocations(lid) for lid in leases}
-        if job is not None:  # one job: only the leases it held (fewer event reads)
-            leases = {lid: le for lid, le in leases.items()
-                      if job in le.job_ids or any(a.job_id == job for a in allocations[lid])}
-        events = [e for lid in leases for e in self._store.events(lease_id=lid, limit=10_000)
-                  if e.to_state == LeaseState.FAILED]
-        spend = self._store.spend_intervals(since=min((le.created_at for le in leases.values()), default=since))
-        histories = job_histories(leases.values(), allocations, spend, events)
-        return [self._with_progress(h.as_dict()) for h in select_histories(histories, job=job, account=account,
-                                                                           user=user, state=state, since=since)]
+    def _live(self) -> Live:
+        return Live(self._rec.last_snapshot, self._rec.requeue_watch.requeued)
 
     def _with_progress(self, story: dict[str, Any]) -> dict[str, Any]:
         known = self._rec.progress.get(story["job_id"])
@@ -283,11 +275,8 @@ class DaemonControl:
                 raise NotReady(f"cannot explain job {job}: {exc}") from None
         answer = explain_job(job, snap, decisions=decisions, leases=leases, config=self.config,
                              now=rec.clock()).as_dict()
-        if not answer["found"] and job.plain:  # left the queue: burstd's records may know where it ran
-            told = self.jobs(job=job.job_id)
-            if told:
-                answer.update(sentence=told[0]["sentence"], reason="not in the queue; burstd's records",
-                              history=told[0])
+        if not answer["found"] and not job.tasks:  # left the queue: burstd's records and sacct's may know it
+            self._finished(job, answer)
         held = rec.cloud_gate.why_held(job.job_id) if job.plain else None
         if held:  # burstd's own hold: the rule refuses this job the cloud nodes it asked for (issue 21 item 1)
             answer.update(reason=f"held by burstd: {held}",
@@ -297,6 +286,23 @@ class DaemonControl:
         answer["progress"] = known.as_dict() if known else None
         answer["checkpoint"] = self._checkpoint(job, answer, leases, known.step_time_s if known else None)
         return answer
+
+    def _finished(self, ref: JobRef, answer: dict[str, Any]) -> None:
+        """A job that left the queue, told from burstd's records joined with Slurm's accounting."""
+        told = self._stories.of(ref, since=self._rec.clock() - JOBS_LOOKBACK_S, live=self._live())
+        if told is None:
+            return
+        if "history" in told:
+            story = self._with_progress(told["history"].as_dict())
+            answer.update(sentence=story["sentence"], reason="not in the queue; burstd's records and Slurm's "
+                          "accounting", history=story, outcome=story["outcome"])
+        elif "slurm" in told:
+            slurm = told["slurm"]
+            answer.update(sentence=f"job {slurm.slurm_id}: never on burstd's cloud nodes; {slurm.sentence()}",
+                          reason="not in the queue; Slurm's accounting", slurm=slurm.as_dict(),
+                          outcome=slurm.outcome)
+        else:
+            answer.update(sentence=told["note"], reason="not in the queue")
 
     def _checkpoint(self, ref: JobRef, answer: dict[str, Any], leases: Sequence[Lease],
                     step_time_s: float | None) -> dict[str, Any] | None:

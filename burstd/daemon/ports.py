@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from burstd.domain.budget import Allocation, BudgetBook, SpendInterval
 from burstd.domain.daemon_state import Cooldown, PauseState, PoolHealthRecord, StoredIntent
+from burstd.domain.data import DataSpend
 from burstd.domain.leadership import Fence, LeaderRecord
 from burstd.domain.lease import Lease, LeaseEvent, LeaseState
 
@@ -117,3 +118,5 @@ class RecordsStore(LeaseStore, Protocol):
 
     def spend_series(self, by: str = "account", since: float | None = None,
                      until: float | None = None) -> list[tuple[float, str, int]]: ...
+
+    def data_spend(self, since: float | None = None, until: float | None = None) -> list[DataSpend]: ...

@@ -8,8 +8,10 @@ on a cloud node, less the requeues burstd made itself (already counted where it 
 
     watch = RequeueWatch()
     n = watch.observe(snapshot.jobs, on_cloud=lambda job: ..., ours={burstd's requeues since the last call})
+    watch.requeued[job_id]  # per job, what ``burstctl jobs`` adds to burstd's own requeues of it
 
-Pure: jobs in, a count out.
+Pure: jobs in, a count out. The per-job counts live as long as the daemon (Slurm's own ``restart_count`` and
+sacct's records of every run are the durable sources: ``burstd.report.job_accounting``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from collections.abc import Callable, Collection, Iterable
 
 from burstd.domain.slurm import Job
 
+#: the jobs whose count is kept (the newest): the watch must not grow without bound in a daemon that runs for months
+MAX_JOBS_KEPT = 50_000
+
 
 class RequeueWatch:
     def __init__(self) -> None:
         self.seen: dict[int, int] = {}  # job -> restart_count when last seen, for jobs seen on a cloud node
+        self.requeued: dict[int, int] = {}  # job -> requeues counted here (not burstd's), oldest job first
 
     def observe(self, jobs: Iterable[Job], on_cloud: Callable[[Job], bool], ours: Collection[int] = ()) -> int:
         """Requeues of watched jobs since the last call that burstd did not make (``ours``: the jobs burstd
@@ -30,8 +36,13 @@ class RequeueWatch:
         for job in jobs:
             before = self.seen.get(job.job_id)
             if before is not None and job.restart_count > before:
-                count += max(0, job.restart_count - before - (job.job_id in ours))
+                n = max(0, job.restart_count - before - (job.job_id in ours))
+                if n:
+                    count += n
+                    self.requeued[job.job_id] = self.requeued.pop(job.job_id, 0) + n  # now the newest
             if before is not None or (job.is_running and on_cloud(job)):
                 seen[job.job_id] = job.restart_count
         self.seen = seen
+        while len(self.requeued) > MAX_JOBS_KEPT:
+            del self.requeued[next(iter(self.requeued))]
         return count

@@ -92,14 +92,20 @@ def make_engine(url: str) -> Engine:
     return create_engine(u, pool_pre_ping=True)
 
 
-def migrate(engine: Engine) -> str:
-    """Run the packaged Alembic migrations to head, under a lock so two processes never race. Returns head."""
-    from alembic import command
+def _alembic_config() -> Any:
     from alembic.config import Config as AlembicConfig
-    from alembic.runtime.migration import MigrationContext
 
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def migrate(engine: Engine) -> str:
+    """Run the packaged Alembic migrations to head, under a lock so two processes never race. Returns head."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
+    cfg = _alembic_config()
     with engine.execution_options(burstd_write=True).begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK_KEY})")
@@ -107,6 +113,29 @@ def migrate(engine: Engine) -> str:
         command.upgrade(cfg, "head")
         return MigrationContext.configure(conn).get_current_revision() or ""
 
+
+
+def schema_revisions(url: str, timeout_s: int = 5) -> tuple[str | None, str, frozenset[str]]:
+    """The database's schema revision (None: no burstd schema in it), this burstd's head and every revision it
+    knows, read without changing anything (``burstctl doctor``): no migration, no SQLite pragma, and no file made
+    where none is (``FileNotFoundError``). Whatever the database says otherwise is raised as it is."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        if u.database in (None, "", ":memory:") or not Path(u.database).expanduser().is_file():
+            raise FileNotFoundError(f"no SQLite database at {u.database or ':memory:'}")
+        engine = create_engine(u)
+    else:
+        engine = create_engine(u, connect_args={"connect_timeout": timeout_s})
+    script = ScriptDirectory.from_config(_alembic_config())
+    try:
+        with engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+    return current, script.get_current_head() or "", frozenset(r.revision for r in script.walk_revisions())
 
 
 def _is_lock_timeout(exc: OperationalError) -> bool:

@@ -1,8 +1,9 @@
 """What a new site gets wrong, checked before it bites (``burstctl doctor``).
 
 Two halves: pure rules over what Slurm says of itself (``scontrol show config``) and over burstd's config, and
-probes that run the site's own tools (``munge``, the database, the daemon, the clouds' credential chains). Each
-check gives one :class:`Finding`: ``ok``, ``warn`` or ``fail``, what was seen, and how to fix it.
+probes that run the site's own tools (``munge``, the database and its schema, the daemon, its metrics endpoint,
+the clouds' credential chains). Each check gives one :class:`Finding`: ``ok``, ``warn`` or ``fail``, what was
+seen, and (unless ok) how to fix it. A probe takes what does the I/O as an argument, so the tests give it theirs.
 
 The rule that matters most for money: without ``AccountingStorageEnforce=associations`` Slurm takes any
 ``sbatch -A`` string, so a user with no association could charge a funded account's budget (issue 21, item 2).
@@ -200,6 +201,91 @@ def credential_findings(cfg: Config) -> list[Finding]:
             out.append(Finding("GCP credentials", "fail", str(exc).splitlines()[0],
                                "set GOOGLE_APPLICATION_CREDENTIALS in /etc/burstd/burstd.env (docs/clouds.md)"))
     return out
+
+
+#: reads a database's schema revision, this burstd's head and every revision it knows (``db.engine.schema_revisions``)
+Revisions = Callable[[str], tuple[str | None, str, frozenset[str]]]
+
+
+def shown_url(url: str) -> str:
+    """A database URL fit to print: its password hidden."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url.partition("://")[0] + "://..."
+
+
+def database_finding(url: str, revisions: Revisions) -> Finding:
+    """burstd's database opens, and its schema is the one this burstd runs on (the Alembic head)."""
+    where = shown_url(url)
+    try:
+        current, head, known = revisions(url)
+    except FileNotFoundError as exc:
+        return Finding("database", "warn", f"{exc}: nothing recorded yet",
+                       "start burstd (systemctl start burstd): it creates the database and its schema; or correct "
+                       "database.url if the records are elsewhere")
+    except Exception as exc:  # noqa: BLE001 - any failure to open or read it is the finding
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Finding("database", "fail", f"cannot read {where}: {why}",
+                       "check database.url, that the database server runs and lets this user in (the SQLite file "
+                       "is the daemon's alone, mode 0600: run doctor as burstd's user or root)")
+    if current == head:
+        return Finding("database", "ok", f"{where}: schema at the current revision {head}")
+    if current is None:
+        return Finding("database", "fail", f"{where} holds no burstd schema",
+                       "start burstd once against it (it migrates a database to the current schema on start), or "
+                       "correct database.url")
+    if current not in known:
+        return Finding("database", "fail", f"{where}: schema revision {current} is unknown to this burstd (head "
+                                           f"{head}): a newer burstd wrote it",
+                       "upgrade burstd to the release that wrote the database (an older one must not run on it)")
+    return Finding("database", "fail", f"{where}: schema at revision {current}, this burstd needs {head}",
+                   "back the database up, then restart burstd: it migrates the schema to the current revision on "
+                   "start")
+
+
+#: GETs a URL: (HTTP status, body); raises OSError when nothing answers
+Fetch = Callable[[str], tuple[int, str]]
+
+
+def http_get(url: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:  # an http URL built from the config, never a user's
+            return r.status, r.read(1 << 20).decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+
+
+def metrics_finding(cfg: Config, daemon_up: bool, fetch: Fetch = http_get) -> Finding:
+    """Can Prometheus scrape burstd: ``daemon.metrics_port`` set, and (the daemon running) ``/metrics`` answering
+    with burstd's metrics."""
+    d = cfg.daemon
+    if d.metrics_port is None:
+        return Finding("metrics", "warn", "daemon.metrics_port is not set: Prometheus cannot scrape burstd (no "
+                                          "alerts, no Grafana dashboard)",
+                       "set daemon.metrics_port (e.g. 9464) in burstd.toml, restart burstd and add the target to "
+                       "Prometheus (monitoring/README.md)")
+    # a wildcard listen address is reached on loopback here
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(d.metrics_address, d.metrics_address)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{d.metrics_port}/metrics"
+    if not daemon_up:
+        return Finding("metrics", "warn", f"{url} not checked: the daemon is not running",
+                       "start burstd, then run burstctl doctor again")
+    try:
+        status, body = fetch(url)
+    except OSError as exc:
+        return Finding("metrics", "fail", f"{url}: {exc}",
+                       "is burstd running with this config? Another process on the port? (journalctl -u burstd)")
+    if status != 200 or "burstd_" not in body:
+        return Finding("metrics", "fail", f"{url} answered HTTP {status} without burstd's metrics",
+                       "another service holds the port: give daemon.metrics_port a free one and restart burstd")
+    return Finding("metrics", "ok", f"{url} answers with burstd's metrics")
 
 
 def failed(findings: list[Finding]) -> bool:

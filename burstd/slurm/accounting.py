@@ -8,7 +8,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 
+from burstd.domain.jobref import JobRef
 from burstd.domain.sacct import SacctJob, SlurmInstance
 from burstd.slurm import sacct
 from burstd.slurm.base import SlurmError
@@ -73,14 +75,18 @@ class AccountingMixin:
                 rows.append(SlurmInstance(parts[0], parts[1], parts[2], _epoch(parts[3]), _epoch(parts[4])))
         return rows
 
-    def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
+    def sacct_jobs(self, since: float, nodes: list[str] | None = None,
+                   jobs: Sequence[JobRef] | None = None) -> list[SacctJob]:
         """Every run slurmdbd recorded from ``since`` on (``sacct -X -a -D``: a requeued job once a run),
-        optionally only those on ``nodes``; NodeList expanded. ``sacct --json``, or where the release's JSON
-        plugin is missing ``-P`` with a one-time delimiter; every row checked (``burstd.slurm.sacct``)."""
+        optionally only those on ``nodes`` or of ``jobs`` (``--jobs``: sacct itself reads ``1234_5`` as that array
+        task, and a plain array id as all its tasks); NodeList expanded. ``sacct --json``, or where the release's
+        JSON plugin is missing ``-P`` with a one-time delimiter; every row checked (``burstd.slurm.sacct``)."""
         args = ["-X", "-a", "-D", "-n", "--noconvert",
                 "--starttime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since)), "--endtime=now"]
         if nodes:
             args.append("--nodelist=" + ",".join(nodes))
+        if jobs:
+            args.append("--jobs=" + ",".join(map(str, jobs)))  # JobRef prints only digits, _ [ ] , - : % +
         try:
             # 22.05 re-reads --starttime in SLURM_TIME_FORMAT and cannot parse "%s" back (its JSON then holds
             # "Unable to parse time format"); JSON times are Unix seconds whatever the format
@@ -112,7 +118,8 @@ class NoSlurmdbd:
     def enforces_associations(self) -> bool | None:
         return None  # cannot tell from here
 
-    def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
+    def sacct_jobs(self, since: float, nodes: list[str] | None = None,
+                   jobs: Sequence[JobRef] | None = None) -> list[SacctJob]:
         return []
 
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:

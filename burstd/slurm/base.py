@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from burstd.domain.slurm import Snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from burstd.domain.jobref import JobRef
     from burstd.domain.sacct import SacctJob, SlurmInstance
 
 
@@ -129,8 +132,10 @@ class SlurmAdapter(Protocol):
     def associations(self) -> set[tuple[str, str]] | None:
         """Every (user, account) association slurmdbd holds (an account's own row: user ""); None without it."""
         ...
-    def sacct_jobs(self, since: float, nodes: list[str] | None = None) -> list[SacctJob]:
-        """Allocations slurmdbd recorded from ``since`` on, optionally only those that ran on ``nodes``."""
+    def sacct_jobs(self, since: float, nodes: list[str] | None = None,
+                   jobs: Sequence[JobRef] | None = None) -> list[SacctJob]:
+        """Allocations slurmdbd recorded from ``since`` on (every run of a requeued job), optionally only those
+        that ran on ``nodes`` or of ``jobs`` (an array task ``1234_5`` as Slurm reads it)."""
         ...
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
         """Cloud instances slurmdbd recorded from ``since`` on (23.11+); None where none can be recorded."""

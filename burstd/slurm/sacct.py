@@ -26,7 +26,7 @@ from typing import Any
 from burstd.domain.sacct import SacctJob
 from burstd.slurm.base import HOSTLIST_RE, SlurmError
 from burstd.domain.hostlist import HostlistError, expand
-from burstd.slurm.parse import time_or_none
+from burstd.slurm.parse import num, time_or_none
 
 # JobIDRaw: a job's own id (an array task's is not "7_0" but its own number, the id burstd charges)
 TEXT_FIELDS = ("JobIDRaw", "Account", "User", "NodeList", "State", "Start", "End")
@@ -42,7 +42,7 @@ def new_delimiter() -> str:
 
 
 def _row(what: str, job_id: Any, account: Any, user: Any, nodelist: Any, state: Any, start: float | None,
-         end: float | None) -> SacctJob:
+         end: float | None, array: tuple[int, int] | None = None) -> SacctJob:
     """One checked row; ``what`` names it in errors (free text shown escaped, never raw)."""
     if isinstance(job_id, str):
         job_id = int(job_id) if job_id.isascii() and job_id.isdigit() and len(job_id) <= 10 else None
@@ -64,13 +64,24 @@ def _row(what: str, job_id: Any, account: Any, user: Any, nodelist: Any, state: 
     m = _STATE_RE.fullmatch(state) if isinstance(state, str) else None
     if m is None:
         raise SlurmError(f"{what} (job {job_id}): state {state!r} is not a Slurm job state")
-    return SacctJob(job_id=job_id, account=account, user=user, nodes=hosts, state=m.group(1), start=start, end=end)
+    task = array if array and all(0 <= n <= MAX_JOB_ID for n in array) else (None, None)
+    return SacctJob(job_id=job_id, account=account, user=user, nodes=hosts, state=m.group(1), start=start, end=end,
+                    array_job_id=task[0], array_task_id=task[1])
 
 
 # --------------------------------------------------------------------------- --json
 def _json_time(value: Any) -> float | None:
     t = time_or_none(value)  # 22.05 plain ints (0: not yet), 23.02+ plain or {"set","number"}
     return float(t) if t is not None else None
+
+
+def _json_array(array: Any) -> tuple[int, int] | None:
+    """(array job id, task id) of an array task; None for a job that is not one (22.05: ``job_id`` 0 and
+    ``task_id`` null; 23.02+: ``task_id`` a {set, number} object)."""
+    if not isinstance(array, Mapping):
+        return None
+    job, task = num(array.get("job_id"), zero_is_none=True), num(array.get("task_id"))
+    return None if job is None or task is None else (job, task)
 
 
 #: The flags that name a run's state in sacct's text, in the order Slurm's job_state_string() tests them; 23.02+'s
@@ -108,7 +119,7 @@ def jobs_from_json(doc: Mapping[str, Any], what: str = "sacct --json") -> list[S
         times = times if isinstance(times, Mapping) else {}
         rows.append(_row(f"{what} record {i}", rec.get("job_id"), rec.get("account") or "", rec.get("user") or "",
                          rec.get("nodes") or "", _json_state(rec.get("state")), _json_time(times.get("start")),
-                         _json_time(times.get("end"))))
+                         _json_time(times.get("end")), _json_array(rec.get("array"))))
     return rows
 
 

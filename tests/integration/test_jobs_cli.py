@@ -77,7 +77,8 @@ def test_explain_tells_a_finished_jobs_story(live):
     r = cli("explain", "42", "-c", path)
     assert r.exit_code == 0, r.output
     assert r.output.strip() == ("job 42 (chem/alice): ran on cloud1 (local, spot), then cloud2 (local, spot), "
-                                "preempted once, requeued once, cost $1.60")
+                                "preempted once, requeued once, cost $1.60; Slurm's accounting: no slurmdbd to ask "
+                                "(AccountingStorageType is not slurmdbd, or slurm.backend is not cli): outcome unknown")
     data = json.loads(cli("explain", "42", "--json", "-c", path).stdout)
     assert data["found"] is False and data["history"]["preemptions"] == 1
     assert "not in the queue" in cli("explain", "99", "-c", path).output  # no record of it either

@@ -83,7 +83,8 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
     def jobs(job: int | None = Query(None, ge=1, le=MAX_JOB_ID), account: str | None = Query(None, max_length=64),
              user: str | None = Query(None, max_length=64), state: str | None = Query(None, max_length=16),
              since: float | None = SINCE, who: str = read) -> list[dict]:
-        """Burst jobs from burstd's records: where each ran, preemptions, requeues, cost (``burstctl jobs``)."""
+        """Burst jobs from burstd's records joined with Slurm's accounting (sacct): where each ran, its outcome and
+        every run, preemptions, requeues, cost by kind (``burstctl jobs``)."""
         if state is not None and state not in JOB_STATES:
             raise HTTPException(422, f"state {state!r}: use one of {', '.join(JOB_STATES)}")
         return ctl.jobs(job=job, account=account, user=user, state=state, since=since)

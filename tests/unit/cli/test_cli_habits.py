@@ -75,7 +75,7 @@ def test_every_read_command_takes_the_one_shared_json_option():
 
 def test_wide_and_watch_where_they_belong():
     opts = {name: {o for p in cmd.params for o in p.opts} for name, cmd in _commands()}
-    for name in ("status", "nodes", "leases"):
+    for name in ("status", "nodes", "leases", "jobs"):
         assert {"--watch", "--wide", "--json"} <= opts[name], name
     for name in ("events", "simulate"):
         assert "--wide" in opts[name], name
@@ -150,7 +150,7 @@ def test_watch_reads_again_until_ctrl_c(monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out) == {"round": 9}
 
 
-@pytest.mark.parametrize("args", [["status"], ["nodes"], ["leases"]])
+@pytest.mark.parametrize("args", [["status"], ["nodes"], ["leases"], ["jobs"], ["jobs", "--training"]])
 def test_watch_on_a_live_daemon(tmp_path, monkeypatch, args):
     from tests.integration.live_api import live_api
 

@@ -199,6 +199,9 @@ class FakeStore:
     def spend_intervals(self, lease_id=None, since=None, until=None):
         return []  # no spend ledger here: nothing charged (tests/integration/live_api.py has the real Store)
 
+    def data_spend(self, since=None, until=None):
+        return []  # no data booked here either
+
     def budget_book(self, period, now, config=None):
         """No budgets set and nothing spent: the guard then refuses nothing that fits the pools."""
         return BudgetBook(period_start=now - 86400, period_end=now + 86400)
@@ -263,8 +266,21 @@ class FakeAdapter:
     def accounting_enabled(self):
         return self.sacct is not None
 
-    def sacct_jobs(self, since, nodes=None):
-        return [j for j in self.sacct or [] if not nodes or set(j.nodes) & set(nodes)]
+    sacct_error: Exception | None = None  # what sacct_jobs raises (SlurmError: slurmdbd does not answer)
+
+    def sacct_jobs(self, since, nodes=None, jobs=None):
+        """As ``sacct -D -S since [--nodelist] [--jobs]`` selects: runs that had not ended before ``since``; a
+        plain id names the job and, for an array's id, all its tasks; ``1234_5`` that task."""
+        self.calls.append(("sacct_jobs", since, tuple(nodes or ()), tuple(str(r) for r in jobs or ())))
+        if self.sacct_error is not None:
+            raise self.sacct_error
+
+        def named(j):
+            return any(j.job_id == r.job_id or j.array_job_id == r.job_id if r.task is None
+                       else (j.array_job_id, j.array_task_id) == (r.job_id, r.task) for r in jobs)
+
+        return [j for j in self.sacct or [] if (not nodes or set(j.nodes) & set(nodes)) and (not jobs or named(j))
+                and (j.end is None or j.end >= since)]
 
     def ctld_health(self):
         return None

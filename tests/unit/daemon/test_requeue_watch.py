@@ -27,6 +27,25 @@ def test_a_job_seen_on_a_cloud_node_that_requeued_itself_is_counted_once():
     assert watch.observe([job(7, "PENDING", restarts=3)], on_cloud) == 2  # two requeues between two looks
 
 
+def test_each_jobs_own_requeues_are_kept_after_it_leaves_the_queue_for_burstctl_jobs():
+    watch = RequeueWatch()
+    watch.observe([job(7, "RUNNING", "cloud1"), job(8, "RUNNING", "cloud2")], on_cloud)
+    watch.observe([job(7, "PENDING", restarts=2), job(8, "PENDING", restarts=1)], on_cloud, ours={8})
+    watch.observe([], on_cloud)  # both left the queue
+    assert watch.requeued == {7: 2}  # 8's requeue was burstd's own: counted where burstd made it
+
+
+def test_the_per_job_counts_are_bounded(monkeypatch):
+    from burstd.daemon import requeue_watch
+
+    monkeypatch.setattr(requeue_watch, "MAX_JOBS_KEPT", 2)
+    watch = RequeueWatch()
+    running = [job(j, "RUNNING", "cloud1") for j in (1, 2, 3)]
+    watch.observe(running, on_cloud)
+    watch.observe([job(j, "PENDING", restarts=1) for j in (1, 2, 3)], on_cloud)
+    assert watch.requeued == {2: 1, 3: 1}
+
+
 def test_burstds_own_requeue_is_not_counted_again_and_onprem_jobs_are_not_watched():
     watch = RequeueWatch()
     watch.observe([job(7, "RUNNING", "cloud1"), job(8, "RUNNING", "onprem1")], on_cloud)

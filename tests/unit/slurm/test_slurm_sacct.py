@@ -189,3 +189,27 @@ def test_json_state_lists_read_as_the_text_names_them(current, word):
     from burstd.slurm.sacct import jobs_from_json
 
     assert jobs_from_json(doc)[0].state == word
+
+
+def test_an_array_task_keeps_its_array_and_task_as_slurm_writes_them():
+    """Issue 26: ``explain 5_0`` of a finished task; 22.05's capture (5_0 ran as job 7, 5_1 as job 5) and 23.02+'s
+    {set, number} task ids; a job that is no array task has none."""
+    js = sacct.jobs_from_json(json.loads((BED / "sacct_json.json").read_text()))
+    assert sorted((r.job_id, r.slurm_id) for r in js if r.array_job_id is not None) == [(5, "5_1"), (7, "5_0")]
+    assert {r.slurm_id for r in js if r.job_id == 2} == {"2"}
+    doc = {"jobs": [{"job_id": 31, "account": "a", "user": "u", "nodes": "c1", "state": {"current": ["FAILED"]},
+                     "time": {"start": 1, "end": 2}, "array": {"job_id": 30, "task_id": {"set": True, "number": 1}}},
+                    {"job_id": 32, "account": "a", "user": "u", "nodes": "c1", "state": {"current": ["FAILED"]},
+                     "time": {"start": 1, "end": 2}, "array": {"job_id": 0, "task_id": {"set": False, "number": 0}}}]}
+    assert [(r.job_id, r.slurm_id) for r in sacct.jobs_from_json(doc)] == [(31, "30_1"), (32, "32")]
+
+
+@pytest.mark.parametrize("json_works", [True, False])
+def test_sacct_is_asked_for_the_jobs_named_as_slurm_writes_them(json_works):
+    from burstd.domain.jobref import parse_job_ref
+
+    adapter = Sacct([run_(7, shown="5_0")], json_works=json_works)
+    adapter.sacct_jobs(0.0, jobs=[parse_job_ref("5_0"), parse_job_ref("9")])
+    assert all("--jobs=5_0,9" in argv and "-D" in argv for argv in adapter.argvs)
+    adapter.sacct_jobs(0.0)
+    assert not any(a.startswith("--jobs") for a in adapter.argvs[-1])
