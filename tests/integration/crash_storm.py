@@ -39,7 +39,8 @@ CRASH_DAEMON = {"cycle_interval_s": 1, "launch_timeout_s": 600, "boot_timeout_s"
 CRASH_CLOUD = {"protect_after_boot_failures": 1000}
 
 # --- the local provider: single-node jobs, kills between cloud calls --------------------------------------
-# A step must find its work still to do: a storm is four launches and four terminations (a crash before the
+# Four pairs of chains (issue 20: every point is proven two to four times here, and on the clouds again, rather
+# than six to eight). A step must find its work still to do: a storm is four launches and four terminations (a crash before the
 # provider call leaves its work to the restart), so the n-th hit of a launch or terminate point comes while at
 # least n remain, and a chain's last steps are points every cycle or every boot passes.
 LOCAL_LAUNCH_CHAINS = [
@@ -49,8 +50,6 @@ LOCAL_LAUNCH_CHAINS = [
      "ready.before:1", "cycle.after_snapshot:2"],
     ["launch.after_provider:1", "launch.after_provider:1", "launch.after_booting:1", "launch.before_provider:1",
      "ready.before:1", "cycle.after_snapshot:3"],
-    ["resume.after_commit:1", "launch.before_provider:2", "launch.after_booting:1", "launch.after_provider:1",
-     "launch.before_launching:1", "ready.before:1"],
     ["resume.after_commit:1", "launch.after_booting:3", "launch.before_provider:1", "launch.after_provider:1",
      "ready.before:1"],
 ]
@@ -61,8 +60,6 @@ LOCAL_TERMINATE_CHAINS = [
      "cycle.after_snapshot:2"],
     ["terminate.before_provider:3", "terminate.after_provider:1", "terminate.after_provider:1",
      "cycle.after_snapshot:1"],
-    ["terminate.after_provider:1", "terminate.before_provider:1", "terminate.before_provider:1",
-     "terminate.after_provider:1"],
     ["terminate.after_provider:1", "terminate.before_provider:1", "terminate.before_provider:1",
      "terminate.after_provider:2"],
 ]
@@ -81,8 +78,9 @@ CLOUD_CHAINS = {
         "idle": ["aws.terminate.unanswered:1"],
     },
     "gcp": {
-        "launch": ["resume.after_commit:1", "gcp.bulk_insert.unanswered:1", "cycle.after_intents:1",
-                   "ready.before:1"],
+        # the first gang's create answered, then the daemon dies; the second's is accepted and its answer lost
+        "launch": ["resume.after_commit:1", "launch.after_provider:1", "gcp.bulk_insert.unanswered:1",
+                   "cycle.after_intents:1", "ready.before:1"],
         "terminate": ["gcp.delete.unanswered:1", "terminate.before_provider:1", "terminate.after_provider:1",
                       "orphan.before_terminate:1", "cycle.after_snapshot:1"],
         "idle": ["gcp.delete.unanswered:1"],

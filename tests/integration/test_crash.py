@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.bed, pytest.mark.slow]
 
 def test_sigkill_at_every_point_of_launch_and_terminate_storms_leaves_one_vm_per_lease(storm, slurm_bed, bed_user):
     """Two launch/terminate chain pairs, then a storm of short jobs that must complete despite the crashes, and
-    the idle suspend after them. With test_crash_random.py (two more pairs, random kills) 50+ kills."""
+    the idle suspend after them. With test_crash_random.py (one more pair, random kills) 40+ kills."""
     jobs_ = LocalJobs(storm, slurm_bed, bed_user)
     jobs_.chain_pairs(LOCAL_LAUNCH_CHAINS[:2], LOCAL_TERMINATE_CHAINS[:2])
 

@@ -1,5 +1,5 @@
-"""The local crash storm, second half (the first, and what the storms prove: test_crash.py): two more
-launch/terminate chain pairs, then SIGKILLs at random instants while launches and terminations are in flight
+"""The local crash storm, second half (the first, and what the storms prove: test_crash.py): one more
+launch/terminate chain pair, then SIGKILLs at random instants while launches and terminations are in flight
 (inside the provider's calls). A file of its own so pytest-xdist (a file to a worker) runs the halves side by side.
 """
 
@@ -23,7 +23,7 @@ def test_sigkill_at_chained_points_and_random_instants_of_storms_leaves_one_vm_p
                                                                                           bed_user):
     random.seed(6)
     jobs = LocalJobs(storm, slurm_bed, bed_user)
-    jobs.chain_pairs(LOCAL_LAUNCH_CHAINS[2:4], LOCAL_TERMINATE_CHAINS[2:4])
+    jobs.chain_pairs(LOCAL_LAUNCH_CHAINS[2:3], LOCAL_TERMINATE_CHAINS[2:3])
 
     for _ in range(2):  # random instants, inside provider calls
         storm.random_kill(jobs.launch_storm, lo=0.5, hi=3.0)
@@ -36,6 +36,6 @@ def test_sigkill_at_chained_points_and_random_instants_of_storms_leaves_one_vm_p
 
     summary = storm.summary("local, second half", 0)
     print(f"\n{summary}\nphases (s): {storm.phases}")
-    storm.assert_every_point_fired(LOCAL_LAUNCH_CHAINS[2:4] + LOCAL_TERMINATE_CHAINS[2:4], summary)
-    # 20 chain steps and 4 random kills; with test_crash.py's 27 at least, the storms' 50 kills
-    assert sum(storm.crashes.values()) + storm.random_kills >= 23, summary
+    storm.assert_every_point_fired(LOCAL_LAUNCH_CHAINS[2:3] + LOCAL_TERMINATE_CHAINS[2:3], summary)
+    # 10 chain steps and 4 random kills; with test_crash.py's 27 at least, the storms' 40 kills
+    assert sum(storm.crashes.values()) + storm.random_kills >= 13, summary

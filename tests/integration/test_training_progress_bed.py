@@ -33,7 +33,11 @@ sys.path.insert(0, sys.argv[1])  # this checkout's burstd
 from burstd.train.progress import ProgressReporter, http_post, munge_seal
 import os
 r = ProgressReporter.from_env(steps_per_epoch=50)
-for step in range(1, 81):  # 8 s: several reports, even with one still on its way on a loaded machine
+t0, step = time.monotonic(), 0
+# 8 s at least: several reports; longer while none has got through (on a loaded machine one report can take
+# its whole 10 s timeout, and the reporter sends no second while one is on its way), 120 s at most
+while step < 80 or (not r.sent and time.monotonic() - t0 < 120):
+    step += 1
     time.sleep(0.1)
     r.step_done(step)
 r.close(10)
@@ -90,7 +94,9 @@ def test_training_jobs_on_prem_and_in_the_cloud_report_their_progress_as_themsel
                      diagnose=lambda: "\n".join(p.read_text() for p in outs.glob("progress-*.out")))
             said = {side: json.loads((outs / f"progress-{side}.out").read_text().strip().splitlines()[-1])
                     for side in jobs}
-            assert said["onprem"]["sent"] >= 1 and said["cloud"]["sent"] >= 1 and not said["cloud"]["failed"], said
+            assert said["onprem"]["sent"] >= 1 and said["cloud"]["sent"] >= 1, said
+            # a report may time out on a loaded machine; burstd refuses none of a job's reports on itself
+            assert not any((said[side]["error"] or "").startswith("burstd answered") for side in said), said
             assert said["cloud"]["forged"] == 403, said
 
             r = CliRunner().invoke(app, ["jobs", "--training", "--json", "-c", str(cfg_path)])
