@@ -24,8 +24,6 @@ def alert_exprs() -> dict[str, str]:
 
 #: What Grafana puts for the dashboard's variables when "All" is chosen (each variable's ``allValue``)
 VARIABLES = {"$pool": ".*", "$account": ".*"}
-#: Panels that have data only while a job using burstd.train reports (a bed without one evaluates them, empty)
-NEEDS_TRAINING_JOB = "Training: "
 
 
 def dashboard() -> dict:

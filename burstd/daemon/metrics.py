@@ -99,6 +99,9 @@ class Metrics:
                                        "job's reporting node, where NVML is present", job_labels, registry=r)
         self.training_cost_per_step = Gauge("burstd_training_cost_per_step_usd", "What a step costs on the job's "
                                             "cloud leases (cloud runs only)", job_labels, registry=r)
+        self.training_cost_per_epoch = Gauge("burstd_training_cost_per_epoch_usd", "What an epoch costs on the "
+                                             "job's cloud leases (cloud runs that say their steps an epoch)",
+                                             job_labels, registry=r)
         self.training_reports = Counter("burstd_training_reports", "Progress reports from jobs, by outcome "
                                         "(ok, refused: not the job's own; invalid: malformed)", ["outcome"],
                                         registry=r)
@@ -167,9 +170,11 @@ class Metrics:
                 self.training_gpu_util.labels(*key).set(p.gpu_util / 100.0)
             if p.cost_per_step_micros is not None:
                 self.training_cost_per_step.labels(*key).set(p.cost_per_step_micros / MICROS_PER_USD)
+            if p.cost_per_epoch_micros is not None:
+                self.training_cost_per_epoch.labels(*key).set(p.cost_per_epoch_micros / MICROS_PER_USD)
         for key in self._training_keys - keys:
             for gauge in (self.training_step, self.training_step_seconds, self.training_gpu_util,
-                          self.training_cost_per_step):
+                          self.training_cost_per_step, self.training_cost_per_epoch):
                 try:
                     gauge.remove(*key)
                 except KeyError:

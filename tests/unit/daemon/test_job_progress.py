@@ -108,6 +108,7 @@ def test_a_jobs_own_report_becomes_its_cost_per_step_in_jobs_progress_and_metric
     rec.cycle()
     text = rec.metrics.render().decode()
     assert 'burstd_training_cost_per_step_usd{account="chem",job="7",side="cloud"} 0.0001' in text
+    assert 'burstd_training_cost_per_epoch_usd{account="chem",job="7",side="cloud"} 0.1' in text
     assert 'burstd_training_gpu_utilization_ratio{account="chem",job="7",side="cloud"} 0.7' in text
     assert 'burstd_training_reports_total{outcome="ok"} 1.0' in text
     rec.adapter.jobs = []  # the job ended: its series go, its last report stays readable

@@ -76,7 +76,7 @@ def test_the_metrics_port_listens_on_loopback_unless_the_admin_says_otherwise():
 POOL_METRICS = {"burstd_leases", "burstd_pool_protected", "burstd_parity_refusals_total"}
 ACCOUNT_METRICS = {"burstd_budget_spent_usd", "burstd_budget_limit_usd", "burstd_training_step",
                    "burstd_training_step_seconds", "burstd_training_gpu_utilization_ratio",
-                   "burstd_training_cost_per_step_usd"}
+                   "burstd_training_cost_per_step_usd", "burstd_training_cost_per_epoch_usd"}
 
 
 def _raw_targets() -> list[tuple[dict, dict]]:
