@@ -43,12 +43,20 @@ def _owner_words(euid: int | None) -> str:
     return "root" if euid == 0 else f"root or uid {euid} (burstd's user)"
 
 
-def _secret_stat_problem(key: str, path: str, st: os.stat_result, euid: int | None) -> str | None:
+def _ours_problem(key: str, path: str, st: os.stat_result, euid: int | None, why: str) -> str | None:
+    """A regular file owned by root or burstd's user, or why not (``why``: what another owner could do)."""
     if not stat.S_ISREG(st.st_mode):
         return f"{key}: {path} is not a regular file"
     if st.st_uid not in trusted_owners(euid):
-        return (f"{key}: {path} is owned by uid {st.st_uid}, not {_owner_words(euid)}: another user made it, so "
-                f"it is no secret; remove it (or chown root and chmod 600 a file you made)")
+        return f"{key}: {path} is owned by uid {st.st_uid}, not {_owner_words(euid)}: {why}"
+    return None
+
+
+def _secret_stat_problem(key: str, path: str, st: os.stat_result, euid: int | None) -> str | None:
+    problem = _ours_problem(key, path, st, euid, "another user made it, so it is no secret; remove it (or chown "
+                                                 "root and chmod 600 a file you made)")
+    if problem:
+        return problem
     if st.st_mode & 0o077:
         return (f"{key}: {path} is open to group or other users (mode {stat.S_IMODE(st.st_mode):04o}); "
                 f"chmod 600")
@@ -121,11 +129,9 @@ def trusted_file_problem(key: str, path: str, *, euid: int | None = None) -> str
         st = os.stat(path)
     except OSError as exc:
         return f"{key}: cannot read {path}: {exc.strerror}"
-    if not stat.S_ISREG(st.st_mode):
-        return f"{key}: {path} is not a regular file"
-    if st.st_uid not in trusted_owners(euid):
-        return (f"{key}: {path} is owned by uid {st.st_uid}, not {_owner_words(euid)}: that user could change "
-                f"what burstd trusts; chown root {path}")
+    problem = _ours_problem(key, path, st, euid, f"that user could change what burstd trusts; chown root {path}")
+    if problem:
+        return problem
     if st.st_mode & 0o022:
         return f"{key}: {path} is writable by group or other users (mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w"
     return trusted_dir_problem(key, str(Path(os.path.realpath(path)).parent), euid=euid)

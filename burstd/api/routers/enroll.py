@@ -4,6 +4,7 @@ local provider hands the token in at boot). Open to anyone: the proof is the cre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
@@ -33,39 +34,30 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
                         if isinstance(p, AwsPool) and p.aws.identity_certificate})
         if not certs:
             raise IdentityRefused(403, "no AWS pool has [pools.aws] identity_certificate: AWS nodes cannot enrol")
-        refused: IdentityRefused | None = None
-        for path in certs:  # a pool per region at most: one or two certificates
+
+        def verify_with(path: str) -> InstanceIdentity:
             try:
                 pem = Path(path).read_bytes()
             except OSError as exc:
                 raise IdentityRefused(500, f"[pools.aws] identity_certificate {path}: {exc.strerror}") from None
-            try:
-                return verify_aws(body.document or "", body.signature or "", pem)
-            except IdentityRefused as exc:
-                if exc.status != 401:
-                    raise
-                refused = exc
-        assert refused is not None
-        raise refused
+            return verify_aws(body.document or "", body.signature or "", pem)
+
+        return _first_verified(certs, verify_with)  # a pool per region at most: one or two certificates
 
     def gcp_identity(body: EnrollCall) -> InstanceIdentity:
-        if not config.api.node_url:
+        audience = config.api.node_url
+        if not audience:
             raise IdentityRefused(403, "[api] node_url is not set: GCP nodes cannot enrol (their identity token "
                                        "must name the URL they reach this daemon at)")
         urls = sorted({p.gcp.identity_certs_url for p in config.pools if isinstance(p, GcpPool)})
         if not urls:
             raise IdentityRefused(403, "no GCP pool is configured")
-        refused: IdentityRefused | None = None
-        for url in urls:
+
+        def verify_with(url: str) -> InstanceIdentity:
             keys = google.setdefault(url, GoogleKeys(url))
-            try:
-                return verify_gcp(body.token or "", keys.for_token(body.token or ""), config.api.node_url)
-            except IdentityRefused as exc:
-                if exc.status != 401:
-                    raise
-                refused = exc
-        assert refused is not None
-        raise refused
+            return verify_gcp(body.token or "", keys.for_token(body.token or ""), audience)
+
+        return _first_verified(urls, verify_with)
 
     @app.post("/v1/enroll", tags=["public"])
     def enroll(body: EnrollCall) -> dict:
@@ -82,3 +74,17 @@ def register(app: FastAPI, ctx: RouteContext) -> None:
         log.info("node enrolled", extra=ev(node=lease.node_name, lease=lease.lease_id,
                                            instance=identity.instance_id))
         return {"node": lease.node_name, "lease": lease.lease_id, "token": token}
+
+
+def _first_verified(anchors: list[str], verify: Callable[[str], InstanceIdentity]) -> InstanceIdentity:
+    """The identity the first trust anchor verifies; if none does, the last refusal (401). Any other refusal (a
+    certificate that cannot be read, Google's keys out of reach) is the daemon's trouble and is raised at once."""
+    refused = IdentityRefused(401, "no trust anchor verifies this proof")
+    for anchor in anchors:
+        try:
+            return verify(anchor)
+        except IdentityRefused as exc:
+            if exc.status != 401:
+                raise
+            refused = exc
+    raise refused

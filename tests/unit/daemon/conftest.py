@@ -49,3 +49,20 @@ def unexpected_cycle_errors(_no_unexpected_cycle_errors: UnexpectedErrors) -> Un
     """For a test that provokes a bug on purpose: the records, which it checks instead of the autouse fixture."""
     _no_unexpected_cycle_errors.claimed = True
     return _no_unexpected_cycle_errors
+
+
+@pytest.fixture(scope="session")
+def aws():
+    """AWS's side of a node's identity: a key and certificate that sign identity documents as IMDS serves them
+    (``tests.fakes.instance_identity``)."""
+    from tests.fakes.instance_identity import AwsIdentity
+
+    return AwsIdentity()
+
+
+@pytest.fixture(scope="session")
+def google():
+    """Google's side: the keys that sign instance identity tokens, and the certs map Google serves."""
+    from tests.fakes.instance_identity import GoogleIdentity
+
+    return GoogleIdentity()

@@ -29,16 +29,6 @@ POOLS = parse_config({"pools": [
 ]}).pools
 
 
-@pytest.fixture(scope="module")
-def aws():
-    return AwsIdentity()
-
-
-@pytest.fixture(scope="module")
-def google():
-    return GoogleIdentity()
-
-
 def test_an_aws_document_signed_by_the_regional_certificate_names_its_instance(aws):
     proof = aws.proof("i-0abc", region="us-east-1", account="111122223333")
     assert verify_aws(proof["document"], proof["signature"], aws.cert_pem) == InstanceIdentity(
