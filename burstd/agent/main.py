@@ -7,7 +7,8 @@
 Runs until SIGTERM/SIGINT. ``--once`` polls a single time (for scripts and tests). ``--parity-gate`` checks the
 node against the on-prem reference once and exits (``burstd.agent.gate``; node-bootstrap.sh runs it before slurmd).
 ``--enroll`` proves an AWS or GCP node's identity to the daemon once and keeps the agent token it answers
-(``burstd.agent.enroll``; node-bootstrap.sh runs it before the gate). ``burstd-agent stage-in`` / ``stage-out`` move a burst job's data (``burstd.data.cli``; docs/data.md).
+(``burstd.agent.enroll``; node-bootstrap.sh runs it before the gate). ``burstd-agent stage-in`` / ``stage-out``
+move a burst job's data (``burstd.data.cli``; docs/data.md).
 """
 
 from __future__ import annotations

@@ -286,20 +286,31 @@ def test_a_name_with_the_text_separator_falls_back_to_json_and_stays_exact(slurm
     assert got.name == name and adapter.text_fallbacks == 1
 
 
+BUSY = {"POWERING_DOWN", "POWERING_UP", "POWER_DOWN", "DRAIN", "COMPLETING"}
+
+
+def _settled(node) -> bool:
+    """Idle, powered down, and nothing pending: Slurm resumes it on the next request (a node still holding a
+    power-up, even one flagged POWERED_DOWN, takes the next job and waits ResumeTimeout for it)."""
+    return bool(node) and node.state == "IDLE" and node.is_powered_down and not BUSY & set(node.flags)
+
+
 def _idle_powered_down_cloud_node(bed, cli, timeout: float = 180) -> str:
     """A cloud node Slurm will resume on request: earlier tests on the session bed may leave nodes powering
     down (SuspendTimeout) or drained by a preemption story, and Slurm ignores POWER_UP for those."""
-    busy = {"POWERING_DOWN", "POWERING_UP", "POWER_DOWN", "DRAIN", "COMPLETING"}
 
     def pick():
         snap = cli.snapshot()
-        for name in bed.cloud_nodes:
-            n = snap.node(name)
-            if n and n.state == "IDLE" and n.is_powered_down and not busy & set(n.flags):
-                return name
-        return None
+        return next((name for name in bed.cloud_nodes if _settled(snap.node(name))), None)
 
     return bed.wait_for(pick, timeout, "an idle powered-down cloud node")
+
+
+def _leave_settled(bed, cli, node: str) -> None:
+    """A power test hands the session bed on as it found it: a power-down that lands while slurmctld still holds
+    the power-up is carried out, and the power-up dropped, only when the power-up times out (ResumeTimeout)."""
+    bed.wait_for(lambda: _settled(cli.snapshot().node(node)),
+                 bed.config.resume_timeout + bed.config.suspend_timeout + 30, f"{node} powered down and settled")
 
 
 def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
@@ -311,7 +322,7 @@ def test_power_up_power_down_and_node_address_with_stub_hooks(slurm_bed, cli):
         assert cli.snapshot().node(node).is_powering_up
         cli.power_down([node], force=True, reason="burstd test")
         slurm_bed.wait_for(lambda: f" suspend {node}" in _log_since(slurm_bed, mark), 40, "the suspend hook")
-        slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
+        _leave_settled(slurm_bed, cli, node)
     # the power-down's reason outlives it on the idle~ node; clearing it leaves the node as it is
     assert cli.snapshot().node(node).reason == "burstd test"
     cli.clear_reason([node])
@@ -396,22 +407,25 @@ def test_instance_id_and_type_are_recorded_where_the_release_has_them(slurm_bed,
             slurm_bed.wait_for(listed, 30, "sacctmgr show instance to list the instance")
         finally:
             cli.power_down([node], force=True)
-            slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down, 90, f"{node} powered down")
+            _leave_settled(slurm_bed, cli, node)
 
 
 def test_the_release_decides_the_power_commands(slurm_bed, cli):
     """`scontrol power` on 24.05+, `update state=POWER_*` before: the adapter asks the live version."""
     node = _idle_powered_down_cloud_node(slurm_bed, cli)
     with slurm_bed.hooks("stub"):
+        mark = slurm_bed.hooks_log.stat().st_size if slurm_bed.hooks_log.exists() else 0
         before = len(cli.calls)
         cli.power_up([node])
-        cli.power_down([node], force=True)
         used = [c[1:3] for c in cli.calls[before:] if c[0].endswith("scontrol")]
-        # a forced power-down that lands while slurmctld still holds the power-up (a loaded 24.11 bed) is carried
-        # out when the power-up times out: ResumeTimeout (180 s on the test beds) bounds the wait, not 90 s
-        slurm_bed.wait_for(lambda: cli.snapshot().node(node).is_powered_down,
-                           slurm_bed.config.resume_timeout + slurm_bed.config.suspend_timeout + 30,
-                           f"{node} powered down")
+        # the power-down once Slurm has run the resume hook, as burstd's would come: one that lands while slurmctld
+        # still holds the power-up is carried out only when the power-up times out (ResumeTimeout), and the node
+        # it leaves behind takes the next test's job and makes it wait that long
+        slurm_bed.wait_for(lambda: f" resume {node}" in _log_since(slurm_bed, mark), 40, "the resume hook")
+        before = len(cli.calls)
+        cli.power_down([node], force=True)
+        used += [c[1:3] for c in cli.calls[before:] if c[0].endswith("scontrol")]
+        _leave_settled(slurm_bed, cli, node)
     if cli.features.has("power_verb"):
         assert used == [["power", "up"], ["power", "down"]]
     else:
