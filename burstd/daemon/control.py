@@ -29,6 +29,9 @@ from burstd.domain.preempt_rate import WINDOW_S, PoolRate, checkpoint_view, is_p
 log = get_logger("control")
 
 JOBS_LOOKBACK_S = 30 * 86400  # burstctl jobs / explain look this far back unless told --since
+# a job in one of these states is in Slurm's queue (squeue's words): explain says so, not "not in the queue"
+LIVE_JOB_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+                             "RESIZING", "SUSPENDED", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"})
 
 
 def _uid_of(user: str) -> int | None:
@@ -275,8 +278,14 @@ class DaemonControl:
                 raise NotReady(f"cannot explain job {job}: {exc}") from None
         answer = explain_job(job, snap, decisions=decisions, leases=leases, config=self.config,
                              now=rec.clock()).as_dict()
-        if not answer["found"] and not job.tasks:  # left the queue: burstd's records and sacct's may know it
-            self._finished(job, answer)
+        if not answer["found"] and not job.tasks:
+            live = self._newer_than_snapshot(job)
+            if live:  # submitted (or requeued) after burstd's last look: not "not in the queue"
+                answer.update(state=live, reason="newer than burstd's last look at the queue",
+                              sentence=f"job {job}: {live} in Slurm, newer than burstd's last look at the queue; "
+                                       "ask again after the next cycle")
+            else:  # left the queue: burstd's records and sacct's may know it
+                self._finished(job, answer)
         held = rec.cloud_gate.why_held(job.job_id) if job.plain else None
         if held:  # burstd's own hold: the rule refuses this job the cloud nodes it asked for (issue 21 item 1)
             answer.update(reason=f"held by burstd: {held}",
@@ -286,6 +295,16 @@ class DaemonControl:
         answer["progress"] = known.as_dict() if known else None
         answer["checkpoint"] = self._checkpoint(job, answer, leases, known.step_time_s if known else None)
         return answer
+
+    def _newer_than_snapshot(self, ref: JobRef) -> str | None:
+        """Slurm's state of a job the last snapshot missed, if it is still live (pending, running...)."""
+        if not ref.plain:
+            return None
+        try:
+            state = self._rec.adapter.job_state(ref.job_id)
+        except Exception:  # noqa: BLE001 - Slurm unreachable: the snapshot's answer stands
+            return None
+        return state if state in LIVE_JOB_STATES else None
 
     def _finished(self, ref: JobRef, answer: dict[str, Any]) -> None:
         """A job that left the queue, told from burstd's records joined with Slurm's accounting."""

@@ -116,6 +116,22 @@ def test_explain_says_why_a_job_waits(live):
     assert "not in the queue" in r.output or "not in the last" in r.output
 
 
+def test_explain_of_a_job_submitted_after_the_last_cycle_says_so_not_that_it_is_gone(live):
+    """Issue 26: right after sbatch, ``explain`` said "not in the queue", as for a job long gone."""
+    from burstd.domain.slurm import Job
+
+    path, rec, _ = live
+    rec.cycle()
+    rec.adapter.jobs = [Job(90, "j", "alice", "chem", ("batch",), "PENDING", reason="Priority",
+                            submit_time=int(rec.clock()))]  # Slurm has it; burstd's last snapshot does not
+    data = json.loads(CliRunner().invoke(app, ["explain", "90", "--json", "-c", path]).output)
+    assert data["found"] is False and data["state"] == "PENDING", data
+    assert "newer than burstd's last look" in data["sentence"] and "not in the queue" not in data["sentence"]
+    rec.cycle()  # the next cycle sees it: the usual answer
+    data = json.loads(CliRunner().invoke(app, ["explain", "90", "--json", "-c", path]).output)
+    assert data["found"] is True and data["state"] == "PENDING", data
+
+
 def test_explain_answers_for_running_and_unknown_jobs_and_before_any_decision(live):
     from burstd.domain.slurm import Job
 
