@@ -21,13 +21,16 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from burstd.daemon.job_credentials import JobCaller
+from burstd.daemon.logging import ev, get_logger
 from burstd.domain.jobref import MAX_JOB_ID
 from burstd.domain.slurm import Job, Node
+
+log = get_logger("job_progress")
 
 MAX_REPORT_BYTES = 4096
 MAX_JOBS_KEPT = 10_000  # progress of this many jobs at most (the oldest report goes first)
@@ -125,13 +128,38 @@ class JobProgress:
         return out
 
 
-class ProgressBook:
-    """The latest report of each job (in memory: a restart forgets them; the job reports again within its
-    interval). At most ``MAX_JOBS_KEPT`` jobs: the one that reported longest ago goes first."""
+@runtime_checkable
+class ProgressStore(Protocol):
+    """Where the book keeps its records (``burstd.db.progress_records``; the Store has it)."""
 
-    def __init__(self, limit: int = MAX_JOBS_KEPT):
+    def save_progress(self, job_id: int, record: str, *, at: float | None = None) -> None: ...
+
+    def progress_records(self, limit: int) -> list[str]: ...
+
+
+def _from_record(record: str) -> JobProgress | None:
+    """A stored record back, or None for one this burstd cannot read (written by another version, or edited)."""
+    try:
+        data = json.loads(record)
+        progress = JobProgress(**{f: data[f] for f in JobProgress.__dataclass_fields__})
+    except (ValueError, TypeError, KeyError):
+        return None
+    return progress if isinstance(progress.job_id, int) and isinstance(progress.step, int) else None
+
+
+class ProgressBook:
+    """The latest report of each job, in memory and, with a ``store``, in the database: a restarted daemon starts
+    from what the jobs last reported. At most ``MAX_JOBS_KEPT`` jobs: the one that reported longest ago goes
+    first."""
+
+    def __init__(self, limit: int = MAX_JOBS_KEPT, store: ProgressStore | None = None):
         self.limit = limit
+        self._store = store
         self._jobs: dict[int, JobProgress] = {}
+        for record in store.progress_records(limit) if store is not None else ():
+            progress = _from_record(record)
+            if progress is not None:
+                self._jobs[progress.job_id] = progress
 
     def record(self, job: Job, report: ProgressReport, now: float, price_per_hour_micros: int,
                on_cloud: bool) -> JobProgress:
@@ -145,6 +173,11 @@ class ProgressBook:
         self._jobs[job.job_id] = progress  # last in: the newest
         while len(self._jobs) > self.limit:
             del self._jobs[next(iter(self._jobs))]
+        if self._store is not None:
+            try:
+                self._store.save_progress(job.job_id, json.dumps(asdict(progress)), at=now)
+            except Exception as exc:  # noqa: BLE001 - a busy database costs the copy, never the report
+                log.warning("progress report kept in memory only", extra=ev(job_id=job.job_id, error=str(exc)))
         return progress
 
     def get(self, job_id: int) -> JobProgress | None:

@@ -40,7 +40,7 @@ from burstd.daemon.actions import AddPartition, Intent
 from burstd.daemon.associations import SlurmdbdAssociations
 from burstd.daemon.cloud_gate import CloudGate
 from burstd.daemon.intake import GC, Intake, UnknownNode
-from burstd.daemon.job_progress import ProgressBook
+from burstd.daemon.job_progress import ProgressBook, ProgressStore
 from burstd.daemon.leadership import Elector
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.markets import JobMarkets
@@ -129,7 +129,9 @@ class Reconciler:
         self.cloud_gate = CloudGate(config, adapter, self.eligibility, self.associations, clock)
         self.failed_jobs: dict[int, float] = {}
         self.failed_spot_launches = FailedSpotLaunches()  # per job, for the escalation (burstd.daemon.failed_launches)
-        self.progress = ProgressBook()  # what training jobs report about themselves (burstd.daemon.job_progress)
+        # what training jobs report about themselves (burstd.daemon.job_progress), kept in the database where the
+        # store has a place for it (a unit test's fake may not)
+        self.progress = ProgressBook(store=store if isinstance(store, ProgressStore) else None)
         self.requeue_watch = RequeueWatch()  # requeues of cloud jobs burstd did not make (the templates' own)
         self._our_requeues: set[int] = set()  # burstd's requeues since the watch last looked
         self.unleased: dict[str, float] = {}  # planning.unleased_since: drift repair waits for the resume call

@@ -144,6 +144,17 @@ class DataStagingRow(Base, table=True):
     updated_at: float = Field(sa_column=Column(Float, nullable=False))
 
 
+class JobProgressRow(Base, table=True):
+    """A training job's latest progress report (``burstd.daemon.job_progress.JobProgress``) as JSON, so a restarted
+    daemon still shows it and still weighs the work it reported (issue 26)."""
+
+    __tablename__ = "job_progress"
+
+    job_id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    record: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False, index=True))
+
+
 class AllocationRow(Base, table=True):
     """A job's stay on a lease's node [start, end), as Slurm reported it: who the ledger charges (revision 0002).
     A job requeued onto the same node again gets a second row (another start)."""

@@ -49,6 +49,7 @@ from burstd.db.leadership import Fence, Fenced, LeaderRecord, Leadership
 from burstd.domain.store_errors import BudgetError, LeaseNotFound, NodeBusy, SpendConflict, StaleLease, StoreError
 from burstd.db.ledger_records import OVERHEAD, SPEND_GROUPS, BudgetEntry, LedgerRecords
 from burstd.db.rows import _event, _lease, _row_to_event, _row_to_lease
+from burstd.db.progress_records import ProgressRecords
 from burstd.db.staging_records import StagingRecords
 from burstd.domain.lease import FINAL_STATES, Lease, LeaseEvent, LeaseState, check_transition
 
@@ -104,7 +105,7 @@ def _nonneg_int(value: Any, what: str) -> int:
 
 
 
-class Store(LedgerRecords, DaemonState, Leadership, StagingRecords):
+class Store(LedgerRecords, DaemonState, Leadership, StagingRecords, ProgressRecords):
     """burstd's durable state. Thread-safe (one engine, a connection per call); open once per process."""
 
     @classmethod

@@ -186,6 +186,29 @@ def test_the_judge_and_the_book_pure():
     assert [p.job_id for p in book.all()] == [9, 5] and book.get(5).reports == 2
 
 
+def test_a_restarted_daemon_keeps_what_the_jobs_reported(tmp_path):
+    """Issue 26: the book was memory only, so a restart forgot every job's progress (and the work the escalation
+    weighs) until each reported again. With the Store it starts from the database; an unreadable row is skipped."""
+    from burstd.db.store import Store
+
+    url = f"sqlite:///{tmp_path}/burstd.db"
+    store = Store.open(url)
+    book = ProgressBook(limit=2, store=store)
+    book.record(running(5, "cloud1"), parse_report(report(5, step=40, step_time_s=2.0, steps_per_epoch=10)),
+                100.0, 360_000, on_cloud=True)
+    book.record(running(6, "n1"), parse_report(report(6, step=7)), 101.0, 0, on_cloud=False)
+    book.record(running(5, "cloud1"), parse_report(report(5, step=50, step_time_s=2.0, steps_per_epoch=10)),
+                102.0, 360_000, on_cloud=True)
+    store.save_progress(7, "{not json", at=50.0)  # older than both, so within the newest 3 it is read and dropped
+    store.close()
+
+    again = ProgressBook(limit=3, store=Store.open(url))  # the restarted daemon's
+    assert [(p.job_id, p.step, p.reports) for p in again.all()] == [(5, 50, 2), (6, 7, 1)]
+    assert again.get(5) == book.get(5) and again.get(5).cost_per_epoch_micros == pytest.approx(2000.0)
+    assert again.work_done_s() == {5: 100.0, 6: 3.5}
+    assert ProgressBook(limit=1, store=Store.open(url)).all() == [book.get(5)]  # the newest first
+
+
 def test_the_work_a_requeued_job_reported_keeps_it_on_spot_where_without_it_it_would_escalate():
     """Uniform Progress: a preempted job behind its line may only go on-demand. Without a report burstd counts
     none of its work done; with one (steps x step time) it sees the job is on its line and keeps it on spot."""

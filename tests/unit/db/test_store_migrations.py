@@ -168,7 +168,7 @@ def test_a_database_at_an_older_revision_is_upgraded_with_its_data(db_url):
     lease = store.lease("a" * 32)
     assert (lease.node_name, lease.state, lease.gang) == ("n1", "READY", None)
     with store.engine.connect() as conn:
-        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0008"
+        assert MigrationContext.configure(conn).get_current_revision() == _head() == "0009"
     from burstd.domain.budget import Allocation
 
     store.record_allocations("a" * 32, [Allocation(1, 0.0)])
