@@ -156,10 +156,16 @@ class ProgressBook:
         self.limit = limit
         self._store = store
         self._jobs: dict[int, JobProgress] = {}
-        for record in store.progress_records(limit) if store is not None else ():
-            progress = _from_record(record)
-            if progress is not None:
-                self._jobs[progress.job_id] = progress
+        self.current = True  # False while another daemon leads: the jobs may be reporting to it
+        self.reload()
+
+    def reload(self) -> None:
+        """The newest records from the store (every daemon sharing it saves each report it takes): at start, and
+        when a standby takes over. Without a store, nothing changes."""
+        if self._store is not None:
+            jobs = (_from_record(record) for record in self._store.progress_records(self.limit))
+            self._jobs = {p.job_id: p for p in jobs if p is not None}
+        self.current = True
 
     def record(self, job: Job, report: ProgressReport, now: float, price_per_hour_micros: int,
                on_cloud: bool) -> JobProgress:

@@ -190,6 +190,7 @@ class Reconciler:
 
     def _standby_cycle(self, report: CycleReport, t0: float) -> None:
         self.failed_spot_launches.unseed()  # the leader counts meanwhile: rebuilt from the store when leading
+        self.progress.current = False  # jobs may report to the leader meanwhile: read again when leading
         try:
             self.last_snapshot = self.adapter.snapshot()
         except Exception as exc:  # noqa: BLE001 - the standby's reads are best effort
@@ -206,6 +207,11 @@ class Reconciler:
                 self.failed_spot_launches.seed(self.store.leases(states=SEED_STATES, since=now - SEED_HORIZON_S))
             except Exception as exc:  # noqa: BLE001 - a database hiccup: counted from here on, seeded next cycle
                 step_failed(log, "failed launches unreadable", exc, self.metrics)
+        if not self.progress.current:  # a takeover: the reports the other daemon took, from the store
+            try:
+                self.progress.reload()
+            except Exception as exc:  # noqa: BLE001 - a database hiccup: what this daemon knows, read again next cycle
+                step_failed(log, "job progress unreadable", exc, self.metrics)
         for job_id in [j for j, t in self.failed_jobs.items() if now - t > 3600]:
             del self.failed_jobs[job_id]
         ex, cycle = self.executor, CycleContext(report, self.last_snapshot, fence)

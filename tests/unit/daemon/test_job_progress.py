@@ -207,6 +207,12 @@ def test_a_restarted_daemon_keeps_what_the_jobs_reported(tmp_path):
     assert again.get(5) == book.get(5) and again.get(5).cost_per_epoch_micros == pytest.approx(2000.0)
     assert again.work_done_s() == {5: 100.0, 6: 3.5}
     assert ProgressBook(limit=1, store=Store.open(url)).all() == [book.get(5)]  # the newest first
+    # a standby's book, read when it started; the leader takes a report meanwhile; the standby takes over
+    standby, leader = ProgressBook(store=Store.open(url)), ProgressBook(store=Store.open(url))
+    leader.record(running(8, "n1"), parse_report(report(8, step=3)), 103.0, 0, on_cloud=False)
+    assert standby.get(8) is None
+    standby.reload()
+    assert standby.get(8) == leader.get(8) and standby.current
 
 
 def test_the_work_a_requeued_job_reported_keeps_it_on_spot_where_without_it_it_would_escalate():
