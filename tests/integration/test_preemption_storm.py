@@ -220,7 +220,14 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
         print(summary)
     # issue 22's rule, but for the 45 s back to training after a notice: on the 2-core machine that the suite
     # shares, a new run's torch start alone takes some 30 s (docs/preemption-storm.md); the demo holds 45 s
-    assert storm_failures(summary, back_to_training_max_s=BED_BACK_TO_TRAINING_MAX_S) == [], summary
+    failures = storm_failures(summary, back_to_training_max_s=BED_BACK_TO_TRAINING_MAX_S)
+    m_log = run.jobs["m"].log.read_text(errors="replace")
+    if "reason jit)" not in m_log and "reason periodic)" in m_log:
+        # Slurm ended the two-node job's survivors before their just-in-time save (CI's load does, now and then):
+        # it resumed from its last periodic checkpoint, and the steps redone are bounded by the interval below,
+        # not by issue 22's one step (which `burstctl demo --storm` still holds the storm to)
+        failures = [f for f in failures if not (f.startswith("m: ") and "steps redone without notice" in f)]
+    assert failures == [], summary
     jobs = summary["jobs"]
     assert set(jobs) == {"s1", "s2", "m"} and jobs["m"]["nodes"] == 2 and jobs["m"]["ranks"] == 4
     for name in ("s1", "m"):
@@ -233,7 +240,6 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
     # collective timed out (CI's load did once), from the last periodic checkpoint, as test_preemption.py allows;
     # the steps redone are bounded above either way. The survivors' own line is not in the log (srun, which
     # relays their output, ran on the lost node): the resumed run says where it started.
-    m_log = run.jobs["m"].log.read_text(errors="replace")
     assert "reason preempt)" in m_log, m_log[-3000:]
     assert "reason jit)" in m_log or "reason periodic)" in m_log, m_log[-3000:]
     assert max(steps_by_run(run.jobs["s2"].log)[-1]) == STEPS
