@@ -236,9 +236,11 @@ def test_a_link_cut_mid_transfer_fails_the_staging_and_the_next_try_resumes_losi
         assert job is not None and job.state == "done", job.error
         assert store.blob_sizes() == {hashlib.sha256((src / "weights.bin").read_bytes()).hexdigest(): 24 * MIB}
         # both tries are booked: what crossed the link before the cut, and the rest (the part that was whole
-        # before the cut was kept: the second try sent at most the other two)
+        # before the cut was kept: the second try sent at most the other two). On a loaded machine the cut can
+        # land after the last part, before the upload's completion: the second try then sends nothing and
+        # completes what is there (a full run here did so once)
         first, second = sorted((d for d in ledger.data_spend() if d.job_id == 3), key=lambda d: d.key)
-        assert first.n_bytes >= 8 * MIB and 0 < second.n_bytes <= 16 * MIB
+        assert first.n_bytes >= 8 * MIB and 0 <= second.n_bytes <= 16 * MIB
         assert 24 * MIB <= first.n_bytes + second.n_bytes <= 32 * MIB  # at most the part cut mid-way twice
         stager.close()
     finally:
