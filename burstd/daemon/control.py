@@ -14,7 +14,7 @@ from typing import Any, cast
 from burstd.config import Config
 from burstd.daemon.data_staging import JobStaging
 from burstd.daemon.job_credentials import JobCaller
-from burstd.daemon.job_stories import JobStories, Live
+from burstd.daemon.job_stories import LIVE_JOB_STATES, JobStories, Live
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
 from burstd.daemon.ports import RecordsStore
@@ -29,9 +29,6 @@ from burstd.domain.preempt_rate import WINDOW_S, PoolRate, checkpoint_view, is_p
 log = get_logger("control")
 
 JOBS_LOOKBACK_S = 30 * 86400  # burstctl jobs / explain look this far back unless told --since
-# a job in one of these states is in Slurm's queue (squeue's words): explain says so, not "not in the queue"
-LIVE_JOB_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
-                             "RESIZING", "SUSPENDED", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"})
 
 
 def _uid_of(user: str) -> int | None:

@@ -29,9 +29,10 @@ MAX_JOB_LEASES = 5000  # the newest leases read (each one is an allocations and 
 SACCT_BATCH = 200  # job ids per sacct call (its command line stays short)
 SACCT_MARGIN_S = 86400  # sacct is asked from a day before the window: a job's earlier (on-prem) runs too
 MAX_SETTLED = 20_000  # finished jobs whose sacct runs are kept (they never change): --watch asks sacct less
-# states after which a job's record may still change (it runs, waits or was requeued): never kept
-_UNSETTLED = REQUEUE_STATES | {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING",
-                               "STAGE_OUT", "SIGNALING", "STOPPED"}
+# a job in one of these states is still in Slurm's queue (squeue's words): its record may still change (never kept
+# as settled), and explain says so rather than "not in the queue"
+LIVE_JOB_STATES = REQUEUE_STATES | {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING",
+                                    "STAGE_OUT", "SIGNALING", "STOPPED"}
 NO_ACCOUNTING = "no slurmdbd to ask (AccountingStorageType is not slurmdbd, or slurm.backend is not cli): outcome unknown"
 
 
@@ -95,7 +96,7 @@ class JobStories:
         with self._lock:
             for job_id, runs in by_job.items():
                 last = max(runs, key=run_order)
-                if last.end is not None and last.state not in _UNSETTLED:
+                if last.end is not None and last.state not in LIVE_JOB_STATES:
                     self._settled[job_id] = runs
             while len(self._settled) > MAX_SETTLED:
                 del self._settled[next(iter(self._settled))]
