@@ -5,9 +5,11 @@ only jobs the eligibility rule lets in, not whatever is sent to its partition.
   and again whenever Slurm no longer shows what burstd last wrote: ``scontrol reconfigure`` went back to
   slurm.conf) plus the rule's refused and unfunded accounts. Written only when it changes; read again at most every
   ``reread_s`` (one ``scontrol show partition`` per cloud partition), so the cycle's Slurm cost stays flat.
-* Excluded users: a MAGNETIC reservation ``burstd_<cluster id>`` over every cloud node with ``Users=-name``
-  (Slurm has no per-user partition setting; every other job uses a magnetic reservation without asking), made
-  again whenever the list changes or the reservation is gone (read every ``reread_s`` too).
+* A MAGNETIC reservation ``burstd_<cluster id>`` over every cloud node (every job uses a magnetic reservation
+  without asking, so every job is measured against its lists): excluded users in ``Users=-name`` (Slurm has no
+  per-user partition setting), and the accounts that may burst in ``Accounts=`` (those slurmdbd knows, funded,
+  not excluded), which Slurm holds on every release where the partition lists need enforced associations.
+  Changed in place where Slurm allows it (jobs may run in it), else made again; read every ``reread_s`` too.
 * burstd's holds, by job id, in ``state_dir/cloud_holds.json``, so that a restart releases them too and never
   releases a hold an admin or a user put on.
 
@@ -33,8 +35,9 @@ from burstd.domain.hostlist import expand
 from burstd.domain.partition_access import CloudReservation, PartitionAccess, is_slurm_name
 from burstd.slurm.conf import hostlist
 from burstd.domain.slurm import Job, Snapshot
-from burstd.policy.cloud_access import hold_comment, partition_accounts, plan_gate, unfunded_accounts
-from burstd.policy.eligibility import Eligibility, association_refusal
+from burstd.policy.cloud_access import (hold_comment, partition_accounts, plan_gate, reservation_accounts,
+                                        unfunded_accounts)
+from burstd.policy.eligibility import Associations, Eligibility, association_refusal
 
 log = get_logger("cloud_gate")
 
@@ -53,6 +56,7 @@ class GateSlurm(Protocol):
     def cloud_reservation(self, name: str) -> CloudReservation | None: ...
     def set_cloud_reservation(self, name: str, want: CloudReservation | None, *, exists: bool) -> None: ...
     def update_reservation_users(self, name: str, denied_users: Sequence[str]) -> None: ...
+    def update_reservation_accounts(self, name: str, accounts: Sequence[str]) -> None: ...
     def remove_partition(self, job_id: int, partition: str) -> None: ...
 
 
@@ -73,6 +77,8 @@ class CloudGate:
                                                                                           p.node_count))))
         self._reservation_seen: tuple[float, CloudReservation | None] | None = None
         self._reservation_retry_at = 0.0
+        self._last_assoc: Associations | None = None
+        self._assoc_read = False
         self._read_at: dict[str, float] = {}
         if self.slurm is not None:
             self._load()
@@ -107,35 +113,55 @@ class CloudGate:
                 errors.append(f"cloud gate {partition}: {exc}")
                 log.warning("cloud partition not restricted", extra=ev(partition=partition, error=str(exc)))
         try:
-            self._reservation()
+            self._reservation(unfunded)
         except Exception as exc:  # noqa: BLE001
             errors.append(f"cloud gate reservation: {exc}")
-            log.warning("excluded users not reserved out of the cloud nodes", extra=ev(error=str(exc)))
+            log.warning("cloud nodes' reservation not set", extra=ev(error=str(exc)))
         errors += self._queue(snapshot, unfunded)
         return errors
 
-    def _reservation(self) -> None:
+    def _reservation(self, unfunded: frozenset[str]) -> None:
         """Excluded users (that this host knows: Slurm refuses a reservation naming an unknown one) go into the
-        reservation's deny list; none: no reservation. Read every ``reread_s``, written when it differs."""
+        reservation's deny list, and the accounts that may burst into its account list (none without slurmdbd);
+        nothing to say: no reservation. Read every ``reread_s``, written when it differs."""
         assert self.slurm is not None
         users = tuple(sorted(u for u in self.eligibility.users if is_slurm_name(u) and _known_user(u)))
-        want = CloudReservation(self.cloud_nodes, users) if users else None
+        accounts = reservation_accounts(self.eligibility, self.pools.values(), unfunded, self._known_accounts())
+        want = CloudReservation(self.cloud_nodes, users, accounts) if users or accounts is not None else None
         now = self.clock()
         if self._reservation_seen is None or now - self._reservation_seen[0] >= self.reread_s:
             self._reservation_seen = (now, self.slurm.cloud_reservation(self.reservation))
         have = self._reservation_seen[1]
         if have != want and now >= self._reservation_retry_at:
             self._reservation_retry_at = now + self.reread_s  # a refused write is tried again later, not per cycle
-            if have is not None and want is not None and have.nodes == want.nodes:
-                # jobs may run in it (it cannot be deleted then): change its deny list in place, and check
-                self.slurm.update_reservation_users(self.reservation, want.denied_users)
+            if (have is not None and want is not None and have.nodes == want.nodes
+                    and not have.root_only and not want.root_only):
+                # jobs may run in it (it cannot be deleted then): change its lists in place, and check
+                if have.denied_users != want.denied_users and want.denied_users:
+                    self.slurm.update_reservation_users(self.reservation, want.denied_users)
+                if have.accounts != want.accounts and want.accounts:
+                    self.slurm.update_reservation_accounts(self.reservation, want.accounts)
                 have = self.slurm.cloud_reservation(self.reservation)
             if have != want:
                 self.slurm.set_cloud_reservation(self.reservation, want, exists=have is not None)
             self._reservation_retry_at = 0.0
             self._reservation_seen = (now, want)
-            log.info("cloud reservation set", extra=ev(reservation=self.reservation,
-                                                       denied_users=list(users), nodes=len(self.cloud_nodes)))
+            log.info("cloud reservation set", extra=ev(reservation=self.reservation, denied_users=list(users),
+                                                       accounts=None if accounts is None else list(accounts),
+                                                       nodes=len(self.cloud_nodes)))
+
+    def _known_accounts(self) -> frozenset[str] | None:
+        """slurmdbd's accounts (None: no slurmdbd). While slurmdbd cannot be read, the reservation is written from
+        the last copy read, and before any copy it is not touched (the error goes to the cycle report): it never
+        widens to "no list" because slurmdbd is slow."""
+        try:
+            assoc = self.associations.current()
+        except Exception:
+            if not self._assoc_read:
+                raise
+            assoc = self._last_assoc
+        self._last_assoc, self._assoc_read = assoc, True
+        return None if assoc is None else assoc.accounts
 
     def _accounts(self, snapshot: Snapshot, book: BudgetBook) -> set[str]:
         """Every account burstd can name: the budget's, the queue's and slurmdbd's."""

@@ -29,8 +29,18 @@ class PartitionAccess:
 
 @dataclass(frozen=True, slots=True)
 class CloudReservation:
-    """burstd's MAGNETIC reservation over every cloud node: jobs of ``denied_users`` cannot start there (Slurm has
-    no per-user partition setting; a magnetic reservation with ``Users=-name`` is its per-user deny list)."""
+    """burstd's MAGNETIC reservation over every cloud node. Jobs of ``denied_users`` cannot start there (Slurm has
+    no per-user partition setting; a magnetic reservation with ``Users=-name`` is its per-user deny list), and
+    where ``accounts`` is a tuple, only jobs charged to one of those accounts can: a reservation's account list
+    holds on every release whether or not AccountingStorageEnforce has associations, where a partition's
+    AllowAccounts/DenyAccounts hold from 23.02 on only with it (seen on the 22.05, 24.11 and 26.05 beds).
+    ``accounts`` None: no account list; ``()``: no account may burst (written as ``Users=root Accounts=root``,
+    since Slurm takes no empty list)."""
 
     nodes: tuple[str, ...]  # expanded node names, sorted
     denied_users: tuple[str, ...]  # sorted
+    accounts: tuple[str, ...] | None = None  # sorted; the accounts that may use the cloud nodes
+
+    @property
+    def root_only(self) -> bool:
+        return self.accounts == ()

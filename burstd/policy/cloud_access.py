@@ -10,8 +10,10 @@ Two halves close that:
   budget at all, or spent) go into the cloud partition's ``DenyAccounts`` (or leave its ``AllowAccounts``), on
   top of what the admin wrote in slurm.conf. Slurm then never starts such a job there (it stays pending with
   Slurm's own reason, "account not permitted to use this partition"): no race with the cycle.
-* **Excluded users** have no partition setting: the daemon puts them in a MAGNETIC reservation's deny list over
-  the cloud nodes (``burstd.daemon.cloud_gate``), which Slurm holds just as synchronously.
+* **burstd's MAGNETIC reservation over the cloud nodes** (``burstd.daemon.cloud_gate``) says the rest in Slurm,
+  just as synchronously: excluded users in its deny list (Slurm has no per-user partition setting), and the
+  accounts that may burst (:func:`reservation_accounts`) as its account list, which Slurm holds on every release
+  (the partition lists, from 23.02 on, only with ``AccountingStorageEnforce=associations``).
 * **The queue holds the rest** (:func:`plan_gate`): Slurm cannot know the slurmdbd pairs burstd refuses to
   charge, nor carry every name, so a pending job the rule refuses (an excluded user too) loses its cloud partition
   when it has another, or is held (an admin hold, with the reason in its AdminComment) when the cloud is all it
@@ -75,6 +77,22 @@ def partition_accounts(static: PartitionAccess, eligibility: Eligibility, pool: 
         return PartitionAccess(deny=tuple(sorted({*allowed, *refused, *(static.deny or ())})))
     deny = sorted({*(static.deny or ()), *refused})
     return PartitionAccess(deny=tuple(deny) if deny else None)
+
+
+def reservation_accounts(eligibility: Eligibility, pools: Iterable[str], unfunded: Iterable[str],
+                         known: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The account list of burstd's reservation over the cloud nodes: every account slurmdbd knows (``known``)
+    that the rule lets onto some pool and that has money left, sorted; ``()`` when there is none. None without
+    slurmdbd (``known`` None): Slurm refuses a reservation naming an account it does not know, so there is no
+    list to write, and the partition lists and the queue hold the rule alone. A job charged to any other account
+    (one a user made up, an excluded or unfunded one) then cannot start on a cloud node that is up, on any
+    release, enforced associations or not: the reservation is MAGNETIC, so every job is measured against it."""
+    if known is None:
+        return None
+    refused = set(eligibility.accounts) | set(unfunded)
+    pools = tuple(pools)
+    return tuple(sorted(a for a in set(known) if a and is_slurm_name(a) and a not in refused
+                        and any(eligibility.pool_gate(p, a) is None for p in pools)))
 
 
 @dataclass(frozen=True, slots=True)

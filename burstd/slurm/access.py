@@ -16,6 +16,7 @@ from burstd.domain.partition_access import CloudReservation, PartitionAccess, is
 from burstd.slurm.base import HOSTLIST_RE, PARTITION_RE, SlurmError, check_name
 
 _NEUTRAL = {"", "ALL", "(NULL)"}
+ROOT_ONLY = "root"  # Users=root Accounts=root: the reservation that lets no account's job onto the cloud nodes
 MAX_COMMENT = 250
 
 
@@ -42,12 +43,17 @@ def parse_reservation(text: str, name: str) -> CloudReservation | None:
             nodes = tuple(sorted(expand(kv.get("Nodes", ""))))
         except HostlistError as exc:
             raise SlurmError(f"reservation {name}: Nodes={kv.get('Nodes', '')[:60]!r}: {exc}") from None
-        users = kv.get("Users", "(null)")
+        users, accounts = kv.get("Users", "(null)"), kv.get("Accounts", "(null)")
+        if users == ROOT_ONLY and accounts == ROOT_ONLY:  # what set_cloud_reservation writes for "no account"
+            return CloudReservation(nodes, (), ())
         denied = () if users.upper() in _NEUTRAL else tuple(u.removeprefix("-") for u in users.split(",") if u)
         bad = [u for u in denied if not is_slurm_name(u)]
         if bad or (users.upper() not in _NEUTRAL and not users.startswith("-")):
             raise SlurmError(f"reservation {name}: Users={users[:60]!r} is not a deny list burstd wrote")
-        return CloudReservation(nodes, tuple(sorted(denied)))
+        allowed = None if accounts.upper() in _NEUTRAL else tuple(a for a in accounts.split(",") if a)
+        if allowed is not None and (not allowed or not all(is_slurm_name(a) and a[0] != "-" for a in allowed)):
+            raise SlurmError(f"reservation {name}: Accounts={accounts[:60]!r} is not an account list burstd wrote")
+        return CloudReservation(nodes, tuple(sorted(denied)), None if allowed is None else tuple(sorted(allowed)))
     return None
 
 
@@ -66,6 +72,19 @@ def _account_list(key: str, names: Sequence[str]) -> str:
         if not is_slurm_name(n):
             raise ValueError(f"{key}: {n[:40]!r} is not a Slurm account name (letters, digits and _ . @ + - only)")
     return ",".join(names)
+
+
+def _reservation_acl(want: CloudReservation) -> list[str]:
+    """The Users=/Accounts= settings of burstd's reservation; [] when it has nothing to say (no reservation)."""
+    if want.root_only:
+        return [f"Users={ROOT_ONLY}", f"Accounts={ROOT_ONLY}"]
+    acl = []
+    users = ",".join(f"-{u}" for u in want.denied_users if is_slurm_name(u))
+    if users:
+        acl.append(f"Users={users}")
+    if want.accounts:
+        acl.append(f"Accounts={_account_list('Accounts', want.accounts)}")
+    return acl
 
 
 def one_line(text: str, limit: int = MAX_COMMENT) -> str:
@@ -96,19 +115,19 @@ class PartitionAccessMixin:
         return parse_reservation(self.run("scontrol", ["show", "reservation", "-o"]), name)
 
     def set_cloud_reservation(self, name: str, want: CloudReservation | None, *, exists: bool) -> None:
-        """Replace burstd's reservation with ``want`` (None: remove it). ``scontrol update`` reads ``Users=-x``
-        as "remove x from the list", so a new deny list is a delete and a create."""
+        """Replace burstd's reservation with ``want`` (None, or nothing to say: remove it). ``scontrol update``
+        reads ``Users=-x`` as "remove x from the list", so a new deny list is a delete and a create."""
         check_name("reservation", name, PARTITION_RE)
         if exists:
             self.run("scontrol", ["delete", f"ReservationName={name}"])
-        if want is None or not want.denied_users:
+        acl = _reservation_acl(want) if want is not None else []
+        if want is None or not acl:
             return
         nodes = compress(list(want.nodes))
         if not HOSTLIST_RE.fullmatch(nodes):
             raise ValueError(f"reservation {name}: {nodes[:60]!r} is not a node list")
-        users = ",".join(f"-{u}" for u in want.denied_users if is_slurm_name(u))
         self.run("scontrol", ["create", "reservation", f"ReservationName={name}", f"Nodes={nodes}",
-                              "StartTime=now", "Duration=infinite", f"Users={users}", "Flags=MAGNETIC"])
+                              "StartTime=now", "Duration=infinite", *acl, "Flags=MAGNETIC"])
 
     def update_reservation_users(self, name: str, denied_users: Sequence[str]) -> None:
         """Replace the reservation's deny list in place (a reservation jobs run in cannot be deleted). Slurm's
@@ -118,6 +137,15 @@ class PartitionAccessMixin:
         if not users:
             raise ValueError(f"reservation {name}: no user to deny (delete it instead)")
         self.run("scontrol", ["update", f"ReservationName={name}", f"Users={users}"])
+
+    def update_reservation_accounts(self, name: str, accounts: Sequence[str]) -> None:
+        """Replace the reservation's account list in place: Slurm takes this while jobs run in it (22.05, 24.11
+        and 26.05), where a new deny list of users is refused then. The caller reads the result back."""
+        check_name("reservation", name, PARTITION_RE)
+        if not accounts:
+            raise ValueError(f"reservation {name}: no account to allow (write the root-only reservation instead)")
+        self.run("scontrol", ["update", f"ReservationName={name}",
+                              f"Accounts={_account_list('Accounts', accounts)}"])
 
     def hold_with_reason(self, job_id: int, comment: str) -> None:
         """An admin hold (a user cannot release it) and the reason in the job's AdminComment."""

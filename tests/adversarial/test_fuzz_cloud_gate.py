@@ -20,10 +20,10 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[Hea
 PARTITION = ("PartitionName=cloud AllowGroups=ALL DenyAccounts=broke,physics AllowQos=ALL AllocNodes=ALL "
              "Default=NO Nodes=cloud[1-4] State=UP TotalCPUs=8")
 RESERVATION = ("ReservationName=burstd_c StartTime=2026-11-26T22:04:26 Nodes=cloud[1-4] NodeCnt=4 "
-               "Flags=SPEC_NODES,MAGNETIC Users=-burstuser2 Groups=(null) Accounts=(null) State=ACTIVE")
+               "Flags=SPEC_NODES,MAGNETIC Users=-burstuser2 Groups=(null) Accounts=funded,physics State=ACTIVE")
 
 tokens = st.one_of(
-    st.sampled_from(["AllowAccounts=", "DenyAccounts=", "Users=", "Nodes=", "PartitionName=cloud",
+    st.sampled_from(["AllowAccounts=", "DenyAccounts=", "Users=", "Accounts=", "root", "Nodes=", "PartitionName=cloud",
                      "ReservationName=burstd_c", ",", "=", "-", " ", "\n", "ALL", "(null)", "cloud[1-", "]"]),
     st.text(max_size=12),
 )
@@ -74,3 +74,4 @@ def test_a_reservation_listing_reads_as_safe_names_or_a_slurm_error(data):
         return
     if got is not None:
         assert all(is_slurm_name(u) for u in got.denied_users)
+        assert got.accounts is None or all(is_slurm_name(a) and not a.startswith("-") for a in got.accounts)

@@ -431,11 +431,17 @@ class FakeGateAdapter(FakeAdapter):
         if set(denied_users) >= set(have.denied_users):
             self.reservations[name] = dataclasses.replace(have, denied_users=tuple(sorted(denied_users)))
 
+    def update_reservation_accounts(self, name, accounts):
+        """As every release does, jobs running in it or not: the account list is replaced."""
+        assert accounts, "Slurm takes no empty account list"
+        self.calls.append(("update_reservation_accounts", name, tuple(accounts)))
+        self.reservations[name] = dataclasses.replace(self.reservations[name], accounts=tuple(sorted(accounts)))
+
     def set_cloud_reservation(self, name, want, *, exists):
         assert exists == (name in self.reservations), "delete only what exists, as scontrol would refuse"
         self.calls.append(("set_cloud_reservation", name, want))
         self.reservations.pop(name, None)
-        if want is not None:
+        if want is not None and (want.denied_users or want.accounts is not None):  # else scontrol creates none
             self.reservations[name] = want
 
     def partition_access(self, partition):

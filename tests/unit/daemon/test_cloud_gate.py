@@ -151,3 +151,46 @@ def test_a_newly_excluded_user_joins_the_reservation_in_place_and_a_refused_upda
     _, _, rec3 = _env(tmp_path, adapter=adapter, clock=clock, exclude_users=("root",))
     rec3.cycle()
     assert adapter.reservations[name] == CloudReservation(("cloud1", "cloud2", "cloud3", "cloud4"), ("root",))
+
+
+def test_with_slurmdbd_the_reservation_allows_only_funded_accounts_and_follows_the_money(tmp_path):
+    from burstd.domain.partition_access import CloudReservation
+
+    clock, adapter, rec = _env(tmp_path, exclude_users=())
+    adapter.slurmdbd_associations = {("alice", "funded"), ("alice", "broke"), ("alice", "excl"), ("", "physics")}
+    rec.cycle()
+    name = "burstd_" + rec.config.cluster.id
+    nodes = ("cloud1", "cloud2", "cloud3", "cloud4")
+    # physics has no budget (and no default_account_usd), broke $0, excl excluded: only funded may burst
+    assert adapter.reservations == {name: CloudReservation(nodes, (), ("funded",))}
+
+    def again(**budget):
+        _, _, r = _env(tmp_path, adapter=adapter, clock=clock, exclude_users=(), **budget)
+        r.cycle()
+        return adapter.reservations[name]
+
+    # no account has money: the list would be empty, so the reservation lets no account's job in (root only)
+    assert again(accounts={"funded": 0, "broke": 0}) == CloudReservation(nodes, (), ())
+    # money again (physics by default_account_usd): a new reservation, since root-only names a user
+    assert again(accounts={"funded": 5, "broke": 0}, default_account_usd=1) == CloudReservation(
+        nodes, (), ("funded", "physics"))
+    creates = len([c for c in adapter.calls if c[0] == "set_cloud_reservation"])
+    # physics back to $0: the account list changes in place (jobs may run in the reservation; Slurm takes it)
+    assert again(accounts={"funded": 5, "broke": 0, "physics": 0}, default_account_usd=1) == CloudReservation(
+        nodes, (), ("funded",))
+    assert adapter.calls[-1] == ("update_reservation_accounts", name, ("funded",))
+    assert len([c for c in adapter.calls if c[0] == "set_cloud_reservation"]) == creates
+
+
+def test_a_slurmdbd_that_cannot_be_read_never_widens_the_reservation(tmp_path):
+    from burstd.domain.partition_access import CloudReservation
+
+    clock, adapter, rec = _env(tmp_path, exclude_users=())
+
+    def down():
+        raise RuntimeError("slurmdbd: connection refused")
+
+    adapter.associations = down
+    rec.cycle()
+    assert adapter.reservations == {}  # never read: nothing written (and the cycle reports why)
+    assert not [c for c in adapter.calls if c[0] == "set_cloud_reservation"]

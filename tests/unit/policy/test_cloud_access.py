@@ -7,7 +7,8 @@ import pytest
 
 from burstd.domain.partition_access import PartitionAccess, is_slurm_name
 from burstd.domain.slurm import Job, Snapshot
-from burstd.policy.cloud_access import hold_comment, partition_accounts, plan_gate, unfunded_accounts
+from burstd.policy.cloud_access import (hold_comment, partition_accounts, plan_gate, reservation_accounts,
+                                        unfunded_accounts)
 from burstd.policy.eligibility import Eligibility
 from tests.unit.policy.policy_factories import NOW, book, config, pool
 
@@ -139,3 +140,21 @@ def test_a_hold_of_ours_someone_released_while_the_rule_still_refuses_is_put_bac
     edits = plan_gate(snap(job(1, user="mallory", hold=False)), POOLS, rule(elig(exclude_users=["mallory"])), (),
                       held_by_burstd={1})
     assert edits.hold == ((1, "user mallory is excluded"),) and not edits.release
+
+
+# --- the reservation's account list (every release, enforced associations or not) -------------------------------
+def test_the_reservation_allows_the_funded_accounts_slurmdbd_knows_and_no_other():
+    e = Eligibility.of(config(pools=[pool("a", partition="ca", prefix="a"),
+                                     pool("b", partition="cb", prefix="b", accounts=["physics"])],
+                              policy={"exclude_accounts": ["excl"]}))
+    known = {"chem", "physics", "excl", "broke", "with space", "", "ALL"}
+    assert reservation_accounts(e, ["a", "b"], {"broke"}, known) == ("chem", "physics")
+    # an account only a restricted pool would take, and that pool restricts to another: on no cloud node
+    assert reservation_accounts(e, ["b"], (), known) == ("physics",)
+    # nobody funded: an empty list (the root-only reservation), never "no list"
+    assert reservation_accounts(e, ["a"], {"chem", "physics", "broke"}, known) == ()
+
+
+def test_without_slurmdbd_the_reservation_names_no_account():
+    # Slurm refuses a reservation naming an account it does not know: with no slurmdbd there is no list to write
+    assert reservation_accounts(elig(), ["aws-cpu"], (), None) is None

@@ -104,3 +104,38 @@ def test_a_new_deny_list_is_a_delete_and_a_magnetic_create_with_checked_names():
     ]
     with pytest.raises(ValueError):
         r.set_cloud_reservation("x y", None, exists=True)
+
+
+def test_the_reservations_account_list_and_the_root_only_reservation_read_back_as_written():
+    from burstd.domain.partition_access import CloudReservation
+    from burstd.slurm.access import parse_reservation
+
+    line = "ReservationName=burstd_c1 Nodes=cloud[1-2] Users=-bob Accounts=physics,funded Flags=SPEC_NODES,MAGNETIC"
+    assert parse_reservation(line, "burstd_c1") == CloudReservation(("cloud1", "cloud2"), ("bob",),
+                                                                    ("funded", "physics"))
+    root_only = parse_reservation("ReservationName=burstd_c1 Nodes=cloud1 Users=root Accounts=root", "burstd_c1")
+    assert root_only == CloudReservation(("cloud1",), (), ()) and root_only.root_only
+    with pytest.raises(SlurmError):  # an account deny list under our name is not ours
+        parse_reservation("ReservationName=burstd_c1 Nodes=cloud1 Accounts=-broke", "burstd_c1")
+
+
+def test_an_account_list_is_written_with_checked_names_and_changed_in_place():
+    from burstd.domain.partition_access import CloudReservation
+
+    r = Recorder()
+    r.set_cloud_reservation("burstd_c1", CloudReservation(("cloud1",), (), ("funded", "physics")), exists=False)
+    r.set_cloud_reservation("burstd_c1", CloudReservation(("cloud1",), ("bob",), ()), exists=True)
+    r.update_reservation_accounts("burstd_c1", ["funded"])
+    assert r.calls == [
+        ["scontrol", "create", "reservation", "ReservationName=burstd_c1", "Nodes=cloud1", "StartTime=now",
+         "Duration=infinite", "Accounts=funded,physics", "Flags=MAGNETIC"],
+        ["scontrol", "delete", "ReservationName=burstd_c1"],
+        # no account may burst: only root's own jobs charged to root (Slurm takes no empty list)
+        ["scontrol", "create", "reservation", "ReservationName=burstd_c1", "Nodes=cloud1", "StartTime=now",
+         "Duration=infinite", "Users=root", "Accounts=root", "Flags=MAGNETIC"],
+        ["scontrol", "update", "ReservationName=burstd_c1", "Accounts=funded"],
+    ]
+    with pytest.raises(ValueError):
+        r.update_reservation_accounts("burstd_c1", ["funded,physics"])
+    with pytest.raises(ValueError):
+        r.update_reservation_accounts("burstd_c1", [])
