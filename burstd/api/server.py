@@ -135,7 +135,9 @@ class ApiServer:
         access: Access = self.app.state.access
         gated = Gate(self.app, access, api.max_body_bytes)
         if api.tcp_listen:  # every check before anything is bound
-            access.set_token(read_token_file(api.token_file))  # type: ignore[arg-type]
+            if not api.token_file:  # ApiConfig refuses tcp_listen without one; never a listener without a token
+                raise ValueError("api.tcp_listen needs api.token_file")
+            access.set_token(read_token_file(api.token_file))
         listeners = 3 if api.tcp_listen else 2
         ensure_descriptor_reserve(api.max_connections * listeners)
         self.budgets = [ConnectionBudget("unix", api.max_connections, api.max_connections_per_peer,

@@ -115,7 +115,8 @@ def run_data(bed, work: Path, cfg_path: Path, daemon, *, jobs: int, job_seconds:
     # the daemon brings outputs home as the job's user, who writes the progress record under its state dir
     Path(cfg.daemon.state_dir).parent.chmod(0o755)
     files = {p.name: text for p, text in bed_data.files(bed.config, cfg).items()}
-    boot = NodeBootstrap(cfg, files, work / "tls" / "ca.pem").start()
+    boot = NodeBootstrap(cfg, files, work / "tls" / "ca.pem")
+    boot.start()
     try:
         home = bed.workdir(user)
         datasets = make_datasets(home, user)

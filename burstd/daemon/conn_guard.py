@@ -28,7 +28,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
@@ -155,6 +155,9 @@ class GuardedListener(socket.socket):
     start_timeout_s: float
     peer_of: Callable[[socket.socket], Hashable]
 
+    if TYPE_CHECKING:  # _socket.socket's own accept (what socket.accept() wraps), private so typeshed omits it
+        def _accept(self) -> tuple[int, Any]: ...
+
     @classmethod
     def wrap(cls, sock: socket.socket, budget: ConnectionBudget, start_timeout_s: float,
              peer_of: Callable[[socket.socket], Hashable] = unix_peer) -> GuardedListener:
@@ -167,7 +170,7 @@ class GuardedListener(socket.socket):
 
     def accept(self) -> tuple[socket.socket, Any]:
         while True:
-            fd, addr = self._accept()  # type: ignore[attr-defined]  # BlockingIOError when none is left
+            fd, addr = self._accept()  # BlockingIOError when none is left
             conn = _CountedSocket(self.family, self.type, self.proto, fileno=fd)
             try:
                 peer = self.peer_of(conn) if self.family == socket.AF_UNIX else inet_peer(addr)

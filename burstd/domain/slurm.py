@@ -159,7 +159,8 @@ class Snapshot:
     def jobs_by_node(self) -> dict[str, tuple[Job, ...]]:
         """node -> the jobs whose node list names it (whatever their state), in queue order. Built on first use,
         each job's hostlist expanded once; a job whose hostlist does not parse is on no node."""
-        if self._jobs_by_node is None:
+        by_node = self._jobs_by_node
+        if by_node is None:
             from burstd.domain.hostlist import HostlistError, expand  # pure parsing of Slurm's own notation
 
             index: dict[str, list[Job]] = {}
@@ -171,8 +172,9 @@ class Snapshot:
                         index.setdefault(name, []).append(job)
                 except HostlistError:
                     continue
-            object.__setattr__(self, "_jobs_by_node", {k: tuple(v) for k, v in index.items()})
-        return self._jobs_by_node  # type: ignore[return-value]
+            by_node = {k: tuple(v) for k, v in index.items()}
+            object.__setattr__(self, "_jobs_by_node", by_node)
+        return by_node
 
     def job(self, job_id: int) -> Job | None:
         return next((job for job in self.jobs if job.job_id == job_id), None)

@@ -33,11 +33,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from burstd.simulate.engine import SimSetup, Simulator
 from burstd.simulate.traces import TraceJob
+
+if TYPE_CHECKING:  # highspy is imported where it is used (an optional dependency: the ``bound`` extra)
+    from types import ModuleType
+
+    from highspy import Highs
 
 # The rows are scaled near 1 (a slot's row in shares of its capacity, the JCT row as a mean in hours): HiGHS
 # warns of a badly scaled model otherwise, and its branch and bound gains far less in the same time.
@@ -48,7 +54,7 @@ JCT_UNIT_S = 3600.0
 class BoundModel:
     """The LP of one replay; ``cost_at(mean_jct_s)`` solves it for one mean JCT (re-using the last basis)."""
 
-    highs: object
+    highs: Highs
     jct_row: int
     jobs: int
     min_mean_jct_s: float  # below this no schedule exists (every job at its own run, or boot + run in the cloud)
@@ -79,24 +85,24 @@ class BoundModel:
         h = self.highs
         if self.cloud_cols is not None:
             kind = highspy.HighsVarType.kInteger if integral else highspy.HighsVarType.kContinuous
-            h.changeColsIntegrality(len(self.cloud_cols), self.cloud_cols,  # type: ignore[attr-defined]
+            h.changeColsIntegrality(len(self.cloud_cols), self.cloud_cols,
                                     np.full(len(self.cloud_cols), kind))
-        h.changeRowBounds(self.jct_row, -highspy.kHighsInf, mean_jct_s / JCT_UNIT_S)  # type: ignore[attr-defined]
-        h.setOptionValue("time_limit", self.time_limit_s if integral else math.inf)  # type: ignore[attr-defined]
+        h.changeRowBounds(self.jct_row, -highspy.kHighsInf, mean_jct_s / JCT_UNIT_S)
+        h.setOptionValue("time_limit", self.time_limit_s if integral else math.inf)
         # presolve removes almost nothing here and, before branch and bound, takes as long as its root cuts
-        h.setOptionValue("presolve", "off" if integral else "choose")  # type: ignore[attr-defined]
-        h.run()  # type: ignore[attr-defined]
-        status = h.getModelStatus()  # type: ignore[attr-defined]
+        h.setOptionValue("presolve", "off" if integral else "choose")
+        h.run()
+        status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kOptimal:
-            info = h.getInfo()  # type: ignore[attr-defined]
+            info = h.getInfo()
             return float(info.mip_dual_bound if integral else info.objective_function_value)
         if integral and status == highspy.HighsModelStatus.kTimeLimit:
-            bound = float(h.getInfo().mip_dual_bound)  # type: ignore[attr-defined]
+            bound = float(h.getInfo().mip_dual_bound)
             return bound if math.isfinite(bound) else None
         return None
 
 
-def _highs_banner_to_stderr(highspy) -> object:
+def _highs_banner_to_stderr(highspy: ModuleType) -> Highs:
     """A silent HiGHS instance. Its constructor prints a banner on the C level's stdout, before any option can
     silence it; that would corrupt ``--json``, so stdout points at stderr while it is made."""
     import os
@@ -222,7 +228,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
     lp.a_matrix_.index_ = np.array(a_index, dtype=np.int32)
     lp.a_matrix_.value_ = np.array(a_value)
     h = _highs_banner_to_stderr(highspy)
-    h.setOptionValue("log_to_console", False)  # type: ignore[attr-defined]
-    h.passModel(lp)  # type: ignore[attr-defined]
+    h.setOptionValue("log_to_console", False)
+    h.passModel(lp)
     cols = np.array(cloud_cols, dtype=np.int32) if integral else None
     return BoundModel(h, jct_row, n, least_jct / n if n else 0.0, slot_s, window_slots, cols, time_limit_s)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from burstd.policy.progress import kept_work_s, off_spot, setbacks
 from burstd.simulate.bound import _highs_banner_to_stderr
@@ -211,7 +210,7 @@ def omniscient_cost(available: Sequence[bool], gap_s: float, st: Setting, time_l
         [ost + t for t in range(n)]
     val = [gap_s] * (2 * n) + [-st.overhead_s] * (2 * n)
     rows.append((idx, val, st.work_s, highspy.kHighsInf))
-    h: Any = _highs_banner_to_stderr(highspy)
+    h = _highs_banner_to_stderr(highspy)
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", 1e-3)  # its proven bound is what we report: a tenth of a percent is plenty
     h.addVars(ncols, np.zeros(ncols), upper)

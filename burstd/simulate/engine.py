@@ -152,7 +152,7 @@ class Simulator:
         self.leases: dict[int, list[Lease]] = {}
         self.lease_list: list[Lease] | None = None  # self.leases flattened, rebuilt after a change
         self.requeued: dict[int, SimJob] = {}  # queued jobs that ran before (their progress goes to decide())
-        self.events: list[tuple[float, int, int, SimJob]] = []
+        self.events: list[tuple[float, int, int, SimJob | None]] = []  # (t, seq, kind, the job of kinds 0-2)
         self.seq = 0
         self.tick_at: float | None = None
         self.res = SimResult(name)
@@ -206,7 +206,7 @@ class Simulator:
         nodes = max(1, math.ceil(tj.cpus / self.s.units_per_node))
         return SimJob(tj, tj.cpus, nodes, math.ceil(tj.cpus / nodes), 0, tj.runtime, tj.time_limit, tj.submit)
 
-    def _push(self, t: float, kind: int, j: SimJob) -> None:
+    def _push(self, t: float, kind: int, j: SimJob | None) -> None:
         self.seq += 1
         heapq.heappush(self.events, (t, self.seq, kind, j))
 
@@ -270,7 +270,7 @@ class Simulator:
         at = math.ceil(t / every) * every
         if at not in self._passes:
             self._passes.add(at)
-            self._push(at, 4, None)  # type: ignore[arg-type]
+            self._push(at, 4, None)
 
     def _schedule(self, t: float) -> None:
         q = self.queue
@@ -440,7 +440,7 @@ class Simulator:
         if self.s.decide_enabled and self.queue and self.tick_at is None:
             nxt = (math.floor(t / self.s.cycle_s) + 1) * self.s.cycle_s
             self.tick_at = nxt
-            self._push(nxt, 3, None)  # type: ignore[arg-type]
+            self._push(nxt, 3, None)
 
     # ---- main loop
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
@@ -469,7 +469,10 @@ class Simulator:
                 self._schedule_at_pass(t)
                 self._want_tick(t)
                 continue
-            t, _, kind, j = heapq.heappop(ev)
+            t, _, kind, event_job = heapq.heappop(ev)
+            if kind <= 2:  # a job's event carries the job; a tick (3) and a scheduler pass (4) none
+                assert event_job is not None
+                j = event_job
             if kind == 0:  # on-prem finish
                 del self.running[j.tj.job_id]
                 by_end = self.by_end

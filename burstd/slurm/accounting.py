@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from burstd.domain.jobref import JobRef
 from burstd.domain.sacct import SacctJob, SlurmInstance
@@ -16,11 +17,20 @@ from burstd.slurm import sacct
 from burstd.slurm.base import SlurmError
 from burstd.slurm.parse import load_json
 
+if TYPE_CHECKING:
+    from burstd.slurm.features import Features
+
 log = logging.getLogger(__name__)
 
 
 class AccountingMixin:
     """What slurmdbd knows, for budgets and spend. Only the cli backend reads it (sacctmgr / sacct)."""
+
+    if TYPE_CHECKING:  # what this needs of the adapter: ``CliAdapter``'s own, which mypy checks against these
+        @property
+        def features(self) -> Features: ...
+
+        def run(self, cmd: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> str: ...
 
     _accounting: bool | None = None
 
@@ -29,7 +39,7 @@ class AccountingMixin:
     def accounting_enabled(self) -> bool:
         """Does this Slurm store accounting in slurmdbd (``AccountingStorageType``)? Read once."""
         if self._accounting is None:
-            out = self.run("scontrol", ["show", "config"])  # type: ignore[attr-defined]
+            out = self.run("scontrol", ["show", "config"])
             m = re.search(r"^AccountingStorageType\s*=\s*(\S+)", out, re.M)
             e = re.search(r"^AccountingStorageEnforce\s*=\s*(\S*)", out, re.M)
             self._enforce = e.group(1) if e else ""
@@ -47,7 +57,7 @@ class AccountingMixin:
         """Every account slurmdbd knows; None when the site has no slurmdbd (nothing authoritative to ask)."""
         if not self.accounting_enabled():
             return None
-        out = self.run("sacctmgr", ["-n", "-P", "show", "account", "format=account"])  # type: ignore[attr-defined]
+        out = self.run("sacctmgr", ["-n", "-P", "show", "account", "format=account"])
         return {line.strip() for line in out.splitlines() if line.strip()}
 
     def associations(self) -> set[tuple[str, str]] | None:
@@ -55,19 +65,19 @@ class AccountingMixin:
         site has no slurmdbd. Whom a budget may be charged for (issue 21 item 2)."""
         if not self.accounting_enabled():
             return None
-        out = self.run("sacctmgr", ["-n", "-P", "show", "assoc", "format=user,account"])  # type: ignore[attr-defined]
+        out = self.run("sacctmgr", ["-n", "-P", "show", "assoc", "format=user,account"])
         return parse_associations(out)
 
     def instances(self, since: float, nodes: list[str] | None = None) -> list[SlurmInstance] | None:
         """The cloud instances slurmdbd recorded from ``since`` on (``sacctmgr show instance``, 23.11+), optionally
         only on ``nodes``; None where the release or the site cannot record them."""
-        if not self.features.has("instance_fields") or not self.accounting_enabled():  # type: ignore[attr-defined]
+        if not self.features.has("instance_fields") or not self.accounting_enabled():
             return None
         args = ["-n", "-P", "show", "instance", "format=NodeName,InstanceId,InstanceType,Start,End",
                 "start=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))]
         if nodes:
             args.append("nodes=" + ",".join(nodes))
-        out = self.run("sacctmgr", args)  # type: ignore[attr-defined]
+        out = self.run("sacctmgr", args)
         rows = []
         for line in out.splitlines():
             parts = line.split("|")
@@ -90,14 +100,14 @@ class AccountingMixin:
         try:
             # 22.05 re-reads --starttime in SLURM_TIME_FORMAT and cannot parse "%s" back (its JSON then holds
             # "Unable to parse time format"); JSON times are Unix seconds whatever the format
-            out = self.run("sacct", [*args, "--json"],  # type: ignore[attr-defined]
+            out = self.run("sacct", [*args, "--json"],
                            env={"SLURM_TIME_FORMAT": "standard"})
         except SlurmError as exc:
             log.warning("sacct --json failed (%s); reading sacct -P instead", exc)
         else:
             return sacct.jobs_from_json(load_json(out, "sacct --json", sacct.NOTHING_FOUND))
         delimiter = sacct.new_delimiter()
-        out = self.run("sacct", [*args, "-P", f"--delimiter={delimiter}",  # type: ignore[attr-defined]
+        out = self.run("sacct", [*args, "-P", f"--delimiter={delimiter}",
                                  "--format=" + ",".join(sacct.TEXT_FIELDS)])
         return sacct.jobs_from_text(out, delimiter)
 

@@ -66,7 +66,7 @@ def slurm_conf_lines(cfg, *, release: Release, hook_dir: str = HOOK_DIR, hooks: 
     adds the TRES burstd reconciles spend against (GPUs included) for a site with slurmdbd. A pool that stages
     data adds ``Prolog=``/``Epilog=`` (``data_hooks`` maps prolog/epilog to paths; default ``hook_dir``)."""
     from burstd.slurm.data_hooks import data_hook_lines  # it uses conf_value from here
-    feats = Features(tuple(release))  # type: ignore[arg-type]
+    feats = Features(release)
     if not 0 <= suspend_time <= 31_536_000 and suspend_time != -1:
         raise ValueError(f"--suspend-time: {suspend_time} is not 0..31536000 seconds")
     hook = {k: conf_value("--hook-dir", (hooks or {}).get(k) or f"{hook_dir}/{f}") for k, f in HOOK_FILES.items()}

@@ -78,7 +78,7 @@ class Features:
 
     @classmethod
     def of(cls, release: str | Release) -> Features:
-        return cls(parse_release(release) if isinstance(release, str) else tuple(release))  # type: ignore[arg-type]
+        return cls(parse_release(release) if isinstance(release, str) else release)
 
     def has(self, key: str) -> bool:
         f = BY_KEY[key]  # KeyError on a typo: the table is the only list

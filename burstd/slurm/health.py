@@ -11,7 +11,12 @@ from __future__ import annotations
 import re
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from burstd.config import SlurmConfig
+    from burstd.slurm.features import Features
 
 _PING_UP = re.compile(r"^Slurmctld\(primary\) at \S+ is UP", re.M)
 _HOST_ADDR = re.compile(r"^[\w.-]+\(([\w.:-]+)\)$")  # vm(10.77.0.1): the address in brackets
@@ -48,23 +53,31 @@ class NoHealthProbe:
 class HealthMixin:
     """slurmctld's health for the cli backend (needs ``run``, ``features`` and ``config`` of the adapter)."""
 
+    if TYPE_CHECKING:  # what this needs of the adapter: ``CliAdapter``'s own, which mypy checks against these
+        config: SlurmConfig
+
+        @property
+        def features(self) -> Features: ...
+
+        def run(self, cmd: str, args: Sequence[str]) -> str: ...
+
     _ctld_url: str | None = None
 
     def ctld_health(self) -> dict[str, Any]:
         """``{"ok", "via", "detail"}`` (+ ``url`` with /readyz): never raises for a slurmctld that is down."""
         from burstd.slurm.base import SlurmError
 
-        timeout = min(float(self.config.command_timeout_s), 5.0)  # type: ignore[attr-defined]
+        timeout = min(float(self.config.command_timeout_s), 5.0)
         try:
-            via = "readyz" if self.features.has("ctld_http") else "scontrol ping"  # type: ignore[attr-defined]
+            via = "readyz" if self.features.has("ctld_http") else "scontrol ping"
         except SlurmError as exc:  # not even `squeue --version` answers
             return {"ok": False, "via": "version", "detail": str(exc)}
         try:
             if via == "scontrol ping":
-                out = self.run("scontrol", ["ping"])  # type: ignore[attr-defined]
+                out = self.run("scontrol", ["ping"])
                 return {"ok": bool(_PING_UP.search(out)), "via": via, "detail": out.strip()}
             if self._ctld_url is None:
-                self._ctld_url = ctld_url(self.run("scontrol", ["show", "config"]))  # type: ignore[attr-defined]
+                self._ctld_url = ctld_url(self.run("scontrol", ["show", "config"]))
         except (SlurmError, ValueError) as exc:  # `scontrol ping` exits 1 when slurmctld is DOWN
             return {"ok": False, "via": via, "detail": str(exc)}
         url = f"{self._ctld_url}/readyz"

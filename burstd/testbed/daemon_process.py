@@ -63,8 +63,8 @@ class DaemonProcess:
             self.socket = tomllib.load(fh).get("api", {}).get("socket", "/run/burstd/burstd.sock")
 
     def start(self, crash_at: str | None = None, wait: bool = True, timeout: float = 60.0) -> None:
-        if self.running:
-            raise RuntimeError(f"burstd already runs (pid {self.proc.pid})")  # type: ignore[union-attr]
+        if (proc := self._live()) is not None:
+            raise RuntimeError(f"burstd already runs (pid {proc.pid})")
         env = dict(os.environ)
         env.update(self.env)
         env["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -102,9 +102,14 @@ class DaemonProcess:
                 time.sleep(0.05)
         raise TimeoutError(f"burstd did not answer on {self.socket} within {timeout:.0f}s; see {self.log_path}")
 
+    def _live(self) -> subprocess.Popen | None:
+        """The child while it runs; None before the first start and once it has exited."""
+        proc = self.proc
+        return proc if proc is not None and proc.poll() is None else None
+
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self._live() is not None
 
     @property
     def pid(self) -> int | None:
@@ -120,14 +125,14 @@ class DaemonProcess:
 
     def kill(self) -> None:
         """SIGKILL: the daemon gets no chance to clean up (what the crash test wants)."""
-        if self.running:
-            os.kill(self.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
-            self.proc.wait(10)  # type: ignore[union-attr]
+        if (proc := self._live()) is not None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
     def stop(self, grace_s: float = 15.0) -> None:
-        if not self.running:
+        if (proc := self._live()) is None:
             return
-        os.kill(self.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
+        os.kill(proc.pid, signal.SIGTERM)
         if self.wait_exit(grace_s) is None:
             self.kill()
 

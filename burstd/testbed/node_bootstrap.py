@@ -1,7 +1,8 @@
 """The bed's stand-in for a cloud node's first boot, for the data path of an image bed (``bed_data``): what a
 site's cloud-init puts on a node before slurmd starts, here into each VM's ``/run/burstd-boot``.
 
-    boot = NodeBootstrap(daemon_config, files, ca_file).start()   # a thread, while the daemon runs
+    boot = NodeBootstrap(daemon_config, files, ca_file)
+    boot.start()   # a thread, while the daemon runs
     ...; boot.close()
 
 For each VM the daemon's local provider boots (``<state_dir>/local/<pool>/<netns>.vm``), once its boot folder is
@@ -38,10 +39,6 @@ class NodeBootstrap(threading.Thread):
         self.errors: dict[str, str] = {}  # node -> why it is not provisioned yet (retried every poll)
         self.hook_logs: dict[str, str] = {}  # node -> the VM's data hooks' log, as last read
         self._closing = threading.Event()
-
-    def start(self) -> NodeBootstrap:  # type: ignore[override]
-        super().start()
-        return self
 
     def close(self) -> None:
         self._closing.set()

@@ -13,7 +13,7 @@ to the chroot's Slurm as a site's own commands would.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import os
 import shlex
@@ -54,8 +54,7 @@ def ensure_chroot(release: str, log: Path | None = None) -> Path:
     suite = CHROOT_RELEASES[release]
     partial = root.with_name(root.name + ".partial")
     CHROOT_ROOT.mkdir(parents=True, exist_ok=True)
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    try:
+    with open(log, "ab") if log else nullcontext(subprocess.DEVNULL) as out:
         debootstrap(partial, suite, out)
         # sid's Release file can be past its Valid-Until on a mirror snapshot; the packages are still signed
         apt = "apt-get -q -o Acquire::Check-Valid-Until=false"
@@ -63,9 +62,6 @@ def ensure_chroot(release: str, log: Path | None = None) -> Path:
         run_logged(["chroot", str(partial), "/usr/bin/env", "-i", *[f"{k}={v}" for k, v in apt_env().items()],
                     "sh", "-c", script], f"install Slurm in the {suite} chroot", out)
         (partial / CHROOT_MARK.lstrip("/")).write_text(f"burstd test bed chroot: Slurm {release} ({suite})\n")
-    finally:
-        if log:
-            out.close()  # type: ignore[union-attr]
     if root.exists():
         shutil.rmtree(root)
     partial.rename(root)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any, TypeAlias
 
 #: Exit code of a process that saved a checkpoint because it was told to stop and wants to be requeued.
 #: Override with the ``BURSTD_REQUEUE_EXIT_CODE`` environment variable.
@@ -19,6 +21,10 @@ DEFAULT_REQUEUE_EXIT_CODE = 85
 
 #: Signal the node agent (or ``sbatch --signal``) delivers ahead of a preemption.
 DEFAULT_PREEMPT_SIGNAL = "SIGUSR1"
+
+#: A signal's handler as ``signal.getsignal`` returns it and ``signal.signal`` takes it back: a function,
+#: ``SIG_DFL``/``SIG_IGN`` (or their numbers), or None for one not installed from Python.
+SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 def requeue_exit_code() -> int:
@@ -61,7 +67,7 @@ class PreemptionFlag:
     requested: bool = False
     signum: int | None = None
     received_at: float | None = None  # time.time() of the first signal
-    _previous: dict[int, object] = field(default_factory=dict, repr=False)
+    _previous: dict[int, SignalHandler] = field(default_factory=dict, repr=False)
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         # Only plain attribute stores: nothing that allocates locks, logs, or does I/O.
@@ -73,7 +79,7 @@ class PreemptionFlag:
     def uninstall(self) -> None:
         """Restore the handlers that were in place before :func:`install_handlers`."""
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)  # type: ignore[arg-type]
+            signal.signal(signum, previous)
         self._previous.clear()
 
 

@@ -31,7 +31,8 @@ def test_a_booted_vm_gets_its_nodes_token_the_ca_and_the_hooks(tmp_path):
         (held / "data-hooks.log").write_text("prolog job 4\n")
         ca = tmp_path / "ca.pem"
         ca.write_text("CA\n")
-        boot = NodeBootstrap(cfg, {"burstd-prolog": "#!/bin/sh\n", "agent.env": "K=v\n"}, ca, poll_s=0.05).start()
+        boot = NodeBootstrap(cfg, {"burstd-prolog": "#!/bin/sh\n", "agent.env": "K=v\n"}, ca, poll_s=0.05)
+        boot.start()
         try:
             deadline = time.monotonic() + 20
             while not {"cloud1", "cloud2"} <= boot.provisioned or not boot.errors:
