@@ -21,7 +21,9 @@ slow relaunch is not a boot failure. Under ``pytest -n N`` (pytest-xdist, as
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,7 @@ def slurm_bed():
         env_overrides |= {"name": f"{base.name[:8]}-w{worker}", "slot": base.slot + worker}
     bed = Bed(BedConfig.from_env(**env_overrides))
     bed.up(install=bool(os.environ.get("BURSTD_BED_INSTALL")))
+    _SESSION_BED.append(bed)
     # several pytest sessions may share one bed: the last one out brings it down
     sessions = bed.state_dir / "sessions"
     sessions.mkdir(exist_ok=True)
@@ -109,10 +112,43 @@ def _bed_jobs_cancelled_after_test(request):
     yield
     if "slurm_bed" not in request.fixturenames:
         return
+    _BED_USED.add(request.module.__name__)
     bed = request.getfixturevalue("slurm_bed")
     left = bed.run(["squeue", "-h", "-o", "%A"], check=False).stdout.split()
     if left:
         bed.run(["scancel", *left], check=False)
+
+
+_SESSION_BED: list = []  # the session's bed once a test has asked for it
+_BED_USED: set = set()  # non-empty once a test of the current module used the bed
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bed_cloud_gate_reset_after_module():
+    """burstd's cloud gate outlives its daemon by design (the rule holds while it is down): its reservation over
+    the cloud nodes lists the accounts that may burst, and the cloud partition's account lists. A module whose
+    daemon ran without ``daemon_bed.running_daemon`` (which resets them itself) would leave its budgets' rule on
+    the bed for the next module's bare jobs: take it away once the module's own fixtures are down."""
+    _BED_USED.clear()
+    yield
+    if _SESSION_BED and _BED_USED:
+        reset_cloud_gate(_SESSION_BED[0])
+
+
+def reset_cloud_gate(bed, wait_s: float = 10.0) -> None:
+    """Delete every ``burstd_*`` reservation (retried while a cancelled job still ends in it) and give the cloud
+    partition back its slurm.conf account lists."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        listing = bed.run(["scontrol", "show", "reservation", "-o"], check=False).stdout
+        names = re.findall(r"ReservationName=(burstd_\S+)", listing)
+        for name in names:
+            bed.run(["scontrol", "delete", f"ReservationName={name}"], check=False)
+        if not names or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    bed.run(["scontrol", "update", f"PartitionName={bed.cloud_partition}", "AllowAccounts=ALL", "DenyAccounts="],
+            check=False)
 
 
 @pytest.fixture
