@@ -102,3 +102,20 @@ def test_no_on_demand_pool_names_the_net():
     assert markets(d) == []
     assert "inside its deadline's safety net: on-demand only, and no pool offers on-demand" in \
         d.explanations[1].reason
+
+
+def test_the_replay_applies_the_net_decide_applies():
+    # the Can't-Be-Late "burstd, deadline declared" strategy and decide() agree state by state (the cycle as
+    # the replay's tick): the net, the line to the deadline, and neither
+    from burstd.simulate.cant_be_late import ON_DEMAND, Setting, State, burstd_deadline_declared
+
+    st = Setting(work_s=3600.0, deadline_s=7200.0, overhead_s=300.0)
+    cases = {(3000, 0.0, 0): "spot", (3300, 0.0, 0): "on-demand", (900, 0.0, 2): "spot",
+             (3000, 0.0, 1): "on-demand", (3300, 2000.0, 1): "spot", (3300, 2000.0, 0): "spot"}
+    for (waited_s, done_s, failed), want in cases.items():
+        s = State(t=waited_s, done_s=done_s, running="none", spot_available=False, preemptions=0,
+                  believed_done_s=done_s, failed_launches=failed, gap_s=15.0)
+        job = pending(1, waited_s=waited_s, deadline=int(NOW - waited_s + st.deadline_s))
+        d = run(busy_cluster(job), failed={1: failed}, progress={1: done_s})
+        assert markets(d) == [want], (waited_s, done_s, failed)
+        assert (burstd_deadline_declared(s, st) == ON_DEMAND) == (want == "on-demand"), (waited_s, done_s, failed)
