@@ -69,7 +69,7 @@ def test_the_deadline_replaces_the_progress_slack_lines_end():
     assert line_slack(0.0, 3600.0, 2.0, 36000.0) == 10.0 and line_slack(0.0, 3600.0, 2.0, None) == 2.0
     # a 10 h job with 25 min kept, 1 h after submission: progress_slack 2 asks 30 min (5 behind: spot again);
     # a deadline 15 h after submission (outside the net) asks 40 min (15 behind: on-demand)
-    long_job = dict(limit_min=600, waited_s=3600)
+    long_job = {"limit_min": 600, "waited_s": 3600}
     kept = {1: 1500.0}
     assert markets(run(busy_cluster(pending(1, **long_job)), failed={1: 1}, progress=kept)) == ["spot"]
     tight = pending(1, **long_job, deadline=int(NOW - 3600 + 15 * 3600))
@@ -119,3 +119,16 @@ def test_the_replay_applies_the_net_decide_applies():
         d = run(busy_cluster(job), failed={1: failed}, progress={1: done_s})
         assert markets(d) == [want], (waited_s, done_s, failed)
         assert (burstd_deadline_declared(s, st) == ON_DEMAND) == (want == "on-demand"), (waited_s, done_s, failed)
+
+
+def test_burstctl_explain_shows_the_deadline_and_the_net():
+    from burstd.policy.explain import explain_job
+
+    snap = busy_cluster(pending(1, deadline=int(NOW + NET_S)), pending(2, deadline=int(NOW + 86400)), pending(3))
+    d = run(snap)
+    inside, outside, none = (explain_job(j, snap, decisions=d).sentence for j in (1, 2, 3))
+    assert "deadline 1970-01-12 14:51 UTC (sbatch --deadline) in 65 min, 60 min of work left: inside its safety " \
+           "net (the work left, a boot and a cycle), so not spot" in inside and "on-demand: burst;" in inside
+    assert "deadline 1970-01-13 13:46 UTC (sbatch --deadline) in 24 h" in outside
+    assert "its safety net (not spot from then on) starts in 22.9 h" in outside
+    assert "deadline" not in none

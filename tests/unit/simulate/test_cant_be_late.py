@@ -116,7 +116,7 @@ def test_a_declared_deadline_takes_a_job_riding_its_line_off_spot_in_time():
 def test_the_safety_net_needs_no_setback_and_leaves_a_running_spot_job_alone():
     # 7.5 h of 8 kept, spot available, never set back (the line alone never escalates it). The net is 0.5 h of
     # work + a 0.1 h changeover + a 10-min tick = 0.77 h: 1 h before the deadline it is outside, 0.6 h inside
-    at = lambda t, running="none": State(t=t * H, done_s=7.5 * H, running=running, spot_available=True,  # noqa: E731
+    at = lambda t, running="none": State(t=t * H, done_s=7.5 * H, running=running, spot_available=True,
                                           preemptions=0, believed_done_s=7.5 * H, failed_launches=0, gap_s=GAP)
     assert burstd_deadline_declared(at(11.0), SMALL) == "spot" == burstd(at(11.4), SMALL)
     assert burstd_deadline_declared(at(11.4), SMALL) == "on-demand"
