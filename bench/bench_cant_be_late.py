@@ -27,8 +27,10 @@ from pathlib import Path
 from burstd.simulate.cant_be_late import (
     Setting,
     burstd,
+    burstd_deadline_declared,
     burstd_preemptions_only,
     burstd_reported_progress,
+    burstd_reported_progress_deadline_declared,
     omniscient_cost,
     ondemand_only,
     replay,
@@ -37,9 +39,12 @@ from burstd.simulate.cant_be_late import (
 from burstd.simulate.spot import read_availability
 
 TRACE_DIR = "availability/1-node/aws-10-26-2022"
-# "burstd" is the shipped rule (a failed spot launch counts toward the escalation, issue 25); the last row is the
-# rule before that fix, kept for the comparison
+# "burstd" is the shipped rule (a failed spot launch counts toward the escalation, issue 25); "deadline declared":
+# a job that declares its deadline (sbatch --deadline), so decide() also applies its safety net; the last row is
+# the rule before issue 25's fix, kept for the comparison
 STRATEGIES = {"burstd": burstd, "burstd, progress reported": burstd_reported_progress,
+              "burstd, deadline declared": burstd_deadline_declared,
+              "burstd, progress reported, deadline declared": burstd_reported_progress_deadline_declared,
               "uniform-progress": uniform_progress, "ondemand-only": ondemand_only,
               "burstd, preemptions only (before #25)": burstd_preemptions_only}
 
@@ -116,9 +121,9 @@ def main() -> None:
     for dl, res in out["deadlines"].items():
         print(f"\ndeadline {dl}: {res['starts']} starts; on-demand only ${res['ondemand_only_usd']}, omniscient "
               f"mean ${res['omniscient_mean_usd']} (its programme: {res['omniscient_cpu_s']} CPU-s)")
-        print(f"{'strategy':38} {'mean $':>8} {'missed':>6} {'x on-demand':>11} {'x omniscient':>12} {'preempt':>7}")
+        print(f"{'strategy':46} {'mean $':>8} {'missed':>6} {'x on-demand':>11} {'x omniscient':>12} {'preempt':>7}")
         for name, r in res["strategies"].items():
-            print(f"{name:38} {r['mean_usd']!s:>8} {r['missed']:>6} {r['vs_ondemand_only']!s:>11} "
+            print(f"{name:46} {r['mean_usd']!s:>8} {r['missed']:>6} {r['vs_ondemand_only']!s:>11} "
                   f"{r['vs_omniscient']!s:>12} {r['preemptions_mean']:>7}")
 
 

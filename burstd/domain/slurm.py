@@ -59,6 +59,9 @@ class Job:
     het_job_id: int | None = None
     het_job_offset: int | None = None
     hold: bool = False
+    # ``sbatch --deadline``: the time it must end by (None: none declared); burstd's Uniform Progress line
+    # ends there and its deadline safety net watches it (burstd.policy.progress)
+    deadline: int | None = None
 
     @property
     def is_pending(self) -> bool:

@@ -11,10 +11,12 @@ One pass over the pending jobs in priority order (highest priority, then oldest 
    burst-eligible), else a fluid model: the job starts when the capacity freed by running on-prem jobs
    (at their end times or time limits) covers the demand of the jobs ahead of it that stay on-prem;
 3. the waiting policy (``burstd.policy.waiting``) with per-partition/QOS minimum waits (not again for a job
-   requeued while it held a cloud partition: a preempted job qualified already);
+   requeued while it held a cloud partition: a preempted job qualified already; nor for a job inside its
+   declared deadline's safety net that an on-prem start would make late);
 4. fit (CPUs, memory, GPUs and GPU type, features, pool accounts, ``policy.burst_to``), then the cheapest
    (pool, market) by expected bill including the rework that spot preemptions cost (spot is off for a
-   preempted job behind its Uniform Progress line, or past the optional ``max_preemptions_spot``); with
+   preempted job behind its Uniform Progress line, for a job inside its ``sbatch --deadline``'s safety net,
+   or past the optional ``max_preemptions_spot``); with
    the value of waiting on, the job bursts only if the wait it saves is worth that bill
    (``burstd.policy.progress``), or once it has waited ``max_wait_to_limit_ratio`` x its limit; then the
    first that still fits the pool's and the account's node caps and the budget guard
@@ -64,7 +66,8 @@ from burstd.policy.budget import (
 )
 from burstd.policy import reasons as R
 from burstd.policy.data_cost import DataView, data_move, stays_home
-from burstd.policy.progress import behind_s, off_spot, setbacks, worth_micros
+from burstd.policy.progress import (behind_s, deadline_net, line_slack, off_spot, out_of_reach, setbacks, work_left_s,
+                                    worth_micros)
 from burstd.policy.context import Prepared, _candidates, _parts_info
 from burstd.policy.context import _wait_units  # noqa: F401 (re-exported: tests read it here)
 from burstd.policy.offers import Offer, PoolView, PriceInput, normalize_prices, pool_offers
@@ -186,6 +189,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     acct_caps, acct_default = pol.max_nodes_per_account, pol.default_max_nodes_per_account
     esc_ratio = w.escalated_wait_to_runtime_ratio if w.kind == "burstd" and not vow else 0.0
     slack = pol.progress_slack
+    cycle_s = config.daemon.cycle_interval_s
     bound_ratio = w.max_wait_to_limit_ratio if vow else 0.0
     expected_start_in = model.expected_start_in
     data_on = data is not None
@@ -270,15 +274,27 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
         waited = now - float(since) if since is not None else 0.0
         waited = waited if waited > 0.0 else 0.0  # noqa: FURB136
 
+        dl = job.deadline
+        net = home_late = False
+        note: tuple | None = None
+        if dl is not None:  # sbatch --deadline: Uniform Progress's safety net (burstd.policy.progress.deadline_net)
+            done_s = progress.get(jid, 0.0)
+            net = deadline_net(now, dl, limit_s, done_s, boot_s, cycle_s)
+            # inside the net it may wait on-prem only while an on-prem start still makes the deadline
+            home_late = net and (expected == INF or expected + work_left_s(limit_s, done_s) > dl - now)
+            note = (dl, now, work_left_s(limit_s, done_s), boot_s + cycle_s, net,
+                    out_of_reach(now, dl, limit_s, done_s, boot_s))
+
         floor = pi.floor
         if qos_floor and job.qos in qos_floor:
             floor = max(floor, qos_floor[job.qos])
         # the waiting policy (burstd.policy.waiting.verdict, with its thresholds cached per job shape)
         wkind: Any = ""  # the waiting policy's name, or (code 4) the preemption count
         wcode, wnum = 0, 0.0
-        if has_cloud and job.restart_count > 0:
+        if home_late or (has_cloud and job.restart_count > 0):
             # requeued while burst-eligible (a preempted cloud node): it passed these gates before, and the
-            # requeue reset its eligible time, so waiting again would only add the gates' delay to its restart
+            # requeue reset its eligible time, so waiting again would only add the gates' delay to its restart;
+            # inside its deadline's safety net, a wait on-prem that misses the deadline is no option
             pass
         elif expected == INF:
             if waited < floor:
@@ -310,9 +326,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             restarts = job.restart_count
             spot_setbacks = setbacks(restarts, failed_spot.get(jid, 0)) if failed_spot else restarts
             submitted = float(job.submit_time) if job.submit_time is not None else now
-            escalated = (max_spot is not None and restarts >= max_spot) or (
-                spot_setbacks > 0 and slack > 0.0 and off_spot(
-                    now, submitted, limit_s, progress.get(jid, 0.0), slack, boot_s, spot_setbacks))
+            escalated = net or (max_spot is not None and restarts >= max_spot) or (
+                spot_setbacks > 0 and (slack > 0.0 or dl is not None) and off_spot(
+                    now, submitted, limit_s, progress.get(jid, 0.0), slack, boot_s, spot_setbacks, dl))
             shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features)
             ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
             cached = cand_cache.get(ckey)
@@ -339,7 +355,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                     wcode, wnum, wkind = 6, float(first.cost_micros), (first, 0.0, 0.0)
                     out.kept_home_for_data.append(jid)
                 candidates = soon
-            if (esc_ratio and candidates and expected < esc_ratio * limit_s
+            if (esc_ratio and candidates and expected < esc_ratio * limit_s and not home_late
                     and candidates[0][1].market != "spot"
                     and (escalated or (risk_nodes and any(c[1].market == "spot" and c[1].pool == candidates[0][1].pool
                                                           for c in candidates)))):
@@ -362,7 +378,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 if has_cloud:  # hysteresis, as for the waiting thresholds
                     saved /= w.keep_fraction or 1.0
                 vow_worth = INF if expected == INF else worth_micros(vow, ref * tasks, saved)  # 0 if none saved
-                if vow_worth < bill:
+                if vow_worth < bill and not home_late:  # (a wait that misses the deadline is worth nothing)
                     # the slowdown bound: past ratio x its limit a job bursts anyway, if that still saves time
                     bound_hit = (bound_ratio > 0.0 and expected > boot_s
                                  and waited >= bound_ratio * (limit_s if limit_s > _BOUND_MIN_LIMIT_S
@@ -377,8 +393,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if not candidates:
                 if not wcode:
                     if escalated and not misfit:
-                        misfit = (f"{R.setback_words(restarts, spot_setbacks - restarts)}: on-demand only, and no "
-                                  f"pool offers on-demand")
+                        head = ("inside its deadline's safety net" if net
+                                else R.setback_words(restarts, spot_setbacks - restarts))
+                        misfit = f"{head}: on-demand only, and no pool offers on-demand"
                     why = misfit or "no cloud pool is configured for it"
             else:
                 if has_cloud:  # keep the pool it already has when that one still passes (stability)
@@ -428,9 +445,9 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
                 add_revoke(RevokeEligible(jid, p))
             if explain_on:
                 if wcode:
-                    records[jid] = (r_wait, jid, waited, expected, wcode, wnum, wkind)
+                    records[jid] = (r_wait, jid, waited, expected, wcode, wnum, wkind, note)
                 else:
-                    records[jid] = (r_stay, jid, waited, expected, why)
+                    records[jid] = (r_stay, jid, waited, expected, why, note)
             continue
         commit.add(job.account, chosen.pool, cost, want_nodes * chosen.price_micros, want_nodes)
         out.markets[jid] = (chosen.pool, chosen.market)  # carried to the lease (burstd.daemon.markets)
@@ -448,12 +465,13 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             if vow or escalated:
                 # the figures behind the market and the wait: expected bill against the wait's worth, and how far
                 # a preempted job is behind its Uniform Progress line
-                late = (behind_s(now, submitted, limit_s, progress.get(jid, 0.0), slack)
-                        if escalated and slack > 0.0 else None)
+                late = (behind_s(now, submitted, limit_s, progress.get(jid, 0.0),
+                                 line_slack(submitted, limit_s, slack, dl))
+                        if escalated and not net and (slack > 0.0 or dl is not None) else None)
                 why_mkt = (vow_bill, vow_worth, late, (job.restart_count, failed_spot.get(jid, 0)),
                            bound_ratio if bound_hit else None)
             records[jid] = (r_burst, jid, waited, expected, verdict_left, job.account, period, chosen, why_mkt,
-                            chosen_move, data_on and not moves)
+                            chosen_move, data_on and not moves, note)
     _prewarm_and_release(snapshot, live, budgets, config, pools, commit, newly, out, s_limit)
     return out
 

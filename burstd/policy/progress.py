@@ -10,6 +10,12 @@ A spot launch that found no capacity counts like a preemption (``setbacks``): wi
 spot would wait for it past its line and miss the deadline (the Can't-Be-Late run, docs/policy.md). A job
 neither preempted nor refused spot capacity has lost nothing to spot yet and is not escalated.
 
+A job that declares a deadline (``sbatch --deadline``, ``Job.deadline``) has its line end there instead, and
+gets the paper's safety net: once the time left to the deadline is at most its work left (time limit less the
+work done) plus a boot and one cycle, only on-demand, started now, still makes it; so from then on it may
+not go to spot, whatever its setbacks (``deadline_net``). Past ``out_of_reach`` not even that makes it;
+on-demand is still its best chance.
+
 Value of waiting: a job bursts when the on-prem wait it saves is worth more than its expected cloud bill.
 The worth of an hour of a job's wait is ``wait_value_per_hour`` node-hours at the on-demand price of the site's
 cheapest node of the job's kind (CPU or GPU; the same for every job of a kind, as mean JCT counts each job
@@ -36,6 +42,31 @@ def behind_s(now: float, submit: float, limit_s: float, done_s: float, slack: fl
     return required - done_s
 
 
+def line_slack(submit: float, limit_s: float, slack: float, deadline: float | None) -> float:
+    """The slack of a job's uniform line: ``(deadline - submit) / limit`` for a job that declared a deadline
+    (its line ends there), else ``policy.progress_slack``. A deadline at or before the submission leaves a
+    line that wants all the work at once."""
+    if deadline is None or limit_s <= 0:
+        return slack
+    return max(deadline - submit, 1.0) / limit_s
+
+
+def work_left_s(limit_s: float, done_s: float) -> float:
+    return limit_s - done_s if limit_s > done_s else 0.0
+
+
+def deadline_net(now: float, deadline: float | None, limit_s: float, done_s: float, boot_s: float,
+                 cycle_s: float) -> bool:
+    """Uniform Progress's safety net: the time left to the deadline is at most the work left plus a boot and
+    one cycle (the next decision comes a cycle later: the last one that can still start it in time)."""
+    return deadline is not None and deadline - now <= work_left_s(limit_s, done_s) + boot_s + cycle_s
+
+
+def out_of_reach(now: float, deadline: float | None, limit_s: float, done_s: float, boot_s: float) -> bool:
+    """Not even on-demand, booted now, finishes the work left by the deadline."""
+    return deadline is not None and deadline - now < work_left_s(limit_s, done_s) + boot_s
+
+
 def setbacks(restarts: int, failed_spot_launches: int) -> int:
     """What spot has cost a job so far, for ``off_spot``: its preemptions (Slurm's restart count) plus the spot
     launches for it that found no capacity. The daemon and the replays (``burstd.simulate``) both count so."""
@@ -43,10 +74,14 @@ def setbacks(restarts: int, failed_spot_launches: int) -> int:
 
 
 def off_spot(now: float, submit: float, limit_s: float, done_s: float, slack: float, boot_s: float,
-             restarts: int) -> bool:
+             restarts: int, deadline: float | None = None, cycle_s: float = 0.0) -> bool:
     """A job spot set back (``restarts``: ``setbacks``) that is behind the uniform line by more than one boot
-    plus one restart leaves spot."""
-    return restarts > 0 and behind_s(now, submit, limit_s, done_s, slack) > 2 * boot_s
+    plus one restart leaves spot; so does a job with a ``deadline`` inside its safety net (``deadline_net``),
+    set back or not."""
+    if deadline is not None and deadline_net(now, deadline, limit_s, done_s, boot_s, cycle_s):
+        return True
+    return restarts > 0 and behind_s(now, submit, limit_s, done_s,
+                                     line_slack(submit, limit_s, slack, deadline)) > 2 * boot_s
 
 
 def worth_micros(value_per_hour: float, ref_price_micros: int, saved_s: float) -> float:

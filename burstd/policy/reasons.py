@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from burstd.domain.data import UNDECLARED_NOTICE, DataMove, format_bytes
 from burstd.domain.decisions import Explanation
 from burstd.domain.money import format_usd
@@ -49,7 +51,26 @@ def r_gate(jid: int, fmt: str, args: tuple) -> Explanation:
     return Explanation(jid, False, None, "stays on-prem: " + fmt.format(*args))
 
 
-def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind) -> Explanation:
+def deadline_words(note: tuple) -> str:
+    """A job's declared deadline and its safety net (``burstd.policy.progress.deadline_net``), in words."""
+    deadline, now, left_s, margin_s, net, unreachable = note
+    dur = waiting.format_duration
+    when = datetime.fromtimestamp(deadline, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    head = (f"deadline {when} (sbatch --deadline) in {dur(max(deadline - now, 0.0))}, {dur(left_s)} of work "
+            f"left")
+    if unreachable:
+        return f"{head}: not even on-demand makes it now, so not spot: on-demand is its best chance"
+    if net:
+        return f"{head}: inside its safety net (the work left, a boot and a cycle), so not spot"
+    return f"{head}: its safety net (not spot from then on) starts in {dur(deadline - now - left_s - margin_s)}"
+
+
+def _with_deadline(reason: str, note: tuple | None) -> str:
+    return reason if note is None else f"{reason}; {deadline_words(note)}"
+
+
+def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind,
+           note: tuple | None = None) -> Explanation:
     dur = waiting.format_duration
     if code == 1:
         why = f"minimum wait {dur(num)}"
@@ -75,7 +96,7 @@ def r_wait(jid: int, waited: float, expected: float, code: int, num: float, kind
         head = "too big and long to finish on spot" if kind == -1 else setback_words(*kind)
         why = (f"{head}, so on-demand only, and the expected on-prem start is sooner than "
                f"{dur(num)} (waiting.escalated_wait_to_runtime_ratio x its time limit)")
-    return Explanation(jid, False, None, f"{figures(waited, expected, dur)}stays on-prem: {why}")
+    return Explanation(jid, False, None, _with_deadline(f"{figures(waited, expected, dur)}stays on-prem: {why}", note))
 
 
 def setback_words(preempted: int, failed_spot_launches: int) -> str:
@@ -91,15 +112,17 @@ W_FULL = "pool {} is full ({}/{} nodes)"
 W_ACCT_CAP = "account {} is at its cloud node cap ({})"
 
 
-def r_stay(jid: int, waited: float, expected: float, why: str | tuple[str, tuple]) -> Explanation:
+def r_stay(jid: int, waited: float, expected: float, why: str | tuple[str, tuple],
+           note: tuple | None = None) -> Explanation:
     if type(why) is tuple:
         why = why[0].format(*why[1])
-    return Explanation(jid, False, None, f"{figures(waited, expected, waiting.format_duration)}stays on-prem: {why}")
+    return Explanation(jid, False, None, _with_deadline(
+        f"{figures(waited, expected, waiting.format_duration)}stays on-prem: {why}", note))
 
 
 def r_burst(jid: int, waited: float, expected: float, left: int | None, account: str, period: str,
              chosen: Offer, why_mkt: tuple | None = None, move: DataMove | None = None,
-             undeclared: bool = False) -> Explanation:
+             undeclared: bool = False, note: tuple | None = None) -> Explanation:
     left_s = "" if left is None else f"account {account} has {format_usd(max(left, 0))} left this {period}, "
     mkt = "" if chosen.market == "spot" else " on-demand"
     if why_mkt is not None:
@@ -116,7 +139,8 @@ def r_burst(jid: int, waited: float, expected: float, left: int | None, account:
     if move is not None:
         left_s += f"{moving(move)}, "
     tail = f" (note: {UNDECLARED_NOTICE})" if undeclared else ""
-    return Explanation(jid, True, chosen.pool, f"{figures(waited, expected, waiting.format_duration)}{left_s}pool "
-                       f"{chosen.pool} at {format_usd(chosen.price_micros)}/node-h{mkt}: burst{tail}")
+    return Explanation(jid, True, chosen.pool, _with_deadline(
+        f"{figures(waited, expected, waiting.format_duration)}{left_s}pool {chosen.pool} at "
+        f"{format_usd(chosen.price_micros)}/node-h{mkt}: burst{tail}", note))
 
 

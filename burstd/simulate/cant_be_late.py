@@ -18,7 +18,11 @@ Three ways to run it:
   intervals of each run), while the progress itself is the setting's (all of it kept);
   ``burstd_reported_progress`` is the same for a job that reports its steps (``burstd.train``), whose
   work the daemon knows; ``burstd_preemptions_only`` is the rule before issue 25's fix (failed launches
-  not counted), kept for the comparison.
+  not counted), kept for the comparison; ``burstd_deadline_declared`` (and
+  ``burstd_reported_progress_deadline_declared``, with its progress reported) is a job that declares its deadline
+  (``sbatch --deadline``), so ``decide()`` is also told that deadline and applies its safety net
+  (``burstd.policy.progress.deadline_net``, the tick as the cycle) to a queued job; as in the daemon, a job
+  running on spot stays there until spot takes it away.
 - ``uniform_progress``: the paper's rule as its text describes it (our implementation, no code of theirs):
   spot whenever available; without spot, on-demand while behind the line ``work x t / deadline``, nothing
   while ahead; on on-demand, back to spot or to nothing only when ahead of the line by two changeovers
@@ -87,7 +91,8 @@ class Outcome:
     ondemand_s: float
 
 
-def burstd(s: State, st: Setting, spot_setbacks: int | None = None, done_s: float | None = None) -> str:
+def burstd(s: State, st: Setting, spot_setbacks: int | None = None, done_s: float | None = None,
+           deadline_declared: bool = False) -> str:
     if s.running == ON_DEMAND:
         return ON_DEMAND  # a job on an on-demand node runs there to its end
     if s.running == SPOT:
@@ -95,7 +100,8 @@ def burstd(s: State, st: Setting, spot_setbacks: int | None = None, done_s: floa
     slack = st.deadline_s / st.work_s
     restarts = setbacks(s.preemptions, s.failed_launches) if spot_setbacks is None else spot_setbacks
     done = s.believed_done_s if done_s is None else done_s
-    if off_spot(s.t, 0.0, st.work_s, done, slack, st.overhead_s, restarts):
+    deadline = st.deadline_s if deadline_declared else None  # the line is the same: progress_slack above
+    if off_spot(s.t, 0.0, st.work_s, done, slack, st.overhead_s, restarts, deadline, s.gap_s):
         return ON_DEMAND
     return SPOT  # decide() does not see capacity: without it the launch fails and the job stays queued
 
@@ -104,6 +110,17 @@ def burstd_reported_progress(s: State, st: Setting) -> str:
     """burstd for a job that reports its progress (``burstd.train``): ``decide()`` is told the work really
     kept, not whole checkpoint intervals of its leases."""
     return burstd(s, st, done_s=s.done_s)
+
+
+def burstd_deadline_declared(s: State, st: Setting) -> str:
+    """burstd for a job that declares its deadline (``sbatch --deadline``): ``decide()`` also applies the
+    deadline's safety net, told the daemon's belief of the work kept."""
+    return burstd(s, st, deadline_declared=True)
+
+
+def burstd_reported_progress_deadline_declared(s: State, st: Setting) -> str:
+    """Both: a job that reports its progress and declares its deadline."""
+    return burstd(s, st, done_s=s.done_s, deadline_declared=True)
 
 
 def burstd_preemptions_only(s: State, st: Setting) -> str:

@@ -105,6 +105,7 @@ def job_from_pyslurm(j: Any) -> Job:
         het_job_id=het_id,
         het_job_offset=(_opt_int(getattr(j, "heterogeneous_offset", None)) or 0) if het_id else None,
         hold=reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
+        deadline=parse.time_or_none(getattr(j, "deadline", None)),
     )
 
 

@@ -476,7 +476,7 @@ SQUEUE_BASE = dict(
     EligibleTime="1795301514", StartTime="N/A", EndTime="N/A", TimeLimit="1:00:00", NodeList="",
     NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
     **{"tres-per-node": "gres/gpu:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING",
-    Reason="Resources", RestartCnt="0", Comment="hello", Name="train",
+    Reason="Resources", RestartCnt="0", Comment="hello", Name="train", Deadline="N/A",
 )
 
 
@@ -496,6 +496,16 @@ def test_squeue_text_records_with_hostile_numbers_parse_or_ask_for_json(over):
     except squeue_text.TextParseError:
         return
     assert len(jobs) == 1 and 0 < jobs[0].job_id < 2**32
+    assert jobs[0].deadline is None or 0 < jobs[0].deadline < 4_102_444_800
+
+
+@FUZZ
+@given(hostile_scalar)
+def test_a_job_records_deadline_reads_as_a_time_or_none(value):
+    """``sbatch --deadline`` as any release could print it, or garbage: a time Slurm can hold, or None."""
+    rec = {"job_id": 7, "job_state": ["PENDING"], "deadline": value}
+    deadline = parse.job_from_json(rec).deadline
+    assert deadline is None or (isinstance(deadline, int) and 0 < deadline < 4_102_444_800)
 
 
 sacct_field = st.one_of(hostile_number, st.text(max_size=12))

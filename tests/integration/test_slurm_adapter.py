@@ -83,6 +83,20 @@ def test_submitted_jobs_read_back_the_same_through_cli_text_cli_json_and_rest(sl
     assert a[running].start_time and a[running].time_limit_min == 10
 
 
+def test_a_declared_deadline_reads_the_same_through_cli_text_cli_json_and_rest(slurm_bed, bed_user, cleanup, cli,
+                                                                               cli_json, rest):
+    """sbatch --deadline reaches Job.deadline on every path (issue 25): squeue -O Deadline, squeue --json, REST."""
+    onprem = slurm_bed.onprem_partition
+    declared = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "due", "-t", "10", "--deadline=now+1day")
+    plain = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "free", "-t", "10")
+    ids = {declared, plain}
+    a, b, c = (_jobs(x.snapshot(), ids) for x in (cli, cli_json, rest))
+    assert set(a) == ids and a == b == c
+    deadline = a[declared].deadline
+    assert deadline is not None and abs(deadline - (a[declared].submit_time or 0) - 86400) <= 120
+    assert a[plain].deadline is None
+
+
 def test_every_job_shape_of_the_fixtures_workload_reads_the_same_through_every_path(slurm_bed, bed_user, other_user,
                                                                                     cleanup, cli, cli_json, rest):
     """The job shapes of tests/data/slurm-fixtures/workload.sh, submitted live on this bed's release: cli text,

@@ -6,9 +6,12 @@ import pytest
 
 from burstd.simulate.cant_be_late import (
     Setting,
+    State,
     burstd,
+    burstd_deadline_declared,
     burstd_preemptions_only,
     burstd_reported_progress,
+    burstd_reported_progress_deadline_declared,
     omniscient_cost,
     ondemand_only,
     replay,
@@ -21,7 +24,8 @@ GAP = 600.0
 H = 3600.0
 # a small job (8 h of work, deadline 12 h, 6 min changeover) keeps the integer programme tiny
 SMALL = Setting(work_s=8 * H, deadline_s=12 * H, overhead_s=0.1 * H)
-STRATEGIES = (burstd, burstd_reported_progress, burstd_preemptions_only, uniform_progress, ondemand_only)
+STRATEGIES = (burstd, burstd_reported_progress, burstd_deadline_declared, burstd_reported_progress_deadline_declared,
+              burstd_preemptions_only, uniform_progress, ondemand_only)
 
 
 def ticks(pattern: str, repeat: int = 1) -> list[bool]:
@@ -94,3 +98,31 @@ def test_reported_progress_keeps_burstd_on_spot_where_whole_hours_of_leases_woul
     assert lease.met_deadline and told.met_deadline
     assert lease.ondemand_s > 0 and told.ondemand_s < lease.ondemand_s
     assert told.cost_usd < lease.cost_usd
+
+
+def test_a_declared_deadline_takes_a_job_riding_its_line_off_spot_in_time():
+    # reported progress rides the uniform line within its two-changeover tolerance; spot gone from 10 h to 12 h
+    # leaves it behind by less than that near the end, so it waits for spot and misses by 24 min. Declared,
+    # the deadline's safety net (work left + changeover + tick) sends it on-demand in time.
+    avail = ticks("1" * 20 + "0" * 8 + "1" * 20 + "0" * 4 + "1" * 8 + "0" * 12 + "1" * 8)
+    told = replay(avail, GAP, SMALL, burstd_reported_progress)
+    declared = replay(avail, GAP, SMALL, burstd_reported_progress_deadline_declared)
+    assert not told.met_deadline and told.finish_s == pytest.approx(12.4 * H)
+    assert declared.met_deadline and declared.ondemand_s > 0 and declared.preemptions == told.preemptions
+    best = omniscient_cost(avail, GAP, SMALL)
+    assert best is not None and declared.cost_usd >= best - 1e-6
+
+
+def test_the_safety_net_needs_no_setback_and_leaves_a_running_spot_job_alone():
+    # 7.5 h of 8 kept, spot available, never set back (the line alone never escalates it). The net is 0.5 h of
+    # work + a 0.1 h changeover + a 10-min tick = 0.77 h: 1 h before the deadline it is outside, 0.6 h inside
+    at = lambda t, running="none": State(t=t * H, done_s=7.5 * H, running=running, spot_available=True,
+                                          preemptions=0, believed_done_s=7.5 * H, failed_launches=0, gap_s=GAP)
+    assert burstd_deadline_declared(at(11.0), SMALL) == "spot" == burstd(at(11.4), SMALL)
+    assert burstd_deadline_declared(at(11.4), SMALL) == "on-demand"
+    assert burstd_deadline_declared(at(11.4, running="spot"), SMALL) == "spot"  # a Slurm job does not migrate
+
+
+def test_declaring_the_deadline_changes_nothing_while_the_net_is_far():
+    avail = ticks("1" * 12 + "0" * 12 + "1" * 200)
+    assert replay(avail, GAP, SMALL, burstd_deadline_declared) == replay(avail, GAP, SMALL, burstd)
