@@ -215,13 +215,17 @@ def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jo
         return
     title = (f"{rep['trace']}: the never-burst replay against the waits the trace recorded ({rep['jobs_compared']} "
              f"jobs; {rep['onprem_units']} CPUs, {rep['onprem_units_per_node']} a node, {rep['placement']}, "
-             f"backfill depth {rep['backfill_depth']})")
+             f"backfill depth {rep['backfill_depth']}{_limits_text(limits)})")
     print_table(console, title, [Column(""), Column("recorded", justify="right"), Column("model", justify="right")],
                 [["mean wait (s)", str(rep["recorded_mean_wait_s"]), str(rep["model_mean_wait_s"])],
                  ["median wait (s)", str(rep["recorded_median_wait_s"]), str(rep["model_median_wait_s"])]], wide=True)
     console.print(f"model / recorded mean: {rep['mean_ratio']}; median |error| / recorded: "
                   f"{rep['median_abs_rel_error']}; jobs within 2x: {rep['share_within_2x']:.0%} "
                   f"(waits under {rep['wait_floor_s']:.0f} s count as {rep['wait_floor_s']:.0f} s)")
+
+
+def _limits_text(limits: UserLimits) -> str:
+    return f", at most {limits.caps()} a user" if limits.active else ""
 
 
 def _cell(v) -> str:

@@ -67,9 +67,7 @@ def assumptions(info: TraceInfo, jobs: list[TraceJob], setup: SimSetup, *, onpre
                f"{setup.config.policy.boot_overhead_s:g} s)")
     lim = setup.user_limits
     if lim.active:
-        caps = [f"{lim.max_jobs} running jobs" if lim.max_jobs else "",
-                f"{lim.max_units} {unit}" if lim.max_units else ""]
-        out.append(f"per-user limit on-prem: at most {' and '.join(c for c in caps if c)} a user at once; a job its "
+        out.append(f"per-user limit on-prem: at most {lim.caps(unit)} a user at once; a job its "
                    "user's limit holds waits without holding back the queue or the backfill")
     out.append(f"checkpointing: {setup.checkpoint_share:.0%} of jobs every {setup.checkpoint_s:g} s; decide() is "
                f"told a requeued job kept whole policy.checkpoint_interval_s "

@@ -30,6 +30,12 @@ class UserLimits:
     def active(self) -> bool:
         return bool(self.max_jobs or self.max_units)
 
+    def caps(self, unit: str = "CPUs") -> str:
+        """The limits in words ("4 running jobs and 20 CPUs"); "" when off."""
+        parts = ([f"{self.max_jobs} running jobs"] if self.max_jobs else []) + \
+            ([f"{self.max_units} {unit}"] if self.max_units else [])
+        return " and ".join(parts)
+
 
 NO_LIMITS = UserLimits()  # the default: no per-user limit, the model as it was
 

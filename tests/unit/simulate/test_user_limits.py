@@ -136,3 +136,11 @@ def test_the_cli_takes_the_limits_for_calibrate_and_the_replay(tmp_path):
     assert rep["user_max_running_jobs"] == 2 and rep["policies"]["never"]["wait_mean_s"] == 1800.0
     r = cli.invoke(app, ["simulate", "--trace", str(trace), "--calibrate", "--user-max-running-jobs", "-1"])
     assert r.exit_code != 0
+
+
+def test_the_calibrate_table_names_the_limit(tmp_path):
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(_swf(tmp_path)), "--calibrate", "--wide",
+                                 "--user-max-running-jobs", "2", "--user-max-running-cpus", "3"])
+    assert r.exit_code == 0, r.output
+    assert "at most 2 running jobs and 3 CPUs a user" in " ".join(r.output.split())
+    assert UserLimits(0, 5).caps("GPUs") == "5 GPUs" and NO_LIMITS.caps() == ""
