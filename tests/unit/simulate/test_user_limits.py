@@ -22,10 +22,11 @@ def job(jid: int, submit: float, cpus: int, run: float, user: str, limit: float 
     return TraceJob(jid, submit, run, limit or run, cpus, user=user)
 
 
-def starts(jobs: list[TraceJob], cpus: int, limits: UserLimits = NO_LIMITS) -> dict[int, float | None]:
+def starts(jobs: list[TraceJob], cpus: int, limits: UserLimits = NO_LIMITS,
+           out_of_order: bool = False) -> dict[int, float | None]:
     """Each job's first on-prem start in a no-burst replay on a ``cpus``-CPU site of one-CPU nodes."""
     setup = make_setup(TraceInfo("swf", max_procs=cpus, max_nodes=cpus), False, None, None, None, None,
-                       user_limits=limits)
+                       user_limits=limits, out_of_order=out_of_order)
     sim = policy_simulator("never", setup, jobs)
     sim.run()
     return {j.tj.job_id: j.first_start for j in sim.done}
@@ -38,6 +39,8 @@ def test_a_users_job_past_its_limit_waits_while_cpus_are_free_and_another_users_
     assert starts(jobs, 8) == {1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0}
     # at most 2 running jobs a user: alice's third waits for her first to end, bob's passes it
     assert starts(jobs, 8, UserLimits(max_jobs=2)) == {1: 0.0, 2: 0.0, 3: H, 4: 0.0}
+    # the same without a backfill reservation (Starburst's "loop", --out-of-order)
+    assert starts(jobs, 8, UserLimits(max_jobs=2), out_of_order=True) == {1: 0.0, 2: 0.0, 3: H, 4: 0.0}
 
 
 def test_a_cpu_limit_holds_a_users_cpus_and_lets_a_wider_job_run_alone():
