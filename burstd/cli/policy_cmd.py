@@ -12,6 +12,7 @@ import typer
 
 from burstd.cli.common import JsonFlag, WideFlag, console, fail, get_config, print_json
 from burstd.cli.tables import Column, print_table
+from burstd.simulate.limits import NO_LIMITS, UserLimits
 from burstd.simulate.policies import MARKETS, POLICIES
 from burstd.simulate.placement import PLACEMENTS
 from burstd.simulate.settings import BILLING, SETTINGS
@@ -92,6 +93,13 @@ def register(app: typer.Typer) -> None:
         sched_pass_s: float = typer.Option(
             0.0, "--sched-pass-s", min=0, help="With --calibrate: the on-prem scheduler runs in passes this many "
                                                "seconds apart (0: at every event)"),
+        user_max_running_jobs: int = typer.Option(
+            0, "--user-max-running-jobs", min=0, help="On-prem: a user runs at most this many jobs at once; the "
+                                                      "rest of that user's jobs wait, CPUs free or not (Maui's "
+                                                      "MAXJOB per user; 0: no limit)"),
+        user_max_running_cpus: int = typer.Option(
+            0, "--user-max-running-cpus", min=0, help="On-prem: a user holds at most this many CPUs (GPUs on a GPU "
+                                                      "replay) at once (Maui's MAXPROC per user; 0: no limit)"),
         bound_time_s: float = typer.Option(
             60.0, "--bound-time-s", min=0, help="With --bound: seconds of branch and bound a policy for whole jobs "
                                                 "to the cloud (its proven bound stands when time runs out; "
@@ -120,9 +128,10 @@ def register(app: typer.Typer) -> None:
             fail(f"unknown --bill-per {bill_per!r}; known: {', '.join(BILLING)}")
         if format is not None and format not in FORMATS:
             fail(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
+        limits = UserLimits(user_max_running_jobs, user_max_running_cpus)
         if calibrate:
             _calibrate(trace, format, onprem_cpus, limit_jobs, placement, backfill_depth, out_of_order, as_json,
-                       sched_pass_s)
+                       sched_pass_s, limits)
             return
         cfg = get_config(config) if config else None
         from pathlib import Path
@@ -138,7 +147,8 @@ def register(app: typer.Typer) -> None:
                                     checkpoint_s=checkpoint_interval_s, setting=setting, placement=placement,
                                     backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
                                     out_of_order=out_of_order, data_median_gb=data_median_gb,
-                                    config_path=config, bound=bound, bound_time_s=bound_time_s)
+                                    config_path=config, bound=bound, bound_time_s=bound_time_s,
+                                    user_limits=limits)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -190,14 +200,14 @@ def register(app: typer.Typer) -> None:
 
 def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jobs: int | None,
                placement: str | None, backfill_depth: int | None, out_of_order: bool, as_json: bool,
-               sched_pass_s: float = 0.0) -> None:
+               sched_pass_s: float = 0.0, limits: UserLimits = NO_LIMITS) -> None:
     from burstd.simulate.calibrate import calibrate_trace
 
     try:
         rep = calibrate_trace(trace, format=format, onprem_cpus=onprem_cpus, limit_jobs=limit_jobs,
                               placement=placement or "fluid",
                               backfill_depth=100 if backfill_depth is None else backfill_depth,
-                              out_of_order=out_of_order, sched_pass_s=sched_pass_s)
+                              out_of_order=out_of_order, sched_pass_s=sched_pass_s, user_limits=limits)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     if as_json:
@@ -205,13 +215,17 @@ def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jo
         return
     title = (f"{rep['trace']}: the never-burst replay against the waits the trace recorded ({rep['jobs_compared']} "
              f"jobs; {rep['onprem_units']} CPUs, {rep['onprem_units_per_node']} a node, {rep['placement']}, "
-             f"backfill depth {rep['backfill_depth']})")
+             f"backfill depth {rep['backfill_depth']}{_limits_text(limits)})")
     print_table(console, title, [Column(""), Column("recorded", justify="right"), Column("model", justify="right")],
                 [["mean wait (s)", str(rep["recorded_mean_wait_s"]), str(rep["model_mean_wait_s"])],
                  ["median wait (s)", str(rep["recorded_median_wait_s"]), str(rep["model_median_wait_s"])]], wide=True)
     console.print(f"model / recorded mean: {rep['mean_ratio']}; median |error| / recorded: "
                   f"{rep['median_abs_rel_error']}; jobs within 2x: {rep['share_within_2x']:.0%} "
                   f"(waits under {rep['wait_floor_s']:.0f} s count as {rep['wait_floor_s']:.0f} s)")
+
+
+def _limits_text(limits: UserLimits) -> str:
+    return f", at most {limits.caps()} a user" if limits.active else ""
 
 
 def _cell(v) -> str:

@@ -65,6 +65,10 @@ def assumptions(info: TraceInfo, jobs: list[TraceJob], setup: SimSetup, *, onpre
     out.append(f"decide() every {setup.cycle_s:g} s (the daemon's daemon.cycle_interval_s: {cycle:g} s); cloud "
                f"nodes boot in {setup.boot_s:g} s (decide() bills policy.boot_overhead_s "
                f"{setup.config.policy.boot_overhead_s:g} s)")
+    lim = setup.user_limits
+    if lim.active:
+        out.append(f"per-user limit on-prem: at most {lim.caps(unit)} a user at once; a job its "
+                   "user's limit holds waits without holding back the queue or the backfill")
     out.append(f"checkpointing: {setup.checkpoint_share:.0%} of jobs every {setup.checkpoint_s:g} s; decide() is "
                f"told a requeued job kept whole policy.checkpoint_interval_s "
                f"({setup.config.policy.checkpoint_interval_s:g} s) of each cloud run, as the daemon tells it")

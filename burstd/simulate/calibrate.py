@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from burstd.simulate.limits import NO_LIMITS, UserLimits
 from burstd.simulate.policies import make_setup, policy_simulator
 from burstd.simulate.traces import read_trace
 
@@ -58,9 +59,11 @@ def compare(pairs: list[WaitPair], floor: float = WAIT_FLOOR_S) -> dict[str, Any
 
 def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus: int | None = None,
                     limit_jobs: int | None = None, placement: str = "fluid", backfill_depth: int = 100,
-                    out_of_order: bool = False, sched_pass_s: float = 0.0) -> dict[str, Any]:
+                    out_of_order: bool = False, sched_pass_s: float = 0.0,
+                    user_limits: UserLimits = NO_LIMITS) -> dict[str, Any]:
     """Replay ``path`` with no bursting and compare each job's wait with the one the trace recorded
-    (``sched_pass_s``: the on-prem scheduler runs in passes that far apart; 0: at every event)."""
+    (``sched_pass_s``: the on-prem scheduler runs in passes that far apart; 0: at every event;
+    ``user_limits``: per-user running limits, ``burstd.simulate.limits``)."""
     jobs, info = read_trace(path, format, limit_jobs)
     if info.format == "philly":
         raise ValueError(f"{path}: the Philly CSV records no waits; calibration needs an SWF trace or a sacct "
@@ -70,7 +73,7 @@ def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus:
         raise ValueError(f"{path}: no job records its wait (SWF field 3 is -1 throughout, or the sacct export "
                          "has no Start column)")
     setup = make_setup(info, False, None, onprem_cpus, None, None, placement=placement,
-                       backfill_depth=backfill_depth, out_of_order=out_of_order)
+                       backfill_depth=backfill_depth, out_of_order=out_of_order, user_limits=user_limits)
     setup = replace(setup, sched_pass_s=sched_pass_s)
     sim = policy_simulator("never", setup, jobs)
     sim.run()
@@ -79,6 +82,8 @@ def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus:
     out = {"trace": str(path), "format": info.format, "jobs_read": len(jobs),
            "onprem_units": setup.onprem_units, "onprem_units_per_node": setup.units_per_node,
            "placement": setup.placement, "backfill_depth": setup.backfill_depth, "out_of_order": out_of_order,
-           "sched_pass_s": sched_pass_s, "jobs_without_recorded_wait": len(jobs) - len(recorded)}
+           "sched_pass_s": sched_pass_s, "user_max_running_jobs": user_limits.max_jobs,
+           "user_max_running_cpus": user_limits.max_units,
+           "jobs_without_recorded_wait": len(jobs) - len(recorded)}
     out.update(compare(pairs))
     return out

@@ -5,6 +5,7 @@ On-prem: FCFS with EASY backfill over one pool of units (CPUs, or GPUs for GPU t
 backfill shadow time stays the fluid estimate), or out of order (``out_of_order``: any queued job that
 fits starts, no backfill reservation; Starburst's "loop"). Backfill looks at the first ``backfill_depth``
 queued jobs, as Slurm's ``bf_max_job_test`` does, and trusts time limits, not real run times (as Slurm does).
+``user_limits``: per-user running limits (``burstd.simulate.limits``); a job its user's limit holds is skipped.
 
 Cloud: every ``cycle_s`` while jobs wait, the simulator builds a ``Snapshot`` (pending jobs, running
 jobs with their time-limit end times, on-prem nodes), the live ``Lease``s, a ``BudgetBook`` of the spend
@@ -40,6 +41,7 @@ from burstd.policy.data_cost import DataView
 from burstd.policy.decide import decide
 from burstd.policy.progress import kept_work_s
 from burstd.simulate.data_model import DataModel
+from burstd.simulate.limits import NO_LIMITS, UserLimits, UserRunning
 from burstd.simulate.placement import PLACEMENTS, FirstFit
 from burstd.simulate.shapes import cannot_burst_reason, count_reasons
 from burstd.simulate.spot import SpotModel
@@ -134,6 +136,7 @@ class SimSetup:
     # on-prem: the scheduler runs in passes this many seconds apart (a job starts at the next pass), as the
     # sites' schedulers did; 0: at every event (calibration, issue 25 item 2)
     sched_pass_s: float = 0.0
+    user_limits: UserLimits = NO_LIMITS  # per-user running jobs / units on-prem; off by default
 
 
 class Simulator:
@@ -143,6 +146,7 @@ class Simulator:
         self.name = name
         self.trace = jobs
         self.free = setup.onprem_units
+        self.users = UserRunning(setup.user_limits) if setup.user_limits.active else None
         self._passes: set[float] = set()  # scheduler passes already on the event heap
         self.queue: list[SimJob] = []
         self.running: dict[int, SimJob] = {}
@@ -249,6 +253,8 @@ class Simulator:
     # ---- on-prem scheduling
     def _start_onprem(self, j: SimJob, t: float) -> None:
         self.free -= j.units
+        if self.users is not None:
+            self.users.start(j.tj.user, j.units)
         j.gone = True
         j.pending_job = None  # rebuilt if it is ever queued again: a finished job keeps no Slurm view (memory)
         self.requeued.pop(j.tj.job_id, None)
@@ -279,12 +285,15 @@ class Simulator:
         free = self.free
         k, n = 0, len(q)
         started = False
+        users = self.users  # None: no per-user limit, the loops below as they were
         if self.s.out_of_order:
             # Starburst's "loop": every queued job that fits starts, in queue order; none is held back
             # for the head (no reservation)
             for j in q:
                 if free <= 0:
                     break
+                if users is not None and not users.allows(j.tj.user, j.units):
+                    continue
                 if not j.gone and j.units <= free and self._place(j):
                     free -= j.units
                     self._start_onprem(j, t)
@@ -294,7 +303,7 @@ class Simulator:
             return
         while k < n:
             j = q[k]
-            if not j.gone:
+            if not j.gone and (users is None or users.allows(j.tj.user, j.units)):  # a blocked job is passed
                 if j.units > free or not self._place(j):
                     break
                 free -= j.units
@@ -313,8 +322,8 @@ class Simulator:
             for j in q[k + 1:]:
                 if depth >= self.s.backfill_depth or free <= 0:
                     break
-                if j.gone:
-                    continue
+                if j.gone or (users is not None and not users.allows(j.tj.user, j.units)):
+                    continue  # a job its user's limit blocks is not a candidate (Maui's blocked list)
                 depth += 1
                 if j.units <= free:
                     if t + j.limit <= shadow:
@@ -479,6 +488,8 @@ class Simulator:
                 del by_end[bisect.bisect_left(by_end, (j.exp_end, j.units, j.tj.job_id))]
                 del self.run_jobs[j.tj.job_id]
                 self.free += j.units
+                if self.users is not None:
+                    self.users.end(j.tj.user, j.units)
                 if self.placer is not None:
                     self.placer.release(j.placed)
                     j.placed = ()

@@ -16,6 +16,7 @@ from burstd.config import Config, PoolDataConfig
 from burstd.simulate.assumptions import assumptions, site_line
 from burstd.simulate.data_model import DEFAULT_LINK, DataModel
 from burstd.simulate.engine import SimSetup
+from burstd.simulate.limits import NO_LIMITS, UserLimits
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
 from burstd.simulate.placement import PLACEMENTS
 from burstd.simulate.settings import BILLING, get_setting
@@ -48,7 +49,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    warmup_jobs: int | None = None, backfill_depth: int | None = None,
                    bill_per: str | None = None, out_of_order: bool = False,
                    data_median_gb: float | None = None, config_path: str | None = None,
-                   bound: bool = False, bound_time_s: float = 60.0) -> dict:
+                   bound: bool = False, bound_time_s: float = 60.0,
+                   user_limits: UserLimits = NO_LIMITS) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
 
     ``setting`` names a group of the options below (``burstd.simulate.settings``); an option given
@@ -57,7 +59,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     ``config_path`` names the file ``config`` came from, for the header (``site`` and ``assumptions``: what the
     replay runs and what it assumed). ``bound``: each policy's row also carries ``bound_usd``, the hindsight
     lower bound on cloud cost at its mean JCT (``burstd.simulate.bound``; ``bound_time_s``: branch and bound's
-    limit a policy, 0 for the LP alone)."""
+    limit a policy, 0 for the LP alone). ``user_limits``: per-user running limits on-prem
+    (``burstd.simulate.limits``)."""
     policies = list(policies or POLICIES)
     for p in policies:
         if p not in POLICIES:
@@ -99,7 +102,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                        DEFAULT_CHECKPOINT_SHARE if checkpoint_share is None else checkpoint_share, checkpoint_s,
                        placement=placement, gpu_slices=slices, warmup_jobs=warmup, backfill_depth=depth,
                        gpus_per_node=st.gpus_per_node if st else 8,
-                       constant_wait_s=st.constant_wait_s if st else None, out_of_order=out_of_order)
+                       constant_wait_s=st.constant_wait_s if st else None, out_of_order=out_of_order,
+                       user_limits=user_limits)
     if data_median_gb is not None:
         setup = with_data(setup, DataModel(data_median_gb, seed=seed))
     tasks = [(p, setup, jobs, seed) for p in policies]
@@ -121,7 +125,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
             round(setup.spot.rate_per_hour, 4) if setup.spot else 0.0,
         "spot_traces": str(root) if setup.spot else None, "market": market or "as configured",
         "setting": st.name if st else None, "placement": setup.placement, "backfill_depth": setup.backfill_depth,
-        "out_of_order": setup.out_of_order,
+        "out_of_order": setup.out_of_order, "user_max_running_jobs": user_limits.max_jobs,
+        "user_max_running_units": user_limits.max_units,
         "billing": "gpu-hour" if setup.gpu_slices else "node-hour", "warmup_jobs": setup.warmup_jobs,
         "boot_s": setup.boot_s,
         "data_model": None if setup.data is None else {"median_gb": setup.data.median_gb, "sigma": setup.data.sigma,
