@@ -10,7 +10,8 @@ model as it was.
 An ordering is given as queue numbers, highest class first (``"0,1,2,3,4"``); a queue not named ranks below
 every named one. ``"auto"`` reads it from the SWF header's ``; Queue: N name`` lines where the names are the
 usual priority words (interactive, express, high, normal, low, standby, as SDSC Blue Horizon's are); a queue
-whose name is none of them ranks with ``normal``, the class a job lands in when it names none. Pure: no I/O.
+whose name is none of them ranks with ``normal``, the class a job lands in when it names none. SWF traces only:
+the Philly and ``sacct`` readers record no queue a job. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def queue_priority(spec: str | None, info: TraceInfo, path: str = "the trace") -
     if spec is None or not spec.strip():
         return NO_PRIORITY
     spec = spec.strip()
+    if info.format != "swf":  # only SWF records a queue a job (field 15); the other readers leave it unset
+        raise ValueError(f"--queue-priority {spec!r}: {path} is a {info.format} trace, which records no queue a "
+                         "job; queue classes need an SWF trace (field 15)")
     if spec.lower() == "auto":
         return _from_header(info, path)
     ranks: list[tuple[str, int]] = []

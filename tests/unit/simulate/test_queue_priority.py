@@ -97,6 +97,13 @@ def test_a_bad_ordering_is_refused_by_name(spec, queues, message):
         queue_priority(spec, TraceInfo("swf", queues=queues), "t.swf")
 
 
+@pytest.mark.parametrize("fmt", ["philly", "sacct"])
+def test_a_trace_that_records_no_queue_is_refused(fmt):
+    with pytest.raises(ValueError, match=f"t.csv is a {fmt} trace, which records no queue a job"):
+        queue_priority("0,1", TraceInfo(fmt), "t.csv")
+    assert queue_priority(None, TraceInfo(fmt)) is NO_PRIORITY
+
+
 def _swf(tmp_path: Path) -> Path:
     # 4 CPUs: a normal job (queue 3) holds them 1 h; at 10 s a normal 4-CPU job queues, at 20 s an interactive
     # one (queue 0). The site started the interactive job first (recorded waits: 1 h, 2 h - 10 s, 1 h - 20 s)
