@@ -100,6 +100,11 @@ def register(app: typer.Typer) -> None:
         user_max_running_cpus: int = typer.Option(
             0, "--user-max-running-cpus", min=0, help="On-prem: a user holds at most this many CPUs (GPUs on a GPU "
                                                       "replay) at once (Maui's MAXPROC per user; 0: no limit)"),
+        queue_priority: Optional[str] = typer.Option(
+            None, "--queue-priority", help="On-prem: the queues (SWF field 15) as priority classes, the queue in "
+                                           "class order then submit order: 'auto' (from the SWF header's queue "
+                                           "names) or queue numbers, highest class first, e.g. 0,1,2 "
+                                           "[default: none, submit order]"),
         bound_time_s: float = typer.Option(
             60.0, "--bound-time-s", min=0, help="With --bound: seconds of branch and bound a policy for whole jobs "
                                                 "to the cloud (its proven bound stands when time runs out; "
@@ -131,7 +136,7 @@ def register(app: typer.Typer) -> None:
         limits = UserLimits(user_max_running_jobs, user_max_running_cpus)
         if calibrate:
             _calibrate(trace, format, onprem_cpus, limit_jobs, placement, backfill_depth, out_of_order, as_json,
-                       sched_pass_s, limits)
+                       sched_pass_s, limits, queue_priority)
             return
         cfg = get_config(config) if config else None
         from pathlib import Path
@@ -148,7 +153,7 @@ def register(app: typer.Typer) -> None:
                                     backfill_depth=backfill_depth, bill_per=bill_per, warmup_jobs=warmup_jobs,
                                     out_of_order=out_of_order, data_median_gb=data_median_gb,
                                     config_path=config, bound=bound, bound_time_s=bound_time_s,
-                                    user_limits=limits)
+                                    user_limits=limits, queue_priority=queue_priority)
         except (TraceError, ValueError) as exc:
             fail(str(exc))
         if plot:
@@ -200,14 +205,16 @@ def register(app: typer.Typer) -> None:
 
 def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jobs: int | None,
                placement: str | None, backfill_depth: int | None, out_of_order: bool, as_json: bool,
-               sched_pass_s: float = 0.0, limits: UserLimits = NO_LIMITS) -> None:
+               sched_pass_s: float = 0.0, limits: UserLimits = NO_LIMITS,
+               queue_priority: str | None = None) -> None:
     from burstd.simulate.calibrate import calibrate_trace
 
     try:
         rep = calibrate_trace(trace, format=format, onprem_cpus=onprem_cpus, limit_jobs=limit_jobs,
                               placement=placement or "fluid",
                               backfill_depth=100 if backfill_depth is None else backfill_depth,
-                              out_of_order=out_of_order, sched_pass_s=sched_pass_s, user_limits=limits)
+                              out_of_order=out_of_order, sched_pass_s=sched_pass_s, user_limits=limits,
+                              queue_priority=queue_priority)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     if as_json:
@@ -215,7 +222,8 @@ def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jo
         return
     title = (f"{rep['trace']}: the never-burst replay against the waits the trace recorded ({rep['jobs_compared']} "
              f"jobs; {rep['onprem_units']} CPUs, {rep['onprem_units_per_node']} a node, {rep['placement']}, "
-             f"backfill depth {rep['backfill_depth']}{_limits_text(limits)})")
+             f"backfill depth {rep['backfill_depth']}{_limits_text(limits)}"
+             f"{'; queue classes ' + rep['queue_priority'] if rep['queue_priority'] else ''})")
     print_table(console, title, [Column(""), Column("recorded", justify="right"), Column("model", justify="right")],
                 [["mean wait (s)", str(rep["recorded_mean_wait_s"]), str(rep["model_mean_wait_s"])],
                  ["median wait (s)", str(rep["recorded_median_wait_s"]), str(rep["model_median_wait_s"])]], wide=True)

@@ -69,6 +69,10 @@ def assumptions(info: TraceInfo, jobs: list[TraceJob], setup: SimSetup, *, onpre
     if lim.active:
         out.append(f"per-user limit on-prem: at most {lim.caps(unit)} a user at once; a job its "
                    "user's limit holds waits without holding back the queue or the backfill")
+    if setup.queue_priority.active:
+        out.append(f"queue priority on-prem: classes {setup.queue_priority.describe()} "
+                   f"({setup.queue_priority.source}); the queue is in class order, then submit order, and "
+                   "backfill holds one reservation for its head")
     out.append(f"checkpointing: {setup.checkpoint_share:.0%} of jobs every {setup.checkpoint_s:g} s; decide() is "
                f"told a requeued job kept whole policy.checkpoint_interval_s "
                f"({setup.config.policy.checkpoint_interval_s:g} s) of each cloud run, as the daemon tells it")

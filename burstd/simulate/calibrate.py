@@ -23,6 +23,7 @@ from typing import Any
 
 from burstd.simulate.limits import NO_LIMITS, UserLimits
 from burstd.simulate.policies import make_setup, policy_simulator
+from burstd.simulate.queue_priority import queue_priority as read_queue_priority
 from burstd.simulate.traces import read_trace
 
 #: Waits below this count as this much when compared (seconds).
@@ -60,10 +61,11 @@ def compare(pairs: list[WaitPair], floor: float = WAIT_FLOOR_S) -> dict[str, Any
 def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus: int | None = None,
                     limit_jobs: int | None = None, placement: str = "fluid", backfill_depth: int = 100,
                     out_of_order: bool = False, sched_pass_s: float = 0.0,
-                    user_limits: UserLimits = NO_LIMITS) -> dict[str, Any]:
+                    user_limits: UserLimits = NO_LIMITS, queue_priority: str | None = None) -> dict[str, Any]:
     """Replay ``path`` with no bursting and compare each job's wait with the one the trace recorded
     (``sched_pass_s``: the on-prem scheduler runs in passes that far apart; 0: at every event;
-    ``user_limits``: per-user running limits, ``burstd.simulate.limits``)."""
+    ``user_limits``: per-user running limits, ``burstd.simulate.limits``; ``queue_priority``: the queues'
+    priority classes, "auto" or queue numbers highest first, ``burstd.simulate.queue_priority``)."""
     jobs, info = read_trace(path, format, limit_jobs)
     if info.format == "philly":
         raise ValueError(f"{path}: the Philly CSV records no waits; calibration needs an SWF trace or a sacct "
@@ -72,8 +74,10 @@ def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus:
     if not recorded:
         raise ValueError(f"{path}: no job records its wait (SWF field 3 is -1 throughout, or the sacct export "
                          "has no Start column)")
+    classes = read_queue_priority(queue_priority, info, str(path))
     setup = make_setup(info, False, None, onprem_cpus, None, None, placement=placement,
-                       backfill_depth=backfill_depth, out_of_order=out_of_order, user_limits=user_limits)
+                       backfill_depth=backfill_depth, out_of_order=out_of_order, user_limits=user_limits,
+                       queue_priority=classes)
     setup = replace(setup, sched_pass_s=sched_pass_s)
     sim = policy_simulator("never", setup, jobs)
     sim.run()
@@ -83,7 +87,7 @@ def calibrate_trace(path: str | Path, *, format: str | None = None, onprem_cpus:
            "onprem_units": setup.onprem_units, "onprem_units_per_node": setup.units_per_node,
            "placement": setup.placement, "backfill_depth": setup.backfill_depth, "out_of_order": out_of_order,
            "sched_pass_s": sched_pass_s, "user_max_running_jobs": user_limits.max_jobs,
-           "user_max_running_cpus": user_limits.max_units,
+           "user_max_running_cpus": user_limits.max_units, "queue_priority": classes.describe() or None,
            "jobs_without_recorded_wait": len(jobs) - len(recorded)}
     out.update(compare(pairs))
     return out

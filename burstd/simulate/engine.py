@@ -6,6 +6,7 @@ backfill shadow time stays the fluid estimate), or out of order (``out_of_order`
 fits starts, no backfill reservation; Starburst's "loop"). Backfill looks at the first ``backfill_depth``
 queued jobs, as Slurm's ``bf_max_job_test`` does, and trusts time limits, not real run times (as Slurm does).
 ``user_limits``: per-user running limits (``burstd.simulate.limits``); a job its user's limit holds is skipped.
+``queue_priority``: the queue is ordered by class, then submit time (``burstd.simulate.queue_priority``).
 
 Cloud: every ``cycle_s`` while jobs wait, the simulator builds a ``Snapshot`` (pending jobs, running
 jobs with their time-limit end times, on-prem nodes), the live ``Lease``s, a ``BudgetBook`` of the spend
@@ -43,6 +44,7 @@ from burstd.policy.progress import kept_work_s
 from burstd.simulate.data_model import DataModel
 from burstd.simulate.limits import NO_LIMITS, UserLimits, UserRunning
 from burstd.simulate.placement import PLACEMENTS, FirstFit
+from burstd.simulate.queue_priority import NO_PRIORITY, QueuePriority
 from burstd.simulate.shapes import cannot_burst_reason, count_reasons
 from burstd.simulate.spot import SpotModel
 from burstd.simulate.traces import TraceJob
@@ -137,6 +139,7 @@ class SimSetup:
     # sites' schedulers did; 0: at every event (calibration, issue 25 item 2)
     sched_pass_s: float = 0.0
     user_limits: UserLimits = NO_LIMITS  # per-user running jobs / units on-prem; off by default
+    queue_priority: QueuePriority = NO_PRIORITY  # on-prem queue in class order, then submit; off by default
 
 
 class Simulator:
@@ -147,6 +150,7 @@ class Simulator:
         self.trace = jobs
         self.free = setup.onprem_units
         self.users = UserRunning(setup.user_limits) if setup.user_limits.active else None
+        self.order = setup.queue_priority.order_key()  # the pending queue's order (burstd.simulate.queue_priority)
         self._passes: set[float] = set()  # scheduler passes already on the event heap
         self.queue: list[SimJob] = []
         self.running: dict[int, SimJob] = {}
@@ -354,11 +358,12 @@ class Simulator:
         j.gone = False
         j.queued_at = t
         j.pending_job = None
-        if self.queue and (self.queue[-1].tj.submit, self.queue[-1].tj.job_id) > (j.tj.submit, j.tj.job_id):
-            keys = [(x.tj.submit, x.tj.job_id) for x in self.queue]
-            self.queue.insert(bisect.bisect(keys, (j.tj.submit, j.tj.job_id)), j)
+        key, q = self.order, self.queue
+        k = key(j.tj)
+        if q and key(q[-1].tj) > k:  # a requeued job, or one of a higher class: into its place in the order
+            q.insert(bisect.bisect(q, k, key=lambda x: key(x.tj)), j)
         else:
-            self.queue.append(j)
+            q.append(j)
 
     # ---- cloud
     def _burst(self, j: SimJob, pool: str, market: str, t: float, move: DataMove | None = None) -> None:

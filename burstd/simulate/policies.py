@@ -22,6 +22,7 @@ from typing import Any
 from burstd.config import Config, parse_config
 from burstd.simulate.engine import SimResult, SimSetup, Simulator
 from burstd.simulate.limits import NO_LIMITS, UserLimits
+from burstd.simulate.queue_priority import NO_PRIORITY, QueuePriority
 from burstd.simulate.shapes import SPOT_SHARE, fitting_shape, site_cpus, site_cpus_per_node
 from burstd.simulate.spot import CPU_TRACES, GPU_TRACES, SpotModel
 from burstd.simulate.traces import TraceInfo, TraceJob
@@ -143,7 +144,7 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
                checkpoint_s: float | None = None, *, placement: str = "fluid", gpu_slices: bool = False,
                warmup_jobs: int = 0, backfill_depth: int = 100, gpus_per_node: int = 8,
                constant_wait_s: float | None = None, out_of_order: bool = False,
-               user_limits: UserLimits = NO_LIMITS) -> SimSetup:
+               user_limits: UserLimits = NO_LIMITS, queue_priority: QueuePriority = NO_PRIORITY) -> SimSetup:
     """The replay's site; with ``config`` (a daemon's own), its burstd row runs that config as configured."""
     if gpu:
         cfg = config or default_site(gpu)
@@ -169,7 +170,8 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
                     checkpoint_s=checkpoint_s or cfg.policy.checkpoint_interval_s, checkpoint_share=checkpoint_share,
                     constant_wait_s=constant_wait_s, market=market, placement=placement,
                     gpu_slices=gpu_slices, warmup_jobs=warmup_jobs, backfill_depth=backfill_depth,
-                    out_of_order=out_of_order, policy_as_configured=config is not None, user_limits=user_limits)
+                    out_of_order=out_of_order, policy_as_configured=config is not None, user_limits=user_limits,
+                    queue_priority=queue_priority)
 
 
 def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> SimResult:

@@ -19,6 +19,7 @@ from burstd.simulate.engine import SimSetup
 from burstd.simulate.limits import NO_LIMITS, UserLimits
 from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
 from burstd.simulate.placement import PLACEMENTS
+from burstd.simulate.queue_priority import queue_priority as read_queue_priority
 from burstd.simulate.settings import BILLING, get_setting
 from burstd.simulate.spot import PACKAGED_TRACES
 from burstd.simulate.traces import read_trace
@@ -50,7 +51,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    bill_per: str | None = None, out_of_order: bool = False,
                    data_median_gb: float | None = None, config_path: str | None = None,
                    bound: bool = False, bound_time_s: float = 60.0,
-                   user_limits: UserLimits = NO_LIMITS) -> dict:
+                   user_limits: UserLimits = NO_LIMITS, queue_priority: str | None = None) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
 
     ``setting`` names a group of the options below (``burstd.simulate.settings``); an option given
@@ -60,7 +61,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     replay runs and what it assumed). ``bound``: each policy's row also carries ``bound_usd``, the hindsight
     lower bound on cloud cost at its mean JCT (``burstd.simulate.bound``; ``bound_time_s``: branch and bound's
     limit a policy, 0 for the LP alone). ``user_limits``: per-user running limits on-prem
-    (``burstd.simulate.limits``)."""
+    (``burstd.simulate.limits``); ``queue_priority``: "auto" or queue numbers highest class first, the on-prem
+    queue ordered by class then submit (``burstd.simulate.queue_priority``)."""
     policies = list(policies or POLICIES)
     for p in policies:
         if p not in POLICIES:
@@ -83,6 +85,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     depth = backfill_depth if backfill_depth is not None else (st.backfill_depth if st else 100)
     slices = bill_per == "gpu-hour" if bill_per is not None else bool(st and st.gpu_slices)
     jobs, info = read_trace(path, format, limit_jobs)
+    classes = read_queue_priority(queue_priority, info, str(path))
     gpu = info.format == "philly" or (onprem_gpus is not None and onprem_cpus is None)
     if (st is not None or slices) and not any(j.gpus for j in jobs):
         raise ValueError("no job in the trace asks for GPUs: GPU-hour billing and the starburst setting "
@@ -103,7 +106,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                        placement=placement, gpu_slices=slices, warmup_jobs=warmup, backfill_depth=depth,
                        gpus_per_node=st.gpus_per_node if st else 8,
                        constant_wait_s=st.constant_wait_s if st else None, out_of_order=out_of_order,
-                       user_limits=user_limits)
+                       user_limits=user_limits, queue_priority=classes)
     if data_median_gb is not None:
         setup = with_data(setup, DataModel(data_median_gb, seed=seed))
     tasks = [(p, setup, jobs, seed) for p in policies]
@@ -126,7 +129,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
         "spot_traces": str(root) if setup.spot else None, "market": market or "as configured",
         "setting": st.name if st else None, "placement": setup.placement, "backfill_depth": setup.backfill_depth,
         "out_of_order": setup.out_of_order, "user_max_running_jobs": user_limits.max_jobs,
-        "user_max_running_units": user_limits.max_units,
+        "user_max_running_units": user_limits.max_units, "queue_priority": classes.describe() or None,
         "billing": "gpu-hour" if setup.gpu_slices else "node-hour", "warmup_jobs": setup.warmup_jobs,
         "boot_s": setup.boot_s,
         "data_model": None if setup.data is None else {"median_gb": setup.data.median_gb, "sigma": setup.data.sigma,

@@ -43,6 +43,7 @@ class TraceInfo:
     format: str
     max_procs: int | None = None  # SWF header MaxProcs
     max_nodes: int | None = None
+    queues: tuple[tuple[int, str], ...] = ()  # SWF header "; Queue: N name" lines (field 15's numbers)
     skipped: int = 0  # records dropped as unusable (zero size or run time), with reasons counted
     skip_reasons: tuple[tuple[str, int], ...] = ()
 
@@ -149,6 +150,7 @@ def read_swf(path: Path, limit_jobs: int | None = None) -> tuple[list[TraceJob],
              "requested procs", "requested time", "requested memory", "status", "user", "group", "executable",
              "queue", "partition", "preceding job", "think time")
     max_procs = max_nodes = None
+    queues: list[tuple[int, str]] = []
     jobs: list[TraceJob] = []
     skips = _Skips()
     for n, line in _lines(path):
@@ -162,6 +164,9 @@ def read_swf(path: Path, limit_jobs: int | None = None) -> tuple[list[TraceJob],
                     max_procs = int(m.group(2))
                 else:
                     max_nodes = int(m.group(2))
+            q = re.match(r";\s*Queue:\s*(\d+)\s+(\S+)", s)
+            if q:
+                queues.append((int(q.group(1)), q.group(2)))
             continue
         parts = s.split()
         if len(parts) != 18:
@@ -187,7 +192,8 @@ def read_swf(path: Path, limit_jobs: int | None = None) -> tuple[list[TraceJob],
                              f"q{int(v[14])}", v[2] if v[2] >= 0 else None))
         if limit_jobs is not None and len(jobs) >= limit_jobs:
             break
-    return _finish(jobs, limit_jobs), skips.info("swf", max_procs=max_procs, max_nodes=max_nodes)
+    return _finish(jobs, limit_jobs), skips.info("swf", max_procs=max_procs, max_nodes=max_nodes,
+                                                       queues=tuple(queues))
 
 
 def read_philly(path: Path, limit_jobs: int | None = None) -> tuple[list[TraceJob], TraceInfo]:
