@@ -14,6 +14,15 @@ if TYPE_CHECKING:
     from burstd.domain.sacct import SacctJob, SlurmInstance
 
 
+
+#: How soon after a requeue burstd lets the job start again, rather than Slurm's cred_expire + 1 s. A requeue
+#: revokes the job's credential on the nodes it ran on, and slurmd refuses every credential of the job created in
+#: that second or before (``ctime <= revoked``): a start in the requeue's own second, on a node the job is leaving
+#: (a multi-node job's surviving node), is killed ("Killing non-startable batch job: Job credential revoked", seen
+#: on the 22.05 bed in the preemption storm) and the job fails for good. Two seconds put every new credential in a
+#: later second.
+REQUEUE_START_GAP_S = 2
+
 class SlurmError(Exception):
     """A Slurm command or API call failed; the message carries Slurm's own words."""
 
@@ -89,8 +98,9 @@ class SlurmAdapter(Protocol):
         cycle."""
         ...
     def start_now(self, job_id: int) -> None:
-        """``scontrol update jobid=N starttime=now``: a pending job is eligible at once (burstd uses it only for a
-        job that requeued itself after a spot notice and waits out Slurm's requeue hold, cred_expire + 1 s)."""
+        """``scontrol update jobid=N starttime=now+REQUEUE_START_GAP_S``: a pending job is eligible almost at once
+        (burstd uses it only for a job that requeued itself after a spot notice and waits out Slurm's requeue
+        hold, cred_expire + 1 s)."""
         ...
     def release_hold(self, job_id: int) -> None:
         """``scontrol release``: let a held job run again (burstd uses it only for jobs Slurm held after a

@@ -26,7 +26,10 @@ from burstd.slurm.access import PartitionAccessMixin
 from burstd.slurm.accounting import AccountingMixin
 from burstd.slurm.health import HealthMixin
 from burstd.slurm.features import Features, parse_release
-from burstd.slurm.base import PartitionEdits, HOSTLIST_RE, PARTITION_RE, SlurmError, check_name, check_reason
+from burstd.slurm.base import (PartitionEdits, HOSTLIST_RE, PARTITION_RE, REQUEUE_START_GAP_S, SlurmError,
+                               check_name, check_reason)
+
+START_AGAIN = f"starttime=now+{REQUEUE_START_GAP_S}"  # scontrol's begin time for a job burstd starts again
 
 log = logging.getLogger(__name__)
 
@@ -270,13 +273,14 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
         """``scontrol requeue N``. ``expedite``: the job may start again at once rather than after
         ``cred_expire`` + 1 s (a preempted job). On 25.11+ a job submitted with ``--requeue=expedite``
         (flag ``EXPEDITED_REQUEUE``, with ``enable_expedited_requeue``) gets that from Slurm itself, eligible at
-        once and first in the queue: burstd leaves it to Slurm. Any other job gets ``update starttime=now``."""
+        once and first in the queue: burstd leaves it to Slurm. Any other job gets ``update starttime=now+2``
+        (``REQUEUE_START_GAP_S``: not in the requeue's own second, whose credentials slurmd refuses)."""
         jid = str(_job_id(job_id))
         by_slurm = expedite and self.features.has("expedited_requeue") and self.expedited_by_slurm(job_id)
         self._scontrol("requeue", jid)
         if expedite and not by_slurm:
             self._wait_until_pending(job_id)
-            self._scontrol("update", f"jobid={jid}", "starttime=now")
+            self._scontrol("update", f"jobid={jid}", START_AGAIN)
 
     def _wait_until_pending(self, job_id: int, timeout_s: float = 5.0) -> None:
         """Right after ``scontrol requeue`` the job is still being requeued: an ``update starttime=now`` sent
@@ -296,7 +300,7 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
                    for j in doc.get("jobs") or [])
 
     def start_now(self, job_id: int) -> None:
-        self._scontrol("update", f"jobid={_job_id(job_id)}", "starttime=now")
+        self._scontrol("update", f"jobid={_job_id(job_id)}", START_AGAIN)
 
     def release_hold(self, job_id: int) -> None:
         self._scontrol("release", str(_job_id(job_id)))

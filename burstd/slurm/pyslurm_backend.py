@@ -26,7 +26,8 @@ from burstd.domain.slurm import Gres, Job, Node, Partition, Snapshot
 from burstd.slurm import parse
 from burstd.slurm.accounting import NoSlurmdbd
 from burstd.slurm.health import NoHealthProbe
-from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
+from burstd.slurm.base import (PartitionEdits, PARTITION_RE, REQUEUE_START_GAP_S, SlurmError, check_name,
+                               check_reason)
 from burstd.slurm.cli import ADDRESS_RE, HeadScontrol, _hostlist, _job_id, _signal
 
 
@@ -200,7 +201,7 @@ class PyslurmAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, HeadScontrol):
     def start_now(self, job_id: int) -> None:
         import time
 
-        changes = self.pyslurm.JobSubmitDescription(begin_time=int(time.time()))
+        changes = self.pyslurm.JobSubmitDescription(begin_time=int(time.time()) + REQUEUE_START_GAP_S)
         self._call("Job.modify", self.pyslurm.Job(_job_id(job_id)).modify, changes)
 
     def release_hold(self, job_id: int) -> None:

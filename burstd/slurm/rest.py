@@ -26,7 +26,8 @@ from burstd.domain.slurm import Snapshot
 from burstd.slurm import parse
 from burstd.slurm.accounting import NoSlurmdbd
 from burstd.slurm.health import NoHealthProbe
-from burstd.slurm.base import PartitionEdits, PARTITION_RE, SlurmError, check_name, check_reason
+from burstd.slurm.base import (PartitionEdits, PARTITION_RE, REQUEUE_START_GAP_S, SlurmError, check_name,
+                               check_reason)
 from burstd.slurm.cli import ADDRESS_RE, HeadScontrol, _hostlist, _job_id, _signal
 from burstd.unix_http import unix_transport
 
@@ -199,7 +200,7 @@ class RestAdapter(PartitionEdits, NoSlurmdbd, NoHealthProbe, HeadScontrol):
 
     def start_now(self, job_id: int) -> None:
         self.request("POST", f"/slurm/{self.version}/job/{_job_id(job_id)}", json={"begin_time": {
-            "set": True, "infinite": False, "number": int(time.time())}})
+            "set": True, "infinite": False, "number": int(time.time()) + REQUEUE_START_GAP_S}})
 
     def release_hold(self, job_id: int) -> None:
         raise self._unsupported("release a held job")

@@ -215,7 +215,7 @@ def test_expedited_requeue_is_slurms_where_the_release_and_the_job_have_it(slurm
         before = len(cli.calls)
         cli.requeue(job, expedite=True)
         updates = [c[2:] for c in cli.calls[before:] if c[0].endswith("scontrol") and c[1] == "update"]
-        assert updates == ([] if job == expedite else [[f"jobid={job}", "starttime=now"]]), job
+        assert updates == ([] if job == expedite else [[f"jobid={job}", "starttime=now+2"]]), job
     for job in jobs:  # eligible at once either way (no BeginTime wait of cred_expire), once its old run has ended
         seen: list[tuple] = []
 
@@ -229,8 +229,18 @@ def test_expedited_requeue_is_slurms_where_the_release_and_the_job_have_it(slurm
             slurm_bed.wait_for(eligible, 30, f"job {job} eligible again")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; (state, reason, restarts, eligible) seen: {sorted(set(seen))}") from None
+        _runs_again(slurm_bed, job)
     if expedite is not None:
         assert slurm_bed.job(expedite).get("ExpeditedRequeue") == "Yes"
+
+
+def _runs_again(bed, job: int) -> None:
+    """The requeued job's second run starts and keeps running: a start in the requeue's own second, on the node
+    the job left, is killed at once ("Job credential revoked") and the job fails for good."""
+    bed.wait_for(lambda: (i := bed.job(job)).get("JobState") == "RUNNING" and i.get("Restarts") == "1", 60,
+                 f"job {job}'s second run")
+    time.sleep(3)
+    assert bed.job(job).get("JobState") == "RUNNING", bed.job(job)
 
 
 def test_start_now_ends_the_requeue_hold_of_a_job_that_requeued_itself(slurm_bed, bed_user, cleanup, cli):
@@ -250,6 +260,7 @@ def test_start_now_ends_the_requeue_hold_of_a_job_that_requeued_itself(slurm_bed
     # ended by start_now, not waited out: the job became eligible before the hold's end (Slurm's own record, not
     # this test's clock, which a loaded machine stretches past the bed's 11 s hold)
     assert after.eligible_time is not None and after.eligible_time < held.eligible_time, (after, held)
+    _runs_again(slurm_bed, job)
 
 
 def test_slurmctld_health_is_readyz_where_the_release_serves_it(slurm_bed, cli):

@@ -319,7 +319,7 @@ def test_no_shell_anywhere_in_the_backends():
      [["scontrol", "update", "nodename=c1", "instanceid=i-0abc", "instancetype=g5.xlarge"]]),
     ("slurm-wlm 22.05.8", lambda a: a.set_instance("c1", "i-0abc", "g5.xlarge"), []),
     ("slurm-wlm 22.05.8", lambda a: a.requeue(7, expedite=True),
-     [["scontrol", "requeue", "7"], ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
+     [["scontrol", "requeue", "7"], ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now+2"]]),
 ])
 def test_node_and_job_actions_follow_the_live_release(fake_slurm, monkeypatch, version, action, argvs):
     monkeypatch.setenv("FAKE_VERSION", version)
@@ -334,10 +334,10 @@ def test_node_and_job_actions_follow_the_live_release(fake_slurm, monkeypatch, v
      [["scontrol", "show", "job", "7", "--json"], ["scontrol", "requeue", "7"]]),
     ("slurm-wlm 26.05.5", "JOB_WAS_RUNNING",
      [["scontrol", "show", "job", "7", "--json"], ["scontrol", "requeue", "7"],
-      ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
+      ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now+2"]]),
     # before 25.11 there is no such flag to read: burstd expedites every preempted job itself
     ("slurm-wlm 24.11.5", "EXPEDITED_REQUEUE",
-     [["scontrol", "requeue", "7"], ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now"]]),
+     [["scontrol", "requeue", "7"], ["squeue", "-h", "-t", "all", "-j", "7", "-O", "JobID:0|,State:0"], ["scontrol", "update", "jobid=7", "starttime=now+2"]]),
 ])
 def test_expedited_requeue_is_left_to_slurm_where_the_job_asked_for_it(fake_slurm, monkeypatch, version, flags,
                                                                        argvs):
@@ -357,7 +357,7 @@ def test_an_expedited_requeue_moves_the_start_only_once_the_job_is_pending(fake_
     started = _started(adapter)
     polls = [a for a in started if a[0] == "squeue"]
     assert [a[0] for a in started] == ["scontrol", "squeue", "squeue", "squeue", "scontrol"]
-    assert len(polls) == 3 and started[-1] == ["scontrol", "update", "jobid=7", "starttime=now"]
+    assert len(polls) == 3 and started[-1] == ["scontrol", "update", "jobid=7", "starttime=now+2"]
 
 
 def test_a_plain_requeue_reads_no_flags(fake_slurm, monkeypatch):

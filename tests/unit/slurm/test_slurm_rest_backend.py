@@ -302,3 +302,20 @@ def test_the_rest_backend_runs_the_cloud_gate_through_scontrol_with_checked_argu
     assert any(line.startswith("update PartitionName=cloud") and "DenyAccounts=broke,chem" in line for line in lines)
     assert "hold 42" in lines and len(lines) == 4, lines  # show, update, hold, admincomment: nothing for -1
     assert lines[3].startswith("update jobid=42 admincomment=burstd: account chem has no money left")
+
+
+def test_a_job_started_again_begins_past_its_requeues_second(token_file):
+    """slurmd refuses a credential of a requeued job created in the requeue's second or before: the begin time
+    burstd sets is REQUEUE_START_GAP_S ahead, never now (an expedited requeue and start_now alike)."""
+    import time
+
+    from burstd.slurm.base import REQUEUE_START_GAP_S
+
+    rest, server = make("v0.0.45", token_file, rest_version="v0.0.45")
+    before = int(time.time())
+    rest.requeue(8, expedite=True)
+    rest.start_now(9)
+    after = int(time.time())
+    begins = [json.loads(r.content)["begin_time"]["number"] for r in server.requests if r.method == "POST"]
+    assert len(begins) == 2
+    assert all(before + REQUEUE_START_GAP_S <= b <= after + REQUEUE_START_GAP_S for b in begins), begins
