@@ -1,11 +1,11 @@
 """``burstctl demo --storm``: issue 22's preemption storm on the bed, measured (docs/preemption-storm.md).
 
-Template jobs (two single-node, one data-parallel on two nodes: the bed's four cloud nodes) train while burstd
-bursts them; half the cloud nodes are reclaimed with a 30 s notice, then half without. The summary has, per job,
-the preemptions, the steps redone (the most for any one preemption), the checkpoint interval, the seconds from
-each notice or reclaim to the first step after the resume and whether the final weights equal an uninterrupted
-run; overall ``jobs_submitted``, ``jobs_completed``, ``leaked_vms``. The machinery is
-:mod:`burstd.testbed.storm`, which the storm test runs too.
+Template jobs (two single-node, one data-parallel on two nodes: four of the bed's six cloud nodes, the other two
+spare, as a real pool has) train while burstd bursts them; half the busy nodes are reclaimed with a 30 s notice,
+then half without. The summary has, per job, the preemptions, the steps redone (the most for any one preemption),
+the checkpoint interval, the seconds from each notice or reclaim to the first step after the resume and whether the
+final weights equal an uninterrupted run; overall ``jobs_submitted``, ``jobs_completed``, ``leaked_vms``. The
+machinery is :mod:`burstd.testbed.storm`, which the storm test runs too.
 """
 
 from __future__ import annotations

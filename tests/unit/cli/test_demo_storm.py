@@ -48,3 +48,19 @@ def test_storm_runs_alone(monkeypatch, other):
     monkeypatch.setattr(demo_cmd.os, "geteuid", lambda: 0)
     r = CliRunner().invoke(app, ["demo", "--storm", other])
     assert r.exit_code == 2 and "--storm runs one daemon" in r.output, r.output
+
+
+def test_the_storm_bed_has_spare_cloud_nodes_and_short_requeue_holds(monkeypatch):
+    """Four busy nodes and two spare, as a real pool (a notice powers a spare up: the requeued job starts on a
+    node that is up), and cred_expire 10 s; the admin's own settings win."""
+    from burstd.cli.demo_cmd import _bed
+
+    for var in ("BURSTD_BED_CLOUD_NODES", "BURSTD_BED_CRED_EXPIRE"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in (("BURSTD_BED_NAME", "stormunit"), ("BURSTD_BED_SLOT", "77")):  # _bed's setdefault: undone
+        monkeypatch.setenv(var, value)
+    bed = _bed(storm=True)
+    assert (bed.config.cloud_count, bed.config.cred_expire) == (6, 10)
+    assert _bed().config.cloud_count == 4  # the other demos keep the bed's four
+    monkeypatch.setenv("BURSTD_BED_CLOUD_NODES", "8")
+    assert _bed(storm=True).config.cloud_count == 8
