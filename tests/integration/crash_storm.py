@@ -24,7 +24,8 @@ from burstd.domain.lease import FINAL_STATES, LeaseState
 from burstd.faults import CRASH_EXIT
 from burstd.providers.base import LaunchRequest
 from burstd.testbed.daemon_process import DaemonProcess
-from tests.integration.daemon_bed import bed_daemon_config, cleanup_vms, cloud_namespaces, wait_for
+from tests.integration.daemon_bed import (bed_daemon_config, cleanup_vms, cloud_namespaces, plainly_powered_down,
+                                          wait_for)
 
 S = LeaseState
 
@@ -251,8 +252,7 @@ class Storm:
 
     def nodes_clean_down(self) -> bool:
         """Every cloud node plainly powered down: not DOWN, not on its way anywhere."""
-        return all(set(self.bed.node(n).get("State", "").split("+")) - {"NOT_RESPONDING"}
-                   == {"IDLE", "CLOUD", "POWERED_DOWN"} for n in self.nodes)
+        return plainly_powered_down(self.bed, self.nodes)
 
     def reset_nodes(self) -> None:
         """Leave (or start from) a clean slate: a node left DOWN or half powered by an earlier run is forced down."""

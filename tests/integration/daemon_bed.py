@@ -66,6 +66,13 @@ def cleanup_vms(config_path: Path) -> list[str]:
     return left
 
 
+def plainly_powered_down(bed, nodes) -> bool:
+    """Every node in ``nodes`` idle and powered down, not DOWN and not on its way anywhere. RESERVED says nothing
+    of power: it is burstd's reservation over the cloud nodes, there while a daemon keeps its cloud gate."""
+    return all(set(bed.node(n).get("State", "").split("+")) - {"NOT_RESPONDING", "RESERVED"}
+               == {"IDLE", "CLOUD", "POWERED_DOWN"} for n in nodes)
+
+
 def reset_cloud_gate(bed, config_path: Path) -> None:
     """Take away what the daemon's cloud gate left in Slurm (by design it outlives the daemon): the cloud
     partitions' account lists and burstd's reservation, so the bed's next test starts from slurm.conf."""

@@ -38,7 +38,8 @@ from tests.fakes.gce import gce_env, gce_server  # noqa: F401
 from tests.fakes.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, REGION, aws_env, moto_server  # noqa: F401
 from tests.fakes.pg_cut import PgCut
 from tests.fakes.toml_out import dumps
-from tests.integration.daemon_bed import Gate, all_jobs, bed_daemon_config, cleanup_vms, cloud_namespaces, wait_for
+from tests.integration.daemon_bed import (Gate, all_jobs, bed_daemon_config, cleanup_vms, cloud_namespaces,
+                                          plainly_powered_down, wait_for)
 from tests.integration.test_cloud_burst_loop import cloud_config
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow, pytest.mark.postgres]
@@ -219,8 +220,7 @@ class Pair:
                 + "\n".join(f"{n} ({role(d)}):\n{d.log_tail(15)}" for n, d in self.heads.items()))
 
     def nodes_clean_down(self) -> bool:
-        return all(set(self.bed.node(n).get("State", "").split("+")) - {"NOT_RESPONDING"}
-                   == {"IDLE", "CLOUD", "POWERED_DOWN"} for n in self.nodes)
+        return plainly_powered_down(self.bed, self.nodes)
 
     def start(self) -> None:
         self.bed.reset_cloud_nodes()
