@@ -24,7 +24,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from burstd.testbed.procs import free_port, kill_tree
+from burstd.testbed.procs import kill_tree, start_local_nodes, wait_for_step
 
 
 def _newest(ckpt: Path) -> tuple[int, str] | None:
@@ -46,23 +45,12 @@ def run_once(work: Path, width: int, ckpt_every: int, kill_at: int, jit: bool, s
     ckpt, logs = work / "ckpt", [work / "node0.log", work / "node1.log"]
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                BURSTD_COLLECTIVE_TIMEOUT_S="30")
-    port = free_port()
-    procs = []
-    for node in (0, 1):
-        cmd = [sys.executable, "-m", "burstd.train.launch", "--nnodes=2", f"--node-rank={node}", "--nproc-per-node=2",
-               "--master-addr=127.0.0.1", f"--master-port={port}", "--max-restarts=0", "-m", "burstd.train.example",
-               "--steps", str(steps), "--seed", "1", "--size", str(width), "--ckpt-dir", str(ckpt),
-               "--out", str(work / "final.pt"), "--ckpt-every", str(ckpt_every), "--step-sleep", "0.1"]
-        if not jit:
-            cmd.append("--no-jit")
-        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=logs[node].open("w"), stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+    train = ["-m", "burstd.train.example", "--steps", str(steps), "--seed", "1", "--size", str(width),
+             "--ckpt-dir", str(ckpt), "--out", str(work / "final.pt"), "--ckpt-every", str(ckpt_every),
+             "--step-sleep", "0.1", *([] if jit else ["--no-jit"])]
+    procs = start_local_nodes([sys.executable, "-m", "burstd.train.launch"], train, logs, env=env, cwd=REPO)
     try:
-        deadline = time.time() + 300
-        while not re.search(rf"rank=\d step={kill_at} ", logs[1].read_text()):
-            if time.time() > deadline or any(p.poll() is not None for p in procs):
-                raise SystemExit(f"training did not reach step {kill_at}:\n{logs[0].read_text()[-2000:]}")
-            time.sleep(0.02)
+        wait_for_step(logs[1], procs, kill_at)
         killed = time.time()
         kill_tree(procs[1], settle_s=0)
         durable_s = None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -32,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from burstd.testbed.procs import children, free_port, kill_tree, running
+from burstd.testbed.procs import children, kill_tree, running, start_local_nodes, wait_for_step
 from burstd.train.store import CheckpointStore
 
 
@@ -46,22 +45,12 @@ def run_once(work: Path, launcher: str, signal_at: int, steps: int) -> dict[str,
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                SLURM_JOB_ID="4242", SLURM_RESTART_COUNT="0")
     launch = [sys.executable, "-m", "torch.distributed.run" if launcher == "torchrun" else "burstd.train.launch"]
-    port = free_port()
-    procs = []
-    for node in (0, 1):
-        cmd = [*launch, "--nnodes=2", f"--node-rank={node}", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-               f"--master-port={port}", "--max-restarts=0",
-               "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "--shutdown-timeout=100",
-               "-m", "burstd.train.example", "--steps", str(steps), "--seed", "1", "--ckpt-dir", str(ckpt),
-               "--out", str(work / "final.pt"), "--ckpt-every", "10", "--step-sleep", "0.3"]
-        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=logs[node].open("w"), stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+    train = ["--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "--shutdown-timeout=100",
+             "-m", "burstd.train.example", "--steps", str(steps), "--seed", "1", "--ckpt-dir", str(ckpt),
+             "--out", str(work / "final.pt"), "--ckpt-every", "10", "--step-sleep", "0.3"]
+    procs = start_local_nodes(launch, train, logs, env=env, cwd=REPO)
     try:
-        deadline = time.time() + 300
-        while not re.search(rf"rank=\d step={signal_at} ", logs[1].read_text()):
-            if time.time() > deadline or any(p.poll() is not None for p in procs):
-                raise SystemExit(f"training did not reach step {signal_at}:\n{logs[1].read_text()[-2000:]}")
-            time.sleep(0.02)
+        wait_for_step(logs[1], procs, signal_at)
         signalled = time.time()
         for worker in children(procs[1].pid):  # the agent's direct children are its workers
             os.kill(worker, signal.SIGUSR1)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from burstd.testbed.procs import free_port, kill_tree
+from burstd.testbed.procs import kill_tree, start_local_nodes
 from tests.integration.torchrun_helpers import (
     REPO,
     REQUEUE,
@@ -49,16 +49,9 @@ def _start_nodes(ckpt: Path, out: Path, logs: Path, *extra: str, env: dict[str, 
                  nproc: int = NPROC) -> list[subprocess.Popen]:
     """One agent a node, as the multi-node template starts them (burstd.train.launch: torchrun, quiet about a
     planned stop), each in a session of its own so a node can be killed whole."""
-    port = free_port()
-    procs = []
-    for node in (0, 1):
-        cmd = [sys.executable, "-m", "burstd.train.launch", "--nnodes=2", f"--node-rank={node}",
-               f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", f"--master-port={port}", "--max-restarts=0",
-               *_train_args(ckpt, out, *extra)]
-        log = (logs / f"node{node}.log").open("a")
-        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env or _env(), stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True))
-    return procs
+    return start_local_nodes([sys.executable, "-m", "burstd.train.launch"], _train_args(ckpt, out, *extra),
+                             [logs / f"node{node}.log" for node in (0, 1)], env=env or _env(), cwd=REPO,
+                             nproc=nproc, append=True)
 
 
 def _reap(procs: list[subprocess.Popen], timeout: float = 180) -> list[int]:
