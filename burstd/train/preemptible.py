@@ -105,7 +105,12 @@ class Preemptible:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        """A collective that failed because a peer is gone: save from here, exit with the requeue code."""
+        """A collective that failed because a peer is gone: save from here, exit with the requeue code.
+
+        The exit skips Python's teardown (``os._exit``, after the streams and the log are flushed): the process
+        group is broken, and destroying it aborted the survivor now and then once its checkpoint was already
+        complete ("terminate called without an active exception" from gloo's threads, exit -6 instead of the
+        requeue code; seen on the loaded 2-core machine)."""
         if exc is None or self.survivor is None or not isinstance(exc, Exception):
             return False
         code = self.survivor.on_peer_loss(exc)
@@ -113,7 +118,8 @@ class Preemptible:
             return False
         sys.stdout.flush()
         sys.stderr.flush()
-        raise SystemExit(code) from None
+        logging.shutdown()
+        os._exit(code)
 
     def resume(self) -> int:
         """Load the newest complete checkpoint; return the number of steps already done."""
