@@ -61,11 +61,7 @@ def slurm_bed():
     defaults = {"suspend_time": 10, "suspend_timeout": 10, "cred_expire": 10, "resume_timeout": 180}
     env_overrides = {k: v for k, v in defaults.items()
                      if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
-    worker = _xdist_worker()
-    if worker:  # pytest -n: each worker gets a bed of its own (name, subnet, ports), beside worker 0's
-        base = BedConfig.from_env(**env_overrides)
-        env_overrides |= {"name": f"{base.name[:8]}-w{worker}", "slot": base.slot + worker}
-    bed = Bed(BedConfig.from_env(**env_overrides))
+    bed = Bed(BedConfig.from_env(**(env_overrides | worker_bed_identity())))
     bed.up(install=bool(os.environ.get("BURSTD_BED_INSTALL")))
     _SESSION_BED.append(bed)
     # several pytest sessions may share one bed: the last one out brings it down
@@ -80,6 +76,19 @@ def slurm_bed():
         others = [p for p in sessions.iterdir() if p.name.isdigit() and Path(f"/proc/{p.name}").exists()]
         if not others and not os.environ.get("BURSTD_BED_KEEP"):
             bed.down()
+
+
+def worker_bed_identity() -> dict[str, str | int]:
+    """This worker's bed name and slot. Under ``pytest -n`` each worker gets a bed of its own (name, subnet,
+    ports) beside worker 0's; a test's side bed takes ``slot + offset`` of *this*, never of the environment's
+    base slot, or two workers bring up side beds on one subnet."""
+    from burstd.testbed import BedConfig
+
+    base = BedConfig.from_env()
+    worker = _xdist_worker()
+    if not worker:
+        return {"name": base.name, "slot": base.slot}
+    return {"name": f"{base.name[:8]}-w{worker}", "slot": base.slot + worker}
 
 
 def _xdist_worker() -> int:

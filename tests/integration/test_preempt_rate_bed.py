@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import burstd
-from tests.bed import TEST_USER, bed_skip_reason
+from tests.bed import TEST_USER, bed_skip_reason, worker_bed_identity
 
 pytestmark = [pytest.mark.bed]
 
@@ -30,8 +30,9 @@ def prolog_bed():
     repo = Path(burstd.__file__).resolve().parent.parent
     prolog = folder / "task-prolog"
     base = BedConfig.from_env()
-    bed = Bed(BedConfig.from_env(name=f"{base.name[:7]}-tp", slot=base.slot + 71, onprem_count=1, cloud_count=1,
-                                 extra_conf=(f"TaskProlog={prolog}",)))
+    mine = worker_bed_identity()  # the worker's own slot: another worker may bring up its side bed meanwhile
+    bed = Bed(BedConfig.from_env(name=f"{str(mine['name'])[:7]}-tp", slot=int(mine["slot"]) + 71, onprem_count=1,
+                                 cloud_count=1, extra_conf=(f"TaskProlog={prolog}",)))
     if base.slurm_release:
         pytest.skip("a release bed's slurmd runs in a chroot that holds neither this project nor its Python: "
                     "the host's Slurm only")
