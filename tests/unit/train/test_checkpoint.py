@@ -79,6 +79,25 @@ def test_resume_continues_exactly_where_the_saved_run_would_have(tmp_path, async
     assert all(torch.equal(a, b) for a, b in zip(expected, got))
 
 
+@pytest.mark.skipif(not hasattr(torch.serialization, "set_crc32_options"), reason="torch < 2.5 has no switch")
+def test_a_blocking_save_skips_the_zip_crc_dcp_never_reads_and_restores_the_setting(tmp_path, monkeypatch):
+    import torch.distributed.checkpoint as dcp
+
+    seen = []
+    real_save = dcp.save
+    monkeypatch.setattr(dcp, "save", lambda *a, **k: (seen.append(torch.serialization.get_crc32_options()),
+                                                      real_save(*a, **k))[1])
+    model, opt, _sched, _pos = _setup()
+    mgr = CheckpointManager(tmp_path, model, opt)
+    mgr.save(1)
+    assert seen == [False]  # inside the save
+    assert torch.serialization.get_crc32_options() is True  # the user's torch.save is untouched after it
+    expected = _snapshot(model, opt)
+    model2, opt2, _s2, _p2 = _setup(seed=7)
+    assert CheckpointManager(tmp_path, model2, opt2).resume() == 1
+    assert all(torch.equal(a, b) for a, b in zip(expected, _snapshot(model2, opt2), strict=True))
+
+
 def test_manifest_is_written_last_and_describes_the_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
