@@ -7,7 +7,7 @@ Root is needed (network namespaces). One namespace VM as the local provider make
 169.254.169.254 metadata endpoint (IMDSv2 shapes) and burstd-agent polling it every --poll seconds; inside
 it, a real `torchrun --nproc-per-node 2` of `burstd.train.example` (CPU, gloo) posing as a Slurm job
 (SLURM_JOB_ID set). Slurm itself is not involved (the drain goes to a recording `scontrol`: it is not on the
-path from notice to checkpoint); tests/integration/test_preemption.py covers the whole story on the bed.
+path from notice to checkpoint); tests/integration/test_preemption_storm.py covers the whole story on the bed.
 
 For each model width, once training is warm, a spot interruption is announced on the VM's metadata and the
 clock runs until the checkpoint's manifest (written last, fsynced) is on disk. Printed:

@@ -28,10 +28,10 @@ hypothesis_profiles.load()
 #: The longest test files (pytest --durations: each several minutes). Under xdist (a file to a worker) they are
 #: handed out first, so the short files fill in around them instead of one worker finishing alone on a long one.
 #: Longest first, by worker seconds measured 2026-11-27 (the run's "slowest files" section; docs/testbed.md).
-LONGEST_FIRST = ("test_preemption_storm.py", "test_cloud_burst_faults.py", "test_crash_cloud.py", "test_crash.py",
-                 "test_train_survivor.py", "test_preemption.py", "test_crash_random.py", "test_crash_requeue.py",
-                 "test_train_torchrun.py", "test_aws_provider.py", "test_cloud_burst_loop.py", "test_ha_bed.py",
-                 "test_ha_failover.py", "test_demo_bed.py")
+LONGEST_FIRST = ("test_preemption_storm.py", "test_crash_cloud.py", "test_crash.py", "test_cloud_burst_faults.py",
+                 "test_train_torchrun.py", "test_train_survivor.py", "test_cloud_burst_loop.py",
+                 "test_crash_requeue.py", "test_aws_provider.py", "test_demo_bed.py", "test_ha_bed.py",
+                 "test_crash_random.py", "test_data_live_bed.py", "test_budget_bed.py", "test_ha_failover.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from burstd.testbed.storm_summary import JobRecord, Preemption, job_summary, runs_of
@@ -163,6 +163,7 @@ class StormJob:
 class StormRun:
     jobs: dict[str, StormJob]
     summary: dict
+    notice_reasons: dict[str, str] = field(default_factory=dict)  # node -> the reason its agent drained it with
 
 
 def _mid_interval(job: StormJob, runs_before: int) -> bool:
@@ -204,6 +205,10 @@ def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOT
             list(pool.map(lambda node: preempt(cfg_path, node, notice_s), victims))
         for job, node in zip(hit, victims):
             say(f"{node} ({job.record.name}): reclaimed with {notice_s:g} s notice")
+        # the node's agent drains it at once, its reason naming the deadline (while the job checkpoints)
+        reasons = {node: bed.wait_for(lambda node=node: "burstd-preempt" in bed.node(node).get("Reason", "")
+                                      and bed.node(node)["Reason"], 30, f"the agent to drain {node}")
+                   for node in victims}
         for job in hit:
             bed.wait_for(lambda job=job: restarts(bed, job.record.job_id) >= 1, notice_s + 60,
                          f"{job.record.name} to be requeued")
@@ -240,7 +245,7 @@ def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOT
             "notice_s": notice_s,
             "jobs": per_job,
         }
-        return StormRun(jobs, summary)
+        return StormRun(jobs, summary, reasons)
     finally:
         for j in jobs.values():
             bed.run(["scancel", str(j.record.job_id)], check=False)

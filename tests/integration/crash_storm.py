@@ -40,15 +40,15 @@ CRASH_DAEMON = {"cycle_interval_s": 1, "launch_timeout_s": 600, "boot_timeout_s"
 CRASH_CLOUD = {"protect_after_boot_failures": 1000}
 
 # --- the local provider: single-node jobs, kills between cloud calls --------------------------------------
-# Four pairs of chains (issue 20: each point crashes the daemon two to seven times here, most three to five, and
-# again on the clouds; five pairs did it up to nine). A step must find its work still to do: a storm is four launches and four terminations (a crash before the
-# provider call leaves its work to the restart), so the n-th hit of a launch or terminate point comes while at
-# least n remain, and a chain's last steps are points every cycle or every boot passes.
+# Three pairs of chains: test_crash.py runs the first and the last, test_crash_random.py the middle one (issue 20:
+# "crash points proven once or twice rather than six to eight times": each local point crashes the daemon two to
+# five times here, and again on the clouds). A step must find its work still to do: a storm is four launches and
+# four terminations (a crash before the provider call leaves its work to the restart), so the n-th hit of a launch
+# or terminate point comes while at least n remain, and a chain's last steps are points every cycle or every boot
+# passes.
 LOCAL_LAUNCH_CHAINS = [
     ["resume.after_commit:1", "launch.before_provider:1", "launch.after_provider:1", "cycle.after_snapshot:1",
      "launch.after_booting:1", "launch.before_launching:1", "ready.before:1"],
-    ["launch.before_launching:2", "launch.after_provider:2", "launch.before_provider:1", "ready.before:2",
-     "ready.before:1", "cycle.after_snapshot:2"],
     ["launch.after_provider:1", "launch.after_provider:1", "launch.after_booting:1", "launch.before_provider:1",
      "ready.before:1", "cycle.after_snapshot:3"],
     ["resume.after_commit:1", "launch.after_booting:3", "launch.before_provider:1", "launch.after_provider:1",
@@ -56,8 +56,6 @@ LOCAL_LAUNCH_CHAINS = [
 ]
 LOCAL_TERMINATE_CHAINS = [
     ["terminate.before_provider:1", "terminate.after_provider:1", "terminate.before_provider:2",
-     "cycle.after_snapshot:2"],
-    ["terminate.after_provider:2", "terminate.before_provider:1", "terminate.after_provider:1",
      "cycle.after_snapshot:2"],
     ["terminate.before_provider:3", "terminate.after_provider:1", "terminate.after_provider:1",
      "cycle.after_snapshot:1"],

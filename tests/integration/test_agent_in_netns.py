@@ -2,7 +2,7 @@
 
 Real network namespaces, real metadata server on the VM's own 169.254.169.254, real agent process, real
 "job" processes in two VMs sharing one PID namespace; only ``scontrol`` is a recording stand-in (the
-drain through real Slurm is covered by tests/integration/test_preemption.py on the bed).
+drain through real Slurm is covered by tests/integration/test_preemption_storm.py on the bed).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ provider's namespace VMs, or boto3 against moto / google-cloud-compute against t
   unanswered); a *chain* of points is run per storm, restarting the daemon after each crash; every point the
   chains name must crash the daemon at least once (``tests/integration/crash_storm.py``);
 * random: SIGKILL at a random instant while launches or terminations are in flight (inside provider calls);
-  the local storm's random kills and two of its chain pairs are in ``test_crash_random.py``, so the two halves
+  the local storm's random kills and one of its chain pairs are in ``test_crash_random.py``, so the two halves
   run side by side.
 
 On the local provider each launch storm is four single-node jobs; on the clouds it is two 2-node jobs, so two
@@ -38,10 +38,12 @@ pytestmark = [pytest.mark.bed, pytest.mark.slow]
 
 
 def test_sigkill_at_every_point_of_launch_and_terminate_storms_leaves_one_vm_per_lease(storm, slurm_bed, bed_user):
-    """Two launch/terminate chain pairs, then a storm of short jobs that must complete despite the crashes, and
-    the idle suspend after them. With test_crash_random.py (one more pair, random kills) 40+ kills."""
+    """One launch/terminate chain pair (its chains name every local point), then a storm of short jobs that must
+    complete despite the crashes, and the idle suspend after them. With test_crash_random.py (one more pair,
+    random kills) 30+ kills: each local point crashes the daemon two to five times (issue 20: "proven once or
+    twice rather than six to eight times"; the second pair, LOCAL_*_CHAINS[1], added no point)."""
     jobs_ = LocalJobs(storm, slurm_bed, bed_user)
-    jobs_.chain_pairs(LOCAL_LAUNCH_CHAINS[:2], LOCAL_TERMINATE_CHAINS[:2])
+    jobs_.chain_pairs(LOCAL_LAUNCH_CHAINS[:1], LOCAL_TERMINATE_CHAINS[:1])
 
     # the last storm's jobs are short: every one of them must complete despite the crashes
     jobs: list[int] = []
@@ -63,7 +65,7 @@ def test_sigkill_at_every_point_of_launch_and_terminate_storms_leaves_one_vm_per
 
     summary = storm.summary("local", len(jobs))
     print(f"\n{summary}\nphases (s): {storm.phases}")
-    chains = LOCAL_LAUNCH_CHAINS[:2] + LOCAL_LAUNCH_CHAINS[-1:] + LOCAL_TERMINATE_CHAINS[:2] + LOCAL_TERMINATE_CHAINS[-1:]
+    chains = LOCAL_LAUNCH_CHAINS[:1] + LOCAL_LAUNCH_CHAINS[-1:] + LOCAL_TERMINATE_CHAINS[:1] + LOCAL_TERMINATE_CHAINS[-1:]
     storm.assert_every_point_fired(chains, summary)
-    # 30 chain steps; a few of the idle suspend's may find their work done (Slurm batches it): see crash_storm.py
-    assert sum(storm.crashes.values()) >= 27, summary
+    # 20 chain steps; a few of the idle suspend's may find their work done (Slurm batches it): see crash_storm.py
+    assert sum(storm.crashes.values()) >= 17, summary

@@ -231,6 +231,9 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
         failures = [f for f in failures if not (f.startswith("m: ") and "steps redone without notice" in f)]
     runs = {name: [(min(r), max(r)) if r else None for r in steps_by_run(j.log)] for name, j in run.jobs.items()}
     assert failures == [], (failures, summary, "steps of each run (first, last):", runs)
+    # the notice's agent drained each node with the deadline in its reason (test_preemption.py's check, moved here)
+    assert len(run.notice_reasons) == 2 and all("terminate at" in r for r in run.notice_reasons.values()), \
+        run.notice_reasons
     jobs = summary["jobs"]
     assert set(jobs) == {"s1", "s2", "m"} and jobs["m"]["nodes"] == 2 and jobs["m"]["ranks"] == 4
     for name in ("s1", "m"):
@@ -240,7 +243,7 @@ def test_storm_half_the_nodes_reclaimed_with_notice_then_without_every_job_compl
     assert jobs["s2"]["interruptions_seen"] == 0 and jobs["s2"]["back_to_training_s"] == []
     # two nodes: after the notice the job resumed from its preempt save; after the loss without notice, from the
     # survivors' just-in-time save (burstd.train.survivor) or, when Slurm ended the survivors before their
-    # collective timed out (CI's load did once), from the last periodic checkpoint, as test_preemption.py allows;
+    # collective timed out (CI's load did once), from the last periodic checkpoint;
     # the steps redone are bounded above either way. The survivors' own line is not in the log (srun, which
     # relays their output, ran on the lost node): the resumed run says where it started.
     assert "reason preempt)" in m_log, m_log[-3000:]
