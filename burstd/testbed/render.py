@@ -225,6 +225,10 @@ def _bare(cfg: BedConfig, hook: str) -> str:
         console = str(p["vms"] / f"{spec.netns}.console.log")
         body.append(f"  {node})")
         body += ["    " + line for line in netns.shell_destroy(spec).splitlines()]
+        # slurmd -b reports its boot as at least a second before it registers, and slurmctld ignores a boot that
+        # is not after its power-up request, in whole seconds (the node then waits out ResumeTimeout): a VM
+        # up within a second of the request (a quiet machine) must wait, as burstd's local VMs do
+        body.append(f"    sleep {cfg.vm_boot_delay_s:g}")
         body += ["    " + line for line in netns.shell_create(spec, console).splitlines()]
         record = f"\"$VMS\"/{shlex.quote(spec.netns)}.json"
         body.append(f"    printf '%s' {shlex.quote(rec.to_json())} >{record} ;;")
