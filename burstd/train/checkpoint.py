@@ -68,8 +68,9 @@ def _zip_crc_off() -> Iterator[None]:
     """torch.save computes a CRC32 of every record it writes, and DCP writes each tensor through torch.save; but DCP
     reads a tensor back by its byte range and never checks that CRC (a flipped byte loads silently either way).
     Computing it was about 40% of a blocking save's time (docs/preemption-storm.md), the seconds a preemption
-    notice leaves. The setting is process-wide: off only around saves that stop training (the preemption save,
-    a survivor's copy), never around an async save that runs beside the user's code. torch < 2.5 has no switch."""
+    notice leaves. The setting is process-wide: off only around the saves training waits on (a blocking save, the
+    preemption save among them, and a survivor's copy), never around an async save that runs beside the user's
+    code. torch < 2.5 has no switch."""
     get = getattr(torch.serialization, "get_crc32_options", None)
     put = getattr(torch.serialization, "set_crc32_options", None)
     if get is None or put is None:
