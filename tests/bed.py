@@ -25,6 +25,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -61,7 +62,7 @@ def slurm_bed():
     defaults = {"suspend_time": 10, "suspend_timeout": 10, "cred_expire": 10, "resume_timeout": 180}
     env_overrides = {k: v for k, v in defaults.items()
                      if not os.environ.get(f"BURSTD_BED_{k.upper()}")}
-    bed = Bed(BedConfig.from_env(**(env_overrides | worker_bed_identity())))
+    bed = Bed(BedConfig.from_env(**(env_overrides | worker_bed_identity()._asdict())))
     bed.up(install=bool(os.environ.get("BURSTD_BED_INSTALL")))
     _SESSION_BED.append(bed)
     # several pytest sessions may share one bed: the last one out brings it down
@@ -78,7 +79,12 @@ def slurm_bed():
             bed.down()
 
 
-def worker_bed_identity() -> dict[str, str | int]:
+class BedIdentity(NamedTuple):
+    name: str
+    slot: int
+
+
+def worker_bed_identity() -> BedIdentity:
     """This worker's bed name and slot. Under ``pytest -n`` each worker gets a bed of its own (name, subnet,
     ports) beside worker 0's; a test's side bed takes ``slot + offset`` of *this*, never of the environment's
     base slot, or two workers bring up side beds on one subnet."""
@@ -87,8 +93,8 @@ def worker_bed_identity() -> dict[str, str | int]:
     base = BedConfig.from_env()
     worker = _xdist_worker()
     if not worker:
-        return {"name": base.name, "slot": base.slot}
-    return {"name": f"{base.name[:8]}-w{worker}", "slot": base.slot + worker}
+        return BedIdentity(base.name, base.slot)
+    return BedIdentity(f"{base.name[:8]}-w{worker}", base.slot + worker)
 
 
 def _xdist_worker() -> int:

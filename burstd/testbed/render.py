@@ -165,10 +165,15 @@ CGROUP_CONF_CHROOT = "CgroupPlugin=disabled\n"
 
 
 def vm_spec(cfg: BedConfig, node: str, *, boot_flag: bool) -> netns.VmSpec:
+    """A node's VM. ``boot_flag``: one Slurm powers up (the bare hooks): ``slurmd -b`` reports its boot a second
+    or so before it registers, and slurmctld ignores a boot that is not after its power-up request, in whole
+    seconds (the node then waits out ResumeTimeout), so slurmd starts ``vm_boot_delay_s`` late, as in burstd's
+    local VMs."""
     root = cloud_image.cloud_root(cfg, node)
     return netns.VmSpec(
         netns=cfg.netns_of(node), node_name=node, address=cfg.node_address(node), bridge=cfg.bridge_,
         conf_server=cfg.conf_server, slurmd_args=("-b",) if boot_flag else (),
+        boot_delay_s=cfg.vm_boot_delay_s if boot_flag else 0.0,
         slurmd=cloud_image.IMAGE_SLURMD if root is not None else
         str(paths(cfg)["bin"] / "slurmd") if uses_chroot(cfg) else "/usr/sbin/slurmd",
         tags={"burstd:bed": cfg.name, "burstd:node": node}, root=root,
@@ -225,10 +230,6 @@ def _bare(cfg: BedConfig, hook: str) -> str:
         console = str(p["vms"] / f"{spec.netns}.console.log")
         body.append(f"  {node})")
         body += ["    " + line for line in netns.shell_destroy(spec).splitlines()]
-        # slurmd -b reports its boot as at least a second before it registers, and slurmctld ignores a boot that
-        # is not after its power-up request, in whole seconds (the node then waits out ResumeTimeout): a VM
-        # up within a second of the request (a quiet machine) must wait, as burstd's local VMs do
-        body.append(f"    sleep {cfg.vm_boot_delay_s:g}")
         body += ["    " + line for line in netns.shell_create(spec, console).splitlines()]
         record = f"\"$VMS\"/{shlex.quote(spec.netns)}.json"
         body.append(f"    printf '%s' {shlex.quote(rec.to_json())} >{record} ;;")

@@ -176,6 +176,12 @@ def _mid_interval(job: StormJob, runs_before: int) -> bool:
     return saved >= min(runs[-1]) and max(runs[-1]) >= saved + CKPT_EVERY // 2
 
 
+def _preempt_reason(bed, node: str) -> str:
+    """The node's reason when burstd-agent's notice drain set it ("" until then): one scontrol a look."""
+    reason = bed.node(node).get("Reason", "")
+    return reason if "burstd-preempt" in reason else ""
+
+
 def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOTICE_S, steps: int = STEPS,
               say=lambda text: None) -> StormRun:
     """Run the storm with the daemon of ``cfg_path`` running; ``leaked_vms()`` counts the VMs left once it is
@@ -206,8 +212,7 @@ def run_storm(bed, cfg_path: Path, d: Path, leaked_vms, *, notice_s: float = NOT
         for job, node in zip(hit, victims):
             say(f"{node} ({job.record.name}): reclaimed with {notice_s:g} s notice")
         # the node's agent drains it at once, its reason naming the deadline (while the job checkpoints)
-        reasons = {node: bed.wait_for(lambda node=node: "burstd-preempt" in bed.node(node).get("Reason", "")
-                                      and bed.node(node)["Reason"], 30, f"the agent to drain {node}")
+        reasons = {node: bed.wait_for(lambda node=node: _preempt_reason(bed, node), 30, f"the agent to drain {node}")
                    for node in victims}
         for job in hit:
             bed.wait_for(lambda job=job: restarts(bed, job.record.job_id) >= 1, notice_s + 60,

@@ -31,8 +31,8 @@ def prolog_bed():
     prolog = folder / "task-prolog"
     base = BedConfig.from_env()
     mine = worker_bed_identity()  # the worker's own slot: another worker may bring up its side bed meanwhile
-    bed = Bed(BedConfig.from_env(name=f"{str(mine['name'])[:7]}-tp", slot=int(mine["slot"]) + 71, onprem_count=1,
-                                 cloud_count=1, extra_conf=(f"TaskProlog={prolog}",)))
+    bed = Bed(BedConfig.from_env(name=f"{mine.name[:7]}-tp", slot=mine.slot + 71, onprem_count=1, cloud_count=1,
+                                 extra_conf=(f"TaskProlog={prolog}",)))
     if base.slurm_release:
         pytest.skip("a release bed's slurmd runs in a chroot that holds neither this project nor its Python: "
                     "the host's Slurm only")

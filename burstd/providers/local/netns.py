@@ -222,7 +222,8 @@ def shell_create(spec: VmSpec, console_log: str) -> str:
     """The same creation as :func:`create`, as POSIX shell lines (for hook scripts that need no Python)."""
     lines = [shlex.join(c) for c in network_commands(spec)]
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in slurmd_env(spec).items())
-    lines.append(f"env -i {env} {shlex.join(start_argv(spec))} >>{shlex.quote(console_log)} 2>&1 </dev/null")
+    start = delayed_start_argv(spec) if spec.boot_delay_s > 0 and spec.root is None else start_argv(spec)
+    lines.append(f"env -i {env} {shlex.join(start)} >>{shlex.quote(console_log)} 2>&1 </dev/null")
     return "\n".join(lines)
 
 
