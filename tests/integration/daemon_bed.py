@@ -7,7 +7,7 @@ import os
 import shlex
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from burstd.config import load_config
@@ -165,6 +165,20 @@ def all_jobs(bed, jobs: list[int], state: str) -> Callable[[], dict | bool]:
         assert not bad, f"jobs ended badly: {bad}"
         return all(s == state for s in states.values()) and states
     return check
+
+
+def fill_onprem(bed, script: str, user: str, opts: Sequence[str] = ()) -> list[int]:
+    """Fill every on-prem node with one whole-node job pinned to it (``-w``), running; returns their ids.
+
+    Pinned, because a blocker left free to go anywhere can pend for a moment (a node still COMPLETING the last
+    test's job), be burst by the daemon and run on a cloud node, which leaves an on-prem node free for the very
+    jobs the test means to see burst."""
+    jobs = [bed.sbatch(["-p", bed.onprem_partition, "-w", node, "-N", "1", "-n", str(bed.config.onprem_cpus),
+                        *opts], script, user=user) for node in bed.onprem_nodes]
+    wait_for(all_jobs(bed, jobs, "RUNNING"), 60, "the on-prem nodes full")
+    where = {j: bed.job(j).get("NodeList") for j in jobs}
+    assert sorted(where.values()) == sorted(bed.onprem_nodes), where
+    return jobs
 
 
 def diagnosis(bed, jobs: Iterable[int] = (), config_path: Path | None = None, daemon=None,

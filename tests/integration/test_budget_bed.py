@@ -23,7 +23,7 @@ from burstd.config import load_config
 from burstd.db.store import Store
 from burstd.domain.ledger import lease_cost
 from tests.integration.daemon_bed import (
-    bed_daemon_config, cloud_namespaces, leases, running_daemon, wait_for,
+    bed_daemon_config, cloud_namespaces, fill_onprem, leases, running_daemon, wait_for,
 )
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
@@ -56,9 +56,8 @@ def test_funded_account_bursts_broke_account_waits_until_its_budget_is_raised(sl
                                      "-o", "out-%j.txt"], f"#!/bin/sh\nhostname\nsleep {seconds}\n", user=bed_user)
 
         # blockers fill both on-prem nodes for the whole test (cancelled at the end)
-        blockers = [submit("funded", 600) for _ in slurm_bed.onprem_nodes]
-        wait_for(lambda: all(slurm_bed.job(j).get("JobState") == "RUNNING" for j in blockers), 60,
-                 "the blockers to run on-prem")
+        blockers = fill_onprem(slurm_bed, "#!/bin/sh\nsleep 900\n", bed_user,
+                               ["--account=funded", "-t", "20", "-o", "/dev/null"])
         funded = [submit("funded", 8) for _ in range(2)]
         broke = [submit("broke", 8) for _ in range(2)]
         workdir = slurm_bed.workdir(bed_user)

@@ -20,6 +20,7 @@ from tests.integration.daemon_bed import (
     all_jobs,
     bed_daemon_config,
     diagnosis,
+    fill_onprem,
     running_daemon,
     wait_for,
 )
@@ -40,8 +41,7 @@ def test_a_never_leave_job_stays_home_while_an_undeclared_one_bursts(slurm_bed, 
     with running_daemon(slurm_bed, cfg_path, tmp_path / "burstd.log") as daemon:
         gate = Gate(slurm_bed, bed_user)
         opts = ["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10", "-o", "out-%j.txt"]
-        fill = [slurm_bed.sbatch(opts, gate.script(), user=bed_user) for _ in slurm_bed.onprem_nodes]
-        wait_for(all_jobs(slurm_bed, fill, "RUNNING"), 60, "the on-prem nodes full")
+        fill = fill_onprem(slurm_bed, gate.script(), bed_user, ["-t", "10", "-o", "out-%j.txt"])
         secret = gate.script().replace("#!/bin/sh\n", "#!/bin/sh\n#BURSTD data-never-leaves\n", 1)
         home = slurm_bed.sbatch(opts, secret, user=bed_user)
         free = slurm_bed.sbatch(opts, gate.script(), user=bed_user)
