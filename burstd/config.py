@@ -240,6 +240,11 @@ class PoolConfig(_Section):
     def node_names(self) -> list[str]:
         return [f"{self.node_prefix}{i}" for i in range(1, self.node_count + 1)]
 
+    def has_node(self, node: str) -> bool:
+        """Is ``node`` one of this pool's Slurm nodes (prefix + index in 1..node_count)?"""
+        rest = node[len(self.node_prefix):]
+        return node.startswith(self.node_prefix) and rest.isdigit() and 1 <= int(rest) <= self.node_count
+
     @property
     def cpus(self) -> int:
         return min(t.cpus for t in self.instance_types)
@@ -410,11 +415,7 @@ class Config(_Section):
 
     def pool_of_node(self, node: str) -> PoolConfig | None:
         """The pool a Slurm node name belongs to (prefix + index in 1..node_count)."""
-        for p in self.pools:
-            rest = node[len(p.node_prefix):]
-            if node.startswith(p.node_prefix) and rest.isdigit() and 1 <= int(rest) <= p.node_count:
-                return p
-        return None
+        return next((p for p in self.pools if p.has_node(node)), None)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -62,6 +62,8 @@ class Job:
     # ``sbatch --deadline``: the time it must end by (None: none declared); burstd's Uniform Progress line
     # ends there and its deadline safety net watches it (burstd.policy.progress)
     deadline: int | None = None
+    # ``sbatch -w``: the hostlist the job must run on ("" = anywhere); a burst needs every one of them in the pool
+    required_nodes: str = ""
 
     @property
     def is_pending(self) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from burstd.config import PoolConfig
 from burstd.domain.budget import PriceQuote
+from burstd.domain.hostlist import HostlistError, compress, expand
 from burstd.domain.money import usd_to_micros
 from burstd.domain.slurm import Job
 from burstd.policy.budget import validate_quote
@@ -81,7 +82,24 @@ def job_fit(job: Job, pool: PoolView) -> str:
         return f"needs features {job.features}, pool {cfg.name} has {','.join(sorted(pool.features)) or 'none'}"
     if nodes > pool.cap:
         return f"needs {nodes} nodes, pool {cfg.name} has at most {pool.cap}"
+    if job.required_nodes:
+        return required_nodes_misfit(job.required_nodes, cfg)
     return ""
+
+
+def required_nodes_misfit(required: str, cfg: PoolConfig) -> str:
+    """Why a job that names its nodes (``sbatch -w``) cannot run in the pool: it runs on every node it names, so a
+    burst needs all of them in the pool ("" when they are). A node list Slurm printed that does not parse is
+    not the pool's either: never buy a VM the job cannot use."""
+    try:
+        names = expand(required)
+    except HostlistError:
+        names = []
+    outside = [n for n in names if not cfg.has_node(n)]
+    if names and not outside:
+        return ""
+    shown = compress(outside) if outside else required
+    return f"asks for nodes {required} (sbatch -w); {shown} not in pool {cfg.name}"
 
 
 def effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:

@@ -281,6 +281,7 @@ def job_from_json(rec: Mapping[str, Any]) -> Job:
         het_job_offset=num(rec.get("het_job_offset")) if het_job_id is not None else None,
         hold=_hold(rec, reason, priority),
         deadline=time_or_none(rec.get("deadline")),  # 0 (22.05) or number 0 (later): none declared
+        required_nodes=text(rec.get("required_nodes")),
     )
 
 

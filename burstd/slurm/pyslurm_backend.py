@@ -55,6 +55,13 @@ def _gres_from_dict(value: Any) -> tuple[Gres, ...]:
     return tuple(out)
 
 
+def _hostlist_text(value: Any) -> str:
+    """pyslurm gives a job's required nodes as a list of names or as Slurm's hostlist string."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(parse.text(v) for v in value)
+    return parse.text(value)
+
+
 def _opt_int(value: Any) -> int | None:
     return parse.num(value)
 
@@ -107,6 +114,7 @@ def job_from_pyslurm(j: Any) -> Job:
         het_job_offset=(_opt_int(getattr(j, "heterogeneous_offset", None)) or 0) if het_id else None,
         hold=reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
         deadline=parse.time_or_none(getattr(j, "deadline", None)),
+        required_nodes=_hostlist_text(getattr(j, "required_nodes", None)),
     )
 
 

@@ -22,11 +22,11 @@ SQUEUE_TEXT_FIELDS: tuple[str, ...] = (
     "JobID", "ArrayJobID", "ArrayTaskID", "HetJobID", "HetJobOffset", "UserName", "Account", "Partition",
     "QOS", "PriorityLong", "SubmitTime", "EligibleTime", "StartTime", "EndTime", "TimeLimit", "NodeList",
     "NumNodes", "NumCPUs", "MinMemory", "tres-alloc", "tres-per-node", "tres-per-job", "Feature", "State",
-    "Reason", "RestartCnt", "Comment", "Name", "Deadline",
+    "Reason", "RestartCnt", "Comment", "Name", "Deadline", "ReqNodes",
 )
-# A capture taken by a burstd from before the Deadline field (``burstctl snapshot --from-files`` replays those):
-# the same fields less the last. squeue prints every separator, so a live record never has fewer fields.
-_FIELDS_BEFORE_DEADLINE = len(SQUEUE_TEXT_FIELDS) - 1
+# Captures taken by an older burstd (``burstctl snapshot --from-files`` replays those) end before ReqNodes, or
+# before Deadline too. squeue prints every separator, so a live record never has fewer fields.
+_OLDER_FIELD_COUNTS = (len(SQUEUE_TEXT_FIELDS) - 1, len(SQUEUE_TEXT_FIELDS) - 2)
 FIELD_SEP = "\x1f"  # ASCII unit separator between fields
 RECORD_END = "\x1e"  # ASCII record separator, then the snapshot's nonce, then squeue's newline
 
@@ -53,12 +53,12 @@ _NOT_NUMBERS = frozenset(("N/A", "", "NONE", "Unknown", "UNLIMITED"))
 _JOB_ORDER = ("job_id", "name", "user", "account", "partitions", "state", "state_flags", "reason", "qos",
               "priority", "submit_time", "eligible_time", "start_time", "end_time", "time_limit_min", "nodes",
               "node_count", "cpus", "memory_mb", "gres", "features", "restart_count", "comment", "array_job_id",
-              "array_task_id", "array_tasks", "het_job_id", "het_job_offset", "hold", "deadline")
+              "array_task_id", "array_tasks", "het_job_id", "het_job_offset", "hold", "deadline", "required_nodes")
 if tuple(f.name for f in dataclass_fields(Job))[: len(_JOB_ORDER)] != _JOB_ORDER:  # pragma: no cover
     raise ImportError("burstd.domain.slurm.Job fields changed order; update squeue_text._job_from_text_values")
 (_I_ID, _I_AJID, _I_ATID, _I_HID, _I_HOFF, _I_USER, _I_ACCT, _I_PART, _I_QOS, _I_PRIO, _I_SUBMIT, _I_ELIG,
  _I_START, _I_END, _I_LIMIT, _I_NODES, _I_NNODES, _I_NCPUS, _I_MINMEM, _I_TRES, _I_TPN, _I_TPJ, _I_FEAT,
- _I_STATE, _I_REASON, _I_RESTART, _I_COMMENT, _I_NAME, _I_DEADLINE) = range(len(SQUEUE_TEXT_FIELDS))
+ _I_STATE, _I_REASON, _I_RESTART, _I_COMMENT, _I_NAME, _I_DEADLINE, _I_REQNODES) = range(len(SQUEUE_TEXT_FIELDS))
 def _tres_mem_mb(tres: str) -> int | None:
     for item in tres.split(","):
         key, _, val = item.partition("=")
@@ -159,7 +159,13 @@ def _job_from_text_values(v: list[str]) -> Job:
         (_tnum(v[_I_HOFF]) if het_job_id is not None else None),
         reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
         _ttime(v[_I_DEADLINE]) if len(v) > _I_DEADLINE else None,  # deadline ("N/A": none declared)
+        _required_nodes(v[_I_REQNODES]) if len(v) > _I_REQNODES else "",
     )
+
+
+def _required_nodes(s: str) -> str:
+    # squeue prints "(null)" for none on 22.05 and "" later
+    return "" if s in _NULLS else s
 
 
 class TextParseError(ValueError):
@@ -196,7 +202,7 @@ def jobs_from_squeue_text(output: str, cache: dict[str, Job] | None = None, *, n
         misses += 1
         rec = records[i]
         values = rec.split(FIELD_SEP)
-        if len(values) != n and len(values) != _FIELDS_BEFORE_DEADLINE:
+        if len(values) != n and len(values) not in _OLDER_FIELD_COUNTS:
             raise TextParseError(f"squeue record with {len(values)} fields, expected {n}: {rec[:80]!r}")
         try:
             jobs[i] = _job_from_text_values(values)

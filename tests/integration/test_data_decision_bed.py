@@ -21,6 +21,7 @@ from tests.integration.daemon_bed import (
     bed_daemon_config,
     diagnosis,
     fill_onprem,
+    leases,
     running_daemon,
     wait_for,
 )
@@ -44,8 +45,11 @@ def test_a_never_leave_job_stays_home_while_an_undeclared_one_bursts(slurm_bed, 
         fill = fill_onprem(slurm_bed, gate.script(), bed_user, ["-t", "10", "-o", "out-%j.txt"])
         secret = gate.script().replace("#!/bin/sh\n", "#!/bin/sh\n#BURSTD data-never-leaves\n", 1)
         home = slurm_bed.sbatch(opts, secret, user=bed_user)
+        # held to an on-prem node by `sbatch -w`: a VM bought for it would sit idle
+        pinned_to = slurm_bed.onprem_nodes[0]
+        pinned = slurm_bed.sbatch([*opts, "-w", pinned_to], gate.script(), user=bed_user)
         free = slurm_bed.sbatch(opts, gate.script(), user=bed_user)
-        jobs = [*fill, home, free]
+        jobs = [*fill, home, pinned, free]
         diagnose = diagnosis(slurm_bed, jobs, cfg_path, daemon)
         wait_for(all_jobs(slurm_bed, [free], "RUNNING"), 200, "the undeclared job RUNNING on the cloud",
                  diagnose=diagnose)
@@ -57,10 +61,18 @@ def test_a_never_leave_job_stays_home_while_an_undeclared_one_bursts(slurm_bed, 
         assert "its data never leaves the site (the job declares #BURSTD data-never-leaves)" in why_home["reason"]
         # (the undeclared job's burst sentence, with its "declared no data" note, is tested in the unit cycle test:
         # here it is already running, and explain tells a running job's state instead)
+        info = slurm_bed.job(pinned)
+        assert info.get("JobState") == "PENDING", info
+        assert slurm_bed.cloud_partition not in info.get("Partition", "").split(","), info
+        why_pinned = explain(cfg_path, pinned)
+        assert why_pinned["burst"] is False, why_pinned
+        assert f"asks for nodes {pinned_to} (sbatch -w); {pinned_to} not in pool" in why_pinned["reason"], why_pinned
+        # one VM, for the undeclared job: none for the never-leave job, none for the pinned one
+        assert len(leases(cfg_path)) == 1, leases(cfg_path)
 
         gate.open()  # the on-prem nodes free up: the never-leave job runs there
         wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 200, "every job COMPLETED", diagnose=diagnose)
         workdir = slurm_bed.workdir(bed_user)
         hosts = {j: (workdir / f"out-{j}.txt").read_text().split()[0] for j in jobs}
         assert hosts[free].startswith(prefix) and hosts[free] in slurm_bed.cloud_nodes, hosts
-        assert hosts[home] in slurm_bed.onprem_nodes, hosts
+        assert hosts[home] in slurm_bed.onprem_nodes and hosts[pinned] == pinned_to, hosts

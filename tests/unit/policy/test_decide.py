@@ -39,6 +39,9 @@ def test_long_expected_wait_and_money_left_bursts_with_a_sentence_that_has_the_f
         (pending(1, memory_mb=64000), {}, "MiB a node"),
         (pending(1, gres=(Gres("gpu", "a100", 1),)), {}, "needs 1 GPUs a node"),
         (pending(1, features="ib"), {}, "needs features ib"),
+        (pending(1, required_nodes="onprem1"), {}, "asks for nodes onprem1 (sbatch -w); onprem1 not in pool aws-cpu"),
+        (pending(1, required_nodes="c[1-2],onprem3"), {}, "; onprem3 not in pool aws-cpu"),
+        (pending(1, required_nodes="c99"), {}, "; c99 not in pool aws-cpu"),  # past the pool's node_count
         (pending(1, account="bio"), {}, "account bio has no budget"),
         (pending(1, limit_min=None), {}, "no time limit"),
         (pending(1), {"policy": {"paused": True}}, "bursting is paused"),
@@ -56,6 +59,18 @@ def test_each_gate_keeps_the_job_home_and_says_why(job, cfg_kw, expect_in_reason
     assert d.eligible == []
     assert not d.explanations[1].burst
     assert expect_in_reason in d.explanations[1].reason
+
+
+def test_a_job_that_names_the_pools_own_nodes_bursts():
+    d = one(busy_cluster(pending(1, required_nodes="c[1-2]", node_count=2)))
+    assert [(e.job_id, e.pool) for e in d.eligible] == [(1, "aws-cpu")], d.explanations[1].reason
+
+
+def test_two_jobs_of_one_shape_are_fitted_by_their_own_node_lists():
+    # the fit is cached by job shape: the node list is part of the shape
+    d = one(busy_cluster(pending(1, required_nodes="onprem1"), pending(2), pending(3, required_nodes="c1")))
+    assert {e.job_id for e in d.eligible} == {2, 3}
+    assert "asks for nodes onprem1" in d.explanations[1].reason
 
 
 def test_a_job_too_big_for_on_prem_bursts_after_the_floor_only():
