@@ -159,13 +159,8 @@ def _job_from_text_values(v: list[str]) -> Job:
         (_tnum(v[_I_HOFF]) if het_job_id is not None else None),
         reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
         _ttime(v[_I_DEADLINE]) if len(v) > _I_DEADLINE else None,  # deadline ("N/A": none declared)
-        _required_nodes(v[_I_REQNODES]) if len(v) > _I_REQNODES else "",
+        ("" if v[_I_REQNODES] in _NULLS else v[_I_REQNODES]) if len(v) > _I_REQNODES else "",  # 22.05: (null)
     )
-
-
-def _required_nodes(s: str) -> str:
-    # squeue prints "(null)" for none on 22.05 and "" later
-    return "" if s in _NULLS else s
 
 
 class TextParseError(ValueError):

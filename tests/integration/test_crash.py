@@ -33,7 +33,7 @@ from tests.integration.crash_storm import (  # noqa: F401 (storm: the fixture)
     LocalJobs,
     storm,
 )
-from tests.integration.daemon_bed import Gate
+from tests.integration.daemon_bed import Gate, all_jobs
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow]
 
@@ -52,17 +52,11 @@ def test_sigkill_at_every_point_of_launch_and_terminate_storms_leaves_one_vm_per
     gate = Gate(slurm_bed, bed_user)
     storm.run_chain(LOCAL_LAUNCH_CHAINS[-1], lambda: jobs.extend(jobs_.submit(gate.script())))
 
-    def jobs_in(state: str):
-        def check():
-            states = {j: slurm_bed.job(j).get("JobState") for j in jobs}
-            return all(s == state for s in states.values()) and states
-        return check
-
-    storm.wait(jobs_in("RUNNING"), "every job of the crashed storm RUNNING", timeout=240)
+    storm.wait(all_jobs(slurm_bed, jobs, "RUNNING"), "every job of the crashed storm RUNNING", timeout=240)
     storm.check_invariants()
     # the jobs end, their nodes idle, Slurm suspends them after SuspendTime: crash through those terminations too
     storm.run_chain(LOCAL_TERMINATE_CHAINS[-1], gate.open, step_timeout=60)
-    storm.wait(jobs_in("COMPLETED"), "every job of the crashed storm COMPLETED", timeout=60)
+    storm.wait(all_jobs(slurm_bed, jobs, "COMPLETED"), "every job of the crashed storm COMPLETED", timeout=60)
     storm.wait(storm.settled_down, "every node down after the jobs", timeout=120)
     storm.check_invariants()
     hosts = {(slurm_bed.workdir(bed_user) / f"out-{j}.txt").read_text().split()[0] for j in jobs}

@@ -203,6 +203,12 @@ def start_argv(spec: VmSpec) -> list[str]:
     return enter_argv(spec.netns, spec.host) + slurmd_argv(spec)
 
 
+def starts_delayed(spec: VmSpec) -> bool:
+    """slurmd starts ``boot_delay_s`` after the network, by :func:`delayed_start_argv`; an image VM boots (and
+    passes its gate, or not) at once and delays only slurmd, inside :func:`start_argv`."""
+    return spec.boot_delay_s > 0 and spec.root is None
+
+
 def delayed_start_argv(spec: VmSpec) -> list[str]:
     """Start slurmd after ``boot_delay_s`` without blocking: a detached sleeper *inside* the namespace, so
     that destroying the VM during its "boot" also kills the sleeper."""
@@ -222,7 +228,7 @@ def shell_create(spec: VmSpec, console_log: str) -> str:
     """The same creation as :func:`create`, as POSIX shell lines (for hook scripts that need no Python)."""
     lines = [shlex.join(c) for c in network_commands(spec)]
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in slurmd_env(spec).items())
-    start = delayed_start_argv(spec) if spec.boot_delay_s > 0 and spec.root is None else start_argv(spec)
+    start = delayed_start_argv(spec) if starts_delayed(spec) else start_argv(spec)
     lines.append(f"env -i {env} {shlex.join(start)} >>{shlex.quote(console_log)} 2>&1 </dev/null")
     return "\n".join(lines)
 
@@ -486,8 +492,7 @@ def create(spec: VmSpec, records_dir: Path, console_dir: Path | None = None) -> 
             raise
     console = Path(console_dir or records_dir) / f"{spec.netns}.console.log"
     with open(console, "ab") as log:
-        # an image VM boots (and passes its gate, or not) at once and delays only slurmd: start_argv below
-        if spec.boot_delay_s > 0 and spec.root is None:
+        if starts_delayed(spec):
             _run(delayed_start_argv(spec), f"start slurmd in {spec.netns}", env=slurmd_env(spec), stdout=log)
             # setsid -f returns before its child has entered the namespace: wait until it has, so that the
             # VM's "boot" is visibly under way (and killed by a destroy) once create returns

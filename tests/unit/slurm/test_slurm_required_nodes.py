@@ -7,26 +7,18 @@ case is the same records with only ``required_nodes`` changed."""
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import pytest
 
 from burstd.slurm import parse, squeue_text
 from burstd.slurm.pyslurm_backend import job_from_pyslurm
 from tests.conftest import FIXTURES
+from tests.unit.slurm.test_slurm_deadline import DATA_2205, JOB_DOCS, _doc
 from tests.unit.slurm.test_slurm_pyslurm_recorded_shapes import recorded_job
 from tests.unit.slurm.test_slurm_squeue_text import record
 
-DATA_2205 = Path(__file__).resolve().parents[2] / "data"
-JOB_DOCS = sorted(p for p in FIXTURES.rglob("*.json") if p.name != "openapi_v3.json"
-                  and "jobs" in json.loads(p.read_text()) and not p.name.endswith("_state.json"))
 JOB_DOCS_2205 = sorted((DATA_2205 / "slurm-22.05").glob("*jobs.json"))
 NONCE = "0123456789abcdef"
-
-
-def _doc(path: Path) -> dict:
-    return parse.load_json(path.read_bytes(), str(path))
 
 
 @pytest.mark.parametrize("path", JOB_DOCS + JOB_DOCS_2205, ids=lambda p: str(p.relative_to(DATA_2205)))
