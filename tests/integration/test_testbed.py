@@ -60,12 +60,15 @@ def test_slurmrestd_answers_with_a_jwt_and_refuses_without(slurm_bed):
 
 def test_stub_hooks_log_the_hostlist_and_the_resume_file(slurm_bed, bed_user):
     node = slurm_bed.cloud_nodes[-1]
+    # a test that ran earlier on this worker's bed may have left the node up, powering down or holding a
+    # power-up: then Slurm runs the job there, or waits out the power-down, and calls no resume hook in time
+    slurm_bed.reset_cloud_nodes(slurm_bed.config.resume_timeout + slurm_bed.config.suspend_timeout + 30)
     with slurm_bed.hooks("stub"):
         mark = slurm_bed.hooks_log.stat().st_size
         job = slurm_bed.sbatch(["-p", slurm_bed.cloud_partition, "-w", node, "-o", "/dev/null"],
                                "#!/bin/sh\ntrue\n", user=bed_user)
         log = slurm_bed.wait_for(lambda: _new_log(slurm_bed, mark) if "SLURM_RESUME_FILE"
-                                 in _new_log(slurm_bed, mark) else None, 30, "the stub resume hook")
+                                 in _new_log(slurm_bed, mark) else None, 60, "the stub resume hook")
         assert f" resume {node}\n" in log
         resume = json.loads(log.split("SLURM_RESUME_FILE ", 1)[1].splitlines()[0])
         # 22.05 names the nodes all_nodes; 23.02+ all_nodes_resume (tests/data/resume-files/)
