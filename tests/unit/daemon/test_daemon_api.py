@@ -35,6 +35,15 @@ def _config(tmp_path):
     })
 
 
+def _hook_config(tmp_path, socket) -> Path:
+    """The hooks' config. These tests check what the daemon records, so the hook waits 15 s, not the 2 s a site
+    runs with: the uvicorn server shares its pytest worker's core with nine more under the whole suite, and 2 s
+    timed out once there (test_hook_edges.py tests the bound itself)."""
+    cfg_file = tmp_path / "burstd.toml"
+    cfg_file.write_text(f'[api]\nsocket = "{socket}"\n[daemon]\nhook_timeout_s = 15\n')
+    return cfg_file
+
+
 @pytest.fixture
 def daemon(tmp_path):
     cfg = _config(tmp_path)
@@ -46,8 +55,7 @@ def daemon(tmp_path):
     server = ApiServer(create_app(rec, cfg), cfg)
     server.start()
     assert server.wait_started()
-    cfg_file = tmp_path / "burstd.toml"
-    cfg_file.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n')
+    cfg_file = _hook_config(tmp_path, cfg.api.socket)
     yield cfg, rec, store, woken, cfg_file
     server.stop()
 
@@ -105,8 +113,7 @@ def test_an_exclusive_job_from_the_resume_file_is_one_gang_where_the_pool_launch
     server.start()
     try:
         assert server.wait_started()
-        cfg_file = tmp_path / "burstd.toml"
-        cfg_file.write_text(f'[api]\nsocket = "{cfg.api.socket}"\n')
+        cfg_file = _hook_config(tmp_path, cfg.api.socket)
         rc, err, _ = hook(cfg_file, "resume", "cloud[1-2]",
                           env={"SLURM_RESUME_FILE": str(DATA / "resume-files" / f"{release}.json")})
         assert rc == 0, err
