@@ -40,12 +40,17 @@ class JobEnv:
 
 
 def reachable_by_others(path: Path) -> bool:
-    """Every folder on the way to ``path`` is searchable by "other", and ``path`` itself readable by it."""
-    path = Path(os.path.realpath(path))
-    for parent in reversed(path.parents):
-        if not os.stat(parent).st_mode & stat.S_IXOTH:
+    """Every folder on the way to ``path`` is searchable by "other", and ``path`` itself readable by it; for a
+    symlink, both the way to the link and the way to what it points at (a venv's ``bin/python`` in a private
+    folder is out of reach even when it points at a public ``/usr/bin/python3``)."""
+    path = Path(os.path.abspath(path))
+    for _ in range(40):  # the kernel's own bound on a chain of links
+        if any(not os.stat(parent).st_mode & stat.S_IXOTH for parent in path.parents):
             return False
-    return bool(os.stat(path).st_mode & stat.S_IROTH)
+        if not path.is_symlink():
+            return bool(os.stat(path).st_mode & stat.S_IROTH)
+        path = Path(os.path.abspath(path.parent / os.readlink(path)))
+    return False
 
 
 def _base_interpreter() -> tuple[Path, Path]:
