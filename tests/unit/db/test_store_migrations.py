@@ -209,3 +209,43 @@ def test_upgrade_to_0004_moves_the_daemon_state_settings_into_their_tables(db_ur
     assert store.pause_state().paused is True
     assert store.settings() == {"unrelated": "kept"}
     store.close()
+
+
+def test_the_head_read_from_the_migration_files_is_alembics_head():
+    from burstd.db.engine import packaged_head
+
+    assert packaged_head() == _head()
+
+
+def test_a_database_at_head_opens_beside_a_writer_holding_the_lock(tmp_path):
+    """A start finds the schema current by one read: it neither takes the write lock (the migration path begins
+    ``BEGIN IMMEDIATE``, which would wait out the writer) nor imports Alembic."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path}/burstd.db"
+    Store.open(url).close()
+    writer = sqlite3.connect(tmp_path / "burstd.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a daemon in the middle of a write
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import sys; from burstd.db.store import Store\n"
+             f"s = Store.open({url!r}); print(len(s.leases()), 'alembic' in sys.modules)"],
+            capture_output=True, text=True, timeout=20, cwd=REPO)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["0", "False"]
+
+
+def test_a_database_behind_head_still_migrates_through_alembic(tmp_path):
+    url = f"sqlite:///{tmp_path}/burstd.db"
+    Store.open(url).close()
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0008'")
+        conn.exec_driver_sql("DROP TABLE job_progress")
+    assert migrate(engine) == _head()
+    with engine.connect() as conn:
+        assert "job_progress" in inspect(conn).get_table_names()
+    engine.dispose()
