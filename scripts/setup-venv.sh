@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian's own python3 (PGO and LTO, a static interpreter) unless PYTHON names another. A python3 that comes first
 # on root's PATH is often a pyenv build without those (CI's machine has one): every process of the suite ran on
-# it, and the suite's CPU is 80% Python; Debian's runs the unit tests on 14% less CPU (docs/testbed.md, round
+# it, and the suite's CPU is 90% Python; Debian's runs the unit tests on 14% less CPU (docs/testbed.md, round
 # nine). A venv already there is kept, whichever interpreter made it.
 if [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null; then
     PY=/usr/bin/python3

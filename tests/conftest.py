@@ -9,6 +9,8 @@ read those instead.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,12 @@ def pytest_terminal_summary(terminalreporter):
     for path, seconds in top:
         terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
     terminalreporter.write_line(f"{sum(_FILE_SECONDS.values()):8.1f}s  in all, {len(_FILE_SECONDS)} files")
+
+
+@pytest.fixture
+def open_dir():
+    """A folder other users (the bed's job user) can reach: pytest's tmp_path lives under a mode-700 folder."""
+    d = Path(tempfile.mkdtemp(prefix="burstd-open-", dir="/tmp"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,15 +37,6 @@ def _need_root_and_user():
 def _as_job_user(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(["runuser", "-u", JOB_USER, "--", *argv], capture_output=True, text=True, timeout=120,
                           cwd="/", env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp"})
-
-
-@pytest.fixture
-def open_dir():
-    """A folder the job user can reach (pytest's tmp_path lives under a mode-700 folder)."""
-    d = Path(tempfile.mkdtemp(prefix="burstd-jobenv-", dir="/tmp"))
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_job_env_from_a_private_interpreter_runs_torch_and_burstd_as_the_job_user(open_dir):

@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
-import pytest
-
 from burstd.testbed.jobenv import reachable_by_others
-
-
-@pytest.fixture
-def open_dir():
-    d = Path(tempfile.mkdtemp(prefix="burstd-reach-", dir="/tmp"))  # pytest's tmp_path sits under a 700 folder
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d)
 
 
 def _file(path: Path, mode: int = 0o644) -> Path:
