@@ -17,7 +17,13 @@ fi
 stamp=.venv/.burstd-deps
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q "torch==2.13.0"
-    .venv/bin/python -m pip install -q -e ".[aws,gcp,train,postgres,plot,bound,test]"
+    # --no-compile, then one compileall on every core: pip byte-compiles each package it installs on one core,
+    # about half of this step's wall time (torch alone: 31 s, 9 s without). The bytecode must be there before
+    # the first import: the bed's job user runs torch from this venv and cannot write its __pycache__.
+    .venv/bin/python -m pip install -q --no-compile "torch==2.13.0"
+    .venv/bin/python -m pip install -q --no-compile -e ".[aws,gcp,train,postgres,plot,bound,test]"
+    # some packages ship sources meant for other Pythons, which do not compile (pip skips them the same way)
+    .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+        > /dev/null || true
     touch "$stamp"
 fi

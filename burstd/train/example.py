@@ -41,6 +41,19 @@ from burstd.train.preemptible import Preemptible
 from burstd.train.store import CheckpointError
 
 
+def deterministic_algorithms() -> None:
+    """``torch.use_deterministic_algorithms(True)`` without the part this script never uses: the public call
+    also sets ``torch._inductor.config.deterministic``, and importing that imports the whole of inductor and
+    dynamo, about a CPU-second a rank (a third of its start, docs/testbed.md round ten) for a setting only
+    ``torch.compile`` reads. Eager kernels read the flag set here, the same one the public call sets. Where inductor is
+    loaded already, or this torch lacks the hook, the public call."""
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_flag is None or "torch._inductor" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+    else:
+        set_flag(True)
+
+
 class SyntheticData:
     """Batch ``i`` of rank ``r`` is a pure function of (seed, i, r); ``position`` is the data-loader state."""
 
@@ -116,7 +129,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    torch.use_deterministic_algorithms(True)
+    deterministic_algorithms()
     distributed = "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
     if distributed:
         # a short collective timeout: a peer that vanished is noticed in that time at most (train.collectives)
