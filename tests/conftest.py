@@ -36,12 +36,35 @@ LONGEST_FIRST = ("test_preemption_storm.py", "test_crash_cloud.py", "test_crash.
                  "test_crash_random.py", "test_data_live_bed.py", "test_budget_bed.py", "test_ha_failover.py")
 
 
-def pytest_collection_modifyitems(config, items):
+def interleaved(items: list) -> list:
+    """The longest files first (``LONGEST_FIRST``), then the other live (``tests/integration``) files with the
+    quick ones (unit, property, fuzz) spread evenly between them, each file's tests kept together.
+
+    The live tests mostly wait (on Slurm's timers, boots, daemon cycles); the quick ones only compute. In
+    collection order the quick ones came last, so the machine idled a fifth of the time while six workers waited
+    on the remaining live files, then ran the quick files at full load (docs/testbed.md, round ten)."""
     def rank(item) -> int:
         name = item.path.name
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
-    items.sort(key=rank)  # stable: the rest keep their order
+    items = sorted(items, key=rank)  # stable: the rest keep their order
+    head = [item for item in items if rank(item) < len(LONGEST_FIRST)]
+    files: dict[Path, list] = {}
+    for item in items[len(head):]:
+        files.setdefault(item.path, []).append(item)
+    live = [path for path in files if "integration" in path.parts]
+    quick = [path for path in files if "integration" not in path.parts]
+    if not live or not quick:
+        return items
+    order: list[Path] = []
+    for k, path in enumerate(live):
+        order.append(path)
+        order.extend(quick[k * len(quick) // len(live):(k + 1) * len(quick) // len(live)])
+    return head + [item for path in order for item in files[path]]
+
+
+def pytest_collection_modifyitems(config, items):
+    items[:] = interleaved(items)
     # A ``release_bed`` test proves something of a 24.11/26.05 bed only: on the host's Slurm it is deselected
     # (run it with BURSTD_BED_SLURM_RELEASE=24.11), so that a skip still means a missing install step.
     if not os.environ.get("BURSTD_BED_SLURM_RELEASE"):
