@@ -8,6 +8,7 @@ read those instead.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -65,6 +66,14 @@ def interleaved(items: list) -> list:
 
 def pytest_collection_modifyitems(config, items):
     items[:] = interleaved(items)
+    # ``@pytest.mark.torch``: skipped where torch is not installed. The files import torch when their tests run,
+    # not at import: every xdist worker imports every file to collect it, and torch with torch.distributed.checkpoint
+    # cost each worker 3-5 CPU-s there (docs/testbed.md, round ten).
+    if importlib.util.find_spec("torch") is None:
+        no_torch = pytest.mark.skip(reason="torch is not installed (pip install 'burstd[train]')")
+        for item in items:
+            if item.get_closest_marker("torch") is not None:
+                item.add_marker(no_torch)
     # A ``release_bed`` test proves something of a 24.11/26.05 bed only: on the host's Slurm it is deselected
     # (run it with BURSTD_BED_SLURM_RELEASE=24.11), so that a skip still means a missing install step.
     if not os.environ.get("BURSTD_BED_SLURM_RELEASE"):

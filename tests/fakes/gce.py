@@ -28,7 +28,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from google.cloud import compute_v1
 
 BASE = "https://www.googleapis.com/compute/v1"
 _ids = itertools.count(1_000_000_000_000)
@@ -246,6 +245,8 @@ class FakeGce:
 
     def _bulk_insert(self, project: str, zone: str | None, region: str | None, body: bytes, query) -> dict:
         kind = "bulkInsert"
+        from google.cloud import compute_v1  # here, not at import: every xdist worker imports this file to collect
+
         msg, parsed = self._parse(kind, compute_v1.BulkInsertInstanceResource, body)
         rid = self._request_id(query)
         self.requests.append((kind, f"{project}/{zone or region}", parsed))
@@ -341,6 +342,8 @@ class FakeGce:
         raise _HttpError(404, f"no such path {path}", "notFound")
 
     def _insert(self, project, zone, body, query):
+        from google.cloud import compute_v1
+
         msg, parsed = self._parse("insert", compute_v1.Instance, body)
         rid = self._request_id(query)
         self.requests.append(("insert", f"{project}/{zone}", parsed))

@@ -48,7 +48,6 @@ from burstd.testbed.storm import (
 )
 from burstd.testbed.storm_summary import storm_failures
 
-torch = pytest.importorskip("torch")
 
 pytestmark = [pytest.mark.bed, pytest.mark.torch, pytest.mark.slow]
 

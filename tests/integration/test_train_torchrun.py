@@ -30,7 +30,6 @@ from tests.integration.torchrun_helpers import (
     train_env,
 )
 
-torch = pytest.importorskip("torch")
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 

@@ -6,12 +6,18 @@ import time
 
 import pytest
 
-torch = pytest.importorskip("torch")
-
-from burstd.train import CheckpointStore, Preemptible
 from burstd.train.interval import RATE_ENV, choose_interval
 
 pytestmark = [pytest.mark.torch]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_imported():
+    """torch loads when these tests run, not at collection (tests/conftest.py, the torch marker)."""
+    global torch, CheckpointStore, Preemptible
+    import torch
+
+    from burstd.train import CheckpointStore, Preemptible
 
 
 def _job(tmp_path, **kw):

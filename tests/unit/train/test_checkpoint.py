@@ -10,16 +10,16 @@ import signal
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-
-from burstd.train import (
-    CheckpointDirError,
-    CheckpointManager,
-    CheckpointMismatchError,
-    Preemptible,
-)
-
 pytestmark = [pytest.mark.torch]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_imported():
+    """torch loads when these tests run, not at collection (tests/conftest.py, the torch marker)."""
+    global torch, CheckpointDirError, CheckpointManager, CheckpointMismatchError, Preemptible
+    import torch
+
+    from burstd.train import CheckpointDirError, CheckpointManager, CheckpointMismatchError, Preemptible
 
 
 class Position:
@@ -79,8 +79,9 @@ def test_resume_continues_exactly_where_the_saved_run_would_have(tmp_path, async
     assert all(torch.equal(a, b) for a, b in zip(expected, got))
 
 
-@pytest.mark.skipif(not hasattr(torch.serialization, "set_crc32_options"), reason="torch < 2.5 has no switch")
 def test_a_blocking_save_skips_the_zip_crc_dcp_never_reads_and_restores_the_setting(tmp_path, monkeypatch):
+    if not hasattr(torch.serialization, "set_crc32_options"):
+        pytest.skip("torch < 2.5 has no switch")
     import torch.distributed.checkpoint as dcp
 
     seen = []

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch]
 
 
 def _run(code: str) -> None:

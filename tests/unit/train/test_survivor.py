@@ -11,20 +11,19 @@ import random
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-
-import torch.distributed as dist  # noqa: E402
-
-from burstd.train.checkpoint import CheckpointManager, rng_state  # noqa: E402
-from burstd.train.survivor import (  # noqa: E402
-    SurvivorSave,
-    extras_for_ranks,
-    node_lock_path,
-    same_state,
-    take_node_lock,
-)
-
 pytestmark = [pytest.mark.torch]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_imported():
+    """torch loads when these tests run, not at collection (tests/conftest.py, the torch marker)."""
+    global torch, dist, CheckpointManager, rng_state, SurvivorSave, extras_for_ranks, node_lock_path, same_state
+    global take_node_lock
+    import torch
+    import torch.distributed as dist
+
+    from burstd.train.checkpoint import CheckpointManager, rng_state
+    from burstd.train.survivor import SurvivorSave, extras_for_ranks, node_lock_path, same_state, take_node_lock
 
 GLOO_CLOSED = "[gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:39079"
 
