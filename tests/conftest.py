@@ -28,40 +28,45 @@ FIXTURES = REPO / "tests" / "data" / "slurm-fixtures"
 hypothesis_profiles.load()
 
 
-#: The longest test files (pytest --durations: each several minutes). Under xdist (a file to a worker) they are
-#: handed out first, so the short files fill in around them instead of one worker finishing alone on a long one.
-#: Longest first, by worker seconds measured 2026-11-27 (the run's "slowest files" section; docs/testbed.md).
-LONGEST_FIRST = ("test_preemption_storm.py", "test_crash_cloud.py", "test_crash.py", "test_cloud_burst_faults.py",
-                 "test_train_torchrun.py", "test_train_survivor.py", "test_cloud_burst_loop.py",
-                 "test_crash_requeue.py", "test_aws_provider.py", "test_demo_bed.py", "test_ha_bed.py",
-                 "test_crash_random.py", "test_data_live_bed.py", "test_budget_bed.py", "test_ha_failover.py")
+#: The live test files by the worker seconds they took (setup, call and teardown of all their tests; the run's
+#: "slowest files" section prints the figure), longest first, measured 2026-11-28 on a whole `bash .ci/run`.
+#: Under xdist (a file to a worker) they are handed out in this order, so no long file starts late and leaves
+#: one worker finishing alone on it. A live file not named here follows them, in collection order.
+LONGEST_FIRST = ("test_preemption_storm.py", "test_train_torchrun.py", "test_crash_cloud.py",
+                 "test_cloud_burst_faults.py", "test_train_survivor.py", "test_crash.py", "test_cloud_burst_loop.py",
+                 "test_crash_requeue.py", "test_demo_bed.py", "test_data_live_bed.py", "test_ha_bed.py",
+                 "test_ha_failover.py", "test_aws_provider.py", "test_image_vm_bed.py", "test_spot_reclaim_requeue.py",
+                 "test_budget_bed.py", "test_gang_launch.py", "test_testbed.py", "test_crash_random.py",
+                 "test_cloud_image_bed.py", "test_monitoring_bed.py", "test_data_staging.py", "test_deadman_bed.py",
+                 "test_straight_to_cloud_bed.py", "test_slurm_adapter.py", "test_forged_reason_bed.py",
+                 "test_cloud_node_up_bed.py", "test_burst_loop.py", "test_connection_flood_bed.py")
+#: How many of the longest files go out before the first quick one: one to each of scripts/test.sh's six workers.
+FIRST_WAVE = 6
 
 
 def interleaved(items: list) -> list:
-    """The longest files first (``LONGEST_FIRST``), then the other live (``tests/integration``) files with the
-    quick ones (unit, property, fuzz) spread evenly between them, each file's tests kept together.
+    """The live (``tests/integration``) files longest first (``LONGEST_FIRST``), and after the first wave the
+    quick files (unit, property, fuzz) spread evenly between them; each file's tests kept together.
 
     The live tests mostly wait (on Slurm's timers, boots, daemon cycles); the quick ones only compute. In
     collection order the quick ones came last, so the machine idled a fifth of the time while six workers waited
-    on the remaining live files, then ran the quick files at full load (docs/testbed.md, round ten)."""
-    def rank(item) -> int:
-        name = item.path.name
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    on live files, then ran the quick files at full load (docs/testbed.md, round ten)."""
+    def rank(path: Path) -> int:
+        return LONGEST_FIRST.index(path.name) if path.name in LONGEST_FIRST else len(LONGEST_FIRST)
 
-    items = sorted(items, key=rank)  # stable: the rest keep their order
-    head = [item for item in items if rank(item) < len(LONGEST_FIRST)]
     files: dict[Path, list] = {}
-    for item in items[len(head):]:
+    for item in items:
         files.setdefault(item.path, []).append(item)
-    live = [path for path in files if "integration" in path.parts]
+    live = sorted((path for path in files if "integration" in path.parts), key=rank)  # stable
     quick = [path for path in files if "integration" not in path.parts]
-    if not live or not quick:
-        return items
-    order: list[Path] = []
-    for k, path in enumerate(live):
+    first, rest = live[:FIRST_WAVE], live[FIRST_WAVE:]
+    order = list(first)
+    for k, path in enumerate(rest):
         order.append(path)
-        order.extend(quick[k * len(quick) // len(live):(k + 1) * len(quick) // len(live)])
-    return head + [item for path in order for item in files[path]]
+        order.extend(quick[k * len(quick) // len(rest):(k + 1) * len(quick) // len(rest)])
+    if not rest:
+        order.extend(quick)
+    return [item for path in order for item in files[path]]
 
 
 def pytest_collection_modifyitems(config, items):
