@@ -26,8 +26,8 @@ set +e
 # own (tests/bed.py: worker K on slot BURSTD_BED_SLOT + K). BURSTD_TEST_WORKERS=0: serial.
 # --no-loadscope-reorder: xdist otherwise hands out the files with the most tests first, so a long file of few
 # tests (the crash storm: one test, 15 minutes under load) starts last and one worker finishes alone on it;
-# without the reorder they go out in the order tests/conftest.py collects them: the live files longest first,
-# the quick ones spread between them after the first wave (`interleaved`, LONGEST_FIRST).
+# without the reorder they go out in the order tests/conftest.py collects them: the ranked live files longest
+# first, then the rest in collection order (`longest_first`, LONGEST_FIRST).
 # The release subsets below keep xdist's order: five files, and the adapter's power-up test expects a node reason
 # that a 24.11 bed under load had extended ("Not responding") when that file ran last.
 XDIST=(--dist loadfile --no-loadscope-reorder)
