@@ -40,6 +40,8 @@ LONGEST_FIRST = ("test_preemption_storm.py", "test_train_torchrun.py", "test_cra
                  "test_cloud_image_bed.py", "test_monitoring_bed.py", "test_data_staging.py", "test_deadman_bed.py",
                  "test_straight_to_cloud_bed.py", "test_slurm_adapter.py", "test_forged_reason_bed.py",
                  "test_cloud_node_up_bed.py", "test_burst_loop.py", "test_connection_flood_bed.py")
+
+
 def longest_first(items: list) -> list:
     """The live files ranked in ``LONGEST_FIRST`` first, in that order; every other file after them, in collection
     order (the fuzz files, the short live files, then the unit files). Each file's tests stay together.
