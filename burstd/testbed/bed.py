@@ -278,9 +278,10 @@ class Bed:
                                    f"{link['ifname']}; give bed {cfg.name!r} another --slot or --subnet")
 
     def _clear_leftovers(self) -> None:
-        """A bed that was not brought down (crash, reboot of the daemons): start from a clean slate."""
+        """A bed that was not brought down (crash, reboot of the daemons): start from a clean slate. The work dirs
+        go too: the new slurmctld numbers jobs from 1 again, so a job's ``out-%j.txt`` would append to a dead one's."""
         self._teardown()
-        for key in ("ctld_state", "spool", "run", "vms", "burstd_dir", "db_dir", "db_run"):
+        for key in ("ctld_state", "spool", "run", "vms", "work", "burstd_dir", "db_dir", "db_run"):
             shutil.rmtree(self.paths[key], ignore_errors=True)
         log = self.paths["log"]
         if log.is_dir() and any(log.iterdir()):

@@ -146,6 +146,8 @@ def test_a_second_bed_runs_beside_the_first_and_goes_away_cleanly(slurm_bed, bed
         second.wait_for(lambda: second.ctld_pid() is None, 10, "the killed slurmctld to be gone")
         second.up(install=False)
         assert second.ctld_pid() not in (None, stale) and second.job(job) == {}  # old jobs are gone
+        # and their outputs: job ids start from 1 again, and a new job's out-%j.txt must not append to a dead one's
+        assert not (second.workdir(bed_user) / f"out-{job}.txt").exists()
         assert second.node_states(second.onprem_partition) == {second.onprem_nodes[0]: "idle"}
     finally:
         second.down()
