@@ -170,6 +170,34 @@ def register(app: typer.Typer) -> None:
             typer.echo(str(folder))
 
 
+    @tb.command("chroot")
+    def chroot(slurm_release: str = typer.Option(..., "--slurm-release", help="24.11 or 26.05"),
+               as_json: bool = JsonFlag) -> None:
+        """Build the Debian chroot a bed of a newer release runs its Slurm from, unless it is there (root; about
+        a minute each, mostly the mirror). The first bed of that release builds it otherwise; scripts/test.sh
+        builds it ahead, while its main run starts. Prints the chroot's folder."""
+        import os
+
+        from burstd.testbed import release
+        from burstd.testbed.host import BedError
+
+        if slurm_release not in release.CHROOT_RELEASES:
+            fail(f"--slurm-release {slurm_release!r}: one of {', '.join(release.CHROOT_RELEASES)} "
+                 "(22.05 is the host's own Slurm, no chroot)", 2)
+        if os.geteuid() != 0:
+            fail("building a chroot needs root (debootstrap)")
+        was_built = (release.chroot_path(slurm_release) / release.CHROOT_MARK.lstrip("/")).exists()
+        try:
+            with release.build_lock(slurm_release):  # a bed of that release may be building it now
+                root = release.ensure_chroot(slurm_release, release.CHROOT_ROOT / f"{slurm_release}-build.log")
+        except BedError as exc:
+            fail(str(exc))
+        if as_json:
+            print_json({"slurm_release": slurm_release, "chroot": str(root), "built_now": not was_built})
+        else:
+            typer.echo(str(root))
+
+
 def next_steps(bed, hooks: str) -> list[str]:
     """What to type next: Slurm's environment, then the daemon in the foreground and burstctl against it."""
     import shlex

@@ -60,7 +60,7 @@ def ensure_chroot(release: str, log: Path | None = None) -> Path:
         apt = "apt-get -q -o Acquire::Check-Valid-Until=false"
         script = f"{apt} update && {apt} install -y --no-install-recommends {' '.join(CHROOT_PACKAGES)}"
         run_logged(["chroot", str(partial), "/usr/bin/env", "-i", *[f"{k}={v}" for k, v in apt_env().items()],
-                    "sh", "-c", script], f"install Slurm in the {suite} chroot", out)
+                    "sh", "-c", script], f"install Slurm in the {suite} chroot", out, str(log) if log else "no log")
         (partial / CHROOT_MARK.lstrip("/")).write_text(f"burstd test bed chroot: Slurm {release} ({suite})\n")
     if root.exists():
         shutil.rmtree(root)

@@ -1,4 +1,4 @@
-"""ensure_chroot's build steps write into the log it was given (closed afterwards, even when a step fails) or,
+"""ensure_chroot's build steps (and `burstctl testbed chroot`, which runs them ahead of a bed) write into the log it was given (closed afterwards, even when a step fails) or,
 without one, into /dev/null; a finished build is renamed into place, a failed one is not."""
 
 import subprocess
@@ -22,7 +22,7 @@ def builds(tmp_path, monkeypatch):
             out.write(b"debootstrap " + suite.encode() + b"\n")
 
     monkeypatch.setattr(release, "debootstrap", debootstrap)
-    monkeypatch.setattr(release, "run_logged", lambda argv, what, out: seen.append(out))
+    monkeypatch.setattr(release, "run_logged", lambda argv, what, out, log_name: seen.append(out))
     return seen
 
 
@@ -42,12 +42,39 @@ def test_without_a_log_the_build_writes_to_devnull(builds):
 
 
 def test_a_failed_build_closes_its_log_and_is_not_put_in_place(tmp_path, builds, monkeypatch):
-    def fail(argv, what, out):
+    def fail(argv, what, out, log_name):
         builds.append(out)
-        raise BedError(f"{what} failed")
+        raise BedError(f"{what} failed; see {log_name}")
 
     monkeypatch.setattr(release, "run_logged", fail)
-    with pytest.raises(BedError, match="install Slurm in the trixie chroot failed"):
-        release.ensure_chroot("24.11", tmp_path / "chroot-build.log")
+    log = tmp_path / "chroot-build.log"
+    with pytest.raises(BedError, match=f"install Slurm in the trixie chroot failed; see {log}"):  # the log it wrote
+        release.ensure_chroot("24.11", log)
     assert builds[0].closed
     assert not (tmp_path / "chroots" / "trixie").exists() and (tmp_path / "chroots" / "trixie.partial").is_dir()
+
+
+def test_burstctl_testbed_chroot_builds_once_and_says_where(tmp_path, builds):
+    import json
+
+    from typer.testing import CliRunner
+
+    from burstd.cli.app import app
+
+    first = CliRunner().invoke(app, ["testbed", "chroot", "--slurm-release", "26.05", "--json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output) == {"slurm_release": "26.05", "chroot": str(tmp_path / "chroots" / "sid"),
+                                        "built_now": True}
+    assert (tmp_path / "chroots" / "26.05-build.log").read_bytes() == b"debootstrap sid\n"
+    again = CliRunner().invoke(app, ["testbed", "chroot", "--slurm-release", "26.05"])
+    assert again.exit_code == 0 and again.output.strip() == str(tmp_path / "chroots" / "sid")
+    assert len(builds) == 2  # built once
+
+
+def test_burstctl_testbed_chroot_refuses_the_hosts_release(builds):
+    from typer.testing import CliRunner
+
+    from burstd.cli.app import app
+
+    r = CliRunner().invoke(app, ["testbed", "chroot", "--slurm-release", "22.05"])
+    assert r.exit_code == 2 and "one of 24.11, 26.05" in r.output and not builds
