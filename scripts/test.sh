@@ -56,7 +56,7 @@ RELEASE_WORKERS="${BURSTD_TEST_RELEASE_WORKERS:-2}"
 # built meanwhile. Started with it, they ended by 500 s, in the stretch where the main run keeps both cores busy
 # (collection, the torch files), and left the cores 65-90% busy from 500 s to 1,000 s, while the main run's
 # live tests mostly wait on Slurm's timers; started later they fill that stretch (docs/testbed.md, round eleven).
-if [ "$#" -eq 0 ]; then RELEASE_DELAY_S="${BURSTD_TEST_RELEASE_DELAY_S:-300}"; else RELEASE_DELAY_S="${BURSTD_TEST_RELEASE_DELAY_S:-0}"; fi
+RELEASE_DELAY_S="${BURSTD_TEST_RELEASE_DELAY_S:-$([ "$#" -eq 0 ] && echo 300 || echo 0)}"
 LOGS="$(mktemp -d /tmp/burstd-test.XXXXXX)"
 release_pids=()
 release_names=()

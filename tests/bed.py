@@ -163,15 +163,19 @@ def delete_burstd_reservations(bed, wait_s: float = 30.0) -> list[str]:
     own, and a job started in the old one gets the reservation's end as its time limit, a year for
     ``Duration=infinite``, which no test budget funds (a probe job waited 240 s for that under load).
     Returns the names still there after ``wait_s``: a test about to start on the bed fails on them."""
-    deadline = time.monotonic() + wait_s
-    while True:
+    def listed() -> list[str]:
         listing = bed.run(["scontrol", "show", "reservation", "-o"], check=False).stdout
-        names = re.findall(r"ReservationName=(burstd_\S+)", listing)
+        return re.findall(r"ReservationName=(burstd_\S+)", listing)
+
+    deadline = time.monotonic() + wait_s
+    names = listed()
+    while names and time.monotonic() <= deadline:
         for name in names:
             bed.run(["scontrol", "delete", f"ReservationName={name}"], check=False)
-        if not names or time.monotonic() > deadline:
-            return names
-        time.sleep(0.5)
+        names = listed()  # what is there after the deletes, never before them
+        if names:
+            time.sleep(0.5)
+    return names
 
 
 @pytest.fixture

@@ -79,8 +79,10 @@ def reset_cloud_gate(bed, config_path: Path, before_a_test: bool = False) -> Non
     from tests.bed import delete_burstd_reservations
 
     cfg = load_config(config_path)
-    left = delete_burstd_reservations(bed)  # retried: a job of the last test may still be ending in it
-    assert not (before_a_test and left), f"burstd's reservations {left} outlived 30 s of deletes: a job runs there?"
+    wait_s = 30.0  # retried: a job of the last test may still be ending in it
+    left = delete_burstd_reservations(bed, wait_s)
+    assert not (before_a_test and left), \
+        f"burstd's reservations {left} outlived {wait_s:.0f} s of deletes: a job runs there?"
     for pool in cfg.pools:
         bed.run(["scontrol", "update", f"PartitionName={pool.partition}", "AllowAccounts=ALL", "DenyAccounts="],
                 check=False)

@@ -1,5 +1,6 @@
-"""ensure_chroot's build steps (and `burstctl testbed chroot`, which runs them ahead of a bed) write into the log it was given (closed afterwards, even when a step fails) or,
-without one, into /dev/null; a finished build is renamed into place, a failed one is not."""
+"""ensure_chroot's build steps (also run ahead of a bed by `burstctl testbed chroot`) write into the log it was
+given (closed afterwards, even when a step fails) or, without one, into /dev/null; a finished build is renamed
+into place, a failed one is not."""
 
 import subprocess
 
