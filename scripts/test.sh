@@ -52,11 +52,6 @@ RELEASE_ADAPTER=tests/integration/test_slurm_adapter.py
 RELEASE_STORIES=(tests/integration/test_budget_bed.py tests/integration/test_gang_launch.py
                  tests/integration/test_spot_reclaim_requeue.py tests/integration/test_burst_loop.py)
 RELEASE_WORKERS="${BURSTD_TEST_RELEASE_WORKERS:-2}"
-# On a whole-suite run the subsets start 300 s after the main run (BURSTD_TEST_RELEASE_DELAY_S), their chroots
-# built meanwhile. Started with it, they ended by 500 s, in the stretch where the main run keeps both cores busy
-# (collection, the torch files), and left the cores 65-90% busy from 500 s to 1,000 s, while the main run's
-# live tests mostly wait on Slurm's timers; started later they fill that stretch (docs/testbed.md, round eleven).
-RELEASE_DELAY_S="${BURSTD_TEST_RELEASE_DELAY_S:-$([ "$#" -eq 0 ] && echo 300 || echo 0)}"
 LOGS="$(mktemp -d /tmp/burstd-test.XXXXXX)"
 release_pids=()
 release_names=()
@@ -70,16 +65,11 @@ if [ "$#" -eq 0 ] || [ -n "${BURSTD_TEST_RELEASES+set}" ]; then
         for s in "${!RELEASE_STORIES[@]}"; do
             if [ $((s % ${#releases[@]})) -eq "$r" ]; then subset+=("${RELEASE_STORIES[$s]}"); fi
         done
-        echo "scripts/test.sh: the core live subset on Slurm $release, beside the main run from ${RELEASE_DELAY_S} s in: ${subset[*]#tests/integration/} (log: $LOGS/$release.log)"
-        (
-            started=$SECONDS
-            echo "the Slurm $release chroot: $(.venv/bin/python -m burstd.cli.app testbed chroot --slurm-release "$release")"
-            wait_s=$((RELEASE_DELAY_S - (SECONDS - started)))
-            [ "$wait_s" -le 0 ] || sleep "$wait_s"
-            # the bed name's first 8 characters differ per release: tests/bed.py names worker K's bed <name[:8]>-wK
-            BURSTD_BED_SLURM_RELEASE="$release" BURSTD_BED_NAME="r${release/./}-${NAME:0:6}" BURSTD_BED_SLOT="$next" \
-                exec .venv/bin/python -m pytest -n "$RELEASE_WORKERS" --dist loadfile "${subset[@]}"
-        ) >"$LOGS/$release.log" 2>&1 &
+        echo "scripts/test.sh: the core live subset on Slurm $release, beside the main run: ${subset[*]#tests/integration/} (log: $LOGS/$release.log)"
+        # the bed name's first 8 characters differ per release: tests/bed.py names worker K's bed <name[:8]>-wK
+        BURSTD_BED_SLURM_RELEASE="$release" BURSTD_BED_NAME="r${release/./}-${NAME:0:6}" BURSTD_BED_SLOT="$next" \
+            .venv/bin/python -m pytest -n "$RELEASE_WORKERS" --dist loadfile "${subset[@]}" \
+            >"$LOGS/$release.log" 2>&1 &
         release_pids+=($!)
         release_names+=("$release")
         next=$((next + (RELEASE_WORKERS > 0 ? RELEASE_WORKERS : 1)))
