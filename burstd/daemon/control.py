@@ -14,6 +14,7 @@ from typing import Any, cast
 from burstd.config import Config
 from burstd.daemon.data_staging import JobStaging
 from burstd.daemon.job_credentials import JobCaller
+from burstd.daemon.job_progress import JustStarted
 from burstd.daemon.job_stories import LIVE_JOB_STATES, JobStories, Live
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
@@ -52,6 +53,7 @@ class DaemonControl:
         self.config = config
         self.started_at = started_at
         self._stories = JobStories(self._store, rec.adapter, config)
+        self._just_started = JustStarted(rec.read_jobs)
 
     @property
     def metrics(self) -> Metrics:
@@ -192,6 +194,8 @@ class DaemonControl:
         if snap is None:
             raise NotReady("no Slurm snapshot yet: the first cycle has not run")
         job = next((j for j in snap.jobs if j.job_id == job_id), None)
+        if job is None or not job.is_running:  # started since the snapshot? Slurm says (once a job a snapshot)
+            job = self._just_started.job(job_id, snap) or job
         names = set(expand(job.nodes)) if job is not None and job.nodes else set()
         nodes = [n for n in snap.nodes if n.name in names]
         judge(caller, report, job_id, job, nodes, _uid_of, self.config.api.progress_require_node)

@@ -5,7 +5,8 @@ it to ``POST /v1/jobs/<id>/progress`` (``burstd.api.routers.progress``). burstd 
 
 * the credential's uid is the job's owner (a user cannot report on someone else's job), and
 * it was made on one of the nodes the job runs on now (a user's job cannot report on the same user's other jobs,
-  unless they share a node), and the job is running in the last snapshot.
+  unless they share a node), and the job is running in the last snapshot, or, for a job that started after it,
+  in Slurm now (``JustStarted``: a training job's first report comes seconds after its start).
 
 The report changes nothing but the job's own progress record: no lease, no spend, no decision reads it as fact
 about anything else. ``cost per step`` is burstd's: the hourly price of the leases under the job's cloud nodes
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -92,6 +94,42 @@ def judge(caller: JobCaller, report: ProgressReport, job_id: int, job: Job | Non
     if require_node and caller.host not in places:
         raise ReportRefused(f"the credential was made on {caller.host}, not on a node of job {job_id}")
     return job
+
+
+class JustStarted:
+    """Jobs that are not running in the last snapshot, read from Slurm when they report (``squeue -j``): a job
+    that started after the snapshot sends its first report before the next cycle sees it running (seconds, or
+    a cycle's length on a loaded head node), and refusing it would tell a healthy job that burstd rejects it.
+
+    One read a job a snapshot, whoever asks, and at most ``MAX_READS`` a snapshot: a caller with a MUNGE
+    credential (any cluster user) cannot make burstd ask Slurm more often than that by reporting on job ids that
+    are not running."""
+
+    MAX_READS = 256
+
+    def __init__(self, read: Callable[[Sequence[int]], list[Job]]):
+        self._read = read
+        self._lock = threading.Lock()
+        self._snapshot: object = None
+        self._seen: dict[int, Job | None] = {}
+
+    def job(self, job_id: int, snapshot: object) -> Job | None:
+        """The job as Slurm has it now, read once for ``snapshot`` (None: gone, unreadable, or over the cap)."""
+        with self._lock:
+            if self._snapshot is not snapshot:  # a new cycle's snapshot: it answers for what started before it
+                self._snapshot, self._seen = snapshot, {}
+            if job_id in self._seen or len(self._seen) >= self.MAX_READS:
+                return self._seen.get(job_id)
+            self._seen[job_id] = None  # taken: a second report in flight reads nothing more
+        try:
+            job = next((j for j in self._read([job_id]) if j.job_id == job_id), None)
+        except Exception as exc:  # noqa: BLE001 - Slurm unreachable: the report is refused as before, not failed
+            log.warning("job not readable from Slurm", extra=ev(job_id=job_id, error=str(exc)[:200]))
+            job = None
+        with self._lock:
+            if self._snapshot is snapshot:
+                self._seen[job_id] = job
+        return job
 
 
 @dataclass(slots=True)

@@ -121,7 +121,7 @@ class Reconciler:
         self.last_world: World | None = None  # what the last cycle saw (``burstctl cloud gc --dry-run`` reads it)
         self.markets = JobMarkets(store)  # the market decided per job: read by the intake, written by the cycle
         self.intake = Intake(config, store, clock, lambda: self.last_snapshot, self.wake, self.markets,
-                             read_jobs=self._read_jobs)
+                             read_jobs=self.read_jobs)
         # who may use cloud nodes (decide()'s gates too) and whom slurmdbd lets a budget be charged for
         self.eligibility = Eligibility.of(config)
         self.associations = SlurmdbdAssociations(adapter, clock)
@@ -403,7 +403,7 @@ class Reconciler:
             step_failed(log, "pool health unreadable", exc, self.metrics)
             return {}
 
-    def _read_jobs(self, job_ids: Sequence[int]) -> list[Job]:
+    def read_jobs(self, job_ids: Sequence[int]) -> list[Job]:
         """The jobs among ``job_ids`` as Slurm has them now: ``squeue -j`` where the backend can, else a
         snapshot."""
         read = getattr(self.adapter, "jobs_of", None)

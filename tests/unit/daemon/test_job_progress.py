@@ -16,7 +16,7 @@ from burstd.config import parse_config
 from burstd.api.app import create_app
 from burstd.api.server import ApiServer
 from burstd.daemon.job_credentials import JobCaller, MungeRefused, read_unmunge, verify_munge
-from burstd.daemon.job_progress import ProgressBook, ReportRefused, judge, parse_report
+from burstd.daemon.job_progress import JustStarted, ProgressBook, ReportRefused, judge, parse_report
 from burstd.daemon.reconcile import Reconciler
 from burstd.domain.budget import Allocation
 from burstd.domain.lease import LeaseState
@@ -124,6 +124,43 @@ def test_a_report_for_someone_elses_job_another_job_or_from_another_host_is_refu
     assert post(client, 8, munged.encode(report(8), uid=NOBODY)).status_code == 403  # made on cloud1, job 8: cloud2
     assert post(client, 9, munged.encode(report(9), uid=NOBODY)).status_code == 403  # not running
     assert rec.progress.all() == []
+
+
+def test_a_job_started_since_the_snapshot_is_read_from_slurm_once_and_its_report_taken(daemon):
+    """A training job's first report comes seconds after its start, before the next cycle's snapshot sees it
+    running (a live bed under load refused one so): burstd reads that job from Slurm, once a snapshot."""
+    client, rec, munged = daemon
+    reads = rec.adapter.snapshots  # the fake has no `squeue -j`: the reconciler reads it from a snapshot
+    rec.adapter.jobs.append(running(11, "cloud1"))  # started after rec.last_snapshot was taken
+    assert post(client, 11, munged.encode(report(11, step=100), uid=NOBODY)).status_code == 202
+    assert post(client, 11, munged.encode(report(11, step=200), uid=NOBODY)).status_code == 202
+    assert rec.progress.get(11).step == 200 and rec.adapter.snapshots == reads + 1  # one read for both
+    for _ in range(3):  # a job Slurm does not run: refused, and Slurm asked once this snapshot
+        assert post(client, 12, munged.encode(report(12), uid=NOBODY)).status_code == 403
+    assert rec.adapter.snapshots == reads + 2
+    rec.last_snapshot = rec.adapter.snapshot()  # the next cycle's snapshot answers for job 11 itself
+    assert post(client, 11, munged.encode(report(11, step=300), uid=NOBODY)).status_code == 202
+    assert rec.adapter.snapshots == reads + 3  # only the snapshot above
+
+
+def test_just_started_reads_a_job_once_a_snapshot_at_most_max_reads_and_survives_slurm_failing():
+    asked: list[int] = []
+
+    def read(ids):
+        asked.extend(ids)
+        if ids[0] == 13:
+            raise OSError("squeue: slurmctld not responding")
+        return [running(i, "cloud1") for i in ids if i % 2]
+
+    fresh = JustStarted(read)
+    first, second = object(), object()
+    assert fresh.job(5, first).job_id == 5 and fresh.job(5, first).job_id == 5 and asked == [5]
+    assert fresh.job(6, first) is None and fresh.job(6, first) is None and asked == [5, 6]
+    assert fresh.job(13, first) is None and asked == [5, 6, 13]  # Slurm failing: refused as before
+    assert fresh.job(5, second).job_id == 5 and asked == [5, 6, 13, 5]  # a new snapshot: read again
+    for i in range(1000, 1000 + 2 * JustStarted.MAX_READS):
+        fresh.job(i, second)
+    assert len(asked) == 4 + JustStarted.MAX_READS - 1  # job 5 took one of this snapshot's reads
 
 
 def test_a_credential_is_good_once_for_its_report_and_for_nothing_else(daemon, tmp_path):
