@@ -174,8 +174,8 @@ def register(app: typer.Typer) -> None:
     def chroot(slurm_release: str = typer.Option(..., "--slurm-release", help="24.11 or 26.05"),
                as_json: bool = JsonFlag) -> None:
         """Build the Debian chroot a bed of a newer release runs its Slurm from, unless it is there (root; about
-        a minute each, mostly the mirror). The first bed of that release builds it otherwise; scripts/test.sh
-        builds it ahead, while its main run starts. Prints the chroot's folder."""
+        a minute each, mostly the mirror), ahead of the first bed of that release, which builds it otherwise.
+        Prints the chroot's folder."""
         import os
 
         from burstd.testbed import release
