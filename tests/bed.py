@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -150,11 +151,14 @@ def _bed_cloud_gate_reset_after_module():
         reset_cloud_gate(_SESSION_BED[0])
 
 
-def reset_cloud_gate(bed, wait_s: float = 30.0) -> None:
-    """Delete every ``burstd_*`` reservation and give the cloud partition back its slurm.conf account lists."""
-    delete_burstd_reservations(bed, wait_s)
-    bed.run(["scontrol", "update", f"PartitionName={bed.cloud_partition}", "AllowAccounts=ALL", "DenyAccounts="],
-            check=False)
+def reset_cloud_gate(bed, partitions: Sequence[str] = (), wait_s: float = 30.0) -> list[str]:
+    """Delete every ``burstd_*`` reservation and give the cloud partitions (default: the bed's) back their
+    slurm.conf account lists. Returns the reservations still there (``delete_burstd_reservations``)."""
+    left = delete_burstd_reservations(bed, wait_s)
+    for partition in partitions or (bed.cloud_partition,):
+        bed.run(["scontrol", "update", f"PartitionName={partition}", "AllowAccounts=ALL", "DenyAccounts="],
+                check=False)
+    return left
 
 
 def delete_burstd_reservations(bed, wait_s: float = 30.0) -> list[str]:

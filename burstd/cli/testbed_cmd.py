@@ -186,7 +186,7 @@ def register(app: typer.Typer) -> None:
                  "(22.05 is the host's own Slurm, no chroot)", 2)
         if os.geteuid() != 0:
             fail("building a chroot needs root (debootstrap)")
-        was_built = (release.chroot_path(slurm_release) / release.CHROOT_MARK.lstrip("/")).exists()
+        was_built = release.is_built(slurm_release)
         try:
             with release.build_lock(slurm_release):  # a bed of that release may be building it now
                 root = release.ensure_chroot(slurm_release, release.CHROOT_ROOT / f"{slurm_release}-build.log")

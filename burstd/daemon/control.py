@@ -14,7 +14,7 @@ from typing import Any, cast
 from burstd.config import Config
 from burstd.daemon.data_staging import JobStaging
 from burstd.daemon.job_credentials import JobCaller
-from burstd.daemon.job_progress import JustStarted
+from burstd.daemon.job_progress import JustStarted, judge, parse_report
 from burstd.daemon.job_stories import LIVE_JOB_STATES, JobStories, Live
 from burstd.daemon.logging import ev, get_logger
 from burstd.daemon.metrics import Metrics
@@ -186,7 +186,6 @@ class DaemonControl:
     def record_progress(self, caller: JobCaller, job_id: int, payload: bytes) -> dict[str, Any]:
         """A job's report on itself (``burstd.daemon.job_progress``): ValueError if malformed, ReportRefused if
         the credential does not speak for this job, NotReady before the first snapshot."""
-        from burstd.daemon.job_progress import judge, parse_report
         from burstd.domain.hostlist import expand
 
         report = parse_report(payload)

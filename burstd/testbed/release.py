@@ -42,12 +42,17 @@ def chroot_path(release: str) -> Path:
     return CHROOT_ROOT / CHROOT_RELEASES[release]
 
 
+def is_built(release: str) -> bool:
+    """The release's chroot is complete (its mark is written last, before the rename into place)."""
+    return (chroot_path(release) / CHROOT_MARK.lstrip("/")).exists()
+
+
 def ensure_chroot(release: str, log: Path | None = None) -> Path:
     """The chroot for ``release``, built if missing (a few minutes: debootstrap, then apt-get inside).
 
     Built into ``<suite>.partial`` and renamed when complete, so an interrupted build is redone, never used."""
     root = chroot_path(release)
-    if (root / CHROOT_MARK.lstrip("/")).exists():
+    if is_built(release):
         return root
     if shutil.which("debootstrap", path=netns.SANE_PATH) is None:
         raise BedError("debootstrap is missing; run: bash scripts/install-deps.sh")

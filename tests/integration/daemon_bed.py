@@ -76,16 +76,12 @@ def plainly_powered_down(bed, nodes) -> bool:
 def reset_cloud_gate(bed, config_path: Path, before_a_test: bool = False) -> None:
     """Take away what the daemon's cloud gate left in Slurm (by design it outlives the daemon): the cloud
     partitions' account lists and burstd's reservation, so the bed's next test starts from slurm.conf."""
-    from tests.bed import delete_burstd_reservations
+    from tests.bed import reset_cloud_gate as reset_bed_gate
 
-    cfg = load_config(config_path)
     wait_s = 30.0  # retried: a job of the last test may still be ending in it
-    left = delete_burstd_reservations(bed, wait_s)
+    left = reset_bed_gate(bed, [pool.partition for pool in load_config(config_path).pools], wait_s)
     assert not (before_a_test and left), \
         f"burstd's reservations {left} outlived {wait_s:.0f} s of deletes: a job runs there?"
-    for pool in cfg.pools:
-        bed.run(["scontrol", "update", f"PartitionName={pool.partition}", "AllowAccounts=ALL", "DenyAccounts="],
-                check=False)
 
 
 @contextlib.contextmanager
