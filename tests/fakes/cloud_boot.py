@@ -6,7 +6,7 @@ bed's own netns primitive, a real configless slurmd under the node's name), as t
 VM; when the instance is gone (terminated, preempted) it tears that VM down, as the cloud would.
 
     with CloudBootStandIn(bed, [aws_provider, gcp_provider], tmp_path) as boot:
-        ...                       # a background thread syncs every 0.3 s; boot.sync() forces one pass
+        ...                       # a background thread syncs every second; boot.sync() forces one pass
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ log = logging.getLogger("tests.cloud_boot")
 
 
 class CloudBootStandIn:
-    def __init__(self, bed, providers: list[Provider], records_dir: Path, interval_s: float = 0.3):
+    # A pass lists every provider's instances (a describe call through boto3 or the GCE client, answered by moto or
+    # the fake in this same worker): about 25 ms of CPU for four instances, so 8% of a core at three passes a
+    # second. Once a second: a real VM's boot takes far longer than that delay (docs/testbed.md, round twelve).
+    def __init__(self, bed, providers: list[Provider], records_dir: Path, interval_s: float = 1.0):
         self.bed = bed
         self.providers = providers
         self.records_dir = Path(records_dir)

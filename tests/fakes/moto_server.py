@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -25,16 +26,31 @@ class AwsEnv:
     moto_url: str
     url: str  # the fault proxy: give this to boto3
     faults: Ec2FaultProxy
+    _loader: Any = field(default=None, repr=False)
+    _clients: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False)
 
     def session(self):
+        """A new boto3 session with the fake credentials. Every session of the run reads botocore's service models
+        through one loader: a fresh session parses EC2's model again (megabytes of JSON, about 0.25 CPU-s), and
+        the tests make hundreds of them (docs/testbed.md, round twelve)."""
         import boto3
+        import botocore.loaders
+        import botocore.session
 
-        return boto3.session.Session(
-            aws_access_key_id=FAKE_ACCESS_KEY, aws_secret_access_key=FAKE_SECRET_KEY, region_name=REGION
-        )
+        if self._loader is None:
+            self._loader = botocore.loaders.create_loader()
+        core = botocore.session.get_session()
+        core.register_component("data_loader", self._loader)
+        return boto3.session.Session(aws_access_key_id=FAKE_ACCESS_KEY, aws_secret_access_key=FAKE_SECRET_KEY,
+                                     region_name=REGION, botocore_session=core)
 
     def client(self, service: str = "ec2", direct: bool = False):
-        return self.session().client(service, endpoint_url=self.moto_url if direct else self.url)
+        """A client to moto (``direct``) or to the fault proxy, made once: boto3's clients are thread-safe, and what
+        moto holds is reset between tests, not the client."""
+        key = (service, direct)
+        if key not in self._clients:
+            self._clients[key] = self.session().client(service, endpoint_url=self.moto_url if direct else self.url)
+        return self._clients[key]
 
     def reset(self) -> None:
         """Forget every resource and fault. The reset takes well under a second, but once in a CI run its answer
