@@ -157,6 +157,7 @@ def register(app: typer.Typer) -> None:
                     console.print(f"[bold]2/5[/] starting burstd (local provider, SQLite at "
                                   f"{work}/burstd.db)...")
                     daemon.start()
+                    daemon.wait_first_cycle()  # its cloud gate set before the demo's first job
                     if storm:
                         from burstd.cli.demo_storm import run_storm_demo
 

@@ -106,6 +106,27 @@ class DaemonProcess:
                 time.sleep(0.05)
         raise TimeoutError(f"burstd did not answer on {self.socket} within {timeout:.0f}s; see {self.log_path}")
 
+    def wait_first_cycle(self, timeout: float = 60.0) -> None:
+        """Until the daemon has finished its first cycle. Its API answers before that cycle runs, and the cycle is
+        what sets the cloud nodes' gate (``burstd.daemon.cloud_gate``): a cloud job submitted in between starts
+        on a cloud node outside burstd's reservation and is refused with a time limit of a year, its end
+        (docs/testbed.md, round twelve)."""
+        from burstd.daemon.client import ApiClient, ApiError
+
+        deadline = time.monotonic() + timeout
+        with ApiClient(self.socket, timeout=2) as api:
+            while time.monotonic() < deadline:
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise RuntimeError(f"burstd exited with {self.proc.returncode} before its first cycle; "
+                                       f"see {self.log_path}:\n{self.log_tail()}")
+                try:
+                    if api.get("/v1/status").get("last_cycle") is not None:
+                        return
+                except ApiError:
+                    pass
+                time.sleep(0.1)
+        raise TimeoutError(f"burstd ran no cycle within {timeout:.0f}s; see {self.log_path}")
+
     def _live(self) -> subprocess.Popen | None:
         """The child while it runs; None before the first start and once it has exited."""
         proc = self.proc

@@ -92,6 +92,7 @@ def running_daemon(bed, config_path: Path, log_path: Path):
     with bed.hooks("burstd"):
         d.start()
         try:
+            d.wait_first_cycle()  # the cloud gate is set: a job the test submits now cannot slip past it
             yield d
         finally:
             d.stop()
