@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,45 +88,37 @@ class DaemonProcess:
                 raise
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        from burstd.daemon.client import ApiClient, ApiError
-
-        deadline = time.monotonic() + timeout
-        # One client for every try, and no request before the socket exists: a daemon takes seconds to import
-        # and open its database, and the suite starts about 150 of them (docs/testbed.md, round twelve).
-        with ApiClient(self.socket, timeout=2) as api:
-            while time.monotonic() < deadline:
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise RuntimeError(f"burstd exited with {self.proc.returncode} while starting; "
-                                       f"see {self.log_path}:\n{self.log_tail()}")
-                if os.path.exists(self.socket):
-                    try:
-                        api.get("/healthz")
-                        return
-                    except ApiError:
-                        pass
-                time.sleep(0.05)
-        raise TimeoutError(f"burstd did not answer on {self.socket} within {timeout:.0f}s; see {self.log_path}")
+        """Until the daemon's API answers. No request before the socket exists: a daemon takes seconds to import
+        and open its database, and the suite starts about 150 of them (docs/testbed.md, round twelve)."""
+        self._await_api(lambda api: os.path.exists(self.socket) and bool(api.get("/healthz")), timeout, 0.05,
+                        "while starting", f"did not answer on {self.socket}")
 
     def wait_first_cycle(self, timeout: float = 60.0) -> None:
         """Until the daemon has finished its first cycle. Its API answers before that cycle runs, and the cycle is
         what sets the cloud nodes' gate (``burstd.daemon.cloud_gate``): a cloud job submitted in between starts
         on a cloud node outside burstd's reservation and is refused with a time limit of a year, its end
         (docs/testbed.md, round twelve)."""
+        self._await_api(lambda api: api.get("/v1/status").get("last_cycle") is not None, timeout, 0.1,
+                        "before its first cycle", "ran no cycle")
+
+    def _await_api(self, done: Callable[[Any], bool], timeout: float, interval: float, dying: str,
+                   never: str) -> None:
+        """Ask ``done`` (with one API client for every try) until it says yes, the child dies, or time is up."""
         from burstd.daemon.client import ApiClient, ApiError
 
         deadline = time.monotonic() + timeout
         with ApiClient(self.socket, timeout=2) as api:
             while time.monotonic() < deadline:
                 if self.proc is not None and self.proc.poll() is not None:
-                    raise RuntimeError(f"burstd exited with {self.proc.returncode} before its first cycle; "
+                    raise RuntimeError(f"burstd exited with {self.proc.returncode} {dying}; "
                                        f"see {self.log_path}:\n{self.log_tail()}")
                 try:
-                    if api.get("/v1/status").get("last_cycle") is not None:
+                    if done(api):
                         return
                 except ApiError:
                     pass
-                time.sleep(0.1)
-        raise TimeoutError(f"burstd ran no cycle within {timeout:.0f}s; see {self.log_path}")
+                time.sleep(interval)
+        raise TimeoutError(f"burstd {never} within {timeout:.0f}s; see {self.log_path}")
 
     def _live(self) -> subprocess.Popen | None:
         """The child while it runs; None before the first start and once it has exited."""
