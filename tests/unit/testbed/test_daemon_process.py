@@ -43,7 +43,7 @@ def test_kill_is_sigkill_and_a_dead_child_can_be_started_again(daemon):
 
 
 # A stand-in daemon on the unix socket: it answers /healthz at once, and /v1/status with no cycle for its first
-# NONE_ANSWERS reads, as burstd does between its API coming up and its first cycle's end.
+# three reads, as burstd does between its API coming up and the end of its first cycle.
 STAND_IN = '''
 import http.server, json, os, socketserver, sys
 socket_path, counter = sys.argv[1], sys.argv[2]
