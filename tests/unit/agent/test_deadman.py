@@ -3,16 +3,13 @@ running a job never does for an outage; a node whose lease burstd no longer know
 
 from __future__ import annotations
 
-import json
 import os
-import socketserver
-import threading
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from burstd.agent.deadman import DeadManSwitch, Probe, probe_daemons
+from tests.fakes.unix_api import UnixJsonApi
 
 REPO = str(Path(__file__).resolve().parents[3])
 
@@ -116,33 +113,13 @@ def test_a_lease_known_over_powers_off_at_once(world):
 # -- the probe, over a real unix socket (an HTTP server standing in for a burstd's control API) -----------
 
 
-class _Api(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+class _Api(UnixJsonApi):
+    """burstd's API: /healthz answers, /v1/leases gives ``leases`` (a list of lease dicts, or an int: its status)."""
 
     def __init__(self, path, leases):
-        self.leases = leases  # list of lease dicts, or an int: the status of /v1/leases
-        self.paths: list[str] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def address_string(self):
-                return "unix"
-
-            def log_message(self, *a):
-                pass
-
-            def do_GET(h):
-                self.paths.append(h.path)
-                status, body = (200, {"ok": True}) if h.path == "/healthz" else (
-                    (self.leases, {"detail": "no"}) if isinstance(self.leases, int) else (200, self.leases))
-                data = json.dumps(body).encode()
-                h.send_response(status)
-                h.send_header("Content-Type", "application/json")
-                h.send_header("Content-Length", str(len(data)))
-                h.end_headers()
-                h.wfile.write(data)
-
-        super().__init__(str(path), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        self.leases = leases
+        super().__init__(path, lambda p: (200, {"ok": True}) if p == "/healthz" else (
+            (self.leases, {"detail": "no"}) if isinstance(self.leases, int) else (200, self.leases)))
 
 
 def test_the_probe_tells_open_over_contact_and_unreachable_and_tries_the_standby(tmp_path):
@@ -158,8 +135,7 @@ def test_the_probe_tells_open_over_contact_and_unreachable_and_tries_the_standby
         assert probe() is Probe.REACHED
         assert probe_daemons([dead], "cloud1")() is Probe.UNREACHABLE
     finally:
-        api.shutdown()
-        api.server_close()
+        api.close()
 
 
 def test_a_power_off_command_that_cannot_run_is_logged_and_the_agent_goes_on(caplog, tmp_path):

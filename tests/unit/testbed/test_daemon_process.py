@@ -1,18 +1,19 @@
 """DaemonProcess's lifecycle on a stand-in child (a shell that sleeps in place of ``python -m burstd.daemon.main``):
-one child at a time, SIGTERM on stop, SIGKILL on kill, and nothing to do once it is gone."""
+one child at a time, SIGTERM on stop, SIGKILL on kill, and nothing to do once it is gone; and the waits for its
+API and its first cycle, against a stand-in API on its socket (``tests.fakes.unix_api``)."""
 
 import signal
-import sys
 
 import pytest
 
 from burstd.testbed.daemon_process import DaemonProcess
+from tests.fakes.unix_api import UnixJsonApi
 
 
 @pytest.fixture
 def daemon(tmp_path):
     config = tmp_path / "burstd.toml"
-    config.write_text('[api]\nsocket = "/nonexistent/burstd.sock"\n')
+    config.write_text(f'[api]\nsocket = "{tmp_path}/burstd.sock"\n')
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\nexec sleep 60\n")
     python.chmod(0o755)
@@ -42,58 +43,28 @@ def test_kill_is_sigkill_and_a_dead_child_can_be_started_again(daemon):
     assert daemon.running and daemon.starts == 2
 
 
-# A stand-in daemon on the unix socket: it answers /healthz at once, and /v1/status with no cycle for its first
-# three reads, as burstd does between its API coming up and the end of its first cycle.
-STAND_IN = '''
-import http.server, json, os, socketserver, sys
-socket_path, counter = sys.argv[1], sys.argv[2]
-reads = 0
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        global reads
-        if self.path.startswith("/v1/status"):
-            reads += 1
-            open(counter, "w").write(str(reads))
-            body = {"last_cycle": None if reads <= 3 else {"decisions": 0}}
-        else:
-            body = {"ok": True}
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def log_message(self, *args):
-        pass
-    def address_string(self):
-        return "unix"
-socketserver.UnixStreamServer(socket_path, Handler).serve_forever()
-'''
+def test_first_cycle_is_awaited_past_the_api_answering(daemon, tmp_path):
+    # burstd's API between coming up and the end of its first cycle: /healthz answers, /v1/status shows no cycle
+    # for three reads. The child is the fixture's sleeping stand-in; the API is served here.
+    reads = []
 
+    def answer(path):
+        if not path.startswith("/v1/status"):
+            return 200, {"ok": True}
+        reads.append(path)
+        return 200, {"last_cycle": None if len(reads) <= 3 else {"decisions": 0}}
 
-def _stand_in_daemon(tmp_path, script: str) -> tuple[DaemonProcess, object]:
-    sock, counter = tmp_path / "burstd.sock", tmp_path / "status-reads"
-    config = tmp_path / "burstd.toml"
-    config.write_text(f'[api]\nsocket = "{sock}"\n')
-    (tmp_path / "stand_in.py").write_text(script)
-    python = tmp_path / "python"  # called as `python -m burstd.daemon.main ...`: runs the stand-in instead
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'stand_in.py'} {sock} {counter}\n")
-    python.chmod(0o755)
-    return DaemonProcess(config, log_path=tmp_path / "burstd.log", python=str(python)), counter
-
-
-def test_first_cycle_is_awaited_past_the_api_answering(tmp_path):
-    daemon, counter = _stand_in_daemon(tmp_path, STAND_IN)
+    api = UnixJsonApi(daemon.socket, answer)
     try:
         daemon.start()  # returns once /healthz answers
         daemon.wait_first_cycle(timeout=30)
-        assert int(counter.read_text()) == 4  # three reads before the cycle, and the one that saw it
+        assert len(reads) == 4  # three reads before the cycle, and the one that saw it
     finally:
-        daemon.kill()
+        api.close()
 
 
-def test_a_daemon_that_dies_before_its_first_cycle_is_an_error_not_a_wait(tmp_path):
-    daemon, _ = _stand_in_daemon(tmp_path, STAND_IN.replace("reads <= 3", "reads <= 1000000"))
+def test_a_daemon_that_dies_before_its_first_cycle_is_an_error_not_a_wait(daemon):
+    api = UnixJsonApi(daemon.socket, lambda path: (200, {"ok": True, "last_cycle": None}))
     try:
         daemon.start()
         daemon.kill()
@@ -101,4 +72,4 @@ def test_a_daemon_that_dies_before_its_first_cycle_is_an_error_not_a_wait(tmp_pa
         with pytest.raises(RuntimeError, match="before its first cycle"):
             daemon.wait_first_cycle(timeout=30)
     finally:
-        daemon.kill()
+        api.close()
