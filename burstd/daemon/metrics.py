@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, ProcessCollector,
+                               generate_latest)
 
 from burstd.daemon import actions as _actions
 from burstd.daemon.job_progress import JobProgress
@@ -113,6 +114,11 @@ class Metrics:
         self.burn_cap.set(math.inf)
         self._lease_keys: set[tuple[str, str]] = set()
         self._partition_keys: set[str] = set()
+        # The daemon's own process (memory, CPU, open files) and its garbage collector, as Python exporters give
+        # them: what an admin watches for a leak, and where it shows that the collector, paused while the daemon
+        # starts (burstd.start_up), runs again once it has started.
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
 
     def setup(self, pools: Iterable[str], launch_timeout_s: float, boot_timeout_s: float,
               burn_cap_micros_per_hour: int | None) -> None:

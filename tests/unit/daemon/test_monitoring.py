@@ -58,6 +58,15 @@ def test_each_alert_fires_on_its_trouble_and_not_on_a_healthy_daemon():
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 
 
+def test_the_daemons_own_process_and_its_collector_are_exported_beside_burstds_metrics():
+    """Two daemons in one process (tests) each export them, with no clash between their registries."""
+    for m in (Metrics(), Metrics()):
+        samples = {s.name: s for fam in text_string_to_metric_families(m.render().decode()) for s in fam.samples}
+        assert samples["process_resident_memory_bytes"].value > 0
+        assert samples["process_open_fds"].value > 0
+        assert "python_gc_collections_total" in samples and "python_gc_objects_collected_total" in samples
+
+
 def test_the_metrics_port_listens_on_loopback_unless_the_admin_says_otherwise():
     """Issue 21 item 9: the metrics carry every account's budget; by default only this host may scrape them
     (docs/security.md says how to keep other local users out too)."""
