@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from burstd import start_up
 from tests import hypothesis_profiles
 
 pytest_plugins = ["tests.bed", "tests.pg"]
@@ -54,6 +55,18 @@ def longest_first(items: list) -> list:
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     return sorted(items, key=rank)  # stable: the rest keep their order
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """Collection imports every test module and what they import (burstd, moto, hypothesis, schemathesis), each
+    worker for itself: without the collector's passes over it (burstd.start_up), and out of the collector's sight
+    for the rest of the run. On the xdist controller too, which collects nothing."""
+    start_up.pause()
+    try:
+        return (yield)
+    finally:
+        start_up.done()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 
+from burstd import start_up
 from burstd.config import ConfigError, config_path
 from burstd.config_host import load_checked_config
 from burstd.daemon.logging import ev, get_logger, setup_logging
@@ -47,6 +48,16 @@ def _detach(log_path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The start imports and wires everything (the cloud SDKs, FastAPI, SQLAlchemy): without the collector's passes
+    # over it, a quarter less CPU (burstd.start_up); back on before the first cycle, or on any way out.
+    start_up.pause()
+    try:
+        return _run(argv)
+    finally:
+        start_up.done()
+
+
+def _run(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(prog="burstd", description="burst a Slurm queue onto cloud VMs")
     ap.add_argument("--config", "-c", default=None, help="config file [env BURSTD_CONFIG; /etc/burstd/burstd.toml]")
     ap.add_argument("--foreground", "-f", action="store_true", help="stay attached (systemd, tests)")
@@ -115,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if config.daemon.metrics_port:
         metrics.serve(config.daemon.metrics_port, config.daemon.metrics_address)
+    start_up.done()
     loop.start()
 
     def on_signal(signum, _frame) -> None:

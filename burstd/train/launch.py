@@ -18,6 +18,7 @@ import re
 import signal
 import sys
 
+from burstd import start_up
 from burstd.train.signals import preempt_signal_from_env, requeue_exit_code
 
 #: torchrun's loggers that narrate a worker's exit and its own shutdown
@@ -66,9 +67,10 @@ def planned_stop(exitcodes: list[int], code: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import main as torchrun
+    with start_up.paused():  # importing torch, without the collector's passes over it (burstd.start_up)
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.run import main as torchrun
 
     code, sig = requeue_exit_code(), preempt_signal_from_env()
     quiet = _PlannedStopFilter(code, sig)

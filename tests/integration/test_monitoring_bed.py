@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
@@ -88,6 +89,13 @@ def query(url: str, expr: str) -> list:
     return r["data"]["result"]
 
 
+def young_collections(metrics_port: int) -> float:
+    """The daemon's collector: how many passes over its youngest generation so far (its own /metrics)."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+    return next(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+                if s.name == "python_gc_collections_total" and s.labels == {"generation": "0"})
+
+
 def test_prometheus_sees_every_panel_and_alert_of_a_bursting_bed_and_the_cli_reads_it(slurm_bed, bed_user, tmp_path):
     metrics_port = free_port()
     # the bed's VMs share the head's munged, so a job's report is sealed on the head (tests/unit/daemon/
@@ -97,6 +105,7 @@ def test_prometheus_sees_every_panel_and_alert_of_a_bursting_bed_and_the_cli_rea
     panels, alerts = panel_exprs(), alert_exprs()
     with running_daemon(slurm_bed, cfg_path, tmp_path / "burstd.log") as daemon, \
             prometheus(tmp_path / "prom", metrics_port) as prom:
+        collected_at_start = young_collections(metrics_port)
         gate = Gate(slurm_bed, bed_user)
         n = len(slurm_bed.onprem_nodes) + 2  # two whole-node jobs more than on-prem holds: two burst
         jobs = [slurm_bed.sbatch(["-p", slurm_bed.onprem_partition, "-N", "1", "-n", "2", "-t", "10",
@@ -147,6 +156,8 @@ def test_prometheus_sees_every_panel_and_alert_of_a_bursting_bed_and_the_cli_rea
         cloud = query(prom, 'sum(burstd_leases{state="READY"})')
         assert float(cloud[0]["value"][1]) >= 2, cloud
         assert float(query(prom, "sum(burstd_budget_spent_usd)")[0]["value"][1]) > 0
+        # the collector, paused while the daemon started (burstd.start_up), runs in the daemon that cycles
+        assert young_collections(metrics_port) > collected_at_start, "no collection since the daemon started"
 
         gate.open()
         wait_for(all_jobs(slurm_bed, jobs, "COMPLETED"), 120, "every job COMPLETED", diagnose=diagnose)

@@ -35,3 +35,41 @@ def test_where_inductor_is_loaded_its_setting_follows_too():
         assert torch.are_deterministic_algorithms_enabled()
         assert inductor_config.deterministic is True
     """)
+
+
+def test_a_rank_imports_torch_without_the_collector_and_trains_with_it(tmp_path):
+    """The example as torchrun runs it (``-m``, so ``__main__``): torch imported while the collector is paused,
+    every optimizer step with it on again and the start's objects frozen (burstd.start_up)."""
+    _run(f"""
+        import gc, runpy, sys
+
+        seen = {{}}
+
+        class WatchTorchImport:  # notes the collector's state when the example first imports torch
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" and "torch" not in seen:
+                    seen["torch"] = gc.isenabled()
+                return None
+
+        sys.meta_path.insert(0, WatchTorchImport())
+        print_ = print
+        steps = []
+
+        def watch(*args, **kwargs):  # each step's line: the collector's state and how much is frozen
+            if args and str(args[0]).startswith("rank=0 step="):
+                steps.append((gc.isenabled(), gc.get_freeze_count()))
+            print_(*args, **kwargs)
+
+        import builtins
+        builtins.print = watch
+        sys.argv = ["example", "--steps", "3", "--ckpt-every", "0", "--ckpt-dir", "{tmp_path / 'ckpt'}",
+                    "--out", "{tmp_path / 'final.pt'}"]
+        try:
+            runpy.run_module("burstd.train.example", run_name="__main__", alter_sys=True)
+        except SystemExit as stop:
+            assert stop.code == 0, stop.code
+        assert seen["torch"] is False, "torch was imported with the collector on"
+        assert len(steps) == 3, steps
+        assert all(on for on, _ in steps), "a step ran with the collector off"
+        assert all(frozen > 100_000 for _, frozen in steps), steps
+    """)
