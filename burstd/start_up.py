@@ -5,7 +5,7 @@ client's thousand message classes, FastAPI, SQLAlchemy), and all of them live as
 collector runs a pass every 700 net allocations and a full pass whenever the heap grew by a quarter, so a start
 pays for dozens of passes over an ever larger heap that free next to nothing: a daemon's imports leave 700
 unreachable objects among 400,000, a training rank's 8,000 among 700,000. Paused, those imports cost about a
-quarter less CPU in the daemon and a sixth less in a rank (docs/testbed.md, round thirteen); an HA takeover, a
+fifth less CPU in the daemon and a sixth less in a rank (docs/testbed.md, round thirteen); an HA takeover, a
 restart under systemd and a job's resume after a preemption all wait on such a start.
 
 When the start is over, ``gc.freeze()`` moves everything it made into the permanent generation, out of the
