@@ -12,6 +12,7 @@ The package reads as the design (see docs/architecture.md):
 * ``burstd.cli``       entry point: ``burstctl``
 * ``burstd.train``     library for training scripts (checkpoint on signal, resume)
 * ``burstd.testbed``   a real Slurm cluster with namespace "VMs" on one machine
+* ``burstd.start_up``  a process's start without the garbage collector's passes (daemon, ranks)
 """
 
 __version__ = "0.1.0"
