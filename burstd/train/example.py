@@ -106,6 +106,13 @@ def average_gradients(params: list[nn.Parameter], world: int) -> None:
         offset += n
 
 
+def say(line: str) -> None:
+    """One line of the job's output in one write. torchrun runs each rank unbuffered (``python -u``), where
+    ``print`` writes the text and its newline apart, so two ranks printing at once shared a line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m burstd.train.example", description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, required=True, help="total optimizer steps")
@@ -175,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         """Print when this rank's signal came (the tests' mark), if one came; say whether it did."""
         came = job.flag.requested  # read once: a signal may land while this runs
         if came:
-            print(f"rank={rank} signal={job.flag.signum} received_at={job.flag.received_at:.6f}", flush=True)
+            say(f"rank={rank} signal={job.flag.signum} received_at={job.flag.received_at:.6f}")
         return came
 
     with job:  # a peer lost without notice: a survivor saves the last completed step (train.survivor)
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             scheduler.step()
             if args.step_sleep:
                 time.sleep(args.step_sleep)
-            print(f"rank={rank} step={step + 1} t={time.time():.6f} loss={loss.item():.6f}", flush=True)
+            say(f"rank={rank} step={step + 1} t={time.time():.6f} loss={loss.item():.6f}")
             noticed = noticed or tell_signal()
             try:
                 job.step_done(step + 1)
@@ -206,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.save({"model": plain.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(), "steps": args.steps}, tmp)
         os.replace(tmp, args.out)
-        print(f"rank=0 done steps={args.steps} out={args.out}", flush=True)
+        say(f"rank=0 done steps={args.steps} out={args.out}")
     if distributed:
         # Let go of DDP (its reducer holds the process group) while the group is still up: freed after
         # destroy_process_group, when main() returns, it can hang this rank forever (gloo, torch 2.13; about

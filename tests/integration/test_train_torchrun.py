@@ -90,6 +90,9 @@ def _reference(tmp_path_factory, *flags: str) -> Path:
         out = d / "final.pt"
         res = _run(_cmd(d / "ckpt", out, *flags))
         assert res.returncode == 0, res.stdout + res.stderr
+        # each rank's line is one write: two ranks printing at once never share a line (burstd.train.example.say)
+        shared = [line for line in res.stdout.splitlines() if line.count("rank=") > 1]
+        assert not shared, shared[:3]
         _REFERENCES[flags] = out
     return _REFERENCES[flags]
 

@@ -52,16 +52,21 @@ def test_a_rank_imports_torch_without_the_collector_and_trains_with_it(tmp_path)
                 return None
 
         sys.meta_path.insert(0, WatchTorchImport())
-        print_ = print
         steps = []
 
-        def watch(*args, **kwargs):  # each step's line: the collector's state and how much is frozen
-            if args and str(args[0]).startswith("rank=0 step="):
-                steps.append((gc.isenabled(), gc.get_freeze_count()))
-            print_(*args, **kwargs)
+        class WatchSteps:  # each step's line: the collector's state and how much is frozen
+            def __init__(self, out):
+                self.out = out
 
-        import builtins
-        builtins.print = watch
+            def write(self, text):
+                if text.startswith("rank=0 step="):
+                    steps.append((gc.isenabled(), gc.get_freeze_count()))
+                return self.out.write(text)
+
+            def __getattr__(self, name):
+                return getattr(self.out, name)
+
+        sys.stdout = WatchSteps(sys.stdout)
         sys.argv = ["example", "--steps", "3", "--ckpt-every", "0", "--ckpt-dir", "{tmp_path / 'ckpt'}",
                     "--out", "{tmp_path / 'final.pt'}"]
         try:
