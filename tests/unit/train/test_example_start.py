@@ -1,4 +1,5 @@
-"""The example's start: the deterministic flag set without loading torch.compile's stack (docs/testbed.md, round ten)."""
+"""The example's start: the deterministic flag set without loading torch.compile's stack (docs/testbed.md, round ten),
+and the collector paused over a rank's and torchrun's imports, on again for their work (round thirteen)."""
 
 from __future__ import annotations
 
@@ -77,4 +78,30 @@ def test_a_rank_imports_torch_without_the_collector_and_trains_with_it(tmp_path)
         assert len(steps) == 3, steps
         assert all(on for on, _ in steps), "a step ran with the collector off"
         assert all(frozen > 100_000 for _, frozen in steps), steps
+    """)
+
+
+def test_the_quiet_torchrun_imports_torch_without_the_collector_and_runs_with_it():
+    """``python -m burstd.train.launch``: torchrun's imports paused, the collector on again before it runs."""
+    _run("""
+        import contextlib, gc, io, sys
+
+        seen = {}
+
+        class WatchTorchImport:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" and "torch" not in seen:
+                    seen["torch"] = gc.isenabled()
+                return None
+
+        sys.meta_path.insert(0, WatchTorchImport())
+        from burstd.train.launch import main
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            try:
+                main(["--help"])  # torchrun's own parser: it runs after the imports, and exits
+            except SystemExit as stop:
+                assert stop.code == 0, stop.code
+        assert "--nproc-per-node" in out.getvalue()
+        assert seen["torch"] is False, "torch was imported with the collector on"
+        assert gc.isenabled(), "torchrun ran with the collector off"
     """)
