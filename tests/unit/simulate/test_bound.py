@@ -61,8 +61,12 @@ def test_bound_in_the_json_is_one_figure_per_policy_and_the_output_stays_json(tm
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)["policies"]
     assert rows["never"]["bound_usd"] == 0.0
+    assert rows["never"]["hindsight_usd"] == 0.0
     for row in rows.values():
         assert row["bound_usd"] is not None and row["bound_usd"] <= row["cloud_cost_usd"] + 0.01
+        # the optimum lies between the bound and the cheapest hindsight plan found under the site's scheduler
+        assert row["hindsight_usd"] is not None and row["bound_usd"] <= row["hindsight_usd"] + 0.01
+    assert rows["ondemand-all"]["hindsight_usd"] <= rows["ondemand-all"]["cloud_cost_usd"] + 0.01
 
 
 def test_whole_jobs_to_the_cloud_tighten_the_bound_to_a_whole_jobs_bill():

@@ -1,0 +1,92 @@
+"""The hindsight plan (``burstctl simulate --bound``): an achieved schedule under the site's own scheduler, so
+the optimum at a mean JCT lies between the bound and it."""
+
+from __future__ import annotations
+
+import pytest
+
+from burstd.simulate.hindsight import Hindsight
+from burstd.simulate.policies import POLICIES, make_setup, policy_simulator
+from burstd.simulate.traces import TraceInfo, TraceJob
+from tests.unit.simulate.test_bound import INFO, setup, trace
+
+
+def results(s):
+    return {name: policy_simulator(name, s, trace()).run() for name in POLICIES}
+
+
+@pytest.mark.parametrize("market", [None, "on-demand"])
+def test_every_plan_meets_its_target_and_replays_to_what_it_reports(market):
+    s = setup(market)
+    h = Hindsight(s, trace())
+    for name, res in results(s).items():
+        plan = h.plan_for(res.jct_mean_s, time_s=30.0)
+        assert plan is not None, name
+        assert plan.mean_jct_s <= res.jct_mean_s, name
+        again = h.replay(plan.jobs)
+        assert (again.cost_usd, again.mean_jct_s) == (plan.cost_usd, plan.mean_jct_s), name
+        # planned jobs are billed on-demand for boot + run, at most once each
+        assert plan.cost_usd <= sum(h.bill[i] for i in plan.jobs) + 1e-6, name
+
+
+def test_at_never_bursts_mean_jct_the_plan_is_empty_and_free():
+    s = setup(None)
+    never = policy_simulator("never", s, trace()).run()
+    plan = Hindsight(s, trace()).plan_for(never.jct_mean_s)
+    assert plan is not None and plan.jobs == frozenset() and plan.cost_usd == 0.0
+
+
+def test_the_plan_is_the_cheapest_way_to_its_target_it_found_taking_back_any_one_job_misses_it():
+    s = setup("on-demand")
+    res = results(s)
+    target = (res["never"].jct_mean_s + res["ondemand-all"].jct_mean_s) / 2
+    h = Hindsight(s, trace())
+    plan = h.plan_for(target, time_s=30.0)
+    assert plan is not None and 0 < plan.cost_usd < res["ondemand-all"].cloud_cost_usd
+    for i in plan.jobs:
+        assert h.replay(plan.jobs - {i}).mean_jct_s > target, i
+
+
+def test_the_optimum_is_bracketed_bound_below_plan_above():
+    pytest.importorskip("highspy")
+    from burstd.simulate.bound import build_bound
+
+    s = setup("on-demand")
+    model = build_bound(s, trace())
+    h = Hindsight(s, trace())
+    for name, res in results(s).items():
+        plan, bound = h.plan_for(res.jct_mean_s, time_s=30.0), model.cost_at(res.jct_mean_s)
+        assert plan is not None and bound is not None, name
+        assert bound <= plan.cost_usd + 1e-6, name
+
+
+def test_a_planned_job_the_site_starts_before_its_cycle_runs_on_prem_for_nothing():
+    # an idle site starts the job at once, before the plan's first cycle: no burst, no bill
+    s = make_setup(INFO, False, None, None, None, None, market="on-demand")
+    jobs = [TraceJob(1, 10.0, 3600.0, 3600.0, 8)]
+    h = Hindsight(s, jobs)
+    got = h.replay(frozenset({1}))
+    assert got.cost_usd == 0.0 and got.waits == {1: 0.0}
+    # a job that must queue is burst at the next cycle (120 s), billed for boot + run on-demand
+    busy = [TraceJob(1, 0.0, 7200.0, 7200.0, 16), TraceJob(2, 10.0, 3600.0, 3600.0, 8)]
+    h = Hindsight(s, busy)
+    got = h.replay(frozenset({2}))
+    assert 2 not in got.waits
+    assert got.cost_usd == pytest.approx(h.bill[2], rel=1e-3)
+    assert got.mean_jct_s == pytest.approx((7200.0 + (120.0 - 10.0 + s.boot_s + 3600.0)) / 2)
+
+
+def test_the_prune_takes_back_what_the_grow_overshot():
+    # one 8-CPU site, busy 10 h with A; B1 (1 h) and then B2 (10 h) queue behind it. Bursting B1 alone sheds
+    # more than its own wait (B2 starts an hour sooner), which the grow's estimate does not count: so it sends
+    # B2 too, and the prune, dearest first, takes B2 back because B1 alone meets the target
+    info = TraceInfo("swf", max_procs=8, max_nodes=1)
+    s = make_setup(info, False, None, None, None, None, market="on-demand")
+    jobs = [TraceJob(1, 0.0, 36_000.0, 36_000.0, 8), TraceJob(2, 60.0, 3600.0, 3600.0, 8),
+            TraceJob(3, 120.0, 36_000.0, 36_000.0, 8)]
+    h = Hindsight(s, jobs)
+    assert h.replay(frozenset()).mean_jct_s == pytest.approx((36_000 + 39_540 + 75_480) / 3)
+    assert h.replay(frozenset({2})).mean_jct_s == pytest.approx((36_000 + 3_780 + 71_880) / 3)
+    plan = h.plan_for(38_000.0)
+    assert plan is not None and plan.jobs == frozenset({2})
+    assert plan.cost_usd == pytest.approx(h.bill[2], rel=1e-3)
