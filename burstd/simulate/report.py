@@ -50,7 +50,7 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                    warmup_jobs: int | None = None, backfill_depth: int | None = None,
                    bill_per: str | None = None, out_of_order: bool = False,
                    data_median_gb: float | None = None, config_path: str | None = None,
-                   bound: bool = False, bound_time_s: float = 60.0,
+                   bound: bool = False, bound_time_s: float = 60.0, hindsight_time_s: float | None = None,
                    user_limits: UserLimits = NO_LIMITS, queue_priority: str | None = None) -> dict:
     """Replay ``path`` once per policy; returns the report dict (metrics per policy, ratios to baselines).
 
@@ -60,7 +60,9 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     ``config_path`` names the file ``config`` came from, for the header (``site`` and ``assumptions``: what the
     replay runs and what it assumed). ``bound``: each policy's row also carries ``bound_usd``, the hindsight
     lower bound on cloud cost at its mean JCT (``burstd.simulate.bound``; ``bound_time_s``: branch and bound's
-    limit a policy, 0 for the LP alone). ``user_limits``: per-user running limits on-prem
+    limit a policy, 0 for the LP alone). ``hindsight_time_s``: each row also carries ``hindsight_usd``, the cheapest
+    plan found in hindsight under the site's own scheduler at its mean JCT, searched at most this long a policy
+    (``burstd.simulate.hindsight``). ``user_limits``: per-user running limits on-prem
     (``burstd.simulate.limits``); ``queue_priority``: "auto" or queue numbers highest class first, the on-prem
     queue ordered by class then submit (``burstd.simulate.queue_priority``)."""
     policies = list(policies or POLICIES)
@@ -97,8 +99,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
                          "all of them: give a smaller --warmup-jobs (0 keeps every job)")
     if config is not None and not config.pools:
         raise ValueError("the config has no [[pools]] to burst to")
-    if bound and warmup:
-        raise ValueError("--bound covers every job of the replay: give --warmup-jobs 0 with it")
+    if (bound or hindsight_time_s is not None) and warmup:
+        raise ValueError("--bound and --hindsight cover every job of the replay: give --warmup-jobs 0 with them")
     root = spot_root or default_spot_root()
     setup = make_setup(info, gpu, config, onprem_cpus, onprem_gpus, root, seed,
                        120.0 if boot_s is None else boot_s, cycle_s, market,
@@ -162,7 +164,8 @@ def simulate_trace(path: str | Path, *, format: str | None = None, policies: lis
     out["frontier"] = frontier(out["policies"])
     if bound:
         _add_bound(out, setup, jobs, bound_time_s)
-        _add_hindsight(out, setup, jobs, {r.policy: r.jct_mean_s for r in results}, bound_time_s or 60.0)
+    if hindsight_time_s is not None:
+        _add_hindsight(out, setup, jobs, {r.policy: r.jct_mean_s for r in results}, hindsight_time_s)
     return out
 
 

@@ -56,7 +56,7 @@ def test_bound_in_the_json_is_one_figure_per_policy_and_the_output_stays_json(tm
 
     trace = tmp_path / "site.swf"
     trace.write_text(SWF)
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--bound", "--policy",
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--json", "--bound", "--hindsight", "--policy",
                                  "never,ondemand-all,burstd", "--spot-traces", str(calm_spot_traces(tmp_path / "s"))])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)["policies"]

@@ -90,3 +90,21 @@ def test_the_prune_takes_back_what_the_grow_overshot():
     plan = h.plan_for(38_000.0)
     assert plan is not None and plan.jobs == frozenset({2})
     assert plan.cost_usd == pytest.approx(h.bill[2], rel=1e-3)
+
+
+def test_hindsight_alone_on_the_command_line_needs_no_solver_and_refuses_a_warm_up_cut(tmp_path):
+    from typer.testing import CliRunner
+
+    from burstd.cli.app import app
+    from tests.unit.simulate.test_simulate_cli import SWF, calm_spot_traces
+
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    spot = str(calm_spot_traces(tmp_path / "s"))
+    args = ["simulate", "--trace", str(trace), "--policy", "never,burstd", "--spot-traces", spot, "--hindsight"]
+    r = CliRunner().invoke(app, args + ["--wide"])
+    assert r.exit_code == 0, r.output
+    assert "cheapest plan found in hindsight under the site's own scheduler" in r.output
+    assert "never $0.0" in r.output and "lower bound" not in r.output
+    r = CliRunner().invoke(app, args + ["--warmup-jobs", "5"])
+    assert r.exit_code != 0 and "--hindsight" in r.output and "--warmup-jobs 0" in r.output
