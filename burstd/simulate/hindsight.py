@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from burstd.simulate.engine import SimSetup, Simulator
+from burstd.simulate.engine import SimJob, SimSetup, Simulator
 from burstd.simulate.policies import policy_config
 from burstd.simulate.traces import TraceJob
 
@@ -52,11 +52,25 @@ class Plan:
 
 class _Planned(Simulator):
     """The engine with ``decide()`` replaced by a plan: at each cycle, every planned job still queued bursts
-    on-demand (a job the site starts before its cycle comes runs on-prem, as with any policy)."""
+    on-demand (a job the site starts before its cycle comes runs on-prem, as with any policy). Cycles run only
+    while a planned job is queued: the rest of the time nothing would change at one."""
 
     def __init__(self, setup: SimSetup, jobs: list[TraceJob], pools: dict[int, str]):
         super().__init__(setup, jobs, "hindsight")
         self.pools = pools
+        self.waiting = 0  # planned jobs queued
+
+    def _enqueue(self, j: SimJob, t: float) -> None:
+        super()._enqueue(j, t)
+        self.waiting += j.tj.job_id in self.pools
+
+    def _start_onprem(self, j: SimJob, t: float) -> None:
+        super()._start_onprem(j, t)
+        self.waiting -= j.tj.job_id in self.pools
+
+    def _want_tick(self, t: float) -> None:
+        if self.waiting:
+            super()._want_tick(t)
 
     def _tick(self, t: float) -> None:
         self.tick_at = None
@@ -65,6 +79,7 @@ class _Planned(Simulator):
             pool = pools.get(j.tj.job_id)
             if pool is not None and not j.gone:
                 self._burst(j, pool, "on-demand", t)
+                self.waiting -= 1
         self.queue = [j for j in self.queue if not j.gone]
 
 
