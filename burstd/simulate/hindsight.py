@@ -88,6 +88,9 @@ class Hindsight:
 
     def __init__(self, setup: SimSetup, trace: list[TraceJob]):
         cfg = policy_config(setup.config, "ondemand-all")  # every pool on-demand, at its on-demand price
+        # a spot pool with no on-demand price would be planned at its spot price with no preemption, a
+        # schedule nobody can buy: the plan leaves it out
+        od = {p.name for p in setup.config.pools if p.market == "on-demand" or p.ondemand_price_per_hour is not None}
         self.setup = replace(setup, config=cfg, spot=None, decide_enabled=True, market="on-demand", data=None)
         units = (lambda j: j.gpus) if setup.gpu else (lambda j: j.cpus)
         self.trace = [j for j in trace if units(j) <= setup.onprem_units]  # as the replay: larger jobs left out
@@ -96,7 +99,8 @@ class Hindsight:
         self.bill: dict[int, float] = {}  # that pool's on-demand bill for boot + run, USD
         for tj in self.trace:
             sj = probe._sim_job(tj)
-            fits = [(p.price_per_hour, p.name) for p in cfg.pools if p.cpus >= sj.cpn and p.gpus >= sj.gpn]
+            fits = [(p.price_per_hour, p.name) for p in cfg.pools
+                    if p.name in od and p.cpus >= sj.cpn and p.gpus >= sj.gpn]
             if fits:
                 price, name = min(fits)
                 self.pool[tj.job_id] = name

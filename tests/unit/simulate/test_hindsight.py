@@ -108,3 +108,18 @@ def test_hindsight_alone_on_the_command_line_needs_no_solver_and_refuses_a_warm_
     assert "never $0.0" in r.output and "lower bound" not in r.output
     r = CliRunner().invoke(app, args + ["--warmup-jobs", "5"])
     assert r.exit_code != 0 and "--hindsight" in r.output and "--warmup-jobs 0" in r.output
+
+
+def test_a_spot_pool_with_no_on_demand_price_is_never_planned():
+    # planned at its spot price with no preemption it would be a schedule nobody can buy: the plan has no
+    # pool for these jobs, so they stay on-prem and only never-burst's mean JCT is reachable
+    from tests.unit.simulate.test_engine import CFG
+
+    spot_only = CFG.model_copy(update={"pools": [CFG.pools[0].model_copy(update={"ondemand_price_per_hour": None})]})
+    s = make_setup(INFO, False, spot_only, None, None, None)
+    h = Hindsight(s, trace())
+    assert h.pool == {}
+    never = h.replay(frozenset())
+    assert h.plan_for(never.mean_jct_s * 0.9) is None
+    with_od = Hindsight(make_setup(INFO, False, CFG, None, None, None), trace())
+    assert set(with_od.pool) == {j.job_id for j in trace()} and with_od.plan_for(never.mean_jct_s * 0.9) is not None
