@@ -7,8 +7,8 @@ is the policy's and how much is the relaxation's. This module brackets the optim
 replayed by the same engine as every policy, with ``decide()`` replaced by the plan: at each cycle every
 planned job still queued bursts on-demand, and every other job runs on-prem under the replay's own scheduler
 (FCFS with EASY backfill, whatever the replay models). So its cost and mean JCT are achieved, not estimated:
-a daemon that knew the future could follow it, cycle for cycle. Hence, at a policy's
-mean JCT, the best policy of all costs at most the cheapest plan found and at least the bound:
+a daemon that knew the future could follow it, cycle for cycle, within each pool's node count. Hence, at a
+policy's mean JCT, the best policy of all costs at most the cheapest plan found and at least the bound:
 
     bound <= optimum <= plan,  so a policy's cost / plan is a floor on how far it is from optimal.
 
@@ -19,6 +19,10 @@ The search (pure, no I/O: the engine replays in memory) is greedy and time-boxed
    until the waits they shed cover the gap, and replay again;
 2. *prune*: try taking planned jobs back on-prem, dearest first, in blocks halved when the replay misses
    the target, keeping every removal whose replay still meets it, until the time is up.
+
+What the plan is not held to: a config's money (budgets, the burn rate) and its per-account gates and
+node caps. The built-in sites have none; on a site's own config that sets them, the plan is a reference
+point, not a bound.
 """
 
 from __future__ import annotations
@@ -53,12 +57,14 @@ class Plan:
 class _Planned(Simulator):
     """The engine with ``decide()`` replaced by a plan: at each cycle, every planned job still queued bursts
     on-demand (a job the site starts before its cycle comes runs on-prem, as with any policy). Cycles run only
-    while a planned job is queued: the rest of the time nothing would change at one."""
+    while a planned job is queued: the rest of the time nothing would change at one. A pool holds at most its
+    ``node_count`` nodes at once, as ``decide()`` keeps it: a planned job it has no room for waits a cycle."""
 
     def __init__(self, setup: SimSetup, jobs: list[TraceJob], pools: dict[int, str]):
         super().__init__(setup, jobs, "hindsight")
         self.pools = pools
         self.waiting = 0  # planned jobs queued
+        self.room = {p.name: p.node_count for p in setup.config.pools}  # nodes each pool has free
 
     def _enqueue(self, j: SimJob, t: float) -> None:
         super()._enqueue(j, t)
@@ -77,10 +83,16 @@ class _Planned(Simulator):
         pools = self.pools
         for j in self.queue:
             pool = pools.get(j.tj.job_id)
-            if pool is not None and not j.gone:
+            if pool is not None and not j.gone and self.room[pool] >= j.nodes:
+                self.room[pool] -= j.nodes
                 self._burst(j, pool, "on-demand", t)
                 self.waiting -= 1
         self.queue = [j for j in self.queue if not j.gone]
+
+    def _finish(self, j: SimJob, t: float) -> None:
+        super()._finish(j, t)
+        if j.burst:
+            self.room[self.pools[j.tj.job_id]] += j.nodes
 
 
 class Hindsight:
@@ -100,7 +112,7 @@ class Hindsight:
         for tj in self.trace:
             sj = probe._sim_job(tj)
             fits = [(p.price_per_hour, p.name) for p in cfg.pools
-                    if p.name in od and p.cpus >= sj.cpn and p.gpus >= sj.gpn]
+                    if p.name in od and p.cpus >= sj.cpn and p.gpus >= sj.gpn and p.node_count >= sj.nodes]
             if fits:
                 price, name = min(fits)
                 self.pool[tj.job_id] = name

@@ -123,3 +123,23 @@ def test_a_spot_pool_with_no_on_demand_price_is_never_planned():
     assert h.plan_for(never.mean_jct_s * 0.9) is None
     with_od = Hindsight(make_setup(INFO, False, CFG, None, None, None), trace())
     assert set(with_od.pool) == {j.job_id for j in trace()} and with_od.plan_for(never.mean_jct_s * 0.9) is not None
+
+
+def test_a_pool_holds_at_most_its_node_count_at_once_and_a_job_wider_than_it_is_never_planned():
+    from tests.unit.simulate.test_engine import CFG
+
+    two = CFG.model_copy(update={"pools": [CFG.pools[0].model_copy(update={"node_count": 2})]})
+    s = make_setup(INFO, False, two, None, None, None, market="on-demand")
+    # the site is full for 10 h; three one-node jobs queue behind it and a three-node one fits no pool
+    jobs = [TraceJob(1, 0.0, 36_000.0, 36_000.0, 16)] + [TraceJob(i, 10.0, 3600.0, 3600.0, 8) for i in (2, 3, 4)]
+    jobs.append(TraceJob(5, 10.0, 3600.0, 3600.0, 24))
+    h = Hindsight(s, [j for j in jobs if j.job_id != 5])
+    assert set(h.pool) == {1, 2, 3, 4}
+    assert 5 not in Hindsight(make_setup(TraceInfo("swf", max_procs=32, max_nodes=4), False, two, None, None, None,
+                                         market="on-demand"), jobs).pool
+    got = h.replay(frozenset({2, 3, 4}))
+    assert sorted(got.waits) == [1]  # all three burst, but not at once
+    # two start at the first cycle (120 s); the third waits for a node: it bursts at the first cycle after one
+    # of them ends (120 + 120 boot + 3600 = 3,840 s, so the cycle at 3,840 s)
+    jct = {2: 120 - 10 + 120 + 3600, 3: 120 - 10 + 120 + 3600, 4: 3840 - 10 + 120 + 3600}
+    assert got.mean_jct_s == pytest.approx((36_000 + sum(jct.values())) / 4)
