@@ -210,6 +210,8 @@ def register(app: typer.Typer) -> None:
             console.print("cheapest plan found in hindsight under the site's own scheduler, at each policy's mean "
                           "JCT" + (" (the optimum lies between the bound and this)" if bound else "") + ": " +
                           ", ".join(f"{name} ${row['hindsight_usd']}" for name, row in report["policies"].items()))
+            if "caveat" in report["hindsight"]:
+                console.print(f"hindsight: {report['hindsight']['caveat']}")
         if plot:
             console.print(f"frontier plot: {report['plot']}")
 

@@ -53,8 +53,9 @@ GPU_SITE: dict[str, Any] = {
 }
 # burstd's own waiting knobs are not set here: the built-in sites (and the Starburst setting) run the
 # daemon's defaults (``burstd.config_policy.WaitingPolicy``), one definition for both (issue 25).
+UNLIMITED_USD = 1e12  # an account budget no replay can reach: the built-in sites' "no money limit"
 SITE_DEFAULTS: dict[str, Any] = {
-    "budget": {"default_account_usd": 1e12},  # no money limit unless the config sets one
+    "budget": {"default_account_usd": UNLIMITED_USD},  # no money limit unless the config sets one
     "policy": {"onprem_partitions": ["batch"], "waiting": {
         # compute-wait (fixed first, never tuned): 5 min per node-hour, at least 30 min, at most 6 h.
         # (burstd's own knobs: the daemon's defaults)

@@ -17,7 +17,7 @@ from burstd.simulate.assumptions import assumptions, site_line
 from burstd.simulate.data_model import DEFAULT_LINK, DataModel
 from burstd.simulate.engine import SimSetup
 from burstd.simulate.limits import NO_LIMITS, UserLimits
-from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, make_setup, run_policy
+from burstd.simulate.policies import DEFAULT_CHECKPOINT_SHARE, POLICIES, UNLIMITED_USD, make_setup, run_policy
 from burstd.simulate.placement import PLACEMENTS
 from burstd.simulate.queue_priority import queue_priority as read_queue_priority
 from burstd.simulate.settings import BILLING, get_setting
@@ -217,6 +217,12 @@ def _add_hindsight(out: dict, setup: Any, jobs: list, jct: dict[str, float], tim
     out["hindsight"] = {"method": "greedy plan in hindsight, on-demand, the site's own scheduler, replayed "
                                   f"(burstd.simulate.hindsight), at most {time_s:g} s a policy",
                         "replays": h.replays, "cpu_s": round(time.process_time() - t, 1)}
+    b, pol = setup.config.budget, setup.config.policy
+    if (b.site_usd is not None or b.burn_rate_usd_per_hour is not None or b.accounts
+            or b.default_account_usd is None or b.default_account_usd < UNLIMITED_USD
+            or pol.max_nodes_per_account or pol.default_max_nodes_per_account is not None):
+        out["hindsight"]["caveat"] = ("the config sets budgets or per-account limits, which the plan ignores: "
+                                      "here it is a reference point, not a bound on the optimum")
 
 
 def frontier(rows: dict[str, dict], key: str = "jct_mean_s") -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from burstd.config import YEAR_S, Config, parse_config
 from burstd.simulate.placement import PLACEMENTS
+from burstd.simulate.policies import UNLIMITED_USD
 
 SETTINGS = ("starburst",)
 BILLING = ("node-hour", "gpu-hour")  # --bill-per: gpu-hour is ``Setting.gpu_slices``
@@ -64,7 +65,7 @@ STARBURST = Setting(
                    "instance_types": [{"name": "p3.2xlarge", "cpus": 8, "memory_mb": 61 * 1024, "gpus": 1,
                                        "gpu_type": "v100"}],
                    "market": "spot", "price_per_hour": 0.918, "ondemand_price_per_hour": 3.06}],
-        "budget": {"default_account_usd": 1e12},
+        "budget": {"default_account_usd": UNLIMITED_USD},
         "policy": {"onprem_partitions": ["batch"], "waiting": {
             # compute-wait = beta x GPU-hours, no floor, no cap (a year is the config's upper bound)
             # (burstd's own knobs: the daemon's defaults, which count GPU-hours here)

@@ -143,3 +143,27 @@ def test_a_pool_holds_at_most_its_node_count_at_once_and_a_job_wider_than_it_is_
     # of them ends (120 + 120 boot + 3600 = 3,840 s, so the cycle at 3,840 s)
     jct = {2: 120 - 10 + 120 + 3600, 3: 120 - 10 + 120 + 3600, 4: 3840 - 10 + 120 + 3600}
     assert got.mean_jct_s == pytest.approx((36_000 + sum(jct.values())) / 4)
+
+
+def test_on_a_config_with_budgets_the_report_says_the_plan_is_no_bound(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from burstd.cli.app import app
+    from tests.unit.simulate.test_simulate_cli import SWF, calm_spot_traces
+
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    args = ["simulate", "--trace", str(trace), "--policy", "never,burstd", "--hindsight", "--json",
+            "--spot-traces", str(calm_spot_traces(tmp_path / "s"))]
+    built_in = json.loads(CliRunner().invoke(app, args).output)
+    assert "caveat" not in built_in["hindsight"]
+    conf = tmp_path / "burstd.toml"
+    conf.write_text('[[pools]]\nname = "aws"\nprovider = "local"\npartition = "cloud"\nnode_prefix = "c"\n'
+                    'node_count = 10\nmarket = "spot"\nprice_per_hour = 0.1\nondemand_price_per_hour = 0.3\n'
+                    '[[pools.instance_types]]\nname = "c5.2xlarge"\ncpus = 8\nmemory_mb = 16384\n'
+                    '[budget]\nsite_usd = 100\n')
+    r = CliRunner().invoke(app, args + ["--config", str(conf)])
+    assert r.exit_code == 0, r.output
+    assert "not a bound" in json.loads(r.output)["hindsight"]["caveat"]
