@@ -168,6 +168,10 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(report)
             return
+        # plain text: a trace's path, a config's [sections] and reasons are not rich markup
+        def say(text: str) -> None:
+            console.print(text, markup=False, highlight=False)
+
         title = (f"{report['trace']}: {report['jobs_read']} jobs, {report['onprem_units']} on-prem "
                  f"{report['units']}, spot preemptions {report.get('spot_preemption_rate_per_node_hour', 0.0)}"
                  "/node-h")
@@ -176,44 +180,44 @@ def register(app: typer.Typer) -> None:
                                      for c in SIM_COLUMNS]
         print_table(console, title, cols, [[name, *(_cell(row.get(c, "")) for c in SIM_COLUMNS)]
                                            for name, row in report["policies"].items()], wide=wide)
-        console.print(f"replays: {report['site']}")
+        say(f"replays: {report['site']}")
         for line in report["assumptions"]:
-            console.print(f"  assumed {line}")
-        console.print("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
+            say(f"  assumed {line}")
+        say("wait = to the final start; delay = JCT minus run time; on the cost vs mean JCT frontier: "
                       + ", ".join(report["frontier"]))
         shapes = ", ".join(f"{n} ({v['cpus']} CPUs, {v['gpus']} GPUs)" for n, v in report["cloud_shapes"].items())
-        console.print(f"checkpointing: {report['checkpoint_share']:.0%} of jobs, every "
+        say(f"checkpointing: {report['checkpoint_share']:.0%} of jobs, every "
                       f"{report['checkpoint_interval_s']:.0f} s; spot preemptions drawn from {report['spot_traces']}")
         order = "out of order" if report["out_of_order"] else f"backfill depth {report['backfill_depth']}"
-        console.print(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node, placement "
+        say(f"on-prem: {report['onprem_units_per_node']} {report['units']} a node, placement "
                       f"{report['placement']}, {order}; cloud: {shapes}, billed per {report['billing']}, "
                       f"boot {report['boot_s']:.0f} s; market {report['market']}")
         if report["warmup_jobs"]:
-            console.print(f"metrics leave out the first and the last {report['warmup_jobs']} jobs "
+            say(f"metrics leave out the first and the last {report['warmup_jobs']} jobs "
                           f"(setting: {report['setting'] or 'none'})")
         for name, row in report["policies"].items():
             for why, n in row.get("cannot_burst", {}).items():
-                console.print(f"{name}: {n} jobs could not burst: {why}")
+                say(f"{name}: {n} jobs could not burst: {why}")
         for name, row in report["policies"].items():
             if "data" in row:
                 d = row["data"]
-                console.print(f"{name}: data {d['gb_in']} GB moved in, ${d['usd']:,.2f}, {d['cache_hits']} cache "
+                say(f"{name}: data {d['gb_in']} GB moved in, ${d['usd']:,.2f}, {d['cache_hits']} cache "
                               f"hits, {d['jobs_kept_home_for_data']} jobs kept home for their data")
         if report["too_big_for_onprem"]:
-            console.print(f"{report['too_big_for_onprem']} jobs larger than the on-prem site were left out")
+            say(f"{report['too_big_for_onprem']} jobs larger than the on-prem site were left out")
         if bound:
             b = report["bound"]
-            console.print(f"hindsight lower bound on cloud cost at each policy's mean JCT ({b['method']}; "
+            say(f"hindsight lower bound on cloud cost at each policy's mean JCT ({b['method']}; "
                           f"slots of {b['slot_s']:g} s): " + ", ".join(
                               f"{name} ${row['bound_usd']}" for name, row in report["policies"].items()))
         if hindsight:
-            console.print("cheapest plan found in hindsight under the site's own scheduler, at each policy's mean "
+            say("cheapest plan found in hindsight under the site's own scheduler, at each policy's mean "
                           "JCT" + (" (the optimum lies between the bound and this)" if bound else "") + ": " +
                           ", ".join(f"{name} ${row['hindsight_usd']}" for name, row in report["policies"].items()))
             if "caveat" in report["hindsight"]:
-                console.print(f"hindsight: {report['hindsight']['caveat']}")
+                say(f"hindsight: {report['hindsight']['caveat']}")
         if plot:
-            console.print(f"frontier plot: {report['plot']}")
+            say(f"frontier plot: {report['plot']}")
 
 
 def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jobs: int | None,

@@ -78,7 +78,7 @@ def print_table(console: Console, title: str, columns: Sequence[Column], rows: S
         shortened: list[str] = []
     else:
         widths, shortened = fit(columns, rows, console.width)
-    t = Table(title=title)
+    t = Table(title=Text(title))  # plain text, as the cells: a path with [brackets] is not markup
     for i, w in widths.items():
         c = columns[i]
         # a cell fits its width; a free-text cell is cut with an ellipsis, one line a row

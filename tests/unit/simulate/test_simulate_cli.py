@@ -175,3 +175,21 @@ def test_unknown_market_is_a_clear_error(tmp_path):
     trace.write_text(SWF)
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--market", "reserved"])
     assert r.exit_code == 1 and "unknown market 'reserved'" in r.output
+
+
+def test_the_text_report_prints_paths_and_config_sections_as_they_are_not_as_markup(tmp_path):
+    # a trace's name is the user's, and the header names the config's [[pools]], [policy] and [budget]: rich
+    # markup would swallow the brackets
+    trace = tmp_path / "site [bold]1.swf"
+    trace.write_text(SWF)
+    conf = tmp_path / "burstd.toml"
+    conf.write_text('[[pools]]\nname = "aws"\nprovider = "local"\npartition = "cloud"\nnode_prefix = "c"\n'
+                    'node_count = 10\nmarket = "spot"\nprice_per_hour = 0.1\nondemand_price_per_hour = 0.3\n'
+                    '[[pools.instance_types]]\nname = "c5.2xlarge"\ncpus = 8\nmemory_mb = 16384\n'
+                    '[budget]\ndefault_account_usd = 100\n')
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--policy", "never,burstd", "--wide",
+                                 "--config", str(conf), "--spot-traces", str(calm_spot_traces(tmp_path / "s"))],
+                           env={"COLUMNS": "400"})
+    assert r.exit_code == 0, r.output
+    assert "site [bold]1.swf" in r.output
+    assert "[[pools]], [policy] and [budget]" in r.output
