@@ -61,6 +61,14 @@ def assumptions(info: TraceInfo, jobs: list[TraceJob], setup: SimSetup, *, onpre
     else:
         out.append(f"time limits: all {len(jobs)} jobs carry their requested limit; start estimates use the "
                    "limits, as Slurm's do, not the run times")
+    budget = setup.config.budget
+    if config_path and budget.default_account_usd is None:
+        accounts = {j.account for j in jobs}
+        unfunded = accounts - set(budget.accounts)
+        if unfunded:
+            out.append(f"budgets: {len(unfunded)} of the trace's {len(accounts)} accounts have no [budget.accounts] "
+                       "entry and the config sets no default_account_usd, so their jobs never burst, as the daemon "
+                       "would treat them (set budget.default_account_usd to replay them bursting)")
     cycle = setup.config.daemon.cycle_interval_s
     out.append(f"decide() every {setup.cycle_s:g} s (the daemon's daemon.cycle_interval_s: {cycle:g} s); cloud "
                f"nodes boot in {setup.boot_s:g} s (decide() bills policy.boot_overhead_s "

@@ -78,3 +78,29 @@ def test_the_header_says_what_is_replayed_and_every_assumption(tmp_path):
     assert "time limits: all 79 jobs carry their requested limit" in lines[3]
     text = CliRunner().invoke(app, args + ["--wide"]).output
     assert "replays: the daemon's policy as" in text and "assumed site size: 32 on-prem CPUs" in text.replace("\n", " ")
+
+
+def test_the_header_says_when_the_configs_budgets_keep_the_traces_accounts_home(tmp_path):
+    # a config with no default_account_usd lets no account without a budget burst: a what-if on a trace whose
+    # accounts the config does not name bursts nothing, and the header has to say why
+    trace = tmp_path / "site.swf"
+    trace.write_text(SWF)
+    spot = calm_spot_traces(tmp_path / "spot")
+
+    def run(toml: str) -> dict:
+        conf = tmp_path / "burstd.toml"
+        conf.write_text(toml)
+        r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--config", str(conf), "--policy",
+                                     "ondemand-all", "--spot-traces", str(spot), "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)
+
+    funded = run(SITE_TOML.replace("{kind}", "burstd"))
+    assert not any(line.startswith("budgets:") for line in funded["assumptions"])
+    assert funded["policies"]["ondemand-all"]["jobs_burst"] > 0
+    unfunded = run(SITE_TOML.replace("{kind}", "burstd").replace("default_account_usd = 100000\n", ""))
+    assert unfunded["policies"]["ondemand-all"]["jobs_burst"] == 0
+    assert ["budgets: 2 of the trace's 2 accounts have no [budget.accounts] entry and the config sets no "
+            "default_account_usd, so their jobs never burst, as the daemon would treat them (set "
+            "budget.default_account_usd to replay them bursting)"] == [
+        line for line in unfunded["assumptions"] if line.startswith("budgets:")]
