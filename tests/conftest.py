@@ -62,11 +62,8 @@ def pytest_collection(session):
     """Collection imports every test module and what they import (burstd, moto, hypothesis, schemathesis), each
     worker for itself: without the collector's passes over it (burstd.start_up), and out of the collector's sight
     for the rest of the run. On the xdist controller too, which collects nothing."""
-    start_up.pause()
-    try:
+    with start_up.paused():
         return (yield)
-    finally:
-        start_up.done()
 
 
 def pytest_collection_modifyitems(config, items):

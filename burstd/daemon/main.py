@@ -50,11 +50,8 @@ def _detach(log_path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     # The start imports and wires everything (the cloud SDKs, FastAPI, SQLAlchemy): without the collector's passes
     # over it, a fifth less CPU (burstd.start_up); back on before the first cycle, or on any way out.
-    start_up.pause()
-    try:
+    with start_up.paused():
         return _run(argv)
-    finally:
-        start_up.done()
 
 
 def _run(argv: list[str] | None) -> int:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from burstd.simulate.engine import SimSetup, Simulator
+from burstd.simulate.policies import onprem_fit
 from burstd.simulate.traces import TraceJob
 
 if TYPE_CHECKING:  # highspy is imported where it is used (an optional dependency: the ``bound`` extra)
@@ -153,7 +154,7 @@ def build_bound(setup: SimSetup, trace: list[TraceJob], *, slot_s: float | None 
     cloud, branch and bound stopped after ``time_limit_s`` a solve."""
     import highspy
 
-    sim = Simulator(setup, [j for j in trace if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units])
+    sim = Simulator(setup, onprem_fit(setup, trace))
     jobs = [sim._sim_job(tj) for tj in sim.trace]
     if slot_s is None:
         slot_s = default_slot_s([j.tj.runtime for j in jobs])

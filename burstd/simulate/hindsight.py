@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, replace
 
 from burstd.simulate.engine import SimJob, SimSetup, Simulator
-from burstd.simulate.policies import policy_config
+from burstd.simulate.policies import onprem_fit, policy_config
 from burstd.simulate.traces import TraceJob
 
 
@@ -104,8 +104,7 @@ class Hindsight:
         # schedule nobody can buy: the plan leaves it out
         od = {p.name for p in setup.config.pools if p.market == "on-demand" or p.ondemand_price_per_hour is not None}
         self.setup = replace(setup, config=cfg, spot=None, decide_enabled=True, market="on-demand", data=None)
-        units = (lambda j: j.gpus) if setup.gpu else (lambda j: j.cpus)
-        self.trace = [j for j in trace if units(j) <= setup.onprem_units]  # as the replay: larger jobs left out
+        self.trace = onprem_fit(setup, trace)  # as the replay
         probe = Simulator(self.setup, self.trace)
         self.pool: dict[int, str] = {}  # the cheapest pool each job's node fits
         self.bill: dict[int, float] = {}  # that pool's on-demand bill for boot + run, USD

@@ -175,6 +175,11 @@ def make_setup(info: TraceInfo, gpu: bool, config: Config | None, onprem_cpus: i
                     queue_priority=queue_priority)
 
 
+def onprem_fit(setup: SimSetup, jobs: list[TraceJob]) -> list[TraceJob]:
+    """The jobs a replay runs: those no larger than the on-prem site (a larger one could never run there)."""
+    return [j for j in jobs if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units]
+
+
 def run_policy(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int = 1) -> SimResult:
     return policy_simulator(name, setup, jobs, seed).run()
 
@@ -190,5 +195,4 @@ def policy_simulator(name: str, setup: SimSetup, jobs: list[TraceJob], seed: int
     if setup.spot is not None:  # same preemption draws for every policy
         spot = SpotModel(setup.spot.segments, seed)
     s = replace(setup, config=cfg, spot=spot, decide_enabled=(name != "never"))
-    fit = [j for j in jobs if (j.gpus if setup.gpu else j.cpus) <= setup.onprem_units]
-    return Simulator(s, fit, name)
+    return Simulator(s, onprem_fit(setup, jobs), name)
