@@ -9,17 +9,26 @@ ends quietly with the requeue code, and torchrun's own stop on the preemption si
 the workers had their ``--shutdown-timeout`` to save) quietly with 128 + the signal; the sbatch templates then
 print the one line a researcher needs ("preempted on cloud2 at step 412, checkpoint saved, requeued"). Any other
 failure reads exactly as torchrun's.
+
+A preemption signal that comes before torchrun starts the workers (while it imports torch, parses its arguments
+or waits for its rendezvous: seconds) would kill a plain torchrun, and the job would fail where it should be
+requeued. burstd-agent sends it then, to the job's leaf processes, when a notice meets a job that has just
+started. Here it ends the launch at once with the requeue code: there is nothing to save yet, and the job
+script requeues the job.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import sys
+from collections.abc import Callable
+from types import FrameType
 
 from burstd import start_up
-from burstd.train.signals import preempt_signal_from_env, requeue_exit_code
+from burstd.train.signals import parse_signal, preempt_signal_from_env, requeue_exit_code
 
 #: torchrun's loggers that narrate a worker's exit and its own shutdown
 ELASTIC_LOGGERS = ("torch.distributed.elastic.multiprocessing.api", "torch.distributed.elastic.agent.server.api")
@@ -66,18 +75,74 @@ def planned_stop(exitcodes: list[int], code: int) -> bool:
     return bool(exitcodes) and exitcodes[0] == code and all(c == code or c < 0 for c in exitcodes[1:])
 
 
-def main(argv: list[str] | None = None) -> int:
-    with start_up.paused():  # importing torch, without the collector's passes over it (burstd.start_up)
-        from torch.distributed.elastic.multiprocessing.api import SignalException
-        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-        from torch.distributed.run import main as torchrun
+class _PreemptedBeforeWorkers(BaseException):
+    """The preemption signal, raised in the launcher before torch is imported (torch's own kind is raised after)."""
 
+
+class _BeforeWorkers:
+    """The preemption signal's handler until torchrun starts the workers, when torch puts its own in place (which
+    forwards the signal to them). It raises, so that whatever the launcher is doing ends; :attr:`raised` tells
+    that stop from one torch's handler made."""
+
+    def __init__(self, sig: signal.Signals):
+        self.raised = False
+        self.make: Callable[[], BaseException] = lambda: _PreemptedBeforeWorkers(sig)
+        signal.signal(sig, self)
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.raised = True
+        raise self.make()
+
+
+def _stopped_before_workers(code: int, sig: signal.Signals) -> int:
+    print(f"torchrun: {sig.name} before the workers started: nothing to save, exiting with the requeue code {code}",
+          file=sys.stderr, flush=True)
+    return code
+
+
+#: torchrun's --signals-to-handle when it is not given
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+
+
+def torchrun_handles(args: list[str], sig: signal.Signals) -> bool:
+    """Whether torchrun, run with ``args``, puts its own handler on ``sig`` when it starts the workers (only then
+    may the early handler stand in for it until that moment, as it would otherwise stay for the whole run)."""
+    names = TORCHRUN_SIGNALS
+    for i, arg in enumerate(args):
+        if arg in ("-m", "--module"):
+            break  # the training module and its own arguments follow
+        flag, eq, value = arg.partition("=")
+        if flag in ("--signals-to-handle", "--signals_to_handle"):
+            names = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+    for name in names.split(","):
+        try:
+            if parse_signal(name) == sig:
+                return True
+        except ValueError:
+            continue  # torchrun warns of a name it cannot handle, and handles the others
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
     code, sig = requeue_exit_code(), preempt_signal_from_env()
+    early = _BeforeWorkers(sig) if torchrun_handles(args, sig) else None
+    try:
+        with start_up.paused():  # importing torch, without the collector's passes over it (burstd.start_up)
+            from torch.distributed.elastic.multiprocessing.api import SignalException
+            from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+            from torch.distributed.run import main as torchrun
+    except _PreemptedBeforeWorkers:
+        return _stopped_before_workers(code, sig)
+    if early is not None:  # torch's kind from here on: torchrun stops as for its own handler (and leaves an
+        # elastic c10d rendezvous open for the requeued run)
+        early.make = lambda: SignalException(f"Process {os.getpid()} got signal: {sig}", sigval=sig)
+
     quiet = _PlannedStopFilter(code, sig)
     for name in ELASTIC_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
     try:
-        torchrun(sys.argv[1:] if argv is None else argv)
+        torchrun(args)
     except ChildFailedError as exc:
         first_rank, _ = exc.get_first_failure()
         ordered = [exc.failures[first_rank]] + [f for r, f in exc.failures.items() if r != first_rank]
@@ -86,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         quiet.release()
         raise
     except SignalException as exc:
+        if early is not None and early.raised:
+            return _stopped_before_workers(code, sig)
         # the workers were forwarded the signal and had --shutdown-timeout to save: whether they did, the job
         # script asks the checkpoint folder (python -m burstd.train should-requeue)
         if exc.sigval != sig:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from burstd.train.launch import _PlannedStopFilter, planned_stop
+from burstd.train.launch import _PlannedStopFilter, planned_stop, torchrun_handles
 
 
 @pytest.mark.parametrize("codes, planned", [
@@ -21,6 +26,20 @@ from burstd.train.launch import _PlannedStopFilter, planned_stop
 ])
 def test_planned_stop(codes, planned):
     assert planned_stop(codes, 85) is planned
+
+
+@pytest.mark.parametrize("args, sig, handles", [
+    (["--nnodes=1", "--signals-to-handle=SIGTERM,SIGUSR1", "-m", "train"], signal.SIGUSR1, True),
+    (["--nnodes", "1", "--signals-to-handle", "SIGTERM,USR1", "train.py"], signal.SIGUSR1, True),
+    (["--signals_to_handle=SIGUSR1", "train.py"], signal.SIGUSR1, True),
+    (["--nnodes=1", "train.py"], signal.SIGUSR1, False),             # torchrun's own list has no SIGUSR1
+    (["--nnodes=1", "train.py"], signal.SIGTERM, True),
+    (["-m", "train", "--signals-to-handle=SIGUSR1"], signal.SIGUSR1, False),  # the training module's argument
+    (["--signals-to-handle=SIGNOPE,SIGUSR1", "train.py"], signal.SIGUSR1, True),  # torchrun skips the bad name
+    (["--signals-to-handle=SIGNOPE", "train.py"], signal.SIGUSR1, False),
+])
+def test_torchrun_handles_reads_its_signals_to_handle(args, sig, handles):
+    assert torchrun_handles(args, sig) is handles
 
 
 def _record(msg, *args):
@@ -61,3 +80,51 @@ def test_lines_about_stopping_the_other_workers_are_held_and_released_for_a_real
     finally:
         logger.removeFilter(f)
         logger.removeHandler(handler)
+
+
+def _wait_until_caught(pid: int, sig: signal.Signals, timeout_s: float = 30.0) -> bool:
+    """Whether ``pid`` catches ``sig`` (a handler of its own: /proc's SigCgt) before it exits or the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        caught = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+        if caught & (1 << (int(sig) - 1)):
+            return True
+        time.sleep(0.001)
+    return False
+
+
+@pytest.mark.parametrize("handled", [True, False])
+def test_a_preemption_signal_before_the_workers_start_ends_the_launch_with_the_requeue_code(tmp_path, handled):
+    """burstd-agent signals a just-started job's leaf process, the launcher, while it still imports torch: a
+    plain torchrun dies of it and the job fails. This one exits with the requeue code and starts no worker; it
+    stands in for torchrun's handler only where torchrun would put one (--signals-to-handle), else it would
+    stay for the whole run."""
+    started = tmp_path / "worker-started"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(started)!r}, 'w').close()\n")
+    signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT" + (",SIGUSR1" if handled else "")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "burstd.train.launch", "--nnodes=1", "--nproc-per-node=1",
+         "--master-addr=127.0.0.1", "--master-port=0", f"--signals-to-handle={signals}", str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "BURSTD_REQUEUE_EXIT_CODE": "85", "BURSTD_PREEMPT_SIGNAL": "SIGUSR1"})
+    try:
+        if handled:
+            assert _wait_until_caught(proc.pid, signal.SIGUSR1), "the launcher never caught SIGUSR1"
+        else:
+            time.sleep(0.2)  # into its imports
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert not started.exists(), "a worker started after the preemption signal"
+    if handled:
+        assert proc.returncode == 85, (proc.returncode, err)
+        assert "SIGUSR1 before the workers started: nothing to save" in err, err
+        assert "Traceback" not in err, err
+    else:
+        assert proc.returncode == -signal.SIGUSR1, (proc.returncode, err)  # as plain torchrun: no handler left

@@ -88,3 +88,31 @@ def test_a_storm_of_preemption_signals_never_aborts_the_batch_shell_and_the_job_
             # a cancel ends the job with torchrun's failure, whatever stage the TERMs caught it in, never requeued
             assert rc != 0 and not requeues, (rc, text, requeues)
             assert "got TERM (cancel)" in text and "cancelled: not requeueing" in text, text
+
+
+@pytest.mark.parametrize("template", ["torchrun-single-node.sbatch", "torchrun-multi-node.sbatch"])
+def test_only_the_launch_carries_the_marker_the_agent_signals_by(template, fakes, tmp_path):
+    """burstd-agent signals a marked job's leaf processes until its torch workers exist: a set-up command that
+    carried BURSTD_PREEMPTIBLE (``scontrol`` finding the rendezvous node, ``date``) could be killed by the
+    notice. The templates export it just before the launch, which catches the signal (burstd.train.launch)."""
+    seen = tmp_path / "marker.log"
+    for name in ("date", "scontrol"):  # set-up commands: log whether they carry the marker, then do their job
+        real = fakes / name
+        body = real.read_text().split("\n", 1)[1] if real.exists() else 'exec /bin/date "$@"\n'
+        real.write_text(f'#!/bin/bash\necho "{name} ${{BURSTD_PREEMPTIBLE:-}}" >> "$MARKER_LOG"\n{body}')
+        real.chmod(0o755)
+    launcher = fakes / "torchrun"
+    launcher.write_text('#!/bin/bash\necho "launch ${BURSTD_PREEMPTIBLE:-}" >> "$MARKER_LOG"\nexit 0\n')
+    env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "SLURM_JOB_ID": "4100", "SLURM_JOB_NAME": "train",
+           "SLURM_JOB_NODELIST": "vm1", "SLURM_NNODES": "1", "SLURM_NODEID": "0", "CKPT_DIR": str(tmp_path / "ckpt"),
+           "PYTHON": str(fakes / "python"), "TORCHRUN": str(launcher), "SCONTROL_LOG": str(tmp_path / "sc.log"),
+           "MARKER_LOG": str(seen)}
+    env.pop("SLURM_JOB_START_TIME", None)  # so the single-node template asks `date` when the run started
+    env.pop("BURSTD_PREEMPTIBLE", None)
+    done = subprocess.run(["bash", str(TEMPLATES / template)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "training finished" in done.stdout, done
+    lines = seen.read_text().splitlines()
+    assert lines[-1] == "launch 1", lines
+    setup = lines[:-1]
+    assert setup, "no set-up command ran: the test would prove nothing"
+    assert all(line.split(" ", 1)[1] == "" for line in setup), lines
