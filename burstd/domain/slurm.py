@@ -64,6 +64,8 @@ class Job:
     deadline: int | None = None
     # ``sbatch -w``: the hostlist the job must run on ("" = anywhere); a burst needs every one of them in the pool
     required_nodes: str = ""
+    # ``sbatch -x``: the hostlist the job must not run on ("" = none); a burst needs enough of the pool's others
+    excluded_nodes: str = ""
 
     @property
     def is_pending(self) -> bool:

@@ -329,7 +329,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             escalated = net or (max_spot is not None and restarts >= max_spot) or (
                 spot_setbacks > 0 and (slack > 0.0 or dl is not None) and off_spot(
                     now, submitted, limit_s, progress.get(jid, 0.0), slack, boot_s, spot_setbacks, dl))
-            shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features, job.required_nodes)
+            shape_key = (job.cpus, nodes, job.memory_mb, gres, job.features, job.required_nodes,
+                         job.excluded_nodes)
             ckey = (shape_key, parts, escalated, job.account if acct_pools else None, tasks, limit_min)
             cached = cand_cache.get(ckey)
             if cached is None:

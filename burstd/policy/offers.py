@@ -84,6 +84,8 @@ def job_fit(job: Job, pool: PoolView) -> str:
         return f"needs {nodes} nodes, pool {cfg.name} has at most {pool.cap}"
     if job.required_nodes:
         return required_nodes_misfit(job.required_nodes, cfg)
+    if job.excluded_nodes:
+        return excluded_nodes_misfit(job.excluded_nodes, nodes, cfg)
     return ""
 
 
@@ -100,6 +102,21 @@ def required_nodes_misfit(required: str, cfg: PoolConfig) -> str:
         return ""
     shown = compress(outside) if outside else required
     return f"asks for nodes {required} (sbatch -w); {shown} not in pool {cfg.name}"
+
+
+def excluded_nodes_misfit(excluded: str, nodes: int, cfg: PoolConfig) -> str:
+    """Why a job that excludes nodes (``sbatch -x``) cannot run in the pool: Slurm never starts it on them, so a
+    burst needs ``nodes`` of the pool's others ("" when it has them). A VM bought for an excluded node would idle
+    while the job stayed pending; a node list burstd cannot read could name any of them."""
+    try:
+        names = expand(excluded, validate=True)  # at most MAX_VALIDATED_HOSTS: a job's own text, every cycle
+    except HostlistError:
+        return f"excludes nodes {excluded} (sbatch -x), a list burstd cannot read"
+    ours = set(cfg.node_names).intersection(names)
+    if cfg.node_count - len(ours) >= nodes:
+        return ""
+    return (f"excludes nodes {compress(sorted(ours))} of pool {cfg.name} (sbatch -x); "
+            f"{cfg.node_count - len(ours)} of its nodes left, the job needs {nodes}")
 
 
 def effective_cost(offer: Offer, nodes: int, seconds: float, ckpt_s: float, boot_s: float) -> float:

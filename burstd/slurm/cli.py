@@ -16,7 +16,7 @@ import re
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from burstd.config import SlurmConfig
@@ -101,7 +101,8 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
         self.calls.append(argv)
         full_env = self._env() | dict(env or {})
         if nonce:
-            full_env["SQUEUE_FORMAT2"] = squeue_text.squeue_text_format(nonce)
+            full_env["SQUEUE_FORMAT2"] = squeue_text.squeue_text_format(
+                nonce, exc_nodes=self.features.has("squeue_exc_nodes"))
         try:
             proc = subprocess.Popen(argv, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)
@@ -152,6 +153,21 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
     def _start_jobs_text(self) -> _Running:
         return self.start("squeue", ["-h", "-a"], nonce=squeue_text.new_nonce())
 
+    def _start_exclusions(self) -> _Running | None:
+        """Beside the text snapshot, where its squeue has no ExcNodes field: the pending jobs' ``sbatch -x``."""
+        if not self.use_text_jobs() or self.features.has("squeue_exc_nodes"):
+            return None
+        return self.start("squeue", ["-h", "-a", "-t", "PENDING", "-o", squeue_text.EXCLUSIONS_FORMAT])
+
+    @staticmethod
+    def _with_exclusions(jobs: list[Job], out: str | None) -> list[Job]:
+        if out is None:
+            return jobs
+        excluded = squeue_text.exclusions_from_text(out)
+        if not excluded:
+            return jobs
+        return [replace(j, excluded_nodes=excluded[j.job_id]) if j.job_id in excluded else j for j in jobs]
+
     def _jobs_json_cmd(self) -> tuple[str, list[str]]:
         return "squeue", ["-a", "--json"]
 
@@ -181,11 +197,12 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
             return parse.partitions_from_doc(parse.load_json(out, "scontrol show partitions --json"))
         return parse.partitions_from_scontrol_text(out)
 
-    def _jobs_from(self, out: str | None, nonce: str = "") -> list[Job]:
-        """Text output (or None in json mode) -> jobs; a record that does not split means JSON this time."""
+    def _jobs_from(self, out: str | None, nonce: str = "", exclusions: str | None = None) -> list[Job]:
+        """Text output (or None in json mode) -> jobs; a record that does not split means JSON this time.
+        ``exclusions``: the output of ``_start_exclusions``'s squeue, where there was one."""
         if out is not None:
             try:
-                return self._parse_jobs_text(out, nonce)
+                return self._with_exclusions(self._parse_jobs_text(out, nonce), exclusions)
             except squeue_text.TextParseError as exc:
                 self._text_cache.clear()
                 self.text_fallbacks += 1
@@ -195,8 +212,9 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
     def jobs(self) -> list[Job]:
         if not self.use_text_jobs():
             return self._jobs_from(None)
-        running = self._start_jobs_text()
-        return self._jobs_from(self.finish(running), running.nonce)
+        running, exclusions = self._start_jobs_text(), self._start_exclusions()
+        out = self.finish(running)
+        return self._jobs_from(out, running.nonce, self.finish(exclusions) if exclusions else None)
 
     def jobs_of(self, job_ids: Sequence[int]) -> list[Job]:
         """The active jobs among ``job_ids``, read now (``squeue -j``): a resume hook's jobs, which no snapshot may
@@ -230,15 +248,18 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
             started.append(self._start_jobs_text() if self.use_text_jobs() else self.start(*self._jobs_json_cmd()))
             for cmd in (self._nodes_cmd(), self._partitions_cmd()):
                 started.append(self.start(*cmd))
+            exclusions = self._start_exclusions()
+            if exclusions is not None:
+                started.append(exclusions)
             outputs = [self.finish(r) for r in started]
         finally:
             for r in started:
                 if r.proc.poll() is None:
                     r.proc.kill()
                     r.proc.communicate()
-        jobs_out, nodes_out, parts_out = outputs
+        jobs_out, nodes_out, parts_out, *exclusions_out = outputs
         if self.use_text_jobs():
-            jobs = self._jobs_from(jobs_out, started[0].nonce)
+            jobs = self._jobs_from(jobs_out, started[0].nonce, exclusions_out[0] if exclusions_out else None)
         else:
             jobs = self._parse_jobs_json(jobs_out)
         jobs.sort(key=_job_key)

@@ -56,7 +56,7 @@ def _gres_from_dict(value: Any) -> tuple[Gres, ...]:
 
 
 def _hostlist_text(value: Any) -> str:
-    """pyslurm gives a job's required nodes as a list of names or as Slurm's hostlist string."""
+    """pyslurm gives a job's required or excluded nodes as a list of names or as Slurm's hostlist string."""
     if isinstance(value, (list, tuple)):
         return ",".join(parse.text(v) for v in value)
     return parse.text(value)
@@ -115,6 +115,7 @@ def job_from_pyslurm(j: Any) -> Job:
         hold=reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
         deadline=parse.time_or_none(getattr(j, "deadline", None)),
         required_nodes=_hostlist_text(getattr(j, "required_nodes", None)),
+        excluded_nodes=_hostlist_text(getattr(j, "excluded_nodes", None)),
     )
 
 

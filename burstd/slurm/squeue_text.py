@@ -22,11 +22,11 @@ SQUEUE_TEXT_FIELDS: tuple[str, ...] = (
     "JobID", "ArrayJobID", "ArrayTaskID", "HetJobID", "HetJobOffset", "UserName", "Account", "Partition",
     "QOS", "PriorityLong", "SubmitTime", "EligibleTime", "StartTime", "EndTime", "TimeLimit", "NodeList",
     "NumNodes", "NumCPUs", "MinMemory", "tres-alloc", "tres-per-node", "tres-per-job", "Feature", "State",
-    "Reason", "RestartCnt", "Comment", "Name", "Deadline", "ReqNodes",
+    "Reason", "RestartCnt", "Comment", "Name", "Deadline", "ReqNodes", "ExcNodes",
 )
-# Captures taken by an older burstd (``burstctl snapshot --from-files`` replays those) end before ReqNodes, or
-# before Deadline too. squeue prints every separator, so a live record never has fewer fields.
-_OLDER_FIELD_COUNTS = (len(SQUEUE_TEXT_FIELDS) - 1, len(SQUEUE_TEXT_FIELDS) - 2)
+# Captures taken by an older burstd (``burstctl snapshot --from-files`` replays those) end before ExcNodes, or
+# before ReqNodes or Deadline too. squeue prints every separator, so a live record never has fewer fields.
+_OLDER_FIELD_COUNTS = tuple(len(SQUEUE_TEXT_FIELDS) - k for k in (1, 2, 3))
 FIELD_SEP = "\x1f"  # ASCII unit separator between fields
 RECORD_END = "\x1e"  # ASCII record separator, then the snapshot's nonce, then squeue's newline
 
@@ -39,11 +39,12 @@ def new_nonce() -> str:
     return secrets.token_hex(8)
 
 
-def squeue_text_format(nonce: str = "") -> str:
-    """The ``-O`` / ``SQUEUE_FORMAT2`` value: ``JobID:0<US>,...,Name:0<RS><nonce>`` (``:0`` = never truncate)."""
+def squeue_text_format(nonce: str = "", *, exc_nodes: bool = True) -> str:
+    """The ``-O`` / ``SQUEUE_FORMAT2`` value: ``JobID:0<US>,...,Name:0<RS><nonce>`` (``:0`` = never truncate).
+    ``exc_nodes=False``: without ExcNodes, for a squeue that lacks it (22.05 prints an empty field instead)."""
     if not nonce.isalnum() and nonce:
         raise ValueError(f"the record nonce must be letters and digits, not {nonce!r}")
-    *head, last = SQUEUE_TEXT_FIELDS
+    *head, last = SQUEUE_TEXT_FIELDS if exc_nodes else SQUEUE_TEXT_FIELDS[:-1]
     return ",".join([f"{f}:0{FIELD_SEP}" for f in head] + [f"{last}:0{RECORD_END}{nonce}"])
 
 
@@ -53,12 +54,14 @@ _NOT_NUMBERS = frozenset(("N/A", "", "NONE", "Unknown", "UNLIMITED"))
 _JOB_ORDER = ("job_id", "name", "user", "account", "partitions", "state", "state_flags", "reason", "qos",
               "priority", "submit_time", "eligible_time", "start_time", "end_time", "time_limit_min", "nodes",
               "node_count", "cpus", "memory_mb", "gres", "features", "restart_count", "comment", "array_job_id",
-              "array_task_id", "array_tasks", "het_job_id", "het_job_offset", "hold", "deadline", "required_nodes")
+              "array_task_id", "array_tasks", "het_job_id", "het_job_offset", "hold", "deadline", "required_nodes",
+              "excluded_nodes")
 if tuple(f.name for f in dataclass_fields(Job))[: len(_JOB_ORDER)] != _JOB_ORDER:  # pragma: no cover
     raise ImportError("burstd.domain.slurm.Job fields changed order; update squeue_text._job_from_text_values")
 (_I_ID, _I_AJID, _I_ATID, _I_HID, _I_HOFF, _I_USER, _I_ACCT, _I_PART, _I_QOS, _I_PRIO, _I_SUBMIT, _I_ELIG,
  _I_START, _I_END, _I_LIMIT, _I_NODES, _I_NNODES, _I_NCPUS, _I_MINMEM, _I_TRES, _I_TPN, _I_TPJ, _I_FEAT,
- _I_STATE, _I_REASON, _I_RESTART, _I_COMMENT, _I_NAME, _I_DEADLINE, _I_REQNODES) = range(len(SQUEUE_TEXT_FIELDS))
+ _I_STATE, _I_REASON, _I_RESTART, _I_COMMENT, _I_NAME, _I_DEADLINE, _I_REQNODES,
+ _I_EXCNODES) = range(len(SQUEUE_TEXT_FIELDS))
 def _tres_mem_mb(tres: str) -> int | None:
     for item in tres.split(","):
         key, _, val = item.partition("=")
@@ -160,11 +163,34 @@ def _job_from_text_values(v: list[str]) -> Job:
         reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
         _ttime(v[_I_DEADLINE]) if len(v) > _I_DEADLINE else None,  # deadline ("N/A": none declared)
         ("" if v[_I_REQNODES] in _NULLS else v[_I_REQNODES]) if len(v) > _I_REQNODES else "",  # 22.05: (null)
+        ("" if v[_I_EXCNODES] in _NULLS else v[_I_EXCNODES]) if len(v) > _I_EXCNODES else "",
     )
 
 
 class TextParseError(ValueError):
     """A squeue text record that does not split cleanly (a field held a separator): use JSON instead."""
+
+
+#: ``squeue -o`` for a release whose ``-O`` has no ExcNodes: each pending job's id and ``sbatch -x`` list
+EXCLUSIONS_FORMAT = "%A|%x"
+
+
+def exclusions_from_text(output: str) -> dict[int, str]:
+    """``squeue -h -t PENDING -o %A|%x`` -> {job id: its excluded hostlist}, jobs that exclude none left out.
+    Slurm checked the names when the job was submitted; a line that is not "digits|list" is not squeue's."""
+    out: dict[int, str] = {}
+    for line in output.splitlines():
+        if not line:
+            continue
+        job, sep, excluded = line.partition("|")
+        if not sep:
+            raise TextParseError(f"squeue exclusions line without a separator: {line[:80]!r}")
+        if excluded and excluded not in _NULLS:
+            try:
+                out[_job_id(job)] = excluded
+            except ValueError as exc:
+                raise TextParseError(f"squeue exclusions line: {exc}") from None
+    return out
 
 
 def jobs_from_squeue_text(output: str, cache: dict[str, Job] | None = None, *, nonce: str = "") -> list[Job]:

@@ -136,6 +136,19 @@ def test_squeue_text_parses_or_asks_for_json(text, nonce):
         pass
 
 
+@FUZZ
+@given(st.one_of(st.text(max_size=300), st.lists(st.tuples(st.text("0123456789x", max_size=12), st.text(max_size=30))
+                                                 .map(lambda t: "|".join(t)), max_size=8).map("\n".join)))
+def test_squeue_exclusions_parse_or_ask_for_json(text):
+    """22.05's ``squeue -o %A|%x`` beside the text snapshot: {job id: hostlist}, or TextParseError (the adapter
+    then reads squeue --json for that snapshot); every id a real job id, never another exception."""
+    try:
+        out = squeue_text.exclusions_from_text(text)
+    except squeue_text.TextParseError:
+        return
+    assert all(isinstance(k, int) and 0 < k < 2**32 and v for k, v in out.items())
+
+
 hostlist_text = st.one_of(
     st.text(max_size=40),
     st.text(alphabet="cloud0123456789[]-,^%x", max_size=40),
@@ -476,7 +489,7 @@ SQUEUE_BASE = dict(
     EligibleTime="1795301514", StartTime="N/A", EndTime="N/A", TimeLimit="1:00:00", NodeList="",
     NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
     **{"tres-per-node": "gres/gpu:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING",
-    Reason="Resources", RestartCnt="0", Comment="hello", Name="train", Deadline="N/A", ReqNodes="",
+    Reason="Resources", RestartCnt="0", Comment="hello", Name="train", Deadline="N/A", ReqNodes="", ExcNodes="",
 )
 
 

@@ -97,17 +97,21 @@ def test_a_declared_deadline_reads_the_same_through_cli_text_cli_json_and_rest(s
     assert a[plain].deadline is None
 
 
-def test_a_node_list_asked_for_reads_the_same_through_cli_text_cli_json_and_rest(slurm_bed, bed_user, cleanup, cli,
-                                                                                 cli_json, rest):
-    """sbatch -w reaches Job.required_nodes on every path: squeue -O ReqNodes, squeue --json, REST."""
+def test_the_node_lists_asked_for_read_the_same_through_cli_text_cli_json_and_rest(slurm_bed, bed_user, cleanup, cli,
+                                                                                   cli_json, rest):
+    """sbatch -w and -x reach Job.required_nodes and Job.excluded_nodes on every path: squeue -O ReqNodes and
+    ExcNodes, squeue --json, REST."""
     onprem = slurm_bed.onprem_partition
     node = slurm_bed.onprem_nodes[-1]
     pinned = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "pinned", "-t", "10", "-w", node)
+    avoiding = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "avoiding", "-t", "10", "-x", node)
     plain = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "free", "-t", "10")
-    ids = {pinned, plain}
+    ids = {pinned, avoiding, plain}
     a, b, c = (_jobs(x.snapshot(), ids) for x in (cli, cli_json, rest))
     assert set(a) == ids and a == b == c
-    assert a[pinned].required_nodes == node and a[plain].required_nodes == ""
+    assert a[pinned].required_nodes == node and a[pinned].excluded_nodes == ""
+    assert a[avoiding].excluded_nodes == node and a[avoiding].required_nodes == ""
+    assert a[plain].required_nodes == a[plain].excluded_nodes == ""
 
 
 def test_every_job_shape_of_the_fixtures_workload_reads_the_same_through_every_path(slurm_bed, bed_user, other_user,

@@ -42,6 +42,9 @@ def test_long_expected_wait_and_money_left_bursts_with_a_sentence_that_has_the_f
         (pending(1, required_nodes="onprem1"), {}, "asks for nodes onprem1 (sbatch -w); onprem1 not in pool aws-cpu"),
         (pending(1, required_nodes="c[1-2],onprem3"), {}, "; onprem3 not in pool aws-cpu"),
         (pending(1, required_nodes="c99"), {}, "; c99 not in pool aws-cpu"),  # past the pool's node_count
+        (pending(1, excluded_nodes="c[1-20]"), {}, "excludes nodes c[1-20] of pool aws-cpu (sbatch -x); 0 of its"),
+        (pending(1, excluded_nodes="c[1-19],onprem1", node_count=2), {}, "; 1 of its nodes left, the job needs 2"),
+        (pending(1, excluded_nodes="c[1-"), {}, "excludes nodes c[1- (sbatch -x), a list burstd cannot read"),
         (pending(1, account="bio"), {}, "account bio has no budget"),
         (pending(1, limit_min=None), {}, "no time limit"),
         (pending(1), {"policy": {"paused": True}}, "bursting is paused"),
@@ -66,11 +69,21 @@ def test_a_job_that_names_the_pools_own_nodes_bursts():
     assert [(e.job_id, e.pool) for e in d.eligible] == [(1, "aws-cpu")], d.explanations[1].reason
 
 
+@pytest.mark.parametrize("excluded", ["c[1-19]", "c[1-19],onprem[1-4]", "onprem[1-4]", "c01,c0,c21"])
+def test_a_job_that_leaves_enough_of_the_pool_bursts(excluded):
+    # Slurm starts it on the nodes it did not exclude; "c01", "c0" and "c21" are no node of the pool (c1..c20)
+    d = one(busy_cluster(pending(1, excluded_nodes=excluded)))
+    assert [(e.job_id, e.pool) for e in d.eligible] == [(1, "aws-cpu")], d.explanations[1].reason
+
+
 def test_two_jobs_of_one_shape_are_fitted_by_their_own_node_lists():
     # the fit is cached by job shape: the node list is part of the shape
     d = one(busy_cluster(pending(1, required_nodes="onprem1"), pending(2), pending(3, required_nodes="c1")))
     assert {e.job_id for e in d.eligible} == {2, 3}
     assert "asks for nodes onprem1" in d.explanations[1].reason
+    d = one(busy_cluster(pending(1, excluded_nodes="c[1-20]"), pending(2), pending(3, excluded_nodes="c[2-20]")))
+    assert {e.job_id for e in d.eligible} == {2, 3}
+    assert "excludes nodes c[1-20]" in d.explanations[1].reason
 
 
 def test_a_job_too_big_for_on_prem_bursts_after_the_floor_only():

@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,8 @@ if name == "squeue" and "-j" in args and "-t" in args:  # job_state: FAKE_JOB_ST
     states = os.environ.get("FAKE_JOB_STATES", "PENDING").split(",")
     n = sum(1 for line in open(log) if '"-t"' in line and '"squeue"' in line)  # this call is logged: n >= 1
     print(jid + "|" + states[min(n, len(states)) - 1]); sys.exit(0)
+if name == "squeue" and "-o" in args:  # 22.05's pending jobs' exclusions (no ExcNodes in its -O)
+    sys.stdout.write(os.environ.get("FAKE_EXCLUSIONS", "")); sys.exit(0)
 if name == "squeue" and "-j" in args:
     jid = args[args.index("-j") + 1]
     print("999|other"); print(jid + "|" + os.environ.get("FAKE_PARTITIONS", "onprem")); sys.exit(0)
@@ -100,13 +103,14 @@ def _started(adapter):
     return [[os.path.basename(a[0]), *a[1:]] for a in adapter.calls if a[1:] != ["--version"]]
 
 
-def test_snapshot_uses_one_squeue_one_sinfo_one_partition_call(fake_slurm):
+def test_snapshot_uses_one_squeue_one_sinfo_one_partition_call_and_on_2205_one_for_the_exclusions(fake_slurm):
     a = fake_slurm.adapter()
     snap = a.snapshot()
-    assert sorted(x[0] for x in fake_slurm.argvs()) == ["scontrol", "sinfo", "squeue"]
-    assert [x[0] for x in _started(a)] == ["squeue", "sinfo", "scontrol"]
-    squeue = _started(a)[0]
+    assert sorted(x[0] for x in fake_slurm.argvs()) == ["scontrol", "sinfo", "squeue", "squeue"]
+    assert [x[0] for x in _started(a)] == ["squeue", "sinfo", "scontrol", "squeue"]
+    squeue, *_, exclusions = _started(a)
     assert squeue == ["squeue", "-h", "-a"]  # the format (with its nonce) travels in the environment
+    assert exclusions == ["squeue", "-h", "-a", "-t", "PENDING", "-o", "%A|%x"]
     assert len(snap.jobs) == 11 and len(snap.nodes) == 5 and len(snap.partitions) == 2
     assert snap.source == "cli" and snap.slurm_version == "22.05.8"
 
@@ -128,9 +132,9 @@ def test_call_count_does_not_grow_with_the_queue(fake_slurm, monkeypatch, tmp_pa
     a = fake_slurm.adapter()
     snap = a.snapshot()
     assert len(snap.jobs) == 11 * repeat
-    assert len(fake_slurm.argvs()) == 3 and len(a.calls) == 4  # + one cached `squeue --version`
+    assert len(fake_slurm.argvs()) == 4 and len(a.calls) == 5  # + one cached `squeue --version`
     a.snapshot()
-    assert len(a.calls) == 7  # the version is asked once per adapter
+    assert len(a.calls) == 9  # the version is asked once per adapter
 
 
 def test_environment_is_scrubbed_and_set(fake_slurm):
@@ -140,9 +144,10 @@ def test_environment_is_scrubbed_and_set(fake_slurm):
         assert env["SLURM_CONF"] == fake_slurm.conf
         assert env["SLURM_TIME_FORMAT"] == "%s"
         assert "SQUEUE_FORMAT" not in env
-        if call["argv"][0] == "squeue" and "--version" not in call["argv"]:
+        if call["argv"][0] == "squeue" and "--version" not in call["argv"] and "-o" not in call["argv"]:
             nonce = env["SQUEUE_FORMAT2"].rsplit(squeue_text.RECORD_END, 1)[1]
-            assert env["SQUEUE_FORMAT2"] == squeue_text.squeue_text_format(nonce) and len(nonce) == 16
+            assert env["SQUEUE_FORMAT2"] == squeue_text.squeue_text_format(nonce, exc_nodes=False)  # 22.05
+            assert len(nonce) == 16
 
 
 def test_each_snapshot_ends_records_with_a_fresh_nonce(fake_slurm):
@@ -184,6 +189,36 @@ def test_invalid_utf8_in_a_job_reads_as_replacement_characters_like_the_rest_bac
     names = [j.name for j in a.snapshot().jobs]
     assert "too\ufffd\ufffd_long" in names and len(names) == 11 and a.text_fallbacks == 0
     "".join(names).encode("utf-8")  # strict: no surrogates
+
+
+def test_the_exclusions_of_2205_join_the_text_snapshot_and_match_the_json_path(fake_slurm, monkeypatch, tmp_path):
+    """22.05's squeue -O has no ExcNodes (it prints an empty field for the name): the pending jobs' ``sbatch -x``
+    lists come from one more squeue beside the snapshot, and the text path reads what the JSON path reads."""
+    plain = fake_slurm.adapter().snapshot()
+    pending = [j.job_id for j in plain.jobs if j.is_pending]
+    assert len(pending) >= 2 and all(j.excluded_nodes == "" for j in plain.jobs)
+    monkeypatch.setenv("FAKE_EXCLUSIONS", f"{pending[0]}|c[1-2]\n{pending[1]}|(null)\n{pending[1] + 10**6}|c3\n")
+    jobs = {j.job_id: j for j in fake_slurm.adapter().snapshot().jobs}
+    assert jobs[pending[0]].excluded_nodes == "c[1-2]" and jobs[pending[0]].job_id == pending[0]
+    assert all(j.excluded_nodes == "" for i, j in jobs.items() if i != pending[0])
+    assert {i: replace(j, excluded_nodes="") for i, j in jobs.items()} == {j.job_id: j for j in plain.jobs}
+    assert [j.excluded_nodes for j in fake_slurm.adapter().jobs() if j.job_id == pending[0]] == ["c[1-2]"]
+    monkeypatch.setenv("FAKE_EXCLUSIONS", "c[1-2]\n")  # not squeue's: this snapshot comes from JSON
+    a = fake_slurm.adapter()
+    assert len(a.snapshot().jobs) == len(plain.jobs) and a.text_fallbacks == 1
+
+
+def test_a_release_whose_squeue_prints_exc_nodes_reads_them_in_the_one_text_call(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_VERSION", "slurm 24.11.5")
+    a = fake_slurm.adapter()
+    a.jobs()
+    assert [x for x in _started(a) if x[0] == "squeue"] == [["squeue", "-h", "-a"]]
+    [fmt] = [c["env"]["SQUEUE_FORMAT2"] for c in fake_slurm.calls() if "SQUEUE_FORMAT2" in c["env"]]
+    assert ",ExcNodes:0" in fmt
+    monkeypatch.setenv("FAKE_VERSION", "slurm-wlm 22.05.8")
+    fake_slurm.adapter().jobs()
+    fmt = [c["env"]["SQUEUE_FORMAT2"] for c in fake_slurm.calls() if "SQUEUE_FORMAT2" in c["env"]][-1]
+    assert "ExcNodes" not in fmt and ",ReqNodes:0" in fmt
 
 
 def test_newer_slurm_reads_nodes_and_partitions_as_json(fake_slurm, monkeypatch):

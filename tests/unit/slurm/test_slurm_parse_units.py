@@ -97,6 +97,7 @@ def record(**over: str) -> str:
         NodeList="", NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
         **{"tres-per-node": "gres:gpu:a100:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING",
         Reason="Resources", RestartCnt="2", Comment="hello", Name="train", Deadline="N/A", ReqNodes="",
+        ExcNodes="",
     )
     base.update(over)
     return US.join(base[f] for f in squeue_text.SQUEUE_TEXT_FIELDS) + RS + "\n"
@@ -137,7 +138,7 @@ def test_text_records_that_do_not_split_cleanly_are_refused(output):
 
 def test_text_format_argument_never_truncates_fields():
     fmt = squeue_text.squeue_text_format()
-    assert fmt.count(":0") == N and fmt.endswith("ReqNodes:0" + RS) and "," not in fmt.replace(US + ",", "")
+    assert fmt.count(":0") == N and fmt.endswith("ExcNodes:0" + RS) and "," not in fmt.replace(US + ",", "")
 
 
 def test_array_meta_and_task_in_text():
