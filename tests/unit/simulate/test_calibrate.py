@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from burstd.cli.app import app
-from burstd.simulate.calibrate import WAIT_FLOOR_S, WaitPair, calibrate_trace, compare
+from burstd.simulate.calibrate import STALL_MIN_S, WAIT_FLOOR_S, WaitPair, calibrate_trace, compare, recorded_stalls
+from burstd.simulate.traces import TraceJob
 
 
 def _swf(rows: list[tuple[int, float, float, float, int, float]], procs: int) -> str:
@@ -63,6 +64,32 @@ def test_a_site_that_waited_longer_than_the_model_shows_the_gap(tmp_path):
     assert rep["share_within_2x"] < 1
 
 
+def _ran(job_id: int, submit: float, wait: float, run: float, cpus: int) -> TraceJob:
+    return TraceJob(job_id, submit, run, run, cpus, recorded_wait=wait)
+
+
+H = 3600.0
+
+
+@pytest.mark.parametrize("case, stalls, across", [
+    # a 10-CPU site idle for 10 h while job 2 waited: a stall, job 2 (of 3) waited across it
+    ([_ran(1, 0, 0, 100, 2), _ran(2, 10, 10 * H, 60, 2), _ran(3, 10 * H + 5, 0, 60, 2)], 1, 1 / 3),
+    # the same 10 h, but a job held 6 of the 10 CPUs all along: the site was busy, not lost
+    ([_ran(1, 0, 0, 11 * H, 6), _ran(2, 10, 10 * H, 60, 2), _ran(3, 10 * H + 5, 0, 60, 2)], 0, 0.0),
+    # 10 h with nobody waiting: an idle site
+    ([_ran(1, 0, 0, 100, 2), _ran(2, 10 * H, 0, 60, 2), _ran(3, 10 * H + 5, 0, 60, 2)], 0, 0.0),
+    # a wait of 5 h: shorter than a stall
+    ([_ran(1, 0, 0, 100, 2), _ran(2, 10, 5 * H, 60, 2), _ran(3, 5 * H + 20, 0, 60, 2)], 0, 0.0),
+    # two stalls; job 2 waited across both and counts once, job 4 across the second
+    ([_ran(1, 0, 0, 100, 2), _ran(2, 10, 30 * H, 60, 2), _ran(5, 7 * H, 0, 60, 1), _ran(4, 8 * H, 22 * H, 60, 1),
+      _ran(3, 30 * H + 5, 0, 60, 2)], 2, 2 / 5),
+])
+def test_the_records_stalls_are_long_idle_stretches_with_jobs_waiting(case, stalls, across):
+    out = recorded_stalls(case, capacity=10)
+    assert out["count"] == stalls and out["share_of_jobs_waiting_across"] == pytest.approx(across, abs=1e-4)
+    assert out["min_s"] == STALL_MIN_S and (out["days"] > 0) == (stalls > 0)
+
+
 def test_the_cli_prints_the_json_the_issue_names_and_refuses_philly(tmp_path):
     rows = [(k, 60.0 * k, 0.0, 600.0, 1, 900.0) for k in range(1, 30)]
     trace = tmp_path / "t.swf"
@@ -73,8 +100,9 @@ def test_the_cli_prints_the_json_the_issue_names_and_refuses_philly(tmp_path):
     for key in ("recorded_mean_wait_s", "model_mean_wait_s", "median_abs_rel_error", "share_within_2x"):
         assert key in rep
     assert rep["wait_floor_s"] == WAIT_FLOOR_S
+    assert rep["recorded_stalls"]["count"] == 0  # a job a minute, none waiting
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--calibrate"])
-    assert r.exit_code == 0 and "within 2x" in r.output
+    assert r.exit_code == 0 and "within 2x" in r.output and "the record stalls 0 times" in r.output
     philly = tmp_path / "p.csv"
     philly.write_text("1,0,x,y,2,3600\n2,60,x,y,1,600\n")
     r = CliRunner().invoke(app, ["simulate", "--trace", str(philly), "--format", "philly", "--calibrate"])
@@ -104,3 +132,12 @@ def test_the_cli_takes_the_scheduler_pass(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads(r.output)
     assert rep["sched_pass_s"] == 1800.0 and rep["share_within_2x"] == 1.0
+
+
+def test_a_stall_s_share_of_the_recorded_wait_counts_the_waits_that_span_it():
+    # job 2 waited 10 h across the stall, job 4 waited 1 h while the site was busy: 10 of the 11 hours
+    jobs = [_ran(1, 0, 0, 100, 2), _ran(2, 10, 10 * H, 60, 2), _ran(3, 10 * H + 5, 0, 2 * H, 10),
+            _ran(4, 10 * H + 10, H - 5, 60, 2)]
+    out = recorded_stalls(jobs, capacity=10)
+    assert out["count"] == 1 and out["share_of_jobs_waiting_across"] == 0.25
+    assert out["share_of_recorded_wait_across"] == pytest.approx((10 * H) / (11 * H - 5), abs=1e-4)
