@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,6 +48,14 @@ class _Running:
     proc: subprocess.Popen
     deadline: float
     nonce: str = ""  # the squeue text path's record nonce (see squeue_text)
+
+
+def _reap(runs: Iterable[_Running | None]) -> None:
+    """Kill what is still running of ``runs`` (a call that failed or timed out left the others behind)."""
+    for r in runs:
+        if r is not None and r.proc.poll() is None:
+            r.proc.kill()
+            r.proc.communicate()
 
 
 def _job_key(job: Job) -> int:
@@ -212,9 +220,15 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
     def jobs(self) -> list[Job]:
         if not self.use_text_jobs():
             return self._jobs_from(None)
-        running, exclusions = self._start_jobs_text(), self._start_exclusions()
-        out = self.finish(running)
-        return self._jobs_from(out, running.nonce, self.finish(exclusions) if exclusions else None)
+        running = self._start_jobs_text()
+        exclusions = None
+        try:
+            exclusions = self._start_exclusions()
+            out = self.finish(running)
+            excluded = self.finish(exclusions) if exclusions is not None else None
+        finally:
+            _reap((running, exclusions))
+        return self._jobs_from(out, running.nonce, excluded)
 
     def jobs_of(self, job_ids: Sequence[int]) -> list[Job]:
         """The active jobs among ``job_ids``, read now (``squeue -j``): a resume hook's jobs, which no snapshot may
@@ -253,10 +267,7 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
                 started.append(exclusions)
             outputs = [self.finish(r) for r in started]
         finally:
-            for r in started:
-                if r.proc.poll() is None:
-                    r.proc.kill()
-                    r.proc.communicate()
+            _reap(started)
         jobs_out, nodes_out, parts_out, *exclusions_out = outputs
         if self.use_text_jobs():
             jobs = self._jobs_from(jobs_out, started[0].nonce, exclusions_out[0] if exclusions_out else None)

@@ -24,6 +24,8 @@ import os
 import re
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 
@@ -82,21 +84,46 @@ class _PreemptedBeforeWorkers(BaseException):
 class _BeforeWorkers:
     """The preemption signal's handler until torchrun starts the workers, when torch puts its own in place (which
     forwards the signal to them). It raises, so that whatever the launcher is doing ends; :attr:`raised` tells
-    that stop from one torch's handler made."""
+    that stop from one torch's handler made.
 
-    def __init__(self, sig: signal.Signals):
+    Python runs a handler only between bytecodes, and a multi-node rendezvous waits inside torch's C++ store for
+    as long as the other nodes take (up to its timeout). So the signal also wakes a watcher thread (through
+    ``signal.set_wakeup_fd``): if the handler has not run ``GRACE_S`` later while it is still the one in place,
+    the watcher ends the process itself, with the requeue code. Nothing runs yet that it could leave behind."""
+
+    GRACE_S = 1.0
+
+    def __init__(self, sig: signal.Signals, code: int):
+        self.sig, self.code = sig, code
         self.raised = False
         self.make: Callable[[], BaseException] = lambda: _PreemptedBeforeWorkers(sig)
-        signal.signal(sig, self)
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, args=(read_fd,), name="burstd-before-workers", daemon=True).start()
+        signal.signal(sig, self)  # last: from here on the signal raises (the caller is ready for that)
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.raised = True
         raise self.make()
 
+    def _in_place(self) -> bool:
+        return signal.getsignal(self.sig) is self  # else torch has started the workers and handles the signal
 
-def _stopped_before_workers(code: int, sig: signal.Signals) -> int:
-    print(f"torchrun: {sig.name} before the workers started: nothing to save, exiting with the requeue code {code}",
-          file=sys.stderr, flush=True)
+    def _watch(self, read_fd: int) -> None:
+        while True:
+            woken = os.read(read_fd, 64)  # the numbers of the signals that came (any with a Python handler)
+            if int(self.sig) not in woken or not self._in_place():
+                continue
+            time.sleep(self.GRACE_S)
+            if not self.raised and self._in_place():
+                _stopped_before_workers(self.code, self.sig, " (in the rendezvous)")
+                os._exit(self.code)
+
+
+def _stopped_before_workers(code: int, sig: signal.Signals, where: str = "") -> int:
+    print(f"torchrun: {sig.name} before the workers started{where}: nothing to save, exiting with the requeue code "
+          f"{code}", file=sys.stderr, flush=True)
     return code
 
 
@@ -126,8 +153,10 @@ def torchrun_handles(args: list[str], sig: signal.Signals) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     code, sig = requeue_exit_code(), preempt_signal_from_env()
-    early = _BeforeWorkers(sig) if torchrun_handles(args, sig) else None
+    early = None
     try:
+        if torchrun_handles(args, sig):
+            early = _BeforeWorkers(sig, code)
         with start_up.paused():  # importing torch, without the collector's passes over it (burstd.start_up)
             from torch.distributed.elastic.multiprocessing.api import SignalException
             from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -128,3 +129,35 @@ def test_a_preemption_signal_before_the_workers_start_ends_the_launch_with_the_r
         assert "Traceback" not in err, err
     else:
         assert proc.returncode == -signal.SIGUSR1, (proc.returncode, err)  # as plain torchrun: no handler left
+
+
+def test_a_preemption_signal_in_a_multi_node_rendezvous_ends_the_launch_too(tmp_path, free_tcp_port):
+    """The first node's launcher waits inside torch's C++ store for the second node, where Python runs no signal
+    handler: the watcher thread ends it with the requeue code (before, the signal killed it outright)."""
+    started = tmp_path / "worker-started"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(started)!r}, 'w').close()\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "burstd.train.launch", "--nnodes=2", "--node-rank=0", "--nproc-per-node=1",
+         "--master-addr=127.0.0.1", f"--master-port={free_tcp_port}", "--signals-to-handle=SIGTERM,SIGUSR1",
+         str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "BURSTD_REQUEUE_EXIT_CODE": "85", "BURSTD_PREEMPT_SIGNAL": "SIGUSR1"})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # its store listens: it is in the rendezvous, waiting for node 1
+            assert proc.poll() is None, proc.communicate()
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", free_tcp_port)) == 0:
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the launcher never reached its rendezvous")
+        time.sleep(0.5)  # into the wait
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 85, (proc.returncode, err)
+    assert "SIGUSR1 before the workers started (in the rendezvous): nothing to save" in err, err
+    assert not started.exists()
