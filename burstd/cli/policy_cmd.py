@@ -248,8 +248,8 @@ def _calibrate(trace: str, format: str | None, onprem_cpus: int | None, limit_jo
                   f"{rep['median_abs_rel_error']}; jobs within 2x: {rep['share_within_2x']:.0%} "
                   f"(waits under {rep['wait_floor_s']:.0f} s count as {rep['wait_floor_s']:.0f} s)")
     st = rep["recorded_stalls"]
-    console.print(f"the record stalls {st['count']} times ({st['days']} of {st['trace_days']} days: nothing started for "
-                  f"{st['min_s'] / 3600:.0f} h or more while jobs waited and under half the CPUs were busy); "
+    console.print(f"the record stalls {st['count']} times ({st['days']} of {st['trace_days']} days: nothing started "
+                  f"for {st['min_s'] / 3600:.0f} h or more while jobs waited and under half the CPUs were busy); "
                   f"{st['share_of_jobs_waiting_across']:.1%} of the jobs waited across one, "
                   f"{st['share_of_recorded_wait_across']:.0%} of all the recorded wait")
 

@@ -35,8 +35,8 @@ from burstd.domain.hostlist import expand
 from burstd.domain.partition_access import CloudReservation, PartitionAccess, is_slurm_name
 from burstd.slurm.conf import hostlist
 from burstd.domain.slurm import Job, Snapshot
-from burstd.policy.cloud_access import (hold_comment, partition_accounts, plan_gate, reservation_accounts,
-                                        unfunded_accounts)
+from burstd.policy.cloud_access import (cloud_reservation, hold_comment, partition_accounts, plan_gate,
+                                        reservation_accounts, unfunded_accounts)
 from burstd.policy.eligibility import Associations, Eligibility, association_refusal
 
 log = get_logger("cloud_gate")
@@ -72,7 +72,7 @@ class CloudGate:
         self.written: dict[str, PartitionAccess] = {}
         self.held: dict[int, str] = {}  # job -> why burstd holds it
         # excluded users: a MAGNETIC reservation over every cloud node with Users=-name (burstd_<cluster id>)
-        self.reservation = f"burstd_{config.cluster.id}"
+        self.reservation = cloud_reservation(config.cluster.id)
         self.cloud_nodes = tuple(sorted(n for p in config.pools for n in expand(hostlist(p.node_prefix,
                                                                                           p.node_count))))
         self._reservation_seen: tuple[float, CloudReservation | None] | None = None

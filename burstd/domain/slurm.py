@@ -66,6 +66,9 @@ class Job:
     required_nodes: str = ""
     # ``sbatch -x``: the hostlist the job must not run on ("" = none); a burst needs enough of the pool's others
     excluded_nodes: str = ""
+    # ``sbatch --reservation``: the reservation(s) it runs in ("" = none asked; a pending job shows only what it
+    # asked for, never a MAGNETIC reservation it could be placed in); Slurm starts it on no other node
+    reservation: str = ""
 
     @property
     def is_pending(self) -> bool:

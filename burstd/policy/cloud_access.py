@@ -37,6 +37,12 @@ from burstd.domain.slurm import Job, Snapshot
 from burstd.policy.budget import account_limit, site_limit
 from burstd.policy.eligibility import Eligibility
 
+def cloud_reservation(cluster_id: str) -> str:
+    """The name of burstd's MAGNETIC reservation over the cloud nodes (``burstd.daemon.cloud_gate``): the one
+    reservation a job may ask for and still run on a cloud node."""
+    return f"burstd_{cluster_id}"
+
+
 #: The AdminComment prefix of burstd's holds (a user reads it in ``scontrol show job``).
 HOLD_PREFIX = "burstd-hold:"
 

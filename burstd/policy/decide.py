@@ -4,23 +4,24 @@
 
 One pass over the pending jobs in priority order (highest priority, then oldest first):
 
-1. hard gates: paused, opt-out comment, excluded account/user/partition/QOS, heterogeneous or held job,
-   pending for a reason that is not about resources, priority below ``min_priority``, no time limit, too
-   preempted ``max_preemptions_total`` times (the safety cap: on-prem only);
+1. hard gates: paused, opt-out comment, excluded account/user/partition/QOS, heterogeneous or held job, a
+   reservation asked for other than burstd's own (Slurm starts it on no cloud node), pending for a reason that
+   is not about resources, priority below ``min_priority``, no time limit, too preempted
+   ``max_preemptions_total`` times (the safety cap: on-prem only);
 2. expected on-prem wait: Slurm's backfill estimate (``Job.start_time`` on a pending job that is not yet
    burst-eligible), else a fluid model: the job starts when the capacity freed by running on-prem jobs
    (at their end times or time limits) covers the demand of the jobs ahead of it that stay on-prem;
 3. the waiting policy (``burstd.policy.waiting``) with per-partition/QOS minimum waits (not again for a job
    requeued while it held a cloud partition: a preempted job qualified already; nor for a job inside its
    declared deadline's safety net that an on-prem start would make late);
-4. fit (CPUs, memory, GPUs and GPU type, features, pool accounts, ``policy.burst_to``), then the cheapest
-   (pool, market) by expected bill including the rework that spot preemptions cost (spot is off for a
-   preempted job behind its Uniform Progress line, for a job inside its ``sbatch --deadline``'s safety net,
-   or past the optional ``max_preemptions_spot``); with
-   the value of waiting on, the job bursts only if the wait it saves is worth that bill
-   (``burstd.policy.progress``), or once it has waited ``max_wait_to_limit_ratio`` x its limit; then the
-   first that still fits the pool's and the account's node caps and the budget guard
-   (``burstd.policy.budget``) with every earlier decision of this cycle already counted.
+4. fit (CPUs, memory, GPUs and GPU type, features, nodes named or excluded, pool accounts, ``policy.burst_to``),
+   then the cheapest (pool, market) by expected bill including the rework that spot preemptions cost (spot is
+   off for a preempted job behind its Uniform Progress line, for a job inside its ``sbatch --deadline``'s safety
+   net, or past the optional ``max_preemptions_spot``); with the value of waiting on, the job bursts only if
+   the wait it saves is worth that bill (``burstd.policy.progress``), or once it has waited
+   ``max_wait_to_limit_ratio`` x its limit; then the first that still fits the pool's and the account's node
+   caps and the budget guard (``burstd.policy.budget``) with every earlier decision of this cycle already
+   counted.
 
 Jobs that already carry a cloud partition and fail any of this lose it (``RevokeEligible``); thresholds
 for keeping are ``waiting.keep_fraction`` of those for bursting, so estimates that wobble do not flap.
@@ -52,6 +53,7 @@ from burstd.domain.data import DataMove, DataNeeds
 from burstd.domain.lease import Lease
 from burstd.domain.slurm import Job, Snapshot
 from burstd.policy import waiting
+from burstd.policy.cloud_access import cloud_reservation
 from burstd.policy.budget import (
     Committed,
     Limits,
@@ -170,6 +172,7 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
     ctx.begin(partition_max)
     burst_reasons, elig_gate = ctx.excluded, ctx.eligibility.gate
     opt_out = pol.opt_out_comment
+    own_resv = cloud_reservation(config.cluster.id)
     max_total, max_spot, min_prio = pol.max_preemptions_total, pol.max_preemptions_spot, pol.min_priority
     qos_floor = pol.min_wait_s_by_qos
     acct_pools = ctx.acct_pools
@@ -239,6 +242,8 @@ def _decide(snapshot: Snapshot, leases: Sequence[Lease], budgets: BudgetBook | N
             gate, garg = R.G_HET, ()
         elif job.hold:
             gate, garg = R.G_HELD, ()
+        elif job.reservation and own_resv not in job.reservation.split(","):
+            gate, garg = R.G_RESERVATION, (job.reservation,)
         elif job.restart_count >= max_total:
             gate, garg = R.G_PREEMPTED, (job.restart_count, max_total)
         elif not has_cloud and job.reason not in burst_reasons:

@@ -33,6 +33,7 @@ G_REASON = "pending for {}, not for resources"
 G_PRIORITY = "priority {} is below min_priority {}"
 G_NOLIMIT = "no time limit, so its cloud cost has no bound"
 G_DATA = "its data never leaves the site ({})"
+G_RESERVATION = "it runs in reservation {} (sbatch --reservation), which holds no cloud node"
 
 
 def moving(move: DataMove) -> str:

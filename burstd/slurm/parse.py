@@ -283,6 +283,7 @@ def job_from_json(rec: Mapping[str, Any]) -> Job:
         deadline=time_or_none(rec.get("deadline")),  # 0 (22.05) or number 0 (later): none declared
         required_nodes=text(rec.get("required_nodes")),
         excluded_nodes=text(rec.get("excluded_nodes")),
+        reservation=text(rec.get("resv_name")),
     )
 
 

@@ -116,6 +116,7 @@ def job_from_pyslurm(j: Any) -> Job:
         deadline=parse.time_or_none(getattr(j, "deadline", None)),
         required_nodes=_hostlist_text(getattr(j, "required_nodes", None)),
         excluded_nodes=_hostlist_text(getattr(j, "excluded_nodes", None)),
+        reservation=parse.text(getattr(j, "reservation", None)),
     )
 
 

@@ -22,11 +22,13 @@ SQUEUE_TEXT_FIELDS: tuple[str, ...] = (
     "JobID", "ArrayJobID", "ArrayTaskID", "HetJobID", "HetJobOffset", "UserName", "Account", "Partition",
     "QOS", "PriorityLong", "SubmitTime", "EligibleTime", "StartTime", "EndTime", "TimeLimit", "NodeList",
     "NumNodes", "NumCPUs", "MinMemory", "tres-alloc", "tres-per-node", "tres-per-job", "Feature", "State",
-    "Reason", "RestartCnt", "Comment", "Name", "Deadline", "ReqNodes", "ExcNodes",
+    "Reason", "RestartCnt", "Comment", "Name", "Deadline", "ReqNodes", "Reservation",
+    "ExcNodes",
 )
-# Captures taken by an older burstd (``burstctl snapshot --from-files`` replays those) end before ExcNodes, or
-# before ReqNodes or Deadline too. squeue prints every separator, so a live record never has fewer fields.
-_OLDER_FIELD_COUNTS = tuple(len(SQUEUE_TEXT_FIELDS) - k for k in (1, 2, 3))
+# A 22.05 squeue has no ExcNodes (the format stops before it), and captures taken by an older burstd
+# (``burstctl snapshot --from-files`` replays those) end before Reservation, ReqNodes or Deadline. squeue prints
+# every separator, so a live record never has fewer fields.
+_OLDER_FIELD_COUNTS = tuple(len(SQUEUE_TEXT_FIELDS) - k for k in (1, 2, 3, 4))
 FIELD_SEP = "\x1f"  # ASCII unit separator between fields
 RECORD_END = "\x1e"  # ASCII record separator, then the snapshot's nonce, then squeue's newline
 
@@ -55,13 +57,13 @@ _JOB_ORDER = ("job_id", "name", "user", "account", "partitions", "state", "state
               "priority", "submit_time", "eligible_time", "start_time", "end_time", "time_limit_min", "nodes",
               "node_count", "cpus", "memory_mb", "gres", "features", "restart_count", "comment", "array_job_id",
               "array_task_id", "array_tasks", "het_job_id", "het_job_offset", "hold", "deadline", "required_nodes",
-              "excluded_nodes")
+              "excluded_nodes", "reservation")
 if tuple(f.name for f in dataclass_fields(Job))[: len(_JOB_ORDER)] != _JOB_ORDER:  # pragma: no cover
     raise ImportError("burstd.domain.slurm.Job fields changed order; update squeue_text._job_from_text_values")
 (_I_ID, _I_AJID, _I_ATID, _I_HID, _I_HOFF, _I_USER, _I_ACCT, _I_PART, _I_QOS, _I_PRIO, _I_SUBMIT, _I_ELIG,
  _I_START, _I_END, _I_LIMIT, _I_NODES, _I_NNODES, _I_NCPUS, _I_MINMEM, _I_TRES, _I_TPN, _I_TPJ, _I_FEAT,
  _I_STATE, _I_REASON, _I_RESTART, _I_COMMENT, _I_NAME, _I_DEADLINE, _I_REQNODES,
- _I_EXCNODES) = range(len(SQUEUE_TEXT_FIELDS))
+ _I_RESV, _I_EXCNODES) = range(len(SQUEUE_TEXT_FIELDS))
 def _tres_mem_mb(tres: str) -> int | None:
     for item in tres.split(","):
         key, _, val = item.partition("=")
@@ -164,6 +166,7 @@ def _job_from_text_values(v: list[str]) -> Job:
         _ttime(v[_I_DEADLINE]) if len(v) > _I_DEADLINE else None,  # deadline ("N/A": none declared)
         ("" if v[_I_REQNODES] in _NULLS else v[_I_REQNODES]) if len(v) > _I_REQNODES else "",  # 22.05: (null)
         ("" if v[_I_EXCNODES] in _NULLS else v[_I_EXCNODES]) if len(v) > _I_EXCNODES else "",
+        ("" if v[_I_RESV] in _NULLS else v[_I_RESV]) if len(v) > _I_RESV else "",
     )
 
 

@@ -489,7 +489,8 @@ SQUEUE_BASE = dict(
     EligibleTime="1795301514", StartTime="N/A", EndTime="N/A", TimeLimit="1:00:00", NodeList="",
     NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
     **{"tres-per-node": "gres/gpu:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING",
-    Reason="Resources", RestartCnt="0", Comment="hello", Name="train", Deadline="N/A", ReqNodes="", ExcNodes="",
+    Reason="Resources", RestartCnt="0", Comment="hello", Name="train", Deadline="N/A", ReqNodes="",
+    Reservation="(null)", ExcNodes="",
 )
 
 

@@ -97,21 +97,32 @@ def test_a_declared_deadline_reads_the_same_through_cli_text_cli_json_and_rest(s
     assert a[plain].deadline is None
 
 
-def test_the_node_lists_asked_for_read_the_same_through_cli_text_cli_json_and_rest(slurm_bed, bed_user, cleanup, cli,
-                                                                                   cli_json, rest):
-    """sbatch -w and -x reach Job.required_nodes and Job.excluded_nodes on every path: squeue -O ReqNodes and
-    ExcNodes, squeue --json, REST."""
+def test_where_jobs_may_run_reads_the_same_through_cli_text_cli_json_and_rest(slurm_bed, bed_user, cleanup, cli,
+                                                                               cli_json, rest):
+    """sbatch -w, -x and --reservation reach Job.required_nodes, Job.excluded_nodes and Job.reservation on every
+    path: squeue -O ReqNodes, Reservation and ExcNodes (22.05: squeue -o %A|%x beside it), squeue --json, REST.
+    A MAGNETIC reservation shows on no pending job that did not ask for it."""
     onprem = slurm_bed.onprem_partition
     node = slurm_bed.onprem_nodes[-1]
-    pinned = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "pinned", "-t", "10", "-w", node)
-    avoiding = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "avoiding", "-t", "10", "-x", node)
-    plain = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "free", "-t", "10")
-    ids = {pinned, avoiding, plain}
-    a, b, c = (_jobs(x.snapshot(), ids) for x in (cli, cli_json, rest))
+    try:
+        for name, on, flags in (("maint", node, []), ("drawn", slurm_bed.onprem_nodes[0], ["Flags=MAGNETIC"])):
+            slurm_bed.run(["scontrol", "create", "reservation", f"ReservationName={name}", f"Nodes={on}",
+                           f"Users={bed_user}", "StartTime=now", "Duration=60", *flags])
+        pinned = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "pinned", "-t", "10", "-w", node)
+        avoiding = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "avoiding", "-t", "10", "-x", node)
+        reserved = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "reserved", "-t", "10",
+                         "--reservation=maint")
+        plain = _held(slurm_bed, bed_user, cleanup, "-p", onprem, "-J", "free", "-t", "10")
+        ids = {pinned, avoiding, reserved, plain}
+        a, b, c = (_jobs(x.snapshot(), ids) for x in (cli, cli_json, rest))
+    finally:
+        for name in ("maint", "drawn"):
+            slurm_bed.run(["scontrol", "delete", f"ReservationName={name}"], check=False)
     assert set(a) == ids and a == b == c
-    assert a[pinned].required_nodes == node and a[pinned].excluded_nodes == ""
-    assert a[avoiding].excluded_nodes == node and a[avoiding].required_nodes == ""
-    assert a[plain].required_nodes == a[plain].excluded_nodes == ""
+    assert (a[pinned].required_nodes, a[pinned].excluded_nodes, a[pinned].reservation) == (node, "", "")
+    assert (a[avoiding].required_nodes, a[avoiding].excluded_nodes, a[avoiding].reservation) == ("", node, "")
+    assert (a[reserved].required_nodes, a[reserved].excluded_nodes, a[reserved].reservation) == ("", "", "maint")
+    assert (a[plain].required_nodes, a[plain].excluded_nodes, a[plain].reservation) == ("", "", "")
 
 
 def test_every_job_shape_of_the_fixtures_workload_reads_the_same_through_every_path(slurm_bed, bed_user, other_user,

@@ -45,6 +45,8 @@ def test_long_expected_wait_and_money_left_bursts_with_a_sentence_that_has_the_f
         (pending(1, excluded_nodes="c[1-20]"), {}, "excludes nodes c[1-20] of pool aws-cpu (sbatch -x); 0 of its"),
         (pending(1, excluded_nodes="c[1-19],onprem1", node_count=2), {}, "; 1 of its nodes left, the job needs 2"),
         (pending(1, excluded_nodes="c[1-"), {}, "excludes nodes c[1- (sbatch -x), a list burstd cannot read"),
+        (pending(1, reservation="maint"), {}, "it runs in reservation maint (sbatch --reservation), which holds no"),
+        (pending(1, reservation="maint,course"), {}, "in reservation maint,course (sbatch --reservation)"),
         (pending(1, account="bio"), {}, "account bio has no budget"),
         (pending(1, limit_min=None), {}, "no time limit"),
         (pending(1), {"policy": {"paused": True}}, "bursting is paused"),
@@ -67,6 +69,19 @@ def test_each_gate_keeps_the_job_home_and_says_why(job, cfg_kw, expect_in_reason
 def test_a_job_that_names_the_pools_own_nodes_bursts():
     d = one(busy_cluster(pending(1, required_nodes="c[1-2]", node_count=2)))
     assert [(e.job_id, e.pool) for e in d.eligible] == [(1, "aws-cpu")], d.explanations[1].reason
+
+
+@pytest.mark.parametrize("reservation", ["burstd_burstd", "maint,burstd_burstd"])
+def test_a_job_that_asks_for_burstds_own_reservation_bursts(reservation):
+    # burstd's MAGNETIC reservation over the cloud nodes is burstd_<cluster id> (the default id is "burstd")
+    d = one(busy_cluster(pending(1, reservation=reservation)))
+    assert [e.job_id for e in d.eligible] == [1], d.explanations[1].reason
+
+
+def test_a_job_in_another_reservation_loses_the_cloud_partition_it_had():
+    job = pending(1, reservation="maint", partitions=("batch", "cloud"))
+    d = one(busy_cluster(job))
+    assert not d.eligible and [(r.job_id, r.partition) for r in d.revoke] == [(1, "cloud")]
 
 
 @pytest.mark.parametrize("excluded", ["c[1-19]", "c[1-19],onprem[1-4]", "onprem[1-4]", "c01,c0,c21"])

@@ -218,7 +218,7 @@ def test_a_release_whose_squeue_prints_exc_nodes_reads_them_in_the_one_text_call
     monkeypatch.setenv("FAKE_VERSION", "slurm-wlm 22.05.8")
     fake_slurm.adapter().jobs()
     fmt = [c["env"]["SQUEUE_FORMAT2"] for c in fake_slurm.calls() if "SQUEUE_FORMAT2" in c["env"]][-1]
-    assert "ExcNodes" not in fmt and ",ReqNodes:0" in fmt
+    assert "ExcNodes" not in fmt and fmt.rsplit(squeue_text.RECORD_END, 1)[0].endswith(",Reservation:0")
 
 
 def test_newer_slurm_reads_nodes_and_partitions_as_json(fake_slurm, monkeypatch):

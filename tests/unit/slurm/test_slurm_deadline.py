@@ -82,9 +82,10 @@ def test_a_text_capture_from_before_the_deadline_field_still_replays(tmp_path):
     assert jobs and all(j.deadline is None for j in jobs)
     snap = snapshot_from_files([capture], active_only=False)
     assert {j.job_id for j in snap.jobs} == {j.job_id for j in jobs}
-    # one field fewer again (four missing: ExcNodes, ReqNodes, Deadline, Name) is no layout burstd ever printed
+    # one field fewer again (five missing: ExcNodes, Reservation, ReqNodes, Deadline, Name) is no layout burstd
+    # ever printed
     short = record(nonce="0123456789abcdef").split(squeue_text.FIELD_SEP)
-    del short[-5:-1]
+    del short[-6:-1]
     with pytest.raises(squeue_text.TextParseError, match="fields"):
         squeue_text.jobs_from_squeue_text(squeue_text.FIELD_SEP.join(short), nonce="0123456789abcdef")
 

@@ -97,7 +97,7 @@ def record(**over: str) -> str:
         NodeList="", NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
         **{"tres-per-node": "gres:gpu:a100:1", "tres-per-job": "N/A"}, Feature="x86", State="PENDING",
         Reason="Resources", RestartCnt="2", Comment="hello", Name="train", Deadline="N/A", ReqNodes="",
-        ExcNodes="",
+        Reservation="(null)", ExcNodes="",
     )
     base.update(over)
     return US.join(base[f] for f in squeue_text.SQUEUE_TEXT_FIELDS) + RS + "\n"

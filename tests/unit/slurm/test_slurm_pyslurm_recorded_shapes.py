@@ -53,7 +53,7 @@ def recorded_job(r: dict) -> SimpleNamespace:
         array_tasks_parallel=(_n(r["array_max_tasks"]) or None) if tasks else None,
         heterogeneous_id=_n(r["het_job_id"]) or None, heterogeneous_offset=_n(r["het_job_offset"]) or None,
         deadline=_t(r["deadline"]), required_nodes=r.get("required_nodes") or None,
-        excluded_nodes=r.get("excluded_nodes") or None,
+        excluded_nodes=r.get("excluded_nodes") or None, reservation=r.get("resv_name") or None,
     )
 
 

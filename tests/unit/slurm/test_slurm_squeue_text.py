@@ -23,7 +23,8 @@ def record(nonce: str = NONCE, **over: str) -> str:
         EligibleTime="1795301514", StartTime="N/A", EndTime="N/A", TimeLimit="1:00:00", NodeList="",
         NumNodes="1", NumCPUs="4", MinMemory="1G", **{"tres-alloc": "cpu=4,mem=1G,node=1"},
         **{"tres-per-node": "N/A", "tres-per-job": "N/A"}, Feature="x86", State="PENDING", Reason="Resources",
-        RestartCnt="0", Comment="hello", Name="train", Deadline="N/A", ReqNodes="", ExcNodes="",
+        RestartCnt="0", Comment="hello", Name="train", Deadline="N/A", ReqNodes="",
+        Reservation="(null)", ExcNodes="",
     )
     base.update(over)
     return US.join(base[f] for f in squeue_text.SQUEUE_TEXT_FIELDS) + RS + nonce + "\n"

@@ -1,9 +1,9 @@
-"""A job's ``sbatch -w`` and ``sbatch -x`` node lists reach ``Job.required_nodes`` and ``Job.excluded_nodes`` from
-every backend: squeue --json and scontrol --json (every data parser), the squeue -O text path, slurmrestd's
-records, and pyslurm's Job objects.
+"""Where a job may run, as it asked: ``sbatch -w`` and ``sbatch -x`` node lists and ``sbatch --reservation``
+reach ``Job.required_nodes``, ``Job.excluded_nodes`` and ``Job.reservation`` from every backend: squeue --json and
+scontrol --json (every data parser), the squeue -O text path, slurmrestd's records, and pyslurm's Job objects.
 
-The real captures hold no job that names or excludes nodes (every record says ""), so they prove the unset case;
-the set case is the same records with only that one field changed."""
+The real captures hold no job that names or excludes nodes or asks for a reservation (every record says ""), so
+they prove the unset case; the set case is the same records with only that one field changed."""
 
 from __future__ import annotations
 
@@ -20,48 +20,51 @@ from tests.unit.slurm.test_slurm_squeue_text import record
 
 JOB_DOCS_2205 = sorted((DATA_2205 / "slurm-22.05").glob("*jobs.json"))
 NONCE = "0123456789abcdef"
-#: Job's field (also the key in Slurm's JSON) and the squeue -O field that prints it
-LISTS = [("required_nodes", "ReqNodes"), ("excluded_nodes", "ExcNodes")]
+#: Job's field (also pyslurm's attribute), its key in Slurm's JSON, and the squeue -O field that prints it
+FIELDS = [("required_nodes", "required_nodes", "ReqNodes"), ("excluded_nodes", "excluded_nodes", "ExcNodes"),
+          ("reservation", "resv_name", "Reservation")]
 
 
-@pytest.mark.parametrize("field", [f for f, _ in LISTS])
+@pytest.mark.parametrize(("field", "key"), [(f, k) for f, k, _ in FIELDS])
 @pytest.mark.parametrize("path", JOB_DOCS + JOB_DOCS_2205, ids=lambda p: str(p.relative_to(DATA_2205)))
-def test_every_capture_reads_its_node_lists(path, field):
+def test_every_capture_reads_where_its_jobs_may_run(path, field, key):
     doc = _doc(path)
     assert all(getattr(j, field) == "" for j in parse.jobs_from_doc(doc))  # the captures name none
     doc = copy.deepcopy(doc)
-    doc["jobs"][0][field] = "onprem[1-2]"
+    doc["jobs"][0][key] = "onprem[1-2]"
     first, *rest = parse.jobs_from_doc(doc)
     assert getattr(first, field) == "onprem[1-2]" and all(getattr(j, field) == "" for j in rest)
-    other = next(f for f, _ in LISTS if f != field)
-    assert getattr(first, other) == ""
+    assert all(getattr(first, other) == "" for other, _, _ in FIELDS if other != field)
 
 
-@pytest.mark.parametrize(("field", "printed_as"), LISTS)
+@pytest.mark.parametrize(("field", "printed_as"), [(f, t) for f, _, t in FIELDS])
 @pytest.mark.parametrize(("printed", "want"), [("onprem[1-2]", "onprem[1-2]"), ("", ""), ("(null)", "")])
-def test_the_squeue_text_path_reads_the_node_lists(field, printed_as, printed, want):
+def test_the_squeue_text_path_reads_where_its_jobs_may_run(field, printed_as, printed, want):
     [job] = squeue_text.jobs_from_squeue_text(record(**{printed_as: printed}), nonce=NONCE)
     assert getattr(job, field) == want
     assert f"{printed_as}:0" in squeue_text.squeue_text_format(NONCE)
 
 
-@pytest.mark.parametrize("missing", [1, 2], ids=["before ExcNodes", "before ReqNodes"])
-def test_a_text_capture_from_before_the_node_list_fields_still_reads(missing):
-    """A capture a burstd took before ExcNodes (or ReqNodes too) joined the fields: the record less its last."""
-    values = record(ReqNodes="c1", nonce=NONCE).split(squeue_text.FIELD_SEP)
+@pytest.mark.parametrize("missing", [1, 2, 3], ids=["22.05, or before ExcNodes", "before Reservation",
+                                                    "before ReqNodes"])
+def test_a_record_without_the_last_fields_still_reads(missing):
+    """A 22.05 record (no ExcNodes), or a capture a burstd took before Reservation or ReqNodes joined the
+    fields: the record less its last fields."""
+    values = record(ReqNodes="c1", Reservation="maint", nonce=NONCE).split(squeue_text.FIELD_SEP)
     older = squeue_text.FIELD_SEP.join(values[:-1 - missing] + [values[-1 - missing]
                                                                 + values[-1][values[-1].index("\x1e"):]])
     [job] = squeue_text.jobs_from_squeue_text(older, nonce=NONCE)
     assert job.job_id == 42 and job.excluded_nodes == ""
-    assert job.required_nodes == ("c1" if missing == 1 else "")
+    assert job.reservation == ("maint" if missing == 1 else "")
+    assert job.required_nodes == ("c1" if missing <= 2 else "")
 
 
-@pytest.mark.parametrize("field", [f for f, _ in LISTS])
+@pytest.mark.parametrize(("field", "key"), [(f, k) for f, k, _ in FIELDS])
 @pytest.mark.parametrize("version", ["24.11", "26.05"])
-def test_pyslurm_jobs_carry_the_node_lists(version, field):
+def test_pyslurm_jobs_carry_where_they_may_run(version, field, key):
     rec = _doc(FIXTURES / version / "squeue_t_all.json")["jobs"][0]
     assert getattr(job_from_pyslurm(recorded_job(rec)), field) == ""
-    rec = {**rec, field: "onprem1"}
+    rec = {**rec, key: "onprem1"}
     job = job_from_pyslurm(recorded_job(rec))
     assert getattr(job, field) == "onprem1" and job == parse.job_from_json(rec)
 
