@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -50,12 +50,8 @@ class _Running:
     nonce: str = ""  # the squeue text path's record nonce (see squeue_text)
 
 
-def _reap(runs: Iterable[_Running | None]) -> None:
-    """Kill what is still running of ``runs`` (a call that failed or timed out left the others behind)."""
-    for r in runs:
-        if r is not None and r.proc.poll() is None:
-            r.proc.kill()
-            r.proc.communicate()
+#: Before 24.11, how often the pending jobs' ``sbatch -x`` lists are read again when no job is new (seconds)
+EXCLUSIONS_REFRESH_S = 300.0
 
 
 def _job_key(job: Job) -> int:
@@ -84,6 +80,9 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
         self.text_fallbacks = 0
         # squeue text record -> Job parsed from it last cycle: unchanged jobs are not parsed again
         self._text_cache: dict[str, Job] = {}
+        # before 24.11: pending job -> its sbatch -x list ("" none), asked once a job (``_with_exclusions``)
+        self._exclusions: dict[int, str] = {}
+        self._exclusions_refresh_at = 0.0
 
     # ------------------------------------------------------------------ running commands
     def _env(self) -> dict[str, str]:
@@ -161,20 +160,24 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
     def _start_jobs_text(self) -> _Running:
         return self.start("squeue", ["-h", "-a"], nonce=squeue_text.new_nonce())
 
-    def _start_exclusions(self) -> _Running | None:
-        """Beside the text snapshot, where its squeue has no ExcNodes field: the pending jobs' ``sbatch -x``."""
-        if not self.use_text_jobs() or self.features.has("squeue_exc_nodes"):
-            return None
-        return self.start("squeue", ["-h", "-a", "-t", "PENDING", "-o", squeue_text.EXCLUSIONS_FORMAT])
-
-    @staticmethod
-    def _with_exclusions(jobs: list[Job], out: str | None) -> list[Job]:
-        if out is None:
+    def _with_exclusions(self, jobs: list[Job]) -> list[Job]:
+        """The pending jobs' ``sbatch -x`` lists, where this squeue's text has no ExcNodes field (before 24.11):
+        ``squeue -h -a -t PENDING -o %A|%x``. A job's list is set when it is submitted (an admin's ``scontrol
+        update ExcNodeList`` aside), so that squeue runs only in a cycle that shows a pending job it has not
+        seen, and every ``EXCLUSIONS_REFRESH_S`` for the updates: most cycles run no more commands than on 24.11."""
+        if self.features.has("squeue_exc_nodes"):
             return jobs
-        excluded = squeue_text.exclusions_from_text(out)
-        if not excluded:
-            return jobs
-        return [replace(j, excluded_nodes=excluded[j.job_id]) if j.job_id in excluded else j for j in jobs]
+        pending = {j.job_id for j in jobs if j.is_pending}
+        known = self._exclusions
+        for gone in known.keys() - pending:
+            del known[gone]
+        now = time.monotonic()
+        if pending and (pending - known.keys() or now >= self._exclusions_refresh_at):
+            excluded = squeue_text.exclusions_from_text(
+                self.run("squeue", ["-h", "-a", "-t", "PENDING", "-o", squeue_text.EXCLUSIONS_FORMAT]))
+            self._exclusions = known = {j: excluded.get(j, "") for j in pending}
+            self._exclusions_refresh_at = now + EXCLUSIONS_REFRESH_S
+        return [replace(j, excluded_nodes=known[j.job_id]) if known.get(j.job_id) else j for j in jobs]
 
     def _jobs_json_cmd(self) -> tuple[str, list[str]]:
         return "squeue", ["-a", "--json"]
@@ -205,12 +208,11 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
             return parse.partitions_from_doc(parse.load_json(out, "scontrol show partitions --json"))
         return parse.partitions_from_scontrol_text(out)
 
-    def _jobs_from(self, out: str | None, nonce: str = "", exclusions: str | None = None) -> list[Job]:
-        """Text output (or None in json mode) -> jobs; a record that does not split means JSON this time.
-        ``exclusions``: the output of ``_start_exclusions``'s squeue, where there was one."""
+    def _jobs_from(self, out: str | None, nonce: str = "") -> list[Job]:
+        """Text output (or None in json mode) -> jobs; a record that does not split means JSON this time."""
         if out is not None:
             try:
-                return self._with_exclusions(self._parse_jobs_text(out, nonce), exclusions)
+                return self._with_exclusions(self._parse_jobs_text(out, nonce))
             except squeue_text.TextParseError as exc:
                 self._text_cache.clear()
                 self.text_fallbacks += 1
@@ -221,14 +223,7 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
         if not self.use_text_jobs():
             return self._jobs_from(None)
         running = self._start_jobs_text()
-        exclusions = None
-        try:
-            exclusions = self._start_exclusions()
-            out = self.finish(running)
-            excluded = self.finish(exclusions) if exclusions is not None else None
-        finally:
-            _reap((running, exclusions))
-        return self._jobs_from(out, running.nonce, excluded)
+        return self._jobs_from(self.finish(running), running.nonce)
 
     def jobs_of(self, job_ids: Sequence[int]) -> list[Job]:
         """The active jobs among ``job_ids``, read now (``squeue -j``): a resume hook's jobs, which no snapshot may
@@ -262,15 +257,15 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
             started.append(self._start_jobs_text() if self.use_text_jobs() else self.start(*self._jobs_json_cmd()))
             for cmd in (self._nodes_cmd(), self._partitions_cmd()):
                 started.append(self.start(*cmd))
-            exclusions = self._start_exclusions()
-            if exclusions is not None:
-                started.append(exclusions)
             outputs = [self.finish(r) for r in started]
         finally:
-            _reap(started)
-        jobs_out, nodes_out, parts_out, *exclusions_out = outputs
+            for r in started:
+                if r.proc.poll() is None:
+                    r.proc.kill()
+                    r.proc.communicate()
+        jobs_out, nodes_out, parts_out = outputs
         if self.use_text_jobs():
-            jobs = self._jobs_from(jobs_out, started[0].nonce, exclusions_out[0] if exclusions_out else None)
+            jobs = self._jobs_from(jobs_out, started[0].nonce)
         else:
             jobs = self._parse_jobs_json(jobs_out)
         jobs.sort(key=_job_key)

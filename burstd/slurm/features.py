@@ -28,8 +28,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("scontrol_json", (23, 2), None,
             "nodes and partitions from `scontrol show ... --json` (22.05: `sinfo --json`, `scontrol -o`)"),
     Feature("squeue_exc_nodes", (24, 11), None,
-            "`squeue -O ExcNodes`: a job's `sbatch -x` list in the text snapshot (older: one more squeue, "
-            "`-t PENDING -o %A|%x`, beside it; 22.05 prints an empty field for a name it does not know)"),
+            "`squeue -O ExcNodes`: a job's `sbatch -x` list in the text snapshot (older: `squeue -t PENDING "
+            "-o %A|%x` after it, when a pending job is new; 22.05 prints an empty field for a name it does not "
+            "know)"),
     Feature("instance_fields", (23, 11), None,
             "`scontrol update nodename=N instanceid=I instancetype=T`: Slurm records the cloud instance "
             "(`sacctmgr show instance`)"),

@@ -134,7 +134,7 @@ def test_call_count_does_not_grow_with_the_queue(fake_slurm, monkeypatch, tmp_pa
     assert len(snap.jobs) == 11 * repeat
     assert len(fake_slurm.argvs()) == 4 and len(a.calls) == 5  # + one cached `squeue --version`
     a.snapshot()
-    assert len(a.calls) == 9  # the version is asked once per adapter
+    assert len(a.calls) == 8  # the version is asked once per adapter, the exclusions once a job
 
 
 def test_environment_is_scrubbed_and_set(fake_slurm):
@@ -206,6 +206,32 @@ def test_the_exclusions_of_2205_join_the_text_snapshot_and_match_the_json_path(f
     monkeypatch.setenv("FAKE_EXCLUSIONS", "c[1-2]\n")  # not squeue's: this snapshot comes from JSON
     a = fake_slurm.adapter()
     assert len(a.snapshot().jobs) == len(plain.jobs) and a.text_fallbacks == 1
+
+
+def test_2205_asks_for_the_exclusions_only_when_a_pending_job_is_new_or_they_are_old(fake_slurm, monkeypatch,
+                                                                                      tmp_path):
+    exclusions = ["squeue", "-h", "-a", "-t", "PENDING", "-o", "%A|%x"]
+    a = fake_slurm.adapter()
+    a.snapshot()
+    assert _started(a).count(exclusions) == 1
+    a.snapshot()
+    a.jobs()
+    assert _started(a).count(exclusions) == 1  # the same pending jobs: their lists are known
+    body = (DATA / "squeue_text.txt").read_text()
+    first = body.split(squeue_text.RECORD_END + "\n")[0].split(squeue_text.FIELD_SEP)
+    pending = next(r for r in body.split(squeue_text.RECORD_END + "\n")[:-1] if "PENDING" in r)
+    new = pending.split(squeue_text.FIELD_SEP)
+    new[0] = str(int(first[0]) + 100_000)
+    more = tmp_path / "more.txt"
+    more.write_text(body + squeue_text.FIELD_SEP.join(new) + squeue_text.RECORD_END + "\n")
+    monkeypatch.setenv("FAKE_TEXT", str(more))
+    monkeypatch.setenv("FAKE_EXCLUSIONS", f"{new[0]}|c[1-2]\n")
+    jobs = {j.job_id: j for j in a.snapshot().jobs}
+    assert _started(a).count(exclusions) == 2 and jobs[int(new[0])].excluded_nodes == "c[1-2]"
+    a._exclusions_refresh_at = 0.0  # EXCLUSIONS_REFRESH_S later: an admin may have changed a list
+    monkeypatch.setenv("FAKE_EXCLUSIONS", "")
+    jobs = {j.job_id: j for j in a.snapshot().jobs}
+    assert _started(a).count(exclusions) == 3 and jobs[int(new[0])].excluded_nodes == ""
 
 
 def test_a_release_whose_squeue_prints_exc_nodes_reads_them_in_the_one_text_call(fake_slurm, monkeypatch):
