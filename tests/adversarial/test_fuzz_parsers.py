@@ -140,7 +140,7 @@ def test_squeue_text_parses_or_asks_for_json(text, nonce):
 @given(st.one_of(st.text(max_size=300), st.lists(st.tuples(st.text("0123456789x", max_size=12), st.text(max_size=30))
                                                  .map(lambda t: "|".join(t)), max_size=8).map("\n".join)))
 def test_squeue_exclusions_parse_or_ask_for_json(text):
-    """22.05's ``squeue -o %A|%x`` beside the text snapshot: {job id: hostlist}, or TextParseError (the adapter
+    """22.05's ``squeue -o %A|%x`` after the text snapshot: {job id: hostlist}, or TextParseError (the adapter
     then reads squeue --json for that snapshot); every id a real job id, never another exception."""
     try:
         out = squeue_text.exclusions_from_text(text)
