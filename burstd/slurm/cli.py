@@ -168,15 +168,14 @@ class CliAdapter(PartitionEdits, AccountingMixin, HealthMixin, PartitionAccessMi
         if self.features.has("squeue_exc_nodes"):
             return jobs
         pending = {j.job_id for j in jobs if j.is_pending}
-        known = self._exclusions
-        for gone in known.keys() - pending:
-            del known[gone]
         now = time.monotonic()
-        if pending and (pending - known.keys() or now >= self._exclusions_refresh_at):
+        # each ask replaces the map with the pending jobs: between asks no job is new, so it never grows
+        if pending and (pending - self._exclusions.keys() or now >= self._exclusions_refresh_at):
             excluded = squeue_text.exclusions_from_text(
                 self.run("squeue", ["-h", "-a", "-t", "PENDING", "-o", squeue_text.EXCLUSIONS_FORMAT]))
-            self._exclusions = known = {j: excluded.get(j, "") for j in pending}
+            self._exclusions = {j: excluded.get(j, "") for j in pending}
             self._exclusions_refresh_at = now + EXCLUSIONS_REFRESH_S
+        known = self._exclusions
         return [replace(j, excluded_nodes=known[j.job_id]) if known.get(j.job_id) else j for j in jobs]
 
     def _jobs_json_cmd(self) -> tuple[str, list[str]]:

@@ -164,10 +164,16 @@ def _job_from_text_values(v: list[str]) -> Job:
         (_tnum(v[_I_HOFF]) if het_job_id is not None else None),
         reason in ("JobHeldUser", "JobHeldAdmin") and priority == 0,
         _ttime(v[_I_DEADLINE]) if len(v) > _I_DEADLINE else None,  # deadline ("N/A": none declared)
-        ("" if v[_I_REQNODES] in _NULLS else v[_I_REQNODES]) if len(v) > _I_REQNODES else "",  # 22.05: (null)
-        ("" if v[_I_EXCNODES] in _NULLS else v[_I_EXCNODES]) if len(v) > _I_EXCNODES else "",
-        ("" if v[_I_RESV] in _NULLS else v[_I_RESV]) if len(v) > _I_RESV else "",
+        _later_text(v, _I_REQNODES),
+        _later_text(v, _I_EXCNODES),
+        _later_text(v, _I_RESV),
     )
+
+
+def _later_text(v: list[str], i: int) -> str:
+    """A text field that joined the format later: "" where the record ends before it, or Slurm says none (22.05
+    prints "(null)")."""
+    return "" if len(v) <= i or v[i] in _NULLS else v[i]
 
 
 class TextParseError(ValueError):

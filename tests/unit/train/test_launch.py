@@ -98,21 +98,27 @@ def _wait_until_caught(pid: int, sig: signal.Signals, timeout_s: float = 30.0) -
     return False
 
 
+def _launch(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """``python -m burstd.train.launch ARGS train.py``, and the file its worker would create on starting."""
+    started = tmp_path / "worker-started"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(started)!r}, 'w').close()\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "burstd.train.launch", *args, "--nproc-per-node=1", "--master-addr=127.0.0.1",
+         str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "BURSTD_REQUEUE_EXIT_CODE": "85", "BURSTD_PREEMPT_SIGNAL": "SIGUSR1"})
+    return proc, started
+
+
 @pytest.mark.parametrize("handled", [True, False])
 def test_a_preemption_signal_before_the_workers_start_ends_the_launch_with_the_requeue_code(tmp_path, handled):
     """burstd-agent signals a just-started job's leaf process, the launcher, while it still imports torch: a
     plain torchrun dies of it and the job fails. This one exits with the requeue code and starts no worker; it
     stands in for torchrun's handler only where torchrun would put one (--signals-to-handle), else it would
     stay for the whole run."""
-    started = tmp_path / "worker-started"
-    script = tmp_path / "train.py"
-    script.write_text(f"open({str(started)!r}, 'w').close()\n")
     signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT" + (",SIGUSR1" if handled else "")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "burstd.train.launch", "--nnodes=1", "--nproc-per-node=1",
-         "--master-addr=127.0.0.1", "--master-port=0", f"--signals-to-handle={signals}", str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "BURSTD_REQUEUE_EXIT_CODE": "85", "BURSTD_PREEMPT_SIGNAL": "SIGUSR1"})
+    proc, started = _launch(tmp_path, "--nnodes=1", "--master-port=0", f"--signals-to-handle={signals}")
     try:
         if handled:
             assert _wait_until_caught(proc.pid, signal.SIGUSR1), "the launcher never caught SIGUSR1"
@@ -134,15 +140,8 @@ def test_a_preemption_signal_before_the_workers_start_ends_the_launch_with_the_r
 def test_a_preemption_signal_in_a_multi_node_rendezvous_ends_the_launch_too(tmp_path, free_tcp_port):
     """The first node's launcher waits inside torch's C++ store for the second node, where Python runs no signal
     handler: the watcher thread ends it with the requeue code (before, the signal killed it outright)."""
-    started = tmp_path / "worker-started"
-    script = tmp_path / "train.py"
-    script.write_text(f"open({str(started)!r}, 'w').close()\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "burstd.train.launch", "--nnodes=2", "--node-rank=0", "--nproc-per-node=1",
-         "--master-addr=127.0.0.1", f"--master-port={free_tcp_port}", "--signals-to-handle=SIGTERM,SIGUSR1",
-         str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "BURSTD_REQUEUE_EXIT_CODE": "85", "BURSTD_PREEMPT_SIGNAL": "SIGUSR1"})
+    proc, started = _launch(tmp_path, "--nnodes=2", "--node-rank=0", f"--master-port={free_tcp_port}",
+                            "--signals-to-handle=SIGTERM,SIGUSR1")
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # its store listens: it is in the rendezvous, waiting for node 1
